@@ -1,0 +1,7 @@
+//go:build !unix
+
+package xdg
+
+import "io/fs"
+
+func checkOwner(fs.FileInfo) error { return nil }
