@@ -1,0 +1,109 @@
+// Package evidence stores CHP execution evidence: an append-only log with one
+// global, monotonic sequence and a hash chain per correlation.
+//
+// The Store interface is declared here, where the CHP boundary (package chp)
+// consumes it. A store knows nothing about the CHP event format: the caller
+// hands it Pending records whose Seal function renders the record once the
+// store has picked its place — the global sequence and the content hash of
+// the correlation's previous record — and returns the record's own content
+// hash and bytes. The store keeps those bytes verbatim, so replay never
+// re-encodes evidence.
+//
+// Data flow: chp.Boundary → Store.Append (sequence assigned, chained and
+// written, not yet durable) → … → Store.Sync(last sequence) before the
+// invocation's result is returned, so an answered invocation's evidence
+// survives a crash. Many concurrent Syncs share one fsync (group commit).
+// Replay reads one correlation's records in sequence order.
+//
+// There is no update or delete in the API: evidence is append-only.
+// Implementations: NewMemory (tests, ephemeral hosts) and evidence/logstore
+// (the durable embedded default). evidence/storetest holds the conformance
+// suite every implementation runs.
+package evidence
+
+import (
+	"context"
+	"errors"
+)
+
+// Pending is one record to append.
+type Pending struct {
+	// CorrelationID names the chain the record extends. Required.
+	CorrelationID string
+	// EventType is indexed for Count. Required.
+	EventType string
+	// Seal renders the record at its place: seq is its global sequence and
+	// prev the content hash of the correlation's previous record ("" for the
+	// first). It returns the record's content hash and its encoded bytes. It
+	// runs under the store's append lock: keep it short, never block.
+	Seal func(seq uint64, prev string) (contentHash string, data []byte, err error)
+}
+
+// Record is one stored record.
+type Record struct {
+	Sequence      uint64
+	CorrelationID string
+	EventType     string
+	ContentHash   string
+	PrevHash      string
+	Data          []byte
+}
+
+// Query selects records of one correlation in sequence order.
+type Query struct {
+	CorrelationID string
+	// After is exclusive: only records with Sequence > After are returned.
+	After uint64
+	// Limit caps the number of records; 0 means no limit.
+	Limit int
+}
+
+// Store is an append-only, hash-chained evidence log.
+type Store interface {
+	// Append seals and appends the batch atomically (all or none), in order,
+	// each record taking the next global sequence. On return the records are
+	// visible to Replay and Count but not necessarily durable: call Sync.
+	Append(ctx context.Context, batch ...Pending) ([]Record, error)
+	// Sync returns once every record with Sequence <= seq is durable.
+	Sync(ctx context.Context, seq uint64) error
+	// Replay returns the records of q.CorrelationID in sequence order.
+	Replay(ctx context.Context, q Query) ([]Record, error)
+	// Count returns how many records of eventType the correlation holds.
+	Count(ctx context.Context, correlationID, eventType string) (int, error)
+	// LastSequence is the highest sequence appended so far (0 when empty).
+	LastSequence() uint64
+	// Name says what engine this is, for the host descriptor ("memory", …).
+	Name() string
+	// Close releases the store; appends after Close fail with ErrClosed.
+	Close() error
+}
+
+// ErrClosed is returned by a store used after Close.
+var ErrClosed = errors.New("evidence: store closed")
+
+// ErrInvalid is returned for a malformed Pending record.
+var ErrInvalid = errors.New("evidence: invalid record")
+
+// Validate checks a batch before it is sealed.
+func Validate(batch []Pending) error {
+	for i, p := range batch {
+		if p.CorrelationID == "" || p.EventType == "" || p.Seal == nil {
+			return errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": correlation id, event type and seal are required"))
+		}
+	}
+	return nil
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	n := len(b)
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(b[n:])
+}
