@@ -1,0 +1,29 @@
+// Package registry is the capmesh node: a trust-subordinate capability
+// registry that speaks both the ecoPrimals registry methods (ipc.*) and the
+// Genesis-Mesh RFC-005 Network-Authority HTTP shape, plus a router that
+// forwards capability.call to a live, trusted provider.
+//
+// How data flows:
+//
+//   - A signed descriptor (POST /agents, or ipc.register {"descriptor": …})
+//     is parsed and its signature verified first (registry/descriptor);
+//     then liveness, network, trust (enrolment, CRL, key_compromise) and
+//     anti-rollback are checked; only then is it indexed and written
+//     through to the Store.
+//   - An unsigned local registration (ipc.register {name, capabilities,
+//     endpoint}) is accepted only from a Unix-socket peer of the node's own
+//     user, after the registry has called identity.get on the endpoint and
+//     the names match. It lives for its TTL and is renewed by ipc.heartbeat.
+//   - Reads (ipc.discover, ipc.find_capability, GET /agents?capability=)
+//     come from the in-memory capability index, filtered by liveness and by
+//     the trust policy before anything is returned; each result carries its
+//     trust verdict.
+//   - Every change bumps a monotonic registry version and is recorded as an
+//     event (registered, replaced, expired, revoked, deregistered) that
+//     ipc.watch delivers from a resumable cursor.
+//   - Revocation (POST /admin/revoke, registry.revoke) appends to the
+//     signed CRL and evicts the node's entries at once.
+//
+// Storage is the Store interface (durable records with expiry); the
+// in-memory index is authoritative for reads, the Store for restarts.
+package registry
