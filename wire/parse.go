@@ -1,0 +1,999 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Source names the member of a capabilities.list result that a list of names
+// was read from.
+type Source string
+
+// The sources Parse knows, with the wire format the standard gives each.
+const (
+	SourceNone                 Source = ""
+	SourceMethods              Source = "methods"               // Level 2 envelope (also Format B)
+	SourceProvidedCapabilities Source = "provided_capabilities" // Format E
+	SourceCapabilities         Source = "capabilities"          // Format B / legacy
+	SourceMethodInfo           Source = "method_info"           // Format C
+	SourceSemanticMappings     Source = "semantic_mappings"     // Format D
+	SourceArray                Source = "array"                 // Format A: the result is an array
+	SourceObjectKeys           Source = "object_keys"           // primalSpring's last resort
+)
+
+// Order is the priority in which Parse looks for a method list.
+type Order int
+
+const (
+	// OrderStandard is the priority documented by the Capability Wire
+	// Standard: methods, provided_capabilities, capabilities, method_info,
+	// semantic_mappings, bare array.
+	OrderStandard Order = iota
+	// OrderBiomeOS is what biomeOS's cap_probe actually does: capabilities,
+	// bare array, methods, method_info, semantic_mappings,
+	// provided_capabilities.
+	OrderBiomeOS
+	// OrderPrimalSpring is primalSpring's extract_capability_names: bare
+	// array, method_info, semantic_mappings, capabilities, methods, and
+	// finally the result object's own keys.
+	OrderPrimalSpring
+)
+
+var orders = map[Order][]Source{
+	OrderStandard:     {SourceMethods, SourceProvidedCapabilities, SourceCapabilities, SourceMethodInfo, SourceSemanticMappings, SourceArray},
+	OrderBiomeOS:      {SourceCapabilities, SourceArray, SourceMethods, SourceMethodInfo, SourceSemanticMappings, SourceProvidedCapabilities},
+	OrderPrimalSpring: {SourceArray, SourceMethodInfo, SourceSemanticMappings, SourceCapabilities, SourceMethods, SourceObjectKeys},
+}
+
+func (o Order) String() string {
+	switch o {
+	case OrderStandard:
+		return "standard"
+	case OrderBiomeOS:
+		return "biomeos"
+	case OrderPrimalSpring:
+		return "primalspring"
+	}
+	return fmt.Sprintf("Order(%d)", int(o))
+}
+
+// ParseOption changes how Parse reads a result.
+type ParseOption func(*parseConfig)
+
+type parseConfig struct {
+	order Order
+}
+
+// WithOrder selects the priority in which method lists are looked for
+// (default OrderStandard).
+func WithOrder(o Order) ParseOption { return func(c *parseConfig) { c.order = o } }
+
+// Capabilities is what Parse makes of a capabilities.list result, whatever
+// its format.
+type Capabilities struct {
+	// Source is where Names and Methods were read from (SourceNone when no
+	// member yielded a name).
+	Source Source
+	// Detected lists every source that holds at least one name, in the
+	// standard's order; more than one means the host sends several
+	// formats at once.
+	Detected []Source
+
+	// Primal and Version are the envelope's fields ("" when absent).
+	Primal, Version string
+
+	// Names is what a router registers from the chosen source, as biomeOS
+	// would: the method names, plus the bare group types when the source is
+	// provided_capabilities. Duplicates are dropped, order is kept.
+	Names []string
+	// Methods is Names without the group types: the callable methods. A
+	// host that sends capability tokens in place of methods (Format A with
+	// tokens such as "crypto") gets them here unchanged; Level reports
+	// them.
+	Methods []string
+
+	// Groups is provided_capabilities with every method fully qualified;
+	// short and fully-qualified spellings are both understood (see Parse).
+	Groups []Group
+	// Consumed is consumed_capabilities, whether given as strings or
+	// objects.
+	Consumed []Consumed
+	// CostEstimates is cost_estimates (nil when absent).
+	CostEstimates map[string]CostEstimate
+	// OperationDependencies is operation_dependencies (nil when absent).
+	OperationDependencies map[string][]string
+	// Protocol and Transport are the protocol and transport fields.
+	Protocol  string
+	Transport []string
+	// SignedAnnouncement and TransportSecurity are nil when absent or
+	// malformed (a Deviation says which).
+	SignedAnnouncement *SignedAnnouncement
+	TransportSecurity  *TransportSecurity
+
+	// Envelope records which standard fields were present and well-formed;
+	// Level reads it.
+	Envelope Envelope
+	// Extra holds the members the standard does not define, as sent.
+	Extra map[string]json.RawMessage
+	// Deviations lists every departure from the standard that Parse
+	// tolerated.
+	Deviations []Deviation
+}
+
+// Field is the state of one field of the envelope.
+type Field uint8
+
+const (
+	// Absent means the member is missing (or null).
+	Absent Field = iota
+	// Malformed means the member is present with the wrong JSON type.
+	Malformed
+	// Present means the member is present with the right JSON type.
+	Present
+)
+
+func (f Field) String() string {
+	switch f {
+	case Absent:
+		return "absent"
+	case Malformed:
+		return "malformed"
+	case Present:
+		return "present"
+	}
+	return fmt.Sprintf("Field(%d)", int(f))
+}
+
+// Envelope records the standard fields of a capabilities.list result.
+type Envelope struct {
+	// Object is true when the result is a JSON object (false: a bare
+	// array).
+	Object bool
+
+	// The state of each standard member.
+	Primal, Version, Methods                   Field
+	ProvidedCapabilities, ConsumedCapabilities Field
+	CostEstimates, OperationDependencies       Field
+	// MethodStrings holds the string entries of methods, as sent,
+	// duplicates included; MethodObjects counts entries given as objects
+	// and MethodInvalid entries that are neither (or objects without a
+	// name). A flat string array has MethodObjects == MethodInvalid == 0.
+	MethodStrings []string
+	// Counts of methods entries that were not strings.
+	MethodObjects, MethodInvalid int
+}
+
+// Group is one provided_capabilities entry with fully qualified methods.
+type Group struct {
+	Type        string
+	Methods     []string
+	Version     string
+	Description string
+}
+
+// Consumed is one entry of consumed_capabilities.
+type Consumed struct {
+	// Name is the method (crypto.sign) or, for hosts that send capability
+	// tokens or objects, the token or the object's type.
+	Name string
+	// Reason and Required come from the object form ({type, reason,
+	// required}); Required is nil when not given.
+	Reason   string
+	Required *bool
+}
+
+// Deviation is one departure from the standard that Parse tolerated.
+type Deviation struct {
+	// Field is the member concerned, e.g. "methods[3]" or
+	// "provided_capabilities[0].methods".
+	Field string
+	// Detail says what was found.
+	Detail string
+}
+
+func (d Deviation) String() string { return d.Field + ": " + d.Detail }
+
+// ErrNotCapabilities is returned (wrapped) by Parse when the result is not a
+// JSON object or array.
+var ErrNotCapabilities = errors.New("capabilities.list result is not a JSON object or array")
+
+// Parse reads the result member of a capabilities.list response (not the
+// whole JSON-RPC response) in any of the formats the ecosystem uses:
+//
+//   - the Level 2/3 envelope {primal, version, methods, …};
+//   - Format A, a bare array of names; Format B, an array of {method} or
+//     {name} objects, or an object with capabilities[] (and methods[]);
+//   - Format C, {method_info: [{name}]}; Format D, {semantic_mappings:
+//     {domain: {verb: {}}}}; Format E, {provided_capabilities: [{type,
+//     methods}]};
+//   - methods or group methods given as {name} / {method} objects.
+//
+// The method list is taken from the first source, in the chosen Order, that
+// yields at least one name. provided_capabilities is always read into
+// Groups: a group method is qualified as type.method unless it is already
+// fully qualified — it starts with "type.", or it (and not type.method) is
+// among the host's advertised names, or the host's groups are written
+// fully-qualified throughout — so rhizoCrypt's {type: dag, methods:
+// [dag.session.create]} gives dag.session.create, never
+// dag.dag.session.create.
+//
+// Parse fails only when result is not JSON or is neither an object nor an
+// array; a result in which no method list is found parses to a Capabilities
+// with Source SourceNone and no Names.
+func Parse(result json.RawMessage, opts ...ParseOption) (*Capabilities, error) {
+	cfg := parseConfig{order: OrderStandard}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	seq, ok := orders[cfg.order]
+	if !ok {
+		return nil, fmt.Errorf("parse capabilities: unknown order %d", int(cfg.order))
+	}
+	trimmed := bytes.TrimSpace(result)
+	if !json.Valid(trimmed) {
+		var v any
+		err := json.Unmarshal(trimmed, &v)
+		return nil, fmt.Errorf("parse capabilities: invalid JSON: %w", err)
+	}
+	p := &parser{c: &Capabilities{}}
+	switch {
+	case len(trimmed) > 0 && trimmed[0] == '[':
+		var arr []json.RawMessage
+		if err := json.Unmarshal(trimmed, &arr); err != nil {
+			return nil, fmt.Errorf("parse capabilities: %w", err)
+		}
+		p.array = arr
+		p.isArray = true
+	case len(trimmed) > 0 && trimmed[0] == '{':
+		members, err := objectMembers(trimmed)
+		if err != nil {
+			return nil, fmt.Errorf("parse capabilities: %w", err)
+		}
+		p.members = members
+		p.c.Envelope.Object = true
+		p.index()
+	default:
+		return nil, fmt.Errorf("parse capabilities: %w (got %s)", ErrNotCapabilities, jsonKind(trimmed))
+	}
+	p.run(seq)
+	return p.c, nil
+}
+
+// member is one name/value pair of a JSON object, in input order.
+type member struct {
+	key string
+	raw json.RawMessage
+}
+
+// objectMembers splits a JSON object into its members, keeping their order.
+func objectMembers(obj []byte) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	var out []member
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := t.(string)
+		if !ok {
+			return nil, fmt.Errorf("object key is %T", t)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		out = append(out, member{key: key, raw: raw})
+	}
+	return out, nil
+}
+
+// jsonKind names the JSON type of a valid JSON text.
+func jsonKind(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+type parser struct {
+	c       *Capabilities
+	isArray bool
+	array   []json.RawMessage
+	members []member
+	byKey   map[string]json.RawMessage
+}
+
+// knownMembers are the result members the standard (or a format A-E)
+// defines; everything else goes to Extra.
+var knownMembers = map[string]bool{
+	"primal": true, "version": true, "methods": true, "provided_capabilities": true,
+	"consumed_capabilities": true, "cost_estimates": true, "operation_dependencies": true,
+	"protocol": true, "transport": true, "signed_announcement": true, "transport_security": true,
+	"capabilities": true, "method_info": true, "semantic_mappings": true,
+}
+
+func (p *parser) dev(field, format string, args ...any) {
+	p.c.Deviations = append(p.c.Deviations, Deviation{Field: field, Detail: fmt.Sprintf(format, args...)})
+}
+
+// index builds the key lookup (the last of duplicate keys wins, as in
+// encoding/json and serde_json) and fills Extra.
+func (p *parser) index() {
+	p.byKey = make(map[string]json.RawMessage, len(p.members))
+	for _, m := range p.members {
+		if _, dup := p.byKey[m.key]; dup {
+			p.dev(m.key, "member appears more than once; the last one is used")
+		}
+		p.byKey[m.key] = m.raw
+		if !knownMembers[m.key] {
+			if p.c.Extra == nil {
+				p.c.Extra = map[string]json.RawMessage{}
+			}
+			p.c.Extra[m.key] = m.raw
+		}
+	}
+}
+
+// get returns a member unless it is absent or null.
+func (p *parser) get(key string) (json.RawMessage, bool) {
+	raw, ok := p.byKey[key]
+	if !ok || string(raw) == "null" {
+		return nil, false
+	}
+	return raw, true
+}
+
+func (p *parser) run(seq []Source) {
+	c := p.c
+	if !p.isArray {
+		p.envelopeStrings()
+		p.readMethodsField()
+		p.readGroups()
+		p.readConsumed()
+		p.readCosts()
+		p.readDeps()
+		p.readTransport()
+		p.readSigned()
+		p.compareCapabilitiesAndMethods()
+	}
+	extracted := map[Source][]string{}
+	types := map[string]bool{}
+	for _, s := range orders[OrderStandard] {
+		if names := p.extract(s, types); len(names) > 0 {
+			extracted[s] = names
+			c.Detected = append(c.Detected, s)
+		}
+	}
+	for _, s := range seq {
+		names, ok := extracted[s]
+		if !ok && s == SourceObjectKeys {
+			names = p.extract(s, types)
+		}
+		if len(names) == 0 {
+			continue
+		}
+		c.Source = s
+		c.Names = dedupe(names)
+		for _, n := range c.Names {
+			if s == SourceProvidedCapabilities && types[n] {
+				continue
+			}
+			c.Methods = append(c.Methods, n)
+		}
+		break
+	}
+}
+
+// envelopeStrings reads primal and version.
+func (p *parser) envelopeStrings() {
+	for _, f := range []struct {
+		key   string
+		dst   *string
+		state *Field
+	}{
+		{"primal", &p.c.Primal, &p.c.Envelope.Primal},
+		{"version", &p.c.Version, &p.c.Envelope.Version},
+	} {
+		raw, ok := p.get(f.key)
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(raw, f.dst); err != nil {
+			*f.state = Malformed
+			p.dev(f.key, "is %s, want a string", jsonKind(raw))
+			continue
+		}
+		*f.state = Present
+	}
+}
+
+// names reads an array of names: strings, or objects carrying the name in
+// "name" or "method". It returns the names in order and counts the entries
+// given as objects and the entries it had to skip.
+func names(raw json.RawMessage) (out []string, objects, invalid int, ok bool) {
+	var arr []json.RawMessage
+	if err := json.Unmarshal(raw, &arr); err != nil {
+		return nil, 0, 0, false
+	}
+	out, objects, invalid = namesOf(arr)
+	return out, objects, invalid, true
+}
+
+// namesOf is names for an already split array.
+func namesOf(arr []json.RawMessage) (out []string, objects, invalid int) {
+	for _, e := range arr {
+		var s string
+		if json.Unmarshal(e, &s) == nil {
+			out = append(out, s)
+			continue
+		}
+		if n, isObj := nameOfObject(e); isObj {
+			objects++
+			if n != "" {
+				out = append(out, n)
+				continue
+			}
+		}
+		invalid++
+	}
+	return out, objects, invalid
+}
+
+// nameOfObject returns the "name" (else "method") string member of an
+// object entry; isObj is false when e is not an object.
+func nameOfObject(e json.RawMessage) (name string, isObj bool) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(e, &obj) != nil {
+		return "", false
+	}
+	for _, k := range []string{"name", "method"} {
+		var s string
+		if raw, ok := obj[k]; ok && json.Unmarshal(raw, &s) == nil && s != "" {
+			return s, true
+		}
+	}
+	return "", true
+}
+
+// readMethodsField records the shape of the methods member.
+func (p *parser) readMethodsField() {
+	raw, ok := p.get("methods")
+	if !ok {
+		return
+	}
+	strs, objects, invalid, isArr := names(raw)
+	if !isArr {
+		p.c.Envelope.Methods = Malformed
+		p.dev("methods", "is %s, want an array of strings", jsonKind(raw))
+		return
+	}
+	p.c.Envelope.Methods = Present
+	p.c.Envelope.MethodObjects = objects
+	p.c.Envelope.MethodInvalid = invalid
+	if objects > 0 {
+		p.dev("methods", "%d entries are objects, not strings (methods-as-objects)", objects)
+	}
+	if invalid > 0 {
+		p.dev("methods", "%d entries are neither strings nor objects with a name; skipped", invalid)
+	}
+	if objects == 0 {
+		p.c.Envelope.MethodStrings = strs
+	} else {
+		// Keep only the entries that were strings on the wire.
+		var arr []json.RawMessage
+		_ = json.Unmarshal(raw, &arr)
+		for _, e := range arr {
+			var s string
+			if json.Unmarshal(e, &s) == nil {
+				p.c.Envelope.MethodStrings = append(p.c.Envelope.MethodStrings, s)
+			}
+		}
+	}
+	if d := duplicates(strs); len(d) > 0 {
+		p.dev("methods", "duplicate entries %s", listSome(d, 5))
+	}
+}
+
+// advertised returns the names the host lists itself in methods and
+// capabilities, used to tell short group methods from qualified ones.
+func (p *parser) advertised() map[string]bool {
+	set := map[string]bool{}
+	for _, key := range []string{"methods", "capabilities"} {
+		if raw, ok := p.get(key); ok {
+			ns, _, _, _ := names(raw)
+			for _, n := range ns {
+				set[n] = true
+			}
+		}
+	}
+	return set
+}
+
+// rawGroup is a provided_capabilities entry before qualification.
+type rawGroup struct {
+	typ, version, description string
+	methods                   []string
+}
+
+// readGroups reads provided_capabilities into Groups.
+func (p *parser) readGroups() {
+	raw, ok := p.get("provided_capabilities")
+	if !ok {
+		return
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal(raw, &arr); err != nil {
+		p.c.Envelope.ProvidedCapabilities = Malformed
+		p.dev("provided_capabilities", "is %s, want an array of {type, methods}", jsonKind(raw))
+		return
+	}
+	p.c.Envelope.ProvidedCapabilities = Present
+	var groups []rawGroup
+	for i, e := range arr {
+		field := fmt.Sprintf("provided_capabilities[%d]", i)
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(e, &obj) != nil {
+			p.dev(field, "is %s, want an object {type, methods}", jsonKind(e))
+			continue
+		}
+		var g rawGroup
+		if r, ok := obj["type"]; !ok || json.Unmarshal(r, &g.typ) != nil || g.typ == "" {
+			p.dev(field+".type", "missing or not a non-empty string")
+		}
+		_ = json.Unmarshal(obj["version"], &g.version)
+		_ = json.Unmarshal(obj["description"], &g.description)
+		if r, ok := obj["methods"]; ok && string(r) != "null" {
+			ms, objects, invalid, isArr := names(r)
+			switch {
+			case !isArr:
+				p.dev(field+".methods", "is %s, want an array of strings", jsonKind(r))
+			default:
+				if objects > 0 {
+					p.dev(field+".methods", "%d entries are objects, not strings", objects)
+				}
+				if invalid > 0 {
+					p.dev(field+".methods", "%d entries skipped (neither strings nor named objects)", invalid)
+				}
+			}
+			g.methods = ms
+		} else {
+			p.dev(field+".methods", "missing")
+		}
+		groups = append(groups, g)
+	}
+	p.qualifyGroups(groups)
+}
+
+// qualifyGroups turns the group methods into fully qualified names.
+func (p *parser) qualifyGroups(groups []rawGroup) {
+	adv := p.advertised()
+	// First pass: does this host write group methods short (the standard)
+	// or fully qualified (rhizoCrypt, Songbird)?
+	short, qualified := 0, 0
+	for _, g := range groups {
+		for _, m := range g.methods {
+			switch {
+			case g.typ != "" && strings.HasPrefix(m, g.typ+"."):
+				qualified++
+			case adv[g.typ+"."+m]:
+				short++
+			case adv[m] && strings.Contains(m, "."):
+				qualified++
+			}
+		}
+	}
+	qualifiedStyle := qualified > short
+	seenType := map[string]int{}
+	fqGroups, fqMethods, fqExample := 0, 0, ""
+	for i, g := range groups {
+		field := fmt.Sprintf("provided_capabilities[%d].methods", i)
+		if g.typ != "" {
+			seenType[g.typ]++
+			if seenType[g.typ] == 2 {
+				p.dev(fmt.Sprintf("provided_capabilities[%d].type", i), "type %q appears in more than one group", g.typ)
+			}
+		}
+		out := Group{Type: g.typ, Version: g.version, Description: g.description}
+		var fq, missing []string
+		for _, m := range g.methods {
+			var name string
+			switch {
+			case g.typ == "":
+				name = m
+			case strings.HasPrefix(m, g.typ+"."):
+				name = m
+				fq = append(fq, m)
+			case adv[g.typ+"."+m]:
+				name = g.typ + "." + m
+			case adv[m] && strings.Contains(m, "."):
+				name = m
+				fq = append(fq, m)
+			case qualifiedStyle && strings.Contains(m, "."):
+				name = m
+				fq = append(fq, m)
+			default:
+				name = g.typ + "." + m
+			}
+			if len(adv) > 0 && !adv[name] {
+				missing = append(missing, name)
+			}
+			out.Methods = append(out.Methods, name)
+		}
+		if len(fq) > 0 {
+			fqGroups++
+			fqMethods += len(fq)
+			if fqExample == "" {
+				fqExample = fmt.Sprintf("type %q lists %q", g.typ, fq[0])
+			}
+		}
+		if len(missing) > 0 {
+			p.dev(field, "%d methods are not among the advertised methods: %s", len(missing), listSome(missing, 5))
+		}
+		out.Methods = dedupe(out.Methods)
+		p.c.Groups = append(p.c.Groups, out)
+	}
+	if fqGroups > 0 {
+		p.dev("provided_capabilities", "%d methods in %d groups are fully qualified instead of short names within their type (%s); read as written, not as type.method", fqMethods, fqGroups, fqExample)
+	}
+}
+
+// readConsumed reads consumed_capabilities, strings or objects.
+func (p *parser) readConsumed() {
+	raw, ok := p.get("consumed_capabilities")
+	if !ok {
+		return
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal(raw, &arr); err != nil {
+		p.c.Envelope.ConsumedCapabilities = Malformed
+		p.dev("consumed_capabilities", "is %s, want an array of method names", jsonKind(raw))
+		return
+	}
+	p.c.Envelope.ConsumedCapabilities = Present
+	objects := 0
+	var tokens []string
+	for i, e := range arr {
+		var s string
+		if json.Unmarshal(e, &s) == nil {
+			p.c.Consumed = append(p.c.Consumed, Consumed{Name: s})
+			if checkMethodName(s) != nil {
+				tokens = append(tokens, s)
+			}
+			continue
+		}
+		var obj struct {
+			Type       *string `json:"type"`
+			Name       *string `json:"name"`
+			Method     *string `json:"method"`
+			Capability *string `json:"capability"`
+			Reason     string  `json:"reason"`
+			Required   *bool   `json:"required"`
+		}
+		if json.Unmarshal(e, &obj) != nil {
+			p.dev(fmt.Sprintf("consumed_capabilities[%d]", i), "is %s; skipped", jsonKind(e))
+			continue
+		}
+		objects++
+		name := ""
+		for _, n := range []*string{obj.Method, obj.Name, obj.Capability, obj.Type} {
+			if n != nil && *n != "" {
+				name = *n
+				break
+			}
+		}
+		if name == "" {
+			p.dev(fmt.Sprintf("consumed_capabilities[%d]", i), "object without type, name, method or capability; skipped")
+			continue
+		}
+		p.c.Consumed = append(p.c.Consumed, Consumed{Name: name, Reason: obj.Reason, Required: obj.Required})
+		if checkMethodName(name) != nil {
+			tokens = append(tokens, name)
+		}
+	}
+	if objects > 0 {
+		p.dev("consumed_capabilities", "%d entries are objects, not method-name strings", objects)
+	}
+	if len(tokens) > 0 {
+		p.dev("consumed_capabilities", "%d entries are not method names (domain.operation): %s", len(tokens), listSome(tokens, 5))
+	}
+}
+
+// readCosts reads cost_estimates leniently, field by field.
+func (p *parser) readCosts() {
+	raw, ok := p.get("cost_estimates")
+	if !ok {
+		return
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		p.c.Envelope.CostEstimates = Malformed
+		p.dev("cost_estimates", "is %s, want an object {method: {cpu, latency_ms}}", jsonKind(raw))
+		return
+	}
+	p.c.Envelope.CostEstimates = Present
+	p.c.CostEstimates = make(map[string]CostEstimate, len(obj))
+	for _, method := range sortedKeys(obj) {
+		e := obj[method]
+		field := "cost_estimates." + method
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(e, &fields) != nil {
+			p.dev(field, "is %s, want an object", jsonKind(e))
+			continue
+		}
+		var ce CostEstimate
+		if r, ok := fields["cpu"]; ok && json.Unmarshal(r, &ce.CPU) != nil {
+			p.dev(field+".cpu", "is %s, want a string", jsonKind(r))
+		}
+		if r, ok := fields["latency_ms"]; ok && json.Unmarshal(r, &ce.LatencyMS) != nil {
+			p.dev(field+".latency_ms", "is %s, want a number", jsonKind(r))
+		}
+		if r, ok := fields["memory_bytes"]; ok && string(r) != "null" {
+			var n int64
+			if json.Unmarshal(r, &n) != nil {
+				p.dev(field+".memory_bytes", "is not an integer")
+			} else {
+				ce.MemoryBytes = &n
+			}
+		}
+		if r, ok := fields["gpu_eligible"]; ok && string(r) != "null" {
+			var b bool
+			if json.Unmarshal(r, &b) != nil {
+				p.dev(field+".gpu_eligible", "is %s, want a boolean", jsonKind(r))
+			} else {
+				ce.GPUEligible = &b
+			}
+		}
+		p.c.CostEstimates[method] = ce
+	}
+}
+
+// readDeps reads operation_dependencies.
+func (p *parser) readDeps() {
+	raw, ok := p.get("operation_dependencies")
+	if !ok {
+		return
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		p.c.Envelope.OperationDependencies = Malformed
+		p.dev("operation_dependencies", "is %s, want an object {method: [prerequisites]}", jsonKind(raw))
+		return
+	}
+	p.c.Envelope.OperationDependencies = Present
+	p.c.OperationDependencies = make(map[string][]string, len(obj))
+	for _, method := range sortedKeys(obj) {
+		e := obj[method]
+		deps, _, invalid, isArr := names(e)
+		if !isArr {
+			p.dev("operation_dependencies."+method, "is %s, want an array of method names", jsonKind(e))
+			continue
+		}
+		if invalid > 0 {
+			p.dev("operation_dependencies."+method, "%d entries skipped", invalid)
+		}
+		if deps == nil {
+			deps = []string{}
+		}
+		p.c.OperationDependencies[method] = deps
+	}
+}
+
+// readTransport reads protocol and transport.
+func (p *parser) readTransport() {
+	if raw, ok := p.get("protocol"); ok {
+		if json.Unmarshal(raw, &p.c.Protocol) != nil {
+			p.dev("protocol", "is %s, want a string", jsonKind(raw))
+		} else if p.c.Protocol != Protocol {
+			p.dev("protocol", "is %q, the standard's value is %q", p.c.Protocol, Protocol)
+		}
+	}
+	if raw, ok := p.get("transport"); ok {
+		var one string
+		if json.Unmarshal(raw, &one) == nil {
+			p.c.Transport = []string{one}
+			p.dev("transport", "is a string, want an array of strings")
+		} else if ts, _, invalid, isArr := names(raw); isArr {
+			p.c.Transport = ts
+			if invalid > 0 {
+				p.dev("transport", "%d entries are not strings; skipped", invalid)
+			}
+		} else {
+			p.dev("transport", "is %s, want an array of strings", jsonKind(raw))
+		}
+	}
+}
+
+// readSigned reads signed_announcement and transport_security.
+func (p *parser) readSigned() {
+	if raw, ok := p.get("signed_announcement"); ok {
+		var sa SignedAnnouncement
+		if err := json.Unmarshal(raw, &sa); err != nil {
+			p.dev("signed_announcement", "malformed: %v", err)
+		} else {
+			p.c.SignedAnnouncement = &sa
+		}
+	}
+	if raw, ok := p.get("transport_security"); ok {
+		var ts TransportSecurity
+		if err := json.Unmarshal(raw, &ts); err != nil {
+			p.dev("transport_security", "malformed: %v", err)
+		} else {
+			p.c.TransportSecurity = &ts
+		}
+	}
+}
+
+// compareCapabilitiesAndMethods notes when capabilities and methods, both
+// present, disagree (loamSpine lists domain tokens in capabilities).
+func (p *parser) compareCapabilitiesAndMethods() {
+	rawM, okM := p.get("methods")
+	rawC, okC := p.get("capabilities")
+	if !okM || !okC {
+		return
+	}
+	ms, _, _, _ := names(rawM)
+	cs, _, _, _ := names(rawC)
+	if len(ms) == 0 || len(cs) == 0 {
+		return
+	}
+	onlyC := difference(cs, ms)
+	onlyM := difference(ms, cs)
+	if len(onlyC) == 0 && len(onlyM) == 0 {
+		return
+	}
+	p.dev("capabilities", "disagrees with methods: %d names only in capabilities %s, %d only in methods %s",
+		len(onlyC), listSome(onlyC, 5), len(onlyM), listSome(onlyM, 5))
+}
+
+// extract returns the names one source yields (nil when none). For
+// provided_capabilities it also records the group types in types.
+func (p *parser) extract(s Source, types map[string]bool) []string {
+	if p.isArray {
+		if s != SourceArray {
+			return nil
+		}
+		out, _, _ := namesOf(p.array)
+		return out
+	}
+	switch s {
+	case SourceMethods, SourceCapabilities:
+		raw, ok := p.get(string(s))
+		if !ok {
+			return nil
+		}
+		out, _, _, _ := names(raw)
+		return out
+	case SourceMethodInfo:
+		raw, ok := p.get("method_info")
+		if !ok {
+			return nil
+		}
+		var arr []json.RawMessage
+		if json.Unmarshal(raw, &arr) != nil {
+			return nil
+		}
+		var out []string
+		for _, e := range arr {
+			if n, _ := nameOfObject(e); n != "" {
+				out = append(out, n)
+			}
+		}
+		return out
+	case SourceSemanticMappings:
+		raw, ok := p.get("semantic_mappings")
+		if !ok || len(raw) == 0 || raw[0] != '{' {
+			return nil
+		}
+		domains, err := objectMembers(raw)
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, d := range domains {
+			if len(d.raw) > 0 && d.raw[0] == '{' {
+				verbs, err := objectMembers(d.raw)
+				if err == nil {
+					for _, v := range verbs {
+						out = append(out, d.key+"."+v.key)
+					}
+					continue
+				}
+			}
+			out = append(out, d.key)
+		}
+		return out
+	case SourceProvidedCapabilities:
+		var out []string
+		for _, g := range p.c.Groups {
+			if g.Type != "" {
+				out = append(out, g.Type)
+				types[g.Type] = true
+			}
+			out = append(out, g.Methods...)
+		}
+		return out
+	case SourceObjectKeys:
+		var out []string
+		for _, m := range p.members {
+			out = append(out, m.key)
+		}
+		return out
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func dedupe(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func duplicates(in []string) []string {
+	seen := make(map[string]int, len(in))
+	var out []string
+	for _, s := range in {
+		seen[s]++
+		if seen[s] == 2 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// difference returns the elements of a not in b, in a's order.
+func difference(a, b []string) []string {
+	inB := make(map[string]bool, len(b))
+	for _, s := range b {
+		inB[s] = true
+	}
+	var out []string
+	for _, s := range dedupe(a) {
+		if !inB[s] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// listSome renders up to n names, noting how many more there are.
+func listSome(names []string, n int) string {
+	if len(names) <= n {
+		return "[" + strings.Join(names, ", ") + "]"
+	}
+	return "[" + strings.Join(slices.Clip(names[:n]), ", ") + fmt.Sprintf(", … %d more]", len(names)-n)
+}
