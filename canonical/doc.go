@@ -13,8 +13,8 @@
 // written ("1.0", "1E+2", "12345678901234567890"), rejects duplicate keys,
 // invalid UTF-8 and anything not RFC 8259, and bounds depth and size. Each
 // profile then applies its own key order, escaping and number rules. The
-// helpers Canonicalize, Marshal, SHA256 and SHA256Hex cover the common
-// calls; SHA256 of a Value does not allocate.
+// helpers Canonicalize, Marshal, SHA256, SHA256Hex and HashValue cover the
+// common calls; HashValue does not allocate.
 //
 // # Profiles
 //

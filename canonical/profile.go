@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Profile is one canonical JSON form. AppendCanonical appends the canonical
@@ -115,15 +116,21 @@ func Marshal(p Profile, v any) ([]byte, error) {
 }
 
 // SHA256 returns the SHA-256 digest of the canonical form under p of v
-// (anything Marshal accepts). It reuses pooled buffers, so hashing a Value
-// does not allocate.
+// (anything Marshal accepts).
 func SHA256(p Profile, v any) ([32]byte, error) {
 	tv, err := toValue(v)
 	if err != nil {
 		return [32]byte{}, err
 	}
+	return HashValue(p, tv)
+}
+
+// HashValue returns the SHA-256 digest of the canonical form of v under p.
+// It writes into pooled buffers and does not allocate: it is the call for
+// hot paths such as CHP evidence hashing.
+func HashValue(p Profile, v Value) ([32]byte, error) {
 	bp := bufPool.Get().(*[]byte)
-	out, err := p.AppendCanonical((*bp)[:0], tv)
+	out, err := p.AppendCanonical((*bp)[:0], v)
 	var sum [32]byte
 	if err == nil {
 		sum = sha256.Sum256(out)
@@ -183,7 +190,18 @@ func keyStep(k string) string { return "[" + quoteForPath(k) + "]" }
 
 func indexStep(i int) string { return fmt.Sprintf("[%d]", i) }
 
+// quoteForPath quotes a key for an error message, showing invalid bytes as
+// U+FFFD.
 func quoteForPath(k string) string {
-	b, _ := appendWTF8String(nil, k)
+	clean := make([]byte, 0, len(k))
+	for i := 0; i < len(k); {
+		r, size := decodeWTF8(k[i:])
+		if size == 0 {
+			r, size = utf8.RuneError, 1
+		}
+		clean = appendWTF8(clean, r)
+		i += size
+	}
+	b, _ := appendWTF8String(nil, string(clean))
 	return string(b)
 }

@@ -40,6 +40,12 @@ type collator struct {
 	// than one CE or context, which disables the fast path.
 	ascii   [128]uint64
 	asciiOK bool
+	// prim and ter rank the primary and tertiary weights of the ASCII
+	// characters whose single CE has a primary and the common secondary
+	// (printable ASCII and TAB..CR); 0 marks every other byte. Two strings
+	// of such characters compare by the first differing primary, then by
+	// length, then by the first differing tertiary.
+	prim, ter [256]uint8
 }
 
 var root = sync.OnceValue(func() *collator {
@@ -67,8 +73,52 @@ var root = sync.OnceValue(func() *collator {
 			c.asciiOK = false
 		}
 	}
+	c.rankSimpleASCII()
 	return c
 })
+
+func (c *collator) rankSimpleASCII() {
+	if !c.asciiOK {
+		return
+	}
+	var ps, ts []uint32
+	for b := range 128 {
+		ce := c.ascii[b]
+		if ce>>32 != 0 && uint32(ce)>>16 == 0x0500 {
+			ps = append(ps, uint32(ce>>32))
+			ts = append(ts, uint32(ce)&onlyTertiaryMask)
+		}
+	}
+	rank := func(all []uint32, w uint32) uint8 {
+		r := 1
+		for _, x := range all {
+			if x < w {
+				r++
+			}
+		}
+		return uint8(r) // distinct smaller weights + 1; ties share a rank
+	}
+	ps, ts = dedupe(ps), dedupe(ts)
+	for b := range 128 {
+		ce := c.ascii[b]
+		if ce>>32 != 0 && uint32(ce)>>16 == 0x0500 {
+			c.prim[b] = rank(ps, uint32(ce>>32))
+			c.ter[b] = rank(ts, uint32(ce)&onlyTertiaryMask)
+		}
+	}
+}
+
+func dedupe(xs []uint32) []uint32 {
+	seen := map[uint32]bool{}
+	var out []uint32
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
 
 // Compare returns -1, 0 or +1 as a sorts before, the same as, or after b in
 // Node's default localeCompare order. Strings may carry lone surrogates in
@@ -78,10 +128,57 @@ func Compare(a, b string) int {
 		return 0
 	}
 	c := root()
+	if r, ok := c.compareSimple(a, b); ok {
+		return r
+	}
 	if c.asciiOK && isASCII(a) && isASCII(b) {
 		return c.compareASCII(a, b)
 	}
 	return c.compareSlow(a, b)
+}
+
+// compareSimple compares two strings made only of ASCII characters that
+// have a primary weight and the common secondary; ok is false for any other
+// input. It is the path of almost every JSON key.
+func (c *collator) compareSimple(a, b string) (r int, ok bool) {
+	n := min(len(a), len(b))
+	for i := range n {
+		pa, pb := c.prim[a[i]], c.prim[b[i]]
+		if pa == 0 || pb == 0 {
+			return 0, false
+		}
+		if pa != pb {
+			if pa < pb {
+				return -1, true
+			}
+			return 1, true
+		}
+	}
+	for i := n; i < len(a); i++ {
+		if c.prim[a[i]] == 0 {
+			return 0, false
+		}
+	}
+	for i := n; i < len(b); i++ {
+		if c.prim[b[i]] == 0 {
+			return 0, false
+		}
+	}
+	if len(a) != len(b) {
+		if len(a) < len(b) {
+			return -1, true
+		}
+		return 1, true
+	}
+	for i := range n {
+		if ta, tb := c.ter[a[i]], c.ter[b[i]]; ta != tb {
+			if ta < tb {
+				return -1, true
+			}
+			return 1, true
+		}
+	}
+	return 0, true
 }
 
 // Less reports whether a sorts strictly before b.
