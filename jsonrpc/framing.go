@@ -1,0 +1,131 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Framing turns a byte stream into whole JSON-RPC messages and back. The
+// Primal IPC Protocol's newline framing is the one capmesh speaks on every
+// stream; the interface keeps the server and client independent of it, as
+// the HTTP bridge (a message per HTTP body) shows.
+type Framing interface {
+	// NewReader returns a reader of the frames arriving on r, each at most
+	// max bytes.
+	NewReader(r io.Reader, max int) FrameReader
+	// AppendFrame appends msg, framed, to dst.
+	AppendFrame(dst, msg []byte) []byte
+}
+
+// FrameReader yields successive frames.
+type FrameReader interface {
+	// ReadFrame returns the next frame. The slice is only valid until the
+	// next call. It returns a *FrameTooLargeError when a frame exceeds the
+	// limit; the stream cannot be resynchronised after that.
+	ReadFrame() ([]byte, error)
+	// Buffered reports whether more input is already buffered, i.e.
+	// whether the next ReadFrame may return without blocking.
+	Buffered() int
+}
+
+// FrameTooLargeError reports a frame longer than the reader's limit.
+type FrameTooLargeError struct{ Limit int }
+
+func (e *FrameTooLargeError) Error() string {
+	return fmt.Sprintf("message exceeds the %d-byte limit", e.Limit)
+}
+
+// Newline is the newline-delimited framing of the Primal IPC Protocol v3.1:
+// one JSON value per line, terminated by '\n'. Readers tolerate "\r\n" line
+// ends and blank lines, accept a final line without its newline at end of
+// stream, and skip the two-byte preamble 0xEC 0x01 if a stream starts with
+// it. Writers emit exactly one '\n' after each message.
+var Newline Framing = newlineFraming{}
+
+type newlineFraming struct{}
+
+// readBufferSize is the per-connection read buffer. Frames longer than it
+// are accumulated up to the frame limit.
+const readBufferSize = 32 << 10
+
+func (newlineFraming) NewReader(r io.Reader, max int) FrameReader {
+	return &lineReader{br: bufio.NewReaderSize(r, readBufferSize), max: max}
+}
+
+func (newlineFraming) AppendFrame(dst, msg []byte) []byte {
+	dst = append(dst, msg...)
+	return append(dst, '\n')
+}
+
+type lineReader struct {
+	br      *bufio.Reader
+	max     int
+	started bool
+	acc     []byte
+}
+
+// preamble is the two-byte connection preamble some peers send first.
+var preamble = [2]byte{0xEC, 0x01}
+
+func (r *lineReader) Buffered() int { return r.br.Buffered() }
+
+func (r *lineReader) ReadFrame() ([]byte, error) {
+	if !r.started {
+		r.started = true
+		if b, err := r.br.Peek(2); err == nil && b[0] == preamble[0] && b[1] == preamble[1] {
+			_, _ = r.br.Discard(2)
+		}
+	}
+	for {
+		line, err := r.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			r.acc = append(r.acc[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				if len(r.acc) > r.max {
+					return nil, &FrameTooLargeError{Limit: r.max}
+				}
+				line, err = r.br.ReadSlice('\n')
+				r.acc = append(r.acc, line...)
+			}
+			line = r.acc
+		}
+		if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+			return nil, err
+		}
+		line = trimEOL(line)
+		if len(line) > r.max {
+			return nil, &FrameTooLargeError{Limit: r.max}
+		}
+		if isBlank(line) {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if cap(r.acc) > 4*readBufferSize && &line[0] != &r.acc[0] {
+			r.acc = nil // don't pin one huge frame's buffer forever
+		}
+		return line, nil
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+func isBlank(b []byte) bool {
+	for _, c := range b {
+		if !isSpace(c) {
+			return false
+		}
+	}
+	return true
+}

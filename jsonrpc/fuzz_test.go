@@ -1,0 +1,132 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeFrame checks the frame decoder against encoding/json: a frame
+// is a parse error exactly when json.Valid rejects it, decoding never
+// panics, and whatever the server answers is itself valid JSON.
+func FuzzDecodeFrame(f *testing.F) {
+	for _, tc := range specCases {
+		f.Add([]byte(tc.req))
+	}
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"a\u0062c","params":{"x":[1,{"y":null}]},"id":"\ud83d\ude00"}`))
+	srv := NewServer(specMethods(), &ServerOptions{Logger: newTestLogger(io.Discard)})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		single, batch, isBatch, perr := decodeFrame(data)
+		valid := json.Valid(data)
+		if (perr != nil && perr.Code == ParseError) == valid {
+			t.Fatalf("json.Valid=%v but decodeFrame perr=%v for %q", valid, perr, data)
+		}
+		check := func(in inbound) {
+			if in.err == nil {
+				if in.req.ID != nil && !json.Valid(in.req.ID) {
+					t.Fatalf("id %q not valid JSON", in.req.ID)
+				}
+				if in.req.Params != nil && (!json.Valid(in.req.Params) || (in.req.Params[0] != '{' && in.req.Params[0] != '[')) {
+					t.Fatalf("params %q", in.req.Params)
+				}
+			}
+		}
+		if isBatch {
+			for _, in := range batch {
+				check(in)
+			}
+		} else if perr == nil {
+			check(single)
+		}
+		out := srv.processFrame(context.Background(), data)
+		if out != nil && !json.Valid(out) {
+			t.Fatalf("response %q to %q is not valid JSON", out, data)
+		}
+	})
+}
+
+// FuzzReadFrame feeds arbitrary streams to the newline frame reader: it
+// never panics, never returns a frame over the limit or containing a
+// newline, and returns every non-blank line of a stream within the limit.
+func FuzzReadFrame(f *testing.F) {
+	f.Add([]byte("{\"a\":1}\n\r\n{\"b\":2}\r\n"), 16)
+	f.Add([]byte("\xEC\x01{}\n"), 8)
+	f.Add([]byte("   \n\n\nx"), 4)
+	f.Add([]byte(strings.Repeat("a", 100)+"\n"), 10)
+	f.Fuzz(func(t *testing.T, data []byte, max int) {
+		if max <= 0 || max > 1<<16 {
+			max = 64
+		}
+		fr := Newline.NewReader(bytes.NewReader(data), max)
+		var got [][]byte
+		for range len(data) + 2 {
+			fr2, err := fr.ReadFrame()
+			if err != nil {
+				var tl *FrameTooLargeError
+				if errors.As(err, &tl) {
+					return
+				}
+				if err != io.EOF {
+					t.Fatalf("unexpected error %v", err)
+				}
+				break
+			}
+			if len(fr2) > max || bytes.IndexByte(fr2, '\n') >= 0 || isBlank(fr2) {
+				t.Fatalf("bad frame %q (max %d)", fr2, max)
+			}
+			got = append(got, append([]byte(nil), fr2...))
+		}
+		// Reference split.
+		in := data
+		if len(in) >= 2 && in[0] == 0xEC && in[1] == 0x01 {
+			in = in[2:]
+		}
+		var want [][]byte
+		for _, l := range bytes.Split(in, []byte("\n")) {
+			l = bytes.TrimSuffix(l, []byte("\r"))
+			if !isBlank(l) {
+				want = append(want, l)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("got %d frames, want %d: %q vs %q", len(got), len(want), got, want)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("frame %d = %q, want %q", i, got[i], want[i])
+			}
+		}
+	})
+}
+
+// FuzzUnquote checks string decoding against encoding/json.
+func FuzzUnquote(f *testing.F) {
+	f.Add([]byte(`"plain"`))
+	f.Add([]byte(`"\u00e9\ud83d\ude00\ud800x\n\"\\\/"`))
+	f.Fuzz(func(t *testing.T, tok []byte) {
+		if len(tok) < 2 || tok[0] != '"' {
+			return
+		}
+		end, err := scanString(tok, 0)
+		if err != nil || end != len(tok) {
+			return
+		}
+		var want string
+		if err := json.Unmarshal(tok, &want); err != nil {
+			t.Fatalf("scanner accepted %q, encoding/json did not: %v", tok, err)
+		}
+		if got := unquote(tok); got != want {
+			t.Fatalf("unquote(%q) = %q, want %q", tok, got, want)
+		}
+		// appendString round-trips.
+		back := appendString(nil, want)
+		var again string
+		if err := json.Unmarshal(back, &again); err != nil || again != strings.ToValidUTF8(want, "\ufffd") {
+			t.Fatalf("appendString(%q) = %s -> %q %v", want, back, again, err)
+		}
+	})
+}

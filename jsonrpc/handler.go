@@ -1,0 +1,133 @@
+package jsonrpc
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"sort"
+)
+
+// Handler answers one request. The result is encoded with encoding/json,
+// except a json.RawMessage, which is written as is and must hold valid JSON.
+// A returned *Error or Code is sent as that error; any other error becomes
+// InternalError carrying the error's text. For a notification the result is
+// discarded. Handlers must honour ctx: it ends when the connection closes
+// or the server shuts down.
+type Handler interface {
+	Handle(ctx context.Context, req *Request) (any, error)
+}
+
+// HandlerFunc adapts a function to the Handler interface.
+type HandlerFunc func(ctx context.Context, req *Request) (any, error)
+
+// Handle calls f(ctx, req).
+func (f HandlerFunc) Handle(ctx context.Context, req *Request) (any, error) { return f(ctx, req) }
+
+// Assigner maps a method name to the handler that serves it. A nil Handler
+// means the method does not exist; the server then answers MethodNotFound
+// naming it.
+type Assigner interface {
+	Assign(ctx context.Context, method string) Handler
+}
+
+// Lister is implemented by assigners that can enumerate their methods; the
+// Capability Wire Standard's capabilities.list is built from it.
+type Lister interface {
+	Names() []string
+}
+
+// Map is an Assigner (and Lister) backed by a map from method name to
+// handler.
+type Map map[string]Handler
+
+// Assign returns m[method].
+func (m Map) Assign(_ context.Context, method string) Handler { return m[method] }
+
+// Names returns the methods of m, sorted.
+func (m Map) Names() []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Peer describes the other end of a connection. Handlers get it with
+// PeerFromContext.
+type Peer struct {
+	// Transport is "unix", "tcp" or "http".
+	Transport string
+	// Addr is the remote address (empty for an unnamed Unix socket peer).
+	Addr string
+	// HasCred reports whether UID, GID and PID hold the peer's credentials
+	// as the kernel reported them (SO_PEERCRED on a Unix socket).
+	HasCred bool
+	UID     uint32
+	GID     uint32
+	PID     int32
+}
+
+type ctxKey int
+
+const (
+	peerKey ctxKey = iota
+	notifierKey
+)
+
+// PeerFromContext returns the peer of the connection a request arrived on.
+func PeerFromContext(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(peerKey).(*Peer)
+	if !ok {
+		return Peer{}, false
+	}
+	return *p, true
+}
+
+// ContextWithPeer returns a context carrying p, for tests and for
+// in-process dispatch.
+func ContextWithPeer(ctx context.Context, p Peer) context.Context {
+	return context.WithValue(ctx, peerKey, &p)
+}
+
+// Notifier sends server-initiated notifications to the peer of a stream
+// connection (for example the events of a watch). It is safe for concurrent
+// use.
+type Notifier interface {
+	Notify(ctx context.Context, method string, params any) error
+}
+
+// NotifierFromContext returns the notifier of the stream connection a
+// request arrived on. Requests that came over the HTTP bridge have none.
+func NotifierFromContext(ctx context.Context) (Notifier, bool) {
+	n, ok := ctx.Value(notifierKey).(Notifier)
+	return n, ok
+}
+
+// encodeResult turns a handler's result into JSON bytes.
+func encodeResult(v any) ([]byte, error) {
+	switch r := v.(type) {
+	case json.RawMessage:
+		if len(r) == 0 {
+			return []byte("null"), nil
+		}
+		return r, nil
+	case nil:
+		return []byte("null"), nil
+	}
+	return json.Marshal(v)
+}
+
+func transportOf(c interface{ LocalAddr() net.Addr }) string {
+	if a := c.LocalAddr(); a != nil {
+		switch a.Network() {
+		case "unix", "unixpacket", "unixgram":
+			return "unix"
+		case "tcp", "tcp4", "tcp6":
+			return "tcp"
+		default:
+			return a.Network()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,181 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+)
+
+// HTTPHandler returns the HTTP bridge: an http.Handler that accepts one
+// JSON-RPC message (a request or a batch) per POST body, with the same
+// dispatcher and limits as the stream transports.
+//
+//   - Methods other than POST get 405 Method Not Allowed (with Allow: POST).
+//   - A Content-Type other than application/json gets 415.
+//   - A body over MaxMessageBytes gets 413 with an InvalidRequest body.
+//   - Otherwise the status is 200 with the JSON-RPC response as the body,
+//     whatever the call's outcome (errors included), or 204 No Content when
+//     there is nothing to answer (a notification, or a batch of them).
+//
+// It serves every path it is mounted on; capmesh mounts it at /jsonrpc.
+func (s *Server) HTTPHandler() http.Handler {
+	return http.HandlerFunc(s.serveHTTP)
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "JSON-RPC requires POST", http.StatusMethodNotAllowed)
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		http.Error(w, "JSON-RPC requires Content-Type: application/json", http.StatusUnsupportedMediaType)
+		return
+	}
+	max := s.opts.maxMessageBytes()
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(max)+1))
+	if err != nil {
+		http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(body) > max {
+		writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit", max)))
+		return
+	}
+	peer := Peer{Transport: "http", Addr: r.RemoteAddr}
+	ctx := context.WithValue(r.Context(), peerKey, &peer)
+	out := s.processFrame(ctx, body)
+	if out == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// processFrame answers one whole frame synchronously and returns the
+// response bytes, or nil when nothing is to be sent.
+func (s *Server) processFrame(ctx context.Context, frame []byte) []byte {
+	if isBlank(frame) {
+		return appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: empty body"))
+	}
+	single, batch, isBatch, perr := decodeFrame(frame)
+	switch {
+	case perr != nil:
+		return appendError(nil, nil, perr)
+	case isBatch:
+		return s.runBatch(ctx, batch)
+	case single.err != nil:
+		return appendError(nil, single.req.ID, single.err)
+	}
+	result, e := s.call(ctx, &single.req)
+	if single.req.ID == nil {
+		return nil
+	}
+	if e != nil {
+		return appendError(nil, single.req.ID, e)
+	}
+	return appendResult(nil, single.req.ID, result)
+}
+
+// HTTPClient calls a JSON-RPC server through its HTTP bridge. It is safe for
+// concurrent use.
+type HTTPClient struct {
+	url    string
+	hc     *http.Client
+	nextID atomic.Uint64
+}
+
+// NewHTTPClient returns a client that POSTs to url. hc may be nil for
+// http.DefaultClient.
+func NewHTTPClient(url string, hc *http.Client) *HTTPClient {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &HTTPClient{url: url, hc: hc}
+}
+
+// Call implements Caller.
+func (c *HTTPClient) Call(ctx context.Context, method string, params, result any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	id := strconv.AppendUint(nil, c.nextID.Add(1), 10)
+	body, status, err := c.post(ctx, appendRequest(nil, method, p, id))
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK && status != http.StatusRequestEntityTooLarge {
+		return fmt.Errorf("jsonrpc: %s: HTTP %d: %s", c.url, status, bytes.TrimSpace(body))
+	}
+	r, err := decodeResponse(body)
+	if err != nil {
+		return fmt.Errorf("jsonrpc: %s: malformed response: %w", c.url, err)
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if !bytes.Equal(r.id, id) {
+		return fmt.Errorf("jsonrpc: %s: response id %s does not match request id %s", c.url, r.id, id)
+	}
+	return decodeResult(r.result, result)
+}
+
+// Notify implements Caller.
+func (c *HTTPClient) Notify(ctx context.Context, method string, params any) error {
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	body, status, err := c.post(ctx, appendRequest(nil, method, p, nil))
+	if err != nil {
+		return err
+	}
+	if status != http.StatusNoContent && status != http.StatusOK {
+		return fmt.Errorf("jsonrpc: %s: HTTP %d: %s", c.url, status, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// Post sends one raw frame and returns the raw response body and status.
+func (c *HTTPClient) Post(ctx context.Context, frame []byte) ([]byte, int, error) {
+	return c.post(ctx, frame)
+}
+
+func (c *HTTPClient) post(ctx context.Context, msg []byte) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(msg))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, resp.StatusCode, err
+	}
+	return body, resp.StatusCode, nil
+}
+
+// Close implements Caller; it releases idle connections.
+func (c *HTTPClient) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+

@@ -1,0 +1,355 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Request is one call or notification: as received by a Handler, or as
+// built by a Client.
+type Request struct {
+	// ID is the request id exactly as it appeared on the wire (a JSON
+	// string, number or null); nil for a notification. Responses echo these
+	// bytes unchanged.
+	ID json.RawMessage
+	// Method is the decoded method name.
+	Method string
+	// Params is the raw params value (an object or an array), or nil when
+	// the request had none.
+	Params json.RawMessage
+}
+
+// IsNotification reports whether r is a notification, i.e. has no id and
+// gets no reply.
+func (r *Request) IsNotification() bool { return r.ID == nil }
+
+// UnmarshalParams decodes the params into v with encoding/json. Absent
+// params decode as an empty object, so handlers with optional arguments need
+// no special case. On failure it returns an *Error with code InvalidParams
+// whose message names the offending field.
+func (r *Request) UnmarshalParams(v any) error {
+	p := r.Params
+	if len(p) == 0 {
+		p = []byte("{}")
+	}
+	if err := json.Unmarshal(p, v); err != nil {
+		return paramsError(err)
+	}
+	return nil
+}
+
+// UnmarshalParamsStrict is UnmarshalParams with unknown object members
+// rejected.
+func (r *Request) UnmarshalParamsStrict(v any) error {
+	p := r.Params
+	if len(p) == 0 {
+		p = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return paramsError(err)
+	}
+	return nil
+}
+
+func paramsError(err error) *Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "params"
+		}
+		return Errorf(InvalidParams, "invalid params: %s: want %s, got JSON %s", field, te.Type, te.Value)
+	}
+	return Errorf(InvalidParams, "invalid params: %v", err)
+}
+
+// inbound is one decoded element of a frame: a well-formed request, or the
+// error that answers a malformed one (with the id if one could be read).
+type inbound struct {
+	req Request
+	err *Error
+}
+
+// decodeFrame splits one frame into requests. A frame is a single request
+// object or a batch array. perr is set when the frame is not JSON at all
+// (ParseError) or is an empty batch or neither object nor array
+// (InvalidRequest); the caller answers it with a single error and id null.
+func decodeFrame(data []byte) (single inbound, batch []inbound, isBatch bool, perr *Error) {
+	i := skipSpace(data, 0)
+	end, err := scanValue(data, i, 0)
+	if err == nil {
+		if j := skipSpace(data, end); j != len(data) {
+			err = &syntaxError{"invalid character after top-level value", j}
+		}
+	}
+	if err != nil {
+		return inbound{}, nil, false, Errorf(ParseError, "Parse error: %v", err)
+	}
+	switch data[i] {
+	case '{':
+		return decodeRequest(data[i:end]), nil, false, nil
+	case '[':
+		j := skipSpace(data, i+1)
+		if data[j] == ']' {
+			return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: empty batch")
+		}
+		for {
+			e, _ := scanValue(data, j, 1)
+			batch = append(batch, decodeRequest(data[j:e]))
+			j = skipSpace(data, e)
+			if data[j] == ']' {
+				return inbound{}, batch, true, nil
+			}
+			j = skipSpace(data, j+1)
+		}
+	default:
+		return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object or a batch array, got %s", kindOf(data[i]))
+	}
+}
+
+func kindOf(c byte) string {
+	switch c {
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '[':
+		return "an array"
+	case '{':
+		return "an object"
+	default:
+		return "a number"
+	}
+}
+
+// decodeRequest decodes one validated JSON value as a request object.
+func decodeRequest(v []byte) inbound {
+	if v[0] != '{' {
+		return inbound{err: Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object, got %s", kindOf(v[0]))}
+	}
+	var (
+		in                          inbound
+		version, method             []byte
+		badID                       bool
+		badParams                   string
+		versionEscaped, methodFound bool
+	)
+	i := skipSpace(v, 1)
+	for v[i] != '}' {
+		ks := i
+		ke, _ := scanString(v, i)
+		i = skipSpace(v, ke)
+		i = skipSpace(v, i+1) // ':'
+		vs := i
+		ve, _ := scanValue(v, vs, 1)
+		key := v[ks:ke]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(strconv.Quote(unquote(key)))
+		}
+		val := v[vs:ve]
+		switch string(key) {
+		case `"jsonrpc"`:
+			version = val
+			versionEscaped = bytes.IndexByte(val, '\\') >= 0
+		case `"method"`:
+			method, methodFound = val, true
+		case `"id"`:
+			switch val[0] {
+			case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+				in.req.ID, badID = json.RawMessage(val), false
+			default:
+				in.req.ID, badID = nil, true
+			}
+		case `"params"`:
+			switch val[0] {
+			case '{', '[':
+				in.req.Params, badParams = json.RawMessage(val), ""
+			case 'n': // null: treated as absent (see docs/DECISIONS.md)
+				in.req.Params, badParams = nil, ""
+			default:
+				badParams = kindOf(val[0])
+			}
+		}
+		i = skipSpace(v, ve)
+		if v[i] == ',' {
+			i = skipSpace(v, i+1)
+		}
+	}
+	switch {
+	case badID:
+		in.err = Errorf(InvalidRequest, "Invalid Request: id must be a string, a number or null")
+	case version == nil:
+		in.err = Errorf(InvalidRequest, `Invalid Request: missing "jsonrpc": "2.0"`)
+	case !(string(version) == `"2.0"` || (versionEscaped && version[0] == '"' && unquote(version) == "2.0")):
+		in.err = Errorf(InvalidRequest, `Invalid Request: "jsonrpc" must be "2.0", got %s`, truncate(version))
+	case !methodFound:
+		in.err = Errorf(InvalidRequest, "Invalid Request: missing method")
+	case method[0] != '"':
+		in.err = Errorf(InvalidRequest, "Invalid Request: method must be a string, got %s", kindOf(method[0]))
+	case badParams != "":
+		in.err = Errorf(InvalidRequest, "Invalid Request: params must be an object or an array, got %s", badParams)
+	default:
+		in.req.Method = unquoteMethod(method)
+	}
+	if in.err != nil && badID {
+		in.req.ID = nil
+	}
+	return in
+}
+
+// methodNames interns the method strings of recent requests so that the
+// common case (a handful of distinct methods) allocates nothing per call.
+func unquoteMethod(tok []byte) string {
+	if bytes.IndexByte(tok, '\\') >= 0 {
+		return unquote(tok)
+	}
+	return internString(tok[1 : len(tok)-1])
+}
+
+func truncate(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "…"
+	}
+	return string(b)
+}
+
+var nullID = json.RawMessage("null")
+
+// appendResult appends a success response.
+func appendResult(dst []byte, id json.RawMessage, result []byte) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","result":`...)
+	dst = append(dst, result...)
+	dst = append(dst, `,"id":`...)
+	if id == nil {
+		id = nullID
+	}
+	dst = append(dst, id...)
+	return append(dst, '}')
+}
+
+// appendError appends an error response.
+func appendError(dst []byte, id json.RawMessage, e *Error) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","error":{"code":`...)
+	dst = strconv.AppendInt(dst, int64(e.Code), 10)
+	dst = append(dst, `,"message":`...)
+	msg := e.Message
+	if msg == "" {
+		msg = e.Code.String()
+	}
+	dst = appendString(dst, msg)
+	if len(e.Data) > 0 && json.Valid(e.Data) {
+		dst = append(dst, `,"data":`...)
+		dst = append(dst, e.Data...)
+	}
+	dst = append(dst, `},"id":`...)
+	if id == nil {
+		id = nullID
+	}
+	dst = append(dst, id...)
+	return append(dst, '}')
+}
+
+// appendRequest appends a request (id != nil) or notification (id == nil).
+func appendRequest(dst []byte, method string, params json.RawMessage, id json.RawMessage) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","method":`...)
+	dst = appendString(dst, method)
+	if len(params) > 0 {
+		dst = append(dst, `,"params":`...)
+		dst = append(dst, params...)
+	}
+	if id != nil {
+		dst = append(dst, `,"id":`...)
+		dst = append(dst, id...)
+	}
+	return append(dst, '}')
+}
+
+// marshalParams encodes client params: nil means none; json.RawMessage is
+// used as is; anything else must encode to an object or an array.
+func marshalParams(params any) (json.RawMessage, error) {
+	switch p := params.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if len(p) == 0 {
+			return nil, nil
+		}
+		return checkStructured(p)
+	case []byte:
+		return checkStructured(p)
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("jsonrpc: encoding params: %w", err)
+	}
+	if string(b) == "null" {
+		return nil, nil
+	}
+	return checkStructured(b)
+}
+
+func checkStructured(b []byte) (json.RawMessage, error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || (b[i] != '{' && b[i] != '[') || !json.Valid(b) {
+		return nil, errors.New("jsonrpc: params must be a JSON object or array")
+	}
+	return b, nil
+}
+
+// response is a decoded reply, as seen by a client.
+type response struct {
+	id     json.RawMessage
+	result json.RawMessage
+	err    *Error
+}
+
+// decodeResponse decodes one response object.
+func decodeResponse(v []byte) (response, error) {
+	var r response
+	i := skipSpace(v, 0)
+	end, err := scanValue(v, i, 0)
+	if err != nil {
+		return r, err
+	}
+	if v[i] != '{' {
+		return r, fmt.Errorf("response is %s, not an object", kindOf(v[i]))
+	}
+	v = v[i:end]
+	j := skipSpace(v, 1)
+	var haveResult bool
+	for v[j] != '}' {
+		ks := j
+		ke, _ := scanString(v, j)
+		j = skipSpace(v, ke)
+		j = skipSpace(v, j+1)
+		vs := j
+		ve, _ := scanValue(v, vs, 1)
+		switch unquote(v[ks:ke]) {
+		case "id":
+			r.id = json.RawMessage(v[vs:ve])
+		case "result":
+			r.result, haveResult = json.RawMessage(v[vs:ve]), true
+		case "error":
+			var e Error
+			if err := json.Unmarshal(v[vs:ve], &e); err != nil {
+				return r, fmt.Errorf("malformed error object: %w", err)
+			}
+			r.err = &e
+		}
+		j = skipSpace(v, ve)
+		if v[j] == ',' {
+			j = skipSpace(v, j+1)
+		}
+	}
+	if !haveResult && r.err == nil {
+		return r, errors.New("response has neither result nor error")
+	}
+	return r, nil
+}

@@ -1,0 +1,630 @@
+package jsonrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ServerOptions configure a Server. A nil *ServerOptions, and every zero
+// field, means the default stated on the field.
+type ServerOptions struct {
+	// Framing of stream connections. Default Newline.
+	Framing Framing
+	// MaxMessageBytes bounds one incoming frame (a request or a batch).
+	// An over-long frame is answered with InvalidRequest naming the limit,
+	// then the connection is closed. Default 4 MiB.
+	MaxMessageBytes int
+	// MaxInFlight bounds the requests of one connection that are being
+	// handled or whose responses are not yet written; the connection is not
+	// read while the bound is reached, so a peer that stops reading its
+	// responses cannot grow server memory. Default 64.
+	MaxInFlight int
+	// MaxConns bounds concurrent stream connections; one more is answered
+	// with ServerBusy and closed. Default 1024.
+	MaxConns int
+	// IdleTimeout closes a connection that sent nothing and has nothing in
+	// flight for this long. Default 5 minutes; negative disables it.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds each write to a connection; a peer that does not
+	// drain its responses within it is disconnected. Default 10 seconds.
+	WriteTimeout time.Duration
+	// DrainTimeout bounds how long Serve waits for in-flight calls when its
+	// context ends. Default 10 seconds.
+	DrainTimeout time.Duration
+	// Logger receives connection errors and handler panics. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// ConnGate, when set, sees the first frame of every stream connection
+	// before it is dispatched. A non-nil *Error is written as a response
+	// with id null and the connection is closed. Hosts use it to answer a
+	// plaintext JSON-RPC message on a socket that requires a secure
+	// handshake.
+	ConnGate func(ctx context.Context, peer Peer, first []byte) *Error
+}
+
+func (o *ServerOptions) framing() Framing {
+	if o == nil || o.Framing == nil {
+		return Newline
+	}
+	return o.Framing
+}
+
+func (o *ServerOptions) maxMessageBytes() int {
+	if o == nil || o.MaxMessageBytes <= 0 {
+		return 4 << 20
+	}
+	return o.MaxMessageBytes
+}
+
+func (o *ServerOptions) maxInFlight() int {
+	if o == nil || o.MaxInFlight <= 0 {
+		return 64
+	}
+	return o.MaxInFlight
+}
+
+func (o *ServerOptions) maxConns() int {
+	if o == nil || o.MaxConns <= 0 {
+		return 1024
+	}
+	return o.MaxConns
+}
+
+func (o *ServerOptions) idleTimeout() time.Duration {
+	if o == nil || o.IdleTimeout == 0 {
+		return 5 * time.Minute
+	}
+	return o.IdleTimeout
+}
+
+func (o *ServerOptions) writeTimeout() time.Duration {
+	if o == nil || o.WriteTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return o.WriteTimeout
+}
+
+func (o *ServerOptions) drainTimeout() time.Duration {
+	if o == nil || o.DrainTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return o.DrainTimeout
+}
+
+func (o *ServerOptions) logger() *slog.Logger {
+	if o == nil || o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
+func (o *ServerOptions) connGate() func(context.Context, Peer, []byte) *Error {
+	if o == nil {
+		return nil
+	}
+	return o.ConnGate
+}
+
+// ErrServerClosed is returned by Serve after Shutdown or after its context
+// ended.
+var ErrServerClosed = errors.New("jsonrpc: server closed")
+
+// Server serves JSON-RPC 2.0 over stream connections (Unix sockets, TCP,
+// anything that is a net.Conn) and, through HTTPHandler, over HTTP.
+//
+// The flow of a request on a stream connection:
+//
+//	conn ──► reader goroutine: ReadFrame (bounded size) ──► decodeFrame
+//	           │  parse error / invalid request ──► error response
+//	           │  acquire an in-flight slot (blocks the reader when full)
+//	           ▼
+//	       handler goroutine: Assign(method) ──► Handler.Handle(ctx, req)
+//	           │  (panics recovered as InternalError)
+//	           ▼
+//	       writer: responses appended to the connection's pending buffer as
+//	       they complete (out of order; the id matches them up); whichever
+//	       goroutine finds no write in progress writes everything pending in
+//	       one system call, under a write deadline, then releases the slots
+//	       of the responses it wrote.
+//
+// Slots are held until a response is written, so a peer that stops reading
+// stalls only its own connection and costs at most MaxInFlight responses
+// of memory before the write deadline disconnects it.
+type Server struct {
+	assign Assigner
+	opts   *ServerOptions
+	log    *slog.Logger
+
+	nconns   atomic.Int64
+	closed   atomic.Bool
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	conns    map[*serverConn]struct{}
+	connsWG  sync.WaitGroup
+	shutdown chan struct{}
+}
+
+// NewServer returns a server that dispatches to a. opts may be nil.
+func NewServer(a Assigner, opts *ServerOptions) *Server {
+	return &Server{
+		assign:   a,
+		opts:     opts,
+		log:      opts.logger(),
+		lns:      make(map[net.Listener]struct{}),
+		conns:    make(map[*serverConn]struct{}),
+		shutdown: make(chan struct{}),
+	}
+}
+
+// Serve accepts connections on l and serves each until it closes. It
+// returns ErrServerClosed after Shutdown, or after ctx ends — in which case
+// it first shuts the server down, draining in-flight calls for at most
+// DrainTimeout. Serve closes l.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	if s.closed.Load() {
+		_ = l.Close()
+		return ErrServerClosed
+	}
+	s.mu.Lock()
+	s.lns[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, l)
+		s.mu.Unlock()
+		_ = l.Close()
+	}()
+	stop := context.AfterFunc(ctx, func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.drainTimeout())
+		defer cancel()
+		_ = s.Shutdown(dctx)
+	})
+	defer stop()
+	var delay time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.closed.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscallEMFILE) {
+				// Out of file descriptors or a transient failure: back off
+				// instead of spinning.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("jsonrpc: accept failed; retrying", "err", err, "delay", delay)
+				select {
+				case <-time.After(delay):
+					continue
+				case <-s.shutdown:
+					return ErrServerClosed
+				}
+			}
+			return fmt.Errorf("jsonrpc: accept: %w", err)
+		}
+		delay = 0
+		s.connsWG.Add(1)
+		go func() {
+			defer s.connsWG.Done()
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+// ServeConn serves one established connection until it closes or the
+// server shuts down, then closes it.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
+	s.connsWG.Add(1)
+	defer s.connsWG.Done()
+	s.serveConn(ctx, c)
+}
+
+// Shutdown stops accepting connections and reading requests, waits for the
+// calls in flight to finish and their responses to be written, then closes
+// every connection. If ctx ends first, the remaining calls' contexts are
+// cancelled and the connections closed; Shutdown then returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.closed.Swap(true) {
+		// Already shutting down: wait like the first caller.
+		return s.waitConns(ctx)
+	}
+	close(s.shutdown)
+	s.mu.Lock()
+	for l := range s.lns {
+		_ = l.Close()
+	}
+	for c := range s.conns {
+		c.stopReading()
+	}
+	s.mu.Unlock()
+	return s.waitConns(ctx)
+}
+
+func (s *Server) waitConns(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.connsWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.abort()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// serverConn is the state of one stream connection.
+type serverConn struct {
+	s      *Server
+	nc     net.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+	sem    chan struct{}
+	wg     sync.WaitGroup // handler goroutines
+	frame  Framing
+
+	wmu      sync.Mutex
+	pending  []byte // framed responses not yet written
+	slots    int    // in-flight slots to release once pending is written
+	writing  bool
+	spare    []byte
+	werr     error
+	stopping atomic.Bool
+}
+
+func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+	if s.nconns.Add(1) > int64(s.opts.maxConns()) {
+		s.nconns.Add(-1)
+		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+		msg := appendError(nil, nil, Errorf(ServerBusy, "Server busy: too many connections (limit %d)", s.opts.maxConns()))
+		_, _ = nc.Write(s.opts.framing().AppendFrame(nil, msg))
+		lingerClose(nc)
+		return
+	}
+	defer s.nconns.Add(-1)
+
+	peer := peerOf(nc)
+	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.opts.maxInFlight()), frame: s.opts.framing()}
+	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.WithValue(ctx, peerKey, &peer), notifierKey, Notifier(c)))
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		c.cancel()
+		_ = nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+
+	c.readLoop(peer)
+	// No more requests: let the calls in flight finish and their responses
+	// go out, then close.
+	c.wg.Wait()
+	c.cancel()
+	_ = nc.Close()
+}
+
+// stopReading makes the reader return at its next read (used by Shutdown).
+func (c *serverConn) stopReading() {
+	c.stopping.Store(true)
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// lingerClose ends a connection we refuse to read further (after an
+// error reply): see lingerClose.
+func (c *serverConn) lingerClose() { lingerClose(c.nc) }
+
+// lingerClose half-closes nc and discards what the peer still sends for a
+// moment before closing it. Closing a socket with unread input makes the
+// kernel reset the connection, and a reset can destroy the error reply we
+// just wrote before the peer reads it.
+func lingerClose(nc net.Conn) {
+	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, _ = io.Copy(io.Discard, io.LimitReader(nc, 64<<20))
+	_ = nc.Close()
+}
+
+// abort cancels the handlers' context and closes the connection.
+func (c *serverConn) abort() {
+	c.stopReading()
+	c.cancel()
+	_ = c.nc.Close()
+}
+
+func (c *serverConn) readLoop(peer Peer) {
+	s := c.s
+	max := s.opts.maxMessageBytes()
+	fr := c.frame.NewReader(c.nc, max)
+	idle := s.opts.idleTimeout()
+	gate := s.opts.connGate()
+	first := true
+	for {
+		if c.stopping.Load() {
+			return
+		}
+		if idle > 0 && fr.Buffered() == 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
+		line, err := fr.ReadFrame()
+		if err != nil {
+			var tl *FrameTooLargeError
+			switch {
+			case errors.As(err, &tl):
+				// Let earlier calls answer first, so that this reply is the
+				// last thing written before the half-close.
+				c.wg.Wait()
+				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit; closing connection", tl.Limit), nil, 0)
+				c.lingerClose()
+				return
+			case isTimeout(err) && !c.stopping.Load():
+				if len(c.sem) > 0 {
+					continue // calls still in flight: not idle
+				}
+				s.log.Debug("jsonrpc: closing idle connection", "peer", peer.Addr, "transport", peer.Transport)
+			case c.stopping.Load() || isClosedConn(err):
+			default:
+				s.log.Debug("jsonrpc: read failed", "peer", peer.Addr, "err", err)
+			}
+			return
+		}
+		if first {
+			first = false
+			if gate != nil {
+				if e := gate(c.ctx, peer, line); e != nil {
+					c.send(nil, e, nil, 0)
+					c.lingerClose()
+					return
+				}
+			}
+		}
+		c.dispatch(line)
+	}
+}
+
+// dispatch decodes one frame and starts its handlers.
+func (c *serverConn) dispatch(line []byte) {
+	// Handlers outlive the read buffer: decode a private copy, so ids and
+	// params can be handed out without further copying.
+	own := make([]byte, len(line))
+	copy(own, line)
+	single, batch, isBatch, perr := decodeFrame(own)
+	if perr != nil {
+		c.send(nil, perr, nil, 0)
+		return
+	}
+	if !isBatch && single.err != nil {
+		c.send(single.req.ID, single.err, nil, 0)
+		return
+	}
+	c.sem <- struct{}{}
+	c.wg.Add(1)
+	if !isBatch {
+		go func() {
+			defer c.wg.Done()
+			result, e := c.s.call(c.ctx, &single.req)
+			if single.req.ID == nil {
+				c.send(nil, nil, nil, 1)
+				return
+			}
+			c.send(single.req.ID, e, result, 1)
+		}()
+		return
+	}
+	go func() {
+		defer c.wg.Done()
+		out := c.s.runBatch(c.ctx, batch)
+		if out == nil {
+			c.send(nil, nil, nil, 1)
+			return
+		}
+		c.sendRaw(out, 1)
+	}()
+}
+
+// send queues a response (id with either e or result) and releases slots
+// in-flight slots once it is written. With neither e nor result it only
+// releases the slots (the reply to a notification).
+func (c *serverConn) send(id []byte, e *Error, result []byte, slots int) {
+	c.wmu.Lock()
+	if e != nil || result != nil {
+		if _, nl := c.frame.(newlineFraming); nl {
+			// Build the message in place: no intermediate buffer.
+			if e != nil {
+				c.pending = appendError(c.pending, id, e)
+			} else {
+				c.pending = appendResult(c.pending, id, result)
+			}
+			c.pending = append(c.pending, '\n')
+		} else {
+			var msg []byte
+			if e != nil {
+				msg = appendError(nil, id, e)
+			} else {
+				msg = appendResult(nil, id, result)
+			}
+			c.pending = c.frame.AppendFrame(c.pending, msg)
+		}
+	}
+	c.slots += slots
+	c.flushLocked()
+}
+
+func (c *serverConn) sendRaw(msg []byte, slots int) {
+	c.wmu.Lock()
+	c.pending = c.frame.AppendFrame(c.pending, msg)
+	c.slots += slots
+	c.flushLocked()
+}
+
+// flushLocked writes everything pending unless another goroutine is
+// already doing so. Called with wmu held; returns with it released.
+func (c *serverConn) flushLocked() {
+	if c.writing {
+		c.wmu.Unlock()
+		return
+	}
+	c.writing = true
+	wt := c.s.opts.writeTimeout()
+	for len(c.pending) > 0 || c.slots > 0 {
+		buf, n := c.pending, c.slots
+		c.pending, c.slots = c.spare[:0], 0
+		c.spare = nil
+		err := c.werr
+		c.wmu.Unlock()
+		if len(buf) > 0 && err == nil {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(wt))
+			if _, err = c.nc.Write(buf); err != nil {
+				c.s.log.Debug("jsonrpc: write failed; closing connection", "err", err)
+				c.abort()
+			}
+		}
+		for range n {
+			<-c.sem
+		}
+		c.wmu.Lock()
+		if err != nil && c.werr == nil {
+			c.werr = err
+		}
+		if cap(buf) <= 1<<20 {
+			c.spare = buf[:0]
+		}
+	}
+	c.writing = false
+	c.wmu.Unlock()
+}
+
+// Notify sends a server-initiated notification on this connection. It
+// fails if the connection is closed or if the peer is so far behind that
+// more than MaxMessageBytes of output is already waiting (the slow-consumer
+// policy: the connection is then closed).
+func (c *serverConn) Notify(ctx context.Context, method string, params any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := marshalParams(params)
+	if err != nil {
+		return err
+	}
+	msg := appendRequest(nil, method, p, nil)
+	c.wmu.Lock()
+	if c.werr != nil {
+		err := c.werr
+		c.wmu.Unlock()
+		return fmt.Errorf("jsonrpc: notify: connection failed: %w", err)
+	}
+	if len(c.pending) > c.s.opts.maxMessageBytes() {
+		c.werr = errSlowConsumer
+		c.wmu.Unlock()
+		c.abort()
+		return errSlowConsumer
+	}
+	c.pending = c.frame.AppendFrame(c.pending, msg)
+	c.flushLocked()
+	return nil
+}
+
+var errSlowConsumer = errors.New("jsonrpc: slow consumer: peer is not reading; connection closed")
+
+// call runs one well-formed request through the assigner and handler and
+// returns the encoded result or the error to send.
+func (s *Server) call(ctx context.Context, req *Request) (result []byte, e *Error) {
+	h := s.assign.Assign(ctx, req.Method)
+	if h == nil {
+		return nil, Errorf(MethodNotFound, "Method not found: %q", req.Method)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("jsonrpc: handler panicked", "method", req.Method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			result, e = nil, Errorf(InternalError, "Internal error: the handler of %q failed", req.Method)
+		}
+	}()
+	v, err := h.Handle(ctx, req)
+	if err != nil {
+		return nil, asError(err)
+	}
+	b, err := encodeResult(v)
+	if err != nil {
+		s.log.Error("jsonrpc: cannot encode result", "method", req.Method, "err", err)
+		return nil, Errorf(InternalError, "Internal error: cannot encode the result of %q", req.Method)
+	}
+	return b, nil
+}
+
+// runBatch answers the elements of a batch concurrently and returns the
+// batch response, or nil when every element was a notification.
+func (s *Server) runBatch(ctx context.Context, batch []inbound) []byte {
+	type reply struct {
+		id     []byte
+		e      *Error
+		result []byte
+		skip   bool
+	}
+	replies := make([]reply, len(batch))
+	var wg sync.WaitGroup
+	limit := make(chan struct{}, s.opts.maxInFlight())
+	for i := range batch {
+		in := &batch[i]
+		if in.err != nil {
+			replies[i] = reply{id: in.req.ID, e: in.err}
+			continue
+		}
+		wg.Add(1)
+		limit <- struct{}{}
+		go func() {
+			defer func() { <-limit; wg.Done() }()
+			result, e := s.call(ctx, &in.req)
+			replies[i] = reply{id: in.req.ID, e: e, result: result, skip: in.req.ID == nil}
+		}()
+	}
+	wg.Wait()
+	var out []byte
+	for _, r := range replies {
+		if r.skip {
+			continue
+		}
+		if out == nil {
+			out = append(out, '[')
+		} else {
+			out = append(out, ',')
+		}
+		if r.e != nil {
+			out = appendError(out, r.id, r.e)
+		} else {
+			out = appendResult(out, r.id, r.result)
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return append(out, ']')
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isClosedConn(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF)
+}
