@@ -1,0 +1,215 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+)
+
+func currentUID() uint32 { return uint32(os.Getuid()) }
+
+// LocalRegistration is an unsigned ecoPrimals-style registration.
+type LocalRegistration struct {
+	Name         string
+	Capabilities []string
+	Endpoint     string
+	Version      string
+}
+
+// NormalizeEndpoint turns the endpoint forms ecoPrimals registrations use
+// ("/path/x.sock", "unix:///path", "tcp://host:port", "host:port",
+// "http://host:port/path") into one URI.
+func NormalizeEndpoint(s string) (string, error) {
+	switch {
+	case s == "":
+		return "", fmt.Errorf("endpoint is empty")
+	case strings.HasPrefix(s, "/"):
+		return "unix://" + filepath.Clean(s), nil
+	case strings.HasPrefix(s, "unix://"):
+		p := strings.TrimPrefix(s, "unix://")
+		if !strings.HasPrefix(p, "/") {
+			return "", fmt.Errorf("endpoint %q: unix socket path must be absolute", s)
+		}
+		return "unix://" + filepath.Clean(p), nil
+	case strings.HasPrefix(s, "tcp://"):
+		hp := strings.TrimPrefix(s, "tcp://")
+		if _, _, err := net.SplitHostPort(hp); err != nil {
+			return "", fmt.Errorf("endpoint %q: %w", s, err)
+		}
+		return "tcp://" + hp, nil
+	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
+		return s, nil
+	default:
+		if _, _, err := net.SplitHostPort(s); err == nil {
+			return "tcp://" + s, nil
+		}
+		return "", fmt.Errorf("endpoint %q: want a socket path, unix://, tcp://host:port, host:port or http://", s)
+	}
+}
+
+// DialEndpoint is the default Config.Dial: newline JSON-RPC over a Unix
+// socket or TCP, or the HTTP bridge for http(s) URLs.
+func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
+	u, err := NormalizeEndpoint(ep)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case strings.HasPrefix(u, "unix://"):
+		return jsonrpc.Dial(ctx, "unix", strings.TrimPrefix(u, "unix://"), nil)
+	case strings.HasPrefix(u, "tcp://"):
+		return jsonrpc.Dial(ctx, "tcp", strings.TrimPrefix(u, "tcp://"), nil)
+	default:
+		return jsonrpc.NewHTTPClient(u, &http.Client{Timeout: 30 * time.Second}), nil
+	}
+}
+
+// RegisterLocal admits an unsigned registration. Only a Unix-socket peer
+// of the node's own user may make one (SO_PEERCRED), and only after the
+// registry has called identity.get on the endpoint and the primal name it
+// answers equals the registered name (ASCII case-insensitive, as Songbird
+// compares). An unreachable endpoint is a refusal, not trust on first use.
+func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRegistration) (Entry, error) {
+	if peer.Transport != "unix" || !peer.HasCred {
+		return Entry{}, refuse(CodeWordUnsignedRemote, "unsigned registration is accepted only over the node's Unix socket; over %s send a signed descriptor ({\"descriptor\": …})", nonEmpty(peer.Transport, "this transport"))
+	}
+	if peer.UID != *n.cfg.UID {
+		return Entry{}, refuse(CodeWordForeignUser, "peer uid %d is not the node's user (uid %d)", peer.UID, *n.cfg.UID)
+	}
+	if reg.Name == "" {
+		return Entry{}, refuse(CodeWordInvalidParams, "primal_id (or name) is required")
+	}
+	ep, err := NormalizeEndpoint(reg.Endpoint)
+	if err != nil {
+		return Entry{}, refuse(CodeWordInvalidParams, "%v", err)
+	}
+	for i, c := range reg.Capabilities {
+		if c == "" {
+			return Entry{}, refuse(CodeWordInvalidParams, "capabilities[%d] is empty", i)
+		}
+	}
+	if err := n.probeIdentity(ctx, ep, reg.Name); err != nil {
+		return Entry{}, err
+	}
+	now := n.cfg.Now()
+	lr := localRecord{Name: reg.Name, Capabilities: append([]string{}, reg.Capabilities...), Endpoint: ep, Version: reg.Version, UID: peer.UID,
+		RegisteredAt: now.UTC(), ExpiresAt: now.Add(n.cfg.LocalTTL).UTC()}
+	raw, _ := json.Marshal(lr)
+	e := localEntry(lr, raw)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	kind := EventRegistered
+	if cur, ok := n.entries[e.Key]; ok && n.live(cur, now) {
+		kind = EventReplaced
+	}
+	if err := n.commit(ctx, []Op{{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt}}},
+		Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
+		return Entry{}, err
+	}
+	n.index(e)
+	return n.view(e, now), nil
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (n *Node) probeIdentity(ctx context.Context, ep, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ProbeTimeout)
+	defer cancel()
+	c, err := n.cfg.Dial(ctx, ep)
+	if err != nil {
+		return refuse(CodeWordIdentityProbe, "cannot reach %s to check its identity: %v", ep, err)
+	}
+	defer c.Close()
+	var id struct {
+		Primal string `json:"primal"`
+	}
+	if err := c.Call(ctx, "identity.get", map[string]any{}, &id); err != nil {
+		return refuse(CodeWordIdentityProbe, "identity.get on %s failed: %v", ep, err)
+	}
+	if !strings.EqualFold(id.Primal, name) {
+		return refuse(CodeWordIdentityMismatch, "registering as %q but %s says it is %q", name, ep, id.Primal)
+	}
+	return nil
+}
+
+// Heartbeat renews a registration's TTL: a local registration by name,
+// or (for a signed registration) nothing to renew — descriptors are
+// refreshed by posting a newer one.
+func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name string) (time.Time, error) {
+	if name == "" {
+		return time.Time{}, refuse(CodeWordInvalidParams, "name (or primal_id) is required")
+	}
+	now := n.cfg.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.entries[localKey(name)]
+	if !ok || !n.live(e, now) {
+		return time.Time{}, refuse(CodeWordNotRegistered, "%q is not registered (register again)", name)
+	}
+	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
+		return time.Time{}, refuse(CodeWordForeignUser, "only the node's own user may renew a local registration")
+	}
+	var lr localRecord
+	_ = json.Unmarshal(e.raw, &lr)
+	lr.ExpiresAt = now.Add(n.cfg.LocalTTL).UTC()
+	raw, _ := json.Marshal(lr)
+	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt}}); err != nil {
+		return time.Time{}, fmt.Errorf("registry: %w", err)
+	}
+	ne := localEntry(lr, raw)
+	n.index(ne)
+	return lr.ExpiresAt, nil
+}
+
+// Unregister removes a local registration by name.
+func (n *Node) Unregister(ctx context.Context, peer jsonrpc.Peer, name string) error {
+	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
+		return refuse(CodeWordForeignUser, "only the node's own user may remove a local registration over the Unix socket")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ok, err := n.deregisterLocked(ctx, localKey(name), EventDeregistered, "ipc.unregister")
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return refuse(CodeWordNotRegistered, "%q is not registered", name)
+	}
+	return nil
+}
+
+// ResolveName finds a live, trusted entry by name (local first, then a
+// descriptor whose agent_id matches).
+func (n *Node) ResolveName(name string) (Entry, bool) {
+	now := n.cfg.Now()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if e, ok := n.entries[localKey(name)]; ok && n.live(e, now) {
+		return n.view(e, now), true
+	}
+	var best *entry
+	for _, e := range n.entries {
+		if e.Source == SourceDescriptor && e.Name == name && n.live(e, now) && n.verdict(e, now).Trusted {
+			if best == nil || e.RegisteredAt.After(best.RegisteredAt) {
+				best = e
+			}
+		}
+	}
+	if best == nil {
+		return Entry{}, false
+	}
+	return n.view(best, now), true
+}

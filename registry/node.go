@@ -1,0 +1,655 @@
+package registry
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry/descriptor"
+)
+
+// Config configures a Node. The zero value of every field is a usable
+// default, except that a production node should set Store (registry/sqlite)
+// so that registrations, enrolments and the CRL survive restarts.
+type Config struct {
+	// Network is the network name: descriptors must carry it and the
+	// genesis block names it. Default "capmesh".
+	Network string
+	// Store keeps the durable state. Default: an in-memory store.
+	Store Store
+	// Authority is the Network-Authority key that signs join certificates,
+	// CRLs and (with RootKey unset) the genesis block. When nil, the node
+	// generates one on first start and keeps it in Store (kind "secret";
+	// the SQLite file is 0600).
+	Authority ed25519.PrivateKey
+	// AuthorityKeyID names Authority in signatures. Default "na-capmesh".
+	AuthorityKeyID string
+	// RootKey signs the genesis block. Default: Authority.
+	RootKey ed25519.PrivateKey
+	// OperatorKeys authorise /admin/* requests (X-Admin-Key-Id → key).
+	OperatorKeys map[string]ed25519.PublicKey
+	// TrustedKeys are node public keys (standard base64) trusted without a
+	// join certificate (operator pinning). They are still subject to
+	// revocation by key_compromise.
+	TrustedKeys []string
+	// Skew is the tolerance on the lower bound of a descriptor's TTL and on
+	// request timestamps. Default 5 minutes.
+	Skew time.Duration
+	// LocalTTL is the lifetime of an unsigned local registration, renewed
+	// by ipc.heartbeat. Default 90 s.
+	LocalTTL time.Duration
+	// MaxDescriptorTTL, when positive, refuses descriptors whose window is
+	// longer. Default 0 (no cap, as the reference).
+	MaxDescriptorTTL time.Duration
+	// SweepInterval is how often expired entries are dropped from the index
+	// (emitting "expired" events) and purged from the store. Reads never
+	// return an expired entry in between. Default 1 s.
+	SweepInterval time.Duration
+	// ProbeTimeout bounds the identity.get probe of a local registration.
+	// Default 2 s.
+	ProbeTimeout time.Duration
+	// Dial connects to a provider or a registering host's endpoint
+	// ("unix:///path", "tcp://host:port", "http://host:port/path").
+	// Default: jsonrpc.Dial / jsonrpc.NewHTTPClient.
+	Dial func(ctx context.Context, endpoint string) (jsonrpc.Caller, error)
+	// UID is the node's own user id, the only one whose Unix-socket peers
+	// may register unsigned. Default os.Getuid().
+	UID *uint32
+	// WatchHistory is how many events ipc.watch can replay. Default 10000.
+	WatchHistory int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Source tells how an entry was registered.
+const (
+	SourceLocal      = "local"      // unsigned ipc.register from a same-user Unix peer
+	SourceDescriptor = "descriptor" // signed RFC-005 descriptor
+)
+
+// Verdict is the trust policy's answer about a provider, carried by every
+// result so that a consumer can re-evaluate when trust changes.
+type Verdict struct {
+	Trusted bool   `json:"trusted"`
+	Reason  string `json:"reason"`
+}
+
+// Entry is one live registration as the registry reports it.
+type Entry struct {
+	// Key identifies the entry: the node public key for a descriptor,
+	// "local:<name>" for a local registration.
+	Key          string    `json:"key"`
+	Name         string    `json:"name"`
+	Capabilities []string  `json:"capabilities"`
+	Endpoint     string    `json:"endpoint"`
+	Source       string    `json:"source"`
+	Version      string    `json:"version,omitempty"`
+	RegisteredAt time.Time `json:"registered_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	Trust        Verdict   `json:"trust"`
+	// Descriptor is the signed descriptor of a SourceDescriptor entry.
+	Descriptor *descriptor.Descriptor `json:"descriptor,omitempty"`
+}
+
+// entry is the indexed form.
+type entry struct {
+	Entry
+	caps map[string]struct{}
+	raw  []byte // stored record value
+}
+
+// Node is the registry service. Create it with NewNode, mount RPC() on a
+// jsonrpc.Server and HTTPHandler() on an http.Server, and Close it.
+type Node struct {
+	cfg Config
+	log *slog.Logger
+	st  Store
+
+	mu       sync.RWMutex
+	entries  map[string]*entry
+	byCap    map[string]map[string]*entry
+	marks    map[string]time.Time // anti-rollback watermark: node key → newest registered_at accepted
+	trust    *trustState
+	version  uint64
+	events   []Event // ring, oldest first
+	changed  chan struct{}
+	nonces   map[string]time.Time
+	closed   bool
+	stopLoop context.CancelFunc
+	loopDone chan struct{}
+}
+
+// NewNode loads the durable state from cfg.Store and starts the expiry
+// sweeper.
+func NewNode(cfg Config) (*Node, error) {
+	if cfg.Network == "" {
+		cfg.Network = "capmesh"
+	}
+	if cfg.Store == nil {
+		cfg.Store = NewMemStore()
+	}
+	if cfg.AuthorityKeyID == "" {
+		cfg.AuthorityKeyID = "na-capmesh"
+	}
+	if cfg.Skew == 0 {
+		cfg.Skew = descriptor.DefaultSkew
+	}
+	if cfg.LocalTTL == 0 {
+		cfg.LocalTTL = 90 * time.Second
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = time.Second
+	}
+	if cfg.ProbeTimeout == 0 {
+		cfg.ProbeTimeout = 2 * time.Second
+	}
+	if cfg.WatchHistory == 0 {
+		cfg.WatchHistory = 10000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Dial == nil {
+		cfg.Dial = DialEndpoint
+	}
+	if cfg.UID == nil {
+		u := currentUID()
+		cfg.UID = &u
+	}
+	for _, k := range cfg.TrustedKeys {
+		if _, err := descriptor.DecodePublicKey(k); err != nil {
+			return nil, fmt.Errorf("registry: trusted key %q: %w", k, err)
+		}
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		st:      cfg.Store,
+		entries: map[string]*entry{},
+		byCap:   map[string]map[string]*entry{},
+		marks:   map[string]time.Time{},
+		changed: make(chan struct{}),
+		nonces:  map[string]time.Time{},
+	}
+	if err := n.load(context.Background()); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stopLoop = cancel
+	n.loopDone = make(chan struct{})
+	go n.sweepLoop(ctx)
+	return n, nil
+}
+
+// Close stops the sweeper. It does not close the Store, which the caller
+// owns.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	n.stopLoop()
+	<-n.loopDone
+	return nil
+}
+
+// Network returns the node's network name.
+func (n *Node) Network() string { return n.cfg.Network }
+
+// Version returns the current registry version (revision).
+func (n *Node) Version() uint64 {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.version
+}
+
+const (
+	kindDescriptor = "descriptor"
+	kindLocal      = "local"
+	kindMark       = "watermark"
+	kindMeta       = "meta"
+	kindNonce      = "nonce"
+)
+
+type localRecord struct {
+	Name         string    `json:"name"`
+	Capabilities []string  `json:"capabilities"`
+	Endpoint     string    `json:"endpoint"`
+	Version      string    `json:"version,omitempty"`
+	UID          uint32    `json:"uid"`
+	RegisteredAt time.Time `json:"registered_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+}
+
+func (n *Node) load(ctx context.Context) error {
+	now := n.cfg.Now()
+	if err := n.loadTrust(ctx, now); err != nil {
+		return err
+	}
+	meta, err := n.st.List(ctx, kindMeta, now)
+	if err != nil {
+		return fmt.Errorf("registry: load: %w", err)
+	}
+	for _, r := range meta {
+		if r.Key == "version" {
+			_ = json.Unmarshal(r.Value, &n.version)
+		}
+	}
+	marks, err := n.st.List(ctx, kindMark, now)
+	if err != nil {
+		return fmt.Errorf("registry: load: %w", err)
+	}
+	for _, r := range marks {
+		var t time.Time
+		if json.Unmarshal(r.Value, &t) == nil {
+			n.marks[r.Key] = t
+		}
+	}
+	descs, err := n.st.List(ctx, kindDescriptor, now)
+	if err != nil {
+		return fmt.Errorf("registry: load: %w", err)
+	}
+	for _, r := range descs {
+		d, err := descriptor.Parse(r.Value)
+		if err != nil {
+			n.log.Warn("registry: dropping unreadable stored descriptor", "key", r.Key, "err", err)
+			continue
+		}
+		n.index(descriptorEntry(d, r.Value))
+	}
+	locals, err := n.st.List(ctx, kindLocal, now)
+	if err != nil {
+		return fmt.Errorf("registry: load: %w", err)
+	}
+	for _, r := range locals {
+		var lr localRecord
+		if err := json.Unmarshal(r.Value, &lr); err != nil {
+			n.log.Warn("registry: dropping unreadable local registration", "key", r.Key, "err", err)
+			continue
+		}
+		n.index(localEntry(lr, r.Value))
+	}
+	return nil
+}
+
+func descriptorEntry(d *descriptor.Descriptor, raw []byte) *entry {
+	e := &entry{raw: raw}
+	e.Key = d.NodePublicKey
+	e.Name = d.AgentID
+	e.Capabilities = d.Capabilities
+	e.Endpoint = d.Endpoint.URI()
+	e.Source = SourceDescriptor
+	e.RegisteredAt = d.RegisteredAt.Instant()
+	e.ExpiresAt = d.ExpiresAt.Instant()
+	e.Descriptor = d
+	return e
+}
+
+func localKey(name string) string { return "local:" + name }
+
+func localEntry(lr localRecord, raw []byte) *entry {
+	e := &entry{raw: raw}
+	e.Key = localKey(lr.Name)
+	e.Name = lr.Name
+	e.Capabilities = lr.Capabilities
+	e.Endpoint = lr.Endpoint
+	e.Source = SourceLocal
+	e.Version = lr.Version
+	e.RegisteredAt = lr.RegisteredAt
+	e.ExpiresAt = lr.ExpiresAt
+	e.Trust = Verdict{Trusted: true, Reason: fmt.Sprintf("local peer uid %d, identity.get matched", lr.UID)}
+	return e
+}
+
+// index adds or replaces e; the caller holds mu (or is loading).
+func (n *Node) index(e *entry) (replaced *entry) {
+	if old, ok := n.entries[e.Key]; ok {
+		n.unindex(old)
+		replaced = old
+	}
+	e.caps = make(map[string]struct{}, len(e.Capabilities))
+	for _, c := range e.Capabilities {
+		e.caps[c] = struct{}{}
+		set := n.byCap[c]
+		if set == nil {
+			set = map[string]*entry{}
+			n.byCap[c] = set
+		}
+		set[e.Key] = e
+	}
+	n.entries[e.Key] = e
+	return replaced
+}
+
+func (n *Node) unindex(e *entry) {
+	delete(n.entries, e.Key)
+	for c := range e.caps {
+		if set := n.byCap[c]; set != nil {
+			delete(set, e.Key)
+			if len(set) == 0 {
+				delete(n.byCap, c)
+			}
+		}
+	}
+}
+
+// live reports whether e is inside its TTL window at now.
+func (n *Node) live(e *entry, now time.Time) bool {
+	if !now.Before(e.ExpiresAt) {
+		return false
+	}
+	return !now.Before(e.RegisteredAt.Add(-n.cfg.Skew))
+}
+
+// verdict evaluates trust for e at now; the caller holds mu.
+func (n *Node) verdict(e *entry, now time.Time) Verdict {
+	if e.Source == SourceLocal {
+		return e.Trust
+	}
+	return n.trust.verdict(e.Key, now)
+}
+
+// view copies e for a caller, with its verdict.
+func (n *Node) view(e *entry, now time.Time) Entry {
+	v := e.Entry
+	v.Capabilities = append([]string(nil), e.Capabilities...)
+	v.Trust = n.verdict(e, now)
+	return v
+}
+
+// FindOptions narrow Find.
+type FindOptions struct {
+	// IncludeUntrusted also returns live entries the trust policy refuses,
+	// with their verdict (for operators; discovery never uses it).
+	IncludeUntrusted bool
+	// Limit caps the result count; 0 means all.
+	Limit int
+}
+
+// Find returns the live, trusted providers of an exact capability tag,
+// newest registration first (the reference's order), ties by key.
+func (n *Node) Find(capability string, opts FindOptions) []Entry {
+	now := n.cfg.Now()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	set := n.byCap[capability]
+	out := make([]Entry, 0, len(set))
+	for _, e := range set {
+		if !n.live(e, now) {
+			continue
+		}
+		v := n.verdict(e, now)
+		if !v.Trusted && !opts.IncludeUntrusted {
+			continue
+		}
+		out = append(out, n.viewWith(e, v))
+	}
+	sortEntries(out)
+	if opts.Limit > 0 && len(out) > opts.Limit {
+		out = out[:opts.Limit]
+	}
+	return out
+}
+
+func (n *Node) viewWith(e *entry, v Verdict) Entry {
+	x := e.Entry
+	x.Trust = v
+	return x
+}
+
+func sortEntries(out []Entry) {
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].RegisteredAt.Equal(out[j].RegisteredAt) {
+			return out[i].RegisteredAt.After(out[j].RegisteredAt)
+		}
+		return out[i].Key < out[j].Key
+	})
+}
+
+// List returns every live entry (trusted only unless includeUntrusted).
+func (n *Node) List(includeUntrusted bool) []Entry {
+	now := n.cfg.Now()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]Entry, 0, len(n.entries))
+	for _, e := range n.entries {
+		if !n.live(e, now) {
+			continue
+		}
+		v := n.verdict(e, now)
+		if !v.Trusted && !includeUntrusted {
+			continue
+		}
+		out = append(out, n.viewWith(e, v))
+	}
+	sortEntries(out)
+	return out
+}
+
+// Get returns the live entry with key (node public key or "local:name").
+func (n *Node) Get(key string) (Entry, bool) {
+	now := n.cfg.Now()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	e, ok := n.entries[key]
+	if !ok || !n.live(e, now) {
+		return Entry{}, false
+	}
+	return n.view(e, now), true
+}
+
+// Register admits a signed descriptor. The order of checks is: schema and
+// signature (nothing else is read before the signature verifies), TTL
+// window, network, policy cap, trust (key_compromise, enrolment), then
+// anti-rollback. It returns the stored entry and whether it replaced one.
+func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, error) {
+	if err := d.Verify(); err != nil {
+		return Entry{}, err
+	}
+	now := n.cfg.Now()
+	if err := d.Live(now, n.cfg.Skew); err != nil {
+		return Entry{}, err
+	}
+	if d.NetworkName != n.cfg.Network {
+		e := refuse(descriptor.CodeNetworkMismatch, "descriptor network_name %q does not match this registry's network", d.NetworkName)
+		e.Details = map[string]any{"expected": n.cfg.Network}
+		return Entry{}, e
+	}
+	if n.cfg.MaxDescriptorTTL > 0 && d.ExpiresAt.Instant().Sub(d.RegisteredAt.Instant()) > n.cfg.MaxDescriptorTTL {
+		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
+	}
+	raw, err := d.MarshalJSON()
+	if err != nil {
+		return Entry{}, refuse(descriptor.CodeInvalid, "%v", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return Entry{}, errors.New("registry: closed")
+	}
+	if v := n.trust.verdict(d.NodePublicKey, now); !v.Trusted {
+		word := descriptor.CodeNoActiveCertificate
+		if v.Reason == reasonCompromised {
+			word = descriptor.CodeKeyRevoked
+		}
+		return Entry{}, refuse(word, "node %s is not trusted: %s", short(d.NodePublicKey), v.Reason)
+	}
+	reg := d.RegisteredAt.Instant()
+	if mark, ok := n.marks[d.NodePublicKey]; ok {
+		cur := n.entries[d.NodePublicKey]
+		switch {
+		case reg.Before(mark):
+			return Entry{}, refuse(descriptor.CodeRollback, "descriptor registered_at %s is older than the newest accepted one (%s); refusing the rollback", d.RegisteredAt, mark.Format(time.RFC3339Nano))
+		case reg.Equal(mark):
+			if cur != nil && string(cur.raw) == string(raw) {
+				return n.view(cur, now), nil // the same descriptor again: idempotent
+			}
+			return Entry{}, refuse(CodeWordReplay, "a descriptor with registered_at %s was already accepted for this node; sign a new one", d.RegisteredAt)
+		}
+	}
+	e := descriptorEntry(d, raw)
+	markExp := d.ExpiresAt.Instant()
+	if old, ok := n.marks[d.NodePublicKey]; ok && old.After(markExp) {
+		markExp = old
+	}
+	markVal, _ := json.Marshal(reg)
+	ops := []Op{
+		{Record: Record{Kind: kindDescriptor, Key: e.Key, Value: raw, ExpiresAt: e.ExpiresAt}},
+		{Record: Record{Kind: kindMark, Key: e.Key, Value: markVal, ExpiresAt: markExp.Add(n.cfg.Skew)}},
+	}
+	kind := EventRegistered
+	if cur, ok := n.entries[e.Key]; ok && n.live(cur, now) {
+		kind = EventReplaced
+	}
+	if err := n.commit(ctx, ops, Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
+		return Entry{}, err
+	}
+	n.marks[e.Key] = reg
+	n.index(e)
+	return n.view(e, now), nil
+}
+
+// Deregister removes an entry by key and records why (EventDeregistered
+// or EventRevoked).
+func (n *Node) deregisterLocked(ctx context.Context, key, kind, reason string) (bool, error) {
+	e, ok := n.entries[key]
+	if !ok {
+		return false, nil
+	}
+	rk := kindDescriptor
+	if e.Source == SourceLocal {
+		rk = kindLocal
+	}
+	if err := n.commit(ctx, []Op{{Record: Record{Kind: rk, Key: key}, Delete: true}},
+		Event{Kind: kind, Key: key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source, Reason: reason}); err != nil {
+		return false, err
+	}
+	n.unindex(e)
+	return true, nil
+}
+
+// commit writes ops plus the new version and records ev; the caller holds
+// mu.
+func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
+	next := n.version + uint64(len(evs))
+	vb, _ := json.Marshal(next)
+	ops = append(ops, Op{Record: Record{Kind: kindMeta, Key: "version", Value: vb}})
+	if err := n.st.Apply(ctx, ops...); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	now := n.cfg.Now()
+	for _, ev := range evs {
+		n.version++
+		ev.Revision = n.version
+		ev.At = now
+		n.events = append(n.events, ev)
+	}
+	if over := len(n.events) - n.cfg.WatchHistory; over > 0 {
+		n.events = append(n.events[:0:0], n.events[over:]...)
+	}
+	if len(evs) > 0 {
+		close(n.changed)
+		n.changed = make(chan struct{})
+	}
+	return nil
+}
+
+func (n *Node) sweepLoop(ctx context.Context) {
+	defer close(n.loopDone)
+	t := time.NewTicker(n.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.Sweep(ctx)
+		}
+	}
+}
+
+// Sweep drops expired entries (emitting "expired" events), forgets spent
+// nonces and purges the store. The sweeper calls it every SweepInterval;
+// reads are correct without it.
+func (n *Node) Sweep(ctx context.Context) {
+	now := n.cfg.Now()
+	n.mu.Lock()
+	var dead []*entry
+	for _, e := range n.entries {
+		if !now.Before(e.ExpiresAt) {
+			dead = append(dead, e)
+		}
+	}
+	if len(dead) > 0 {
+		evs := make([]Event, 0, len(dead))
+		for _, e := range dead {
+			evs = append(evs, Event{Kind: EventExpired, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source})
+		}
+		// The records expire in the store by themselves; only the version
+		// and the events need writing.
+		if err := n.commit(ctx, nil, evs...); err != nil {
+			n.log.Warn("registry: sweep", "err", err)
+		} else {
+			for _, e := range dead {
+				n.unindex(e)
+			}
+		}
+	}
+	for k, exp := range n.nonces {
+		if !now.Before(exp) {
+			delete(n.nonces, k)
+		}
+	}
+	n.mu.Unlock()
+	if _, err := n.st.Purge(ctx, now); err != nil {
+		n.log.Warn("registry: purge", "err", err)
+	}
+}
+
+func short(key string) string {
+	if len(key) > 12 {
+		return key[:12] + "…"
+	}
+	return key
+}
+
+// useNonce records a one-time value under scope until exp; false when it
+// was already used. The caller holds mu.
+func (n *Node) useNonceLocked(ctx context.Context, scope, nonce string, exp time.Time) (bool, error) {
+	k := scope + "\x00" + nonce
+	if e, ok := n.nonces[k]; ok && n.cfg.Now().Before(e) {
+		return false, nil
+	}
+	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindNonce, Key: k, Value: []byte{}, ExpiresAt: exp}}); err != nil {
+		return false, err
+	}
+	n.nonces[k] = exp
+	return true, nil
+}
+
+func (n *Node) loadNonces(ctx context.Context, now time.Time) error {
+	rs, err := n.st.List(ctx, kindNonce, now)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		n.nonces[r.Key] = r.ExpiresAt
+	}
+	return nil
+}
+

@@ -1,0 +1,404 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry/descriptor"
+)
+
+// RPC returns the node's JSON-RPC surface as an Assigner: the ipc.*
+// registry methods, capability.call/discover, the registry.* operator
+// methods, and — for any other name that looks like domain.operation —
+// routing to a provider, as the Neural API does. Mount it on a
+// jsonrpc.Server, or combine it with other methods (it implements Lister).
+func (n *Node) RPC() jsonrpc.Assigner { return &rpcAssigner{n: n, m: n.methods()} }
+
+type rpcAssigner struct {
+	n *Node
+	m jsonrpc.Map
+}
+
+func (a *rpcAssigner) Assign(ctx context.Context, method string) jsonrpc.Handler {
+	if h := a.m[method]; h != nil {
+		return h
+	}
+	if routable(method) {
+		return jsonrpc.HandlerFunc(func(ctx context.Context, r *jsonrpc.Request) (any, error) {
+			return a.n.route(ctx, method, method, r.Params)
+		})
+	}
+	return nil
+}
+
+// Names lists the node's own methods.
+func (a *rpcAssigner) Names() []string {
+	out := make([]string, 0, len(a.m))
+	for k := range a.m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// routable: domain.operation with non-empty parts, not one of the
+// reserved namespaces the node answers itself.
+func routable(m string) bool {
+	i := strings.IndexByte(m, '.')
+	if i <= 0 || i == len(m)-1 {
+		return false
+	}
+	switch m[:i] {
+	case "ipc", "registry", "rpc", "health", "capabilities", "identity", "lifecycle":
+		return false
+	}
+	return true
+}
+
+func handler[P any](f func(ctx context.Context, peer jsonrpc.Peer, p P) (any, error)) jsonrpc.Handler {
+	return jsonrpc.HandlerFunc(func(ctx context.Context, r *jsonrpc.Request) (any, error) {
+		var p P
+		if len(r.Params) > 0 && string(r.Params) != "null" {
+			if err := r.UnmarshalParams(&p); err != nil {
+				return nil, err
+			}
+		}
+		peer, _ := jsonrpc.PeerFromContext(ctx)
+		res, err := f(ctx, peer, p)
+		return res, rpcError(err)
+	})
+}
+
+type nameParams struct {
+	PrimalID string `json:"primal_id"`
+	Name     string `json:"name"`
+	Primal   string `json:"primal"`
+}
+
+func (p nameParams) name() string {
+	for _, s := range []string{p.PrimalID, p.Name, p.Primal} {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+type registerParams struct {
+	nameParams
+	Capabilities []string        `json:"capabilities"`
+	Endpoint     string          `json:"endpoint"`
+	Socket       string          `json:"socket"`
+	Version      string          `json:"version"`
+	Descriptor   json.RawMessage `json:"descriptor"`
+}
+
+// providerView is the Songbird ProviderInfo shape plus capmesh's fields.
+type providerView struct {
+	PrimalID        string    `json:"primal_id"`
+	VirtualEndpoint string    `json:"virtual_endpoint"`
+	NativeEndpoint  string    `json:"native_endpoint"`
+	Socket          string    `json:"socket,omitempty"`
+	Capabilities    []string  `json:"capabilities"`
+	Endpoint        string    `json:"endpoint"`
+	Key             string    `json:"key"`
+	Source          string    `json:"source"`
+	RegisteredAt    time.Time `json:"registered_at"`
+	ExpiresAt       time.Time `json:"expires_at"`
+	Trust           Verdict   `json:"trust"`
+	Descriptor      any       `json:"descriptor,omitempty"`
+}
+
+func toProvider(e Entry) providerView {
+	p := providerView{PrimalID: e.Name, VirtualEndpoint: "/primal/" + e.Name, NativeEndpoint: e.Endpoint, Capabilities: e.Capabilities,
+		Endpoint: e.Endpoint, Key: e.Key, Source: e.Source, RegisteredAt: e.RegisteredAt, ExpiresAt: e.ExpiresAt, Trust: e.Trust}
+	if p.Capabilities == nil {
+		p.Capabilities = []string{}
+	}
+	if strings.HasPrefix(e.Endpoint, "unix://") {
+		p.Socket = strings.TrimPrefix(e.Endpoint, "unix://")
+		p.NativeEndpoint = p.Socket
+	}
+	if e.Descriptor != nil {
+		raw, _ := e.Descriptor.MarshalJSON()
+		p.Descriptor = json.RawMessage(raw)
+	}
+	return p
+}
+
+func providers(es []Entry) []providerView {
+	out := make([]providerView, 0, len(es))
+	for _, e := range es {
+		out = append(out, toProvider(e))
+	}
+	return out
+}
+
+func (n *Node) requireOperator(peer jsonrpc.Peer) error {
+	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
+		return refuse(CodeWordForeignUser, "operator methods are accepted only over the node's Unix socket from its own user")
+	}
+	return nil
+}
+
+func (n *Node) methods() jsonrpc.Map {
+	discover := handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
+		Capability       string `json:"capability"`
+		IncludeUntrusted bool   `json:"include_untrusted"`
+		Limit            int    `json:"limit"`
+	}) (any, error) {
+		if p.Capability == "" {
+			return nil, refuse(CodeWordInvalidParams, "capability is required")
+		}
+		es := n.Find(p.Capability, FindOptions{IncludeUntrusted: p.IncludeUntrusted, Limit: p.Limit})
+		return map[string]any{"capability": p.Capability, "providers": providers(es), "revision": n.Version()}, nil
+	})
+	return jsonrpc.Map{
+		"ipc.register": handler(func(ctx context.Context, peer jsonrpc.Peer, p registerParams) (any, error) {
+			var e Entry
+			var err error
+			if len(p.Descriptor) > 0 && string(p.Descriptor) != "null" {
+				var d *descriptor.Descriptor
+				if d, err = descriptor.Parse(p.Descriptor); err != nil {
+					return nil, err
+				}
+				e, err = n.Register(ctx, d)
+			} else {
+				ep := p.Endpoint
+				if ep == "" {
+					ep = p.Socket
+				}
+				e, err = n.RegisterLocal(ctx, peer, LocalRegistration{Name: p.name(), Capabilities: p.Capabilities, Endpoint: ep, Version: p.Version})
+			}
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{
+				"virtual_endpoint": "/primal/" + e.Name, "registered_at": e.RegisteredAt.Format(time.RFC3339Nano),
+				"expires_at": e.ExpiresAt.Format(time.RFC3339Nano), "ttl_seconds": int(e.ExpiresAt.Sub(n.cfg.Now()).Seconds()),
+				"key": e.Key, "endpoint": e.Endpoint, "source": e.Source, "trust": e.Trust, "registered": true,
+			}, nil
+		}),
+		"ipc.resolve": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
+			nameParams
+			Capability string `json:"capability"`
+		}) (any, error) {
+			if p.Capability != "" {
+				if es := n.Find(p.Capability, FindOptions{Limit: 1}); len(es) > 0 {
+					return toProvider(es[0]), nil
+				}
+				if e, ok := n.ResolveName(p.Capability); ok {
+					return toProvider(e), nil
+				}
+				return nil, refuse(CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
+			}
+			if p.name() == "" {
+				return nil, refuse(CodeWordInvalidParams, "ipc.resolve requires primal_id (or name) or capability")
+			}
+			e, ok := n.ResolveName(p.name())
+			if !ok {
+				return nil, refuse(CodeWordNotRegistered, "primal %q is not registered", p.name())
+			}
+			return toProvider(e), nil
+		}),
+		"ipc.discover":        discover,
+		"ipc.find_capability": discover,
+		"capability.discover": discover,
+		"ipc.list": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
+			IncludeUntrusted bool `json:"include_untrusted"`
+		}) (any, error) {
+			return map[string]any{"services": providers(n.List(p.IncludeUntrusted)), "revision": n.Version()}, nil
+		}),
+		"ipc.heartbeat": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
+			exp, err := n.Heartbeat(ctx, peer, p.name())
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"acknowledged": true, "timestamp": n.cfg.Now().UTC().Format(time.RFC3339Nano), "expires_at": exp.Format(time.RFC3339Nano)}, nil
+		}),
+		"ipc.unregister": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
+			if err := n.Unregister(ctx, peer, p.name()); err != nil {
+				return nil, err
+			}
+			return map[string]any{"unregistered": true}, nil
+		}),
+		"ipc.watch": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
+			SinceRevision uint64   `json:"since_revision"`
+			Capabilities  []string `json:"capabilities"`
+			WaitMS        int      `json:"wait_ms"`
+		}) (any, error) {
+			wait := time.Duration(p.WaitMS) * time.Millisecond
+			if wait > 60*time.Second {
+				wait = 60 * time.Second
+			}
+			rev, evs, err := n.Watch(ctx, p.SinceRevision, p.Capabilities, wait)
+			if err != nil {
+				return nil, err
+			}
+			if evs == nil {
+				evs = []Event{}
+			}
+			return map[string]any{"revision": rev, "events": evs}, nil
+		}),
+		"capability.call": jsonrpc.HandlerFunc(func(ctx context.Context, r *jsonrpc.Request) (any, error) {
+			var p struct {
+				Capability string          `json:"capability"`
+				Operation  string          `json:"operation"`
+				Method     string          `json:"method"`
+				Args       json.RawMessage `json:"args"`
+				Params     json.RawMessage `json:"params"`
+				Meta       json.RawMessage `json:"_meta"`
+			}
+			if err := r.UnmarshalParams(&p); err != nil {
+				return nil, err
+			}
+			if p.Capability == "" {
+				return nil, rpcError(refuse(CodeWordInvalidParams, "capability is required"))
+			}
+			method := p.Capability
+			if op := nonEmpty(p.Operation, p.Method); op != "" {
+				method = p.Capability + "." + op
+			}
+			params := p.Args
+			if len(params) == 0 {
+				params = p.Params
+			}
+			params = withMeta(params, p.Meta)
+			return n.route(ctx, p.Capability, method, params)
+		}),
+		"registry.enroll": handler(func(ctx context.Context, peer jsonrpc.Peer, p struct {
+			NodePublicKey string   `json:"node_public_key"`
+			Roles         []string `json:"roles"`
+			ValidityHours int      `json:"validity_hours"`
+		}) (any, error) {
+			if err := n.requireOperator(peer); err != nil {
+				return nil, err
+			}
+			c, err := n.Enroll(ctx, p.NodePublicKey, p.Roles, time.Duration(p.ValidityHours)*time.Hour)
+			if err != nil {
+				return nil, err
+			}
+			raw, _ := c.MarshalJSON()
+			return json.RawMessage(raw), nil
+		}),
+		"registry.invite": handler(func(ctx context.Context, peer jsonrpc.Peer, p struct {
+			Roles            []string `json:"roles"`
+			MaxValidityHours int      `json:"max_validity_hours"`
+			TokenExpiryHours int      `json:"token_expiry_hours"`
+		}) (any, error) {
+			if err := n.requireOperator(peer); err != nil {
+				return nil, err
+			}
+			tok, exp, err := n.Invite(ctx, p.Roles, time.Duration(p.MaxValidityHours)*time.Hour, time.Duration(p.TokenExpiryHours)*time.Hour)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"token_id": tok, "expires_at": exp.UTC().Format(time.RFC3339)}, nil
+		}),
+		"registry.revoke": handler(func(ctx context.Context, peer jsonrpc.Peer, p struct {
+			CertID        string `json:"cert_id"`
+			NodePublicKey string `json:"node_public_key"`
+			Reason        string `json:"reason"`
+		}) (any, error) {
+			if err := n.requireOperator(peer); err != nil {
+				return nil, err
+			}
+			return n.Revoke(ctx, p.CertID, p.NodePublicKey, p.Reason)
+		}),
+		"registry.certificates": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
+			NodePublicKey string `json:"node_public_key"`
+		}) (any, error) {
+			return map[string]any{"certificates": n.Certificates(p.NodePublicKey)}, nil
+		}),
+		"registry.crl": handler(func(ctx context.Context, _ jsonrpc.Peer, _ struct{}) (any, error) {
+			c, err := n.CurrentCRL(ctx)
+			if err != nil {
+				return nil, err
+			}
+			raw, _ := c.MarshalJSON()
+			return json.RawMessage(raw), nil
+		}),
+		"registry.info": handler(func(ctx context.Context, _ jsonrpc.Peer, _ struct{}) (any, error) {
+			return map[string]any{"network": n.cfg.Network, "authority_public_key": n.AuthorityPublicKey(), "authority_key_id": n.cfg.AuthorityKeyID,
+				"revision": n.Version(), "local_ttl_seconds": int(n.cfg.LocalTTL / time.Second)}, nil
+		}),
+	}
+}
+
+// withMeta adds the caller's _meta (correlation) to an object params when
+// the params do not carry one already.
+func withMeta(params, meta json.RawMessage) json.RawMessage {
+	if len(meta) == 0 || len(params) == 0 {
+		return params
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(params, &obj) != nil || obj == nil {
+		return params
+	}
+	if _, ok := obj["_meta"]; ok {
+		return params
+	}
+	obj["_meta"] = meta
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return params
+	}
+	return b
+}
+
+// route forwards method with params to a live, trusted provider of
+// capability (the exact tag first, then the method's domain), trying the
+// next provider when one cannot be reached. The provider's result or
+// JSON-RPC error is returned unchanged.
+func (n *Node) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
+	cands := n.Find(capability, FindOptions{})
+	if len(cands) == 0 && capability == method {
+		if i := strings.IndexByte(method, '.'); i > 0 {
+			cands = n.Find(method[:i], FindOptions{})
+		}
+	}
+	if len(cands) == 0 {
+		return nil, rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
+	}
+	var lastErr error
+	for _, e := range cands {
+		if !routableEndpoint(e.Endpoint) {
+			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint", e.Name, e.Endpoint)
+			continue
+		}
+		c, err := n.cfg.Dial(ctx, e.Endpoint)
+		if err != nil {
+			lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
+			continue
+		}
+		var res json.RawMessage
+		var p any
+		if len(params) > 0 {
+			p = params
+		}
+		err = c.Call(ctx, method, p, &res)
+		c.Close()
+		if err == nil {
+			return res, nil
+		}
+		if _, ok := jsonrpc.ErrorCode(err); ok {
+			return nil, err // the provider's own error, code preserved
+		}
+		lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
+	}
+	return nil, jsonrpc.Errorf(CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
+}
+
+func routableEndpoint(ep string) bool {
+	for _, p := range []string{"unix://", "tcp://", "http://", "https://"} {
+		if strings.HasPrefix(ep, p) {
+			return true
+		}
+	}
+	return false
+}
