@@ -227,11 +227,11 @@ type BundleCheck struct {
 
 // BundleVerification is the verdict of VerifyBundle.
 type BundleVerification struct {
-	Valid      bool          `json:"valid"`
-	Assurance  string        `json:"assurance"`
-	HostID     string        `json:"host_id"`
-	KeyID      string        `json:"key_id,omitempty"`
-	EventCount int           `json:"event_count"`
+	Valid      bool   `json:"valid"`
+	Assurance  string `json:"assurance"`
+	HostID     string `json:"host_id"`
+	KeyID      string `json:"key_id,omitempty"`
+	EventCount int    `json:"event_count"`
 	// Bound counts events carrying capmesh's field binding (BindKey).
 	Bound  int           `json:"bound_events"`
 	Checks []BundleCheck `json:"checks"`

@@ -162,7 +162,7 @@ func TestVerifyRejectsTampering(t *testing.T) {
 		"event type": func(m map[string]any) {
 			m["events"].([]any)[0].(map[string]any)["event_type"] = "execution_denied"
 		},
-		"dropped event":  func(m map[string]any) { m["events"] = m["events"].([]any)[1:] },
+		"dropped event": func(m map[string]any) { m["events"] = m["events"].([]any)[1:] },
 		"reordered": func(m map[string]any) {
 			e := m["events"].([]any)
 			e[0], e[1] = e[1], e[0]

@@ -272,13 +272,13 @@ type Completeness struct {
 
 // HostIdentity is the self-signed host-identity attestation (chp-v0.2.md §3).
 type HostIdentity struct {
-	Anchors   json.RawMessage `json:"anchors,omitempty"`
-	HostID    string          `json:"host_id"`
-	KeyID     string          `json:"key_id"`
-	PublicKey string          `json:"public_key"`
-	Signature string          `json:"signature"`
-	ValidFrom *string         `json:"valid_from"`
-	ValidUntil *string        `json:"valid_until"`
+	Anchors    json.RawMessage `json:"anchors,omitempty"`
+	HostID     string          `json:"host_id"`
+	KeyID      string          `json:"key_id"`
+	PublicKey  string          `json:"public_key"`
+	Signature  string          `json:"signature"`
+	ValidFrom  *string         `json:"valid_from"`
+	ValidUntil *string         `json:"valid_until"`
 }
 
 // BundleSignature is the ed25519 signature block of a signed bundle.

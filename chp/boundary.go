@@ -1,0 +1,395 @@
+package chp
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capmesh/capmesh/evidence"
+)
+
+// Handler executes a capability. It receives the invocation payload (a JSON
+// object) and returns the result data (any JSON value; nil means null). A
+// returned error is a failure outcome (execution_failed), never a denial.
+// The invocation's correlation and subject are available through
+// InvocationFromContext. Handlers must honour ctx: it carries the
+// capability's timeout.
+type Handler func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)
+
+// Capability is a descriptor plus the handler behind it.
+type Capability struct {
+	Descriptor CapabilityDescriptor
+	Handler    Handler
+	// Disabled capabilities are registered but skipped (pipeline gate 3).
+	Disabled bool
+}
+
+// Config configures a Boundary. Zero values take the documented defaults.
+type Config struct {
+	// HostID is the stable host identity (required).
+	HostID string
+	// HostVersion is the implementation version (default "capmesh").
+	HostVersion string
+	// Version is the host descriptor version (default "0.1.0").
+	Version string
+	// Kind is the host kind (default "local").
+	Kind string
+	// Store holds the evidence (default: a new in-memory store). The
+	// Boundary does not close it.
+	Store evidence.Store
+	// Key, when set, makes the host signed-tier: exports are signed and the
+	// identity document carries the key. Nil = hash-chain tier.
+	Key ed25519.PrivateKey
+	// Policy is applied at gate 6 (nil = none).
+	Policy *PolicyConfig
+	// Safety is consulted at gate 10 (nil = no safety gate).
+	Safety SafetyEvaluator
+	// StrictOutputSchema denies results that violate output_schema instead
+	// of recording a warning (gate 12).
+	StrictOutputSchema bool
+	// Environment is recorded on correlations that carry none ("" = omit).
+	Environment string
+	// ResultWindow bounds how long recorded results replay by invocation_id
+	// (default 24h); ResultCacheSize bounds how many (default 100000).
+	ResultWindow    time.Duration
+	ResultCacheSize int
+	// MaxReplayLimit caps a replay page (default 10000).
+	MaxReplayLimit int
+	// TimeoutGrace is how long after a capability's timeout the host waits
+	// for a handler that ignores cancellation before recording the outcome
+	// as indeterminate (default 1s).
+	TimeoutGrace time.Duration
+	// Logger receives operational messages (default slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Boundary is the CHP capability boundary: every invocation passes through
+// its gate pipeline, emits hash-chained evidence into the store, and is
+// durable before Invoke returns. It is safe for concurrent use.
+type Boundary struct {
+	cfg     Config
+	store   evidence.Store
+	log     *slog.Logger
+	now     func() time.Time
+	keyID   string
+	pubB64  string
+	ident   *HostIdentity
+	started string
+
+	mu   sync.RWMutex
+	caps map[string][]*registered // by id, sorted by version
+
+	stripes [64]sync.Mutex // autonomy check-and-start, by correlation
+
+	results *resultCache
+}
+
+type registered struct {
+	desc     CapabilityDescriptor
+	handler  Handler
+	enabled  bool
+	input    *payloadSchema
+	output   *payloadSchema
+	checkers []invariantCheck
+}
+
+// NewBoundary validates cfg and returns a Boundary.
+func NewBoundary(cfg Config) (*Boundary, error) {
+	if strings.TrimSpace(cfg.HostID) == "" {
+		return nil, errors.New("chp: Config.HostID is required")
+	}
+	if cfg.HostVersion == "" {
+		cfg.HostVersion = "capmesh"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "0.1.0"
+	}
+	if cfg.Kind == "" {
+		cfg.Kind = "local"
+	}
+	if cfg.Store == nil {
+		cfg.Store = evidence.NewMemory()
+	}
+	if cfg.ResultWindow <= 0 {
+		cfg.ResultWindow = 24 * time.Hour
+	}
+	if cfg.ResultCacheSize <= 0 {
+		cfg.ResultCacheSize = 100000
+	}
+	if cfg.MaxReplayLimit <= 0 {
+		cfg.MaxReplayLimit = 10000
+	}
+	if cfg.TimeoutGrace <= 0 {
+		cfg.TimeoutGrace = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Policy != nil {
+		p := *cfg.Policy
+		if err := p.compile(); err != nil {
+			return nil, fmt.Errorf("chp: %w", err)
+		}
+		cfg.Policy = &p
+	}
+	if cfg.Key != nil && len(cfg.Key) != ed25519.PrivateKeySize {
+		return nil, errors.New("chp: Config.Key is not an ed25519 private key")
+	}
+	b := &Boundary{
+		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
+		caps:    map[string][]*registered{},
+		results: newResultCache(cfg.ResultCacheSize, cfg.ResultWindow),
+		started: FormatTime(cfg.Now()),
+	}
+	if cfg.Key != nil {
+		pub := cfg.Key.Public().(ed25519.PublicKey)
+		b.keyID = KeyID(pub)
+		b.pubB64 = base64.StdEncoding.EncodeToString(pub)
+		hi, err := NewHostIdentity(cfg.HostID, cfg.Key, b.started)
+		if err != nil {
+			return nil, err
+		}
+		b.ident = hi
+	}
+	return b, nil
+}
+
+// Register adds a capability. The descriptor is completed with defaults
+// (modes [sync], the core emits, S1 assurance) and its schemas and
+// invariants are compiled now, so a bad declaration fails here, not at
+// invocation time.
+func (b *Boundary) Register(c Capability) error {
+	d := c.Descriptor
+	if strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Version) == "" {
+		return errors.New("chp: capability id and version are required")
+	}
+	if c.Handler == nil {
+		return fmt.Errorf("chp: capability %s has no handler", d.URI())
+	}
+	if len(d.Modes) == 0 {
+		d.Modes = []string{"sync"}
+	}
+	if d.Emits == nil {
+		d.Emits = []string{EventStarted, EventCompleted, EventFailed, EventDenied}
+	}
+	if d.Invariants == nil {
+		d.Invariants = []InvariantDescriptor{}
+	}
+	if d.Tags == nil {
+		d.Tags = []string{}
+	}
+	if d.Assurance == nil {
+		a := DefaultAssurance()
+		d.Assurance = &a
+	}
+	if d.Idempotency == "" {
+		d.Idempotency = "optional"
+	}
+	if d.Risk != "" {
+		if _, ok := riskOrder[d.Risk]; !ok {
+			return fmt.Errorf("chp: capability %s: risk %q: want low, medium, high or critical", d.URI(), d.Risk)
+		}
+	}
+	d.CapabilityURI = d.URI()
+	r := &registered{desc: d, handler: c.Handler, enabled: !c.Disabled}
+	var err error
+	if r.input, err = compilePayloadSchema(d.URI()+"#input", d.InputSchema); err != nil {
+		return fmt.Errorf("chp: capability %s: input_schema: %w", d.URI(), err)
+	}
+	if r.output, err = compilePayloadSchema(d.URI()+"#output", d.OutputSchema); err != nil {
+		return fmt.Errorf("chp: capability %s: output_schema: %w", d.URI(), err)
+	}
+	for i := range d.Invariants {
+		inv := &d.Invariants[i]
+		if inv.Enforcement == "" {
+			inv.Enforcement = "declarative"
+		}
+		if inv.FailureBehavior == "" {
+			inv.FailureBehavior = "deny"
+		}
+		if isNull(inv.Parameters) {
+			inv.Parameters = json.RawMessage("{}")
+		}
+		if inv.Enforcement != "host" {
+			continue
+		}
+		chk, err := compileInvariant(inv)
+		if err != nil {
+			return fmt.Errorf("chp: capability %s: invariant %q: %w", d.URI(), inv.ID, err)
+		}
+		r.checkers = append(r.checkers, chk)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	list := b.caps[d.ID]
+	for _, o := range list {
+		if o.desc.Version == d.Version {
+			return fmt.Errorf("chp: capability %s already registered", d.URI())
+		}
+	}
+	list = append(list, r)
+	sort.Slice(list, func(i, j int) bool { return list[i].desc.Version < list[j].desc.Version })
+	b.caps[d.ID] = list
+	return nil
+}
+
+// SetEnabled enables or disables a registered capability.
+func (b *Boundary) SetEnabled(id, version string, enabled bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.caps[id] {
+		if r.desc.Version == version {
+			r.enabled = enabled
+			return nil
+		}
+	}
+	return fmt.Errorf("chp: capability %s:%s not registered", id, version)
+}
+
+// Capabilities returns the registered descriptors in id order, as emitted
+// on the wire (autonomy moved under metadata.autonomy).
+func (b *Boundary) Capabilities() []CapabilityDescriptor {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	ids := make([]string, 0, len(b.caps))
+	for id := range b.caps {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := []CapabilityDescriptor{}
+	for _, id := range ids {
+		for _, r := range b.caps[id] {
+			out = append(out, wireDescriptor(r.desc))
+		}
+	}
+	return out
+}
+
+// wireDescriptor moves autonomy into metadata: the descriptor schema has no
+// autonomy member (docs/DECISIONS.md).
+func wireDescriptor(d CapabilityDescriptor) CapabilityDescriptor {
+	if d.Autonomy == nil {
+		if isNull(d.Metadata) {
+			d.Metadata = json.RawMessage("{}")
+		}
+		return d
+	}
+	meta := map[string]json.RawMessage{}
+	if !isNull(d.Metadata) {
+		_ = json.Unmarshal(d.Metadata, &meta)
+	}
+	a, _ := json.Marshal(d.Autonomy)
+	meta["autonomy"] = a
+	d.Metadata, _ = json.Marshal(meta)
+	d.Autonomy = nil
+	return d
+}
+
+// Assurance is the tier the host declares.
+func (b *Boundary) Assurance() string {
+	if b.cfg.Key != nil {
+		return "signed"
+	}
+	return "hash-chain"
+}
+
+// HostID returns the configured host id.
+func (b *Boundary) HostID() string { return b.cfg.HostID }
+
+// Describe returns the host descriptor (chp-v0.1.md §4).
+func (b *Boundary) Describe() *HostDescriptor {
+	return &HostDescriptor{
+		Assurance:         b.Assurance(),
+		Capabilities:      b.Capabilities(),
+		Evidence:          EvidenceStoreInfo{AppendOnly: true, Store: b.store.Name()},
+		HostIdentity:      b.ident,
+		HostVersion:       b.cfg.HostVersion,
+		ID:                b.cfg.HostID,
+		KeyID:             b.keyID,
+		Kind:              b.cfg.Kind,
+		Metadata:          json.RawMessage("{}"),
+		ProtocolVersion:   ProtocolVersion,
+		PublicKey:         b.pubB64,
+		SupportedVersions: slices.Clone(SupportedVersions),
+		Version:           b.cfg.Version,
+	}
+}
+
+// Identity returns the public identity document (chp-v0.2.md §3.1).
+func (b *Boundary) Identity() *IdentityDocument {
+	return &IdentityDocument{Assurance: b.Assurance(), HostIdentity: b.ident, KeyID: b.keyID, PublicKey: b.pubB64}
+}
+
+// resolve implements gate 2.
+func (b *Boundary) resolve(id string, version *string) (*registered, *DenialReason) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	list := b.caps[id]
+	if version != nil && *version != "" {
+		for _, r := range list {
+			if r.desc.Version == *version {
+				return r, nil
+			}
+		}
+		if len(list) > 0 {
+			return nil, b.denial(CodeCapabilityNotFound, fmt.Sprintf("Capability not found: %s:%s", id, *version),
+				map[string]any{"available": versions(list), "hint": "GET /capabilities lists every registered capability"})
+		}
+	} else if len(list) == 1 {
+		return list[0], nil
+	} else if len(list) > 1 {
+		return nil, b.denial(CodeCapabilityNotFound, fmt.Sprintf("Capability %s is registered in several versions; name one", id),
+			map[string]any{"available": versions(list), "hint": "set the envelope's version"})
+	}
+	var sugg []any
+	prefix, _, _ := strings.Cut(id, ".")
+	for other := range b.caps {
+		if prefix != "" && strings.HasPrefix(other, prefix+".") && len(sugg) < 5 {
+			sugg = append(sugg, other)
+		}
+	}
+	sort.Slice(sugg, func(i, j int) bool { return sugg[i].(string) < sugg[j].(string) })
+	if sugg == nil {
+		sugg = []any{}
+	}
+	return nil, b.denial(CodeCapabilityNotFound, "Capability not found: "+id,
+		map[string]any{"hint": "GET /capabilities lists every registered capability", "suggestions": sugg})
+}
+
+func versions(list []*registered) []any {
+	out := make([]any, len(list))
+	for i, r := range list {
+		out[i] = r.desc.Version
+	}
+	return out
+}
+
+// denial builds a DenialReason with the normative retryable value.
+func (b *Boundary) denial(code, msg string, details map[string]any) *DenialReason {
+	d := &DenialReason{Code: code, Message: msg, Retryable: Retryable(code), Details: json.RawMessage("{}")}
+	if details != nil {
+		d.Details, _ = json.Marshal(details)
+	}
+	return d
+}
+
+func (b *Boundary) stripe(corr string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(corr))
+	return &b.stripes[h.Sum32()%uint32(len(b.stripes))]
+}

@@ -1,0 +1,65 @@
+package chp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// FixturePolicy and FixtureSafety are the host configuration of the upstream
+// conformance fixture profile (conformance/FIXTURES.md): risk capped at
+// medium, one guardrail that always blocks conformance.unsafe.
+func FixturePolicy() *PolicyConfig { return &PolicyConfig{MaxRiskTier: "medium"} }
+
+// FixtureSafety returns the fixture profile's safety evaluator.
+func FixtureSafety() SafetyEvaluator {
+	return &RuleSafety{Guardrails: []Guardrail{{
+		ID: "conformance-guardrail", CapabilityIDPattern: "conformance.unsafe",
+		MaxRiskLevel: "critical", RequiresHumanFor: []string{"conformance.unsafe"},
+	}}}
+}
+
+// RegisterFixtures registers the eight conformance fixture capabilities
+// (all version 1.0.0) on b. Configure b with FixturePolicy and FixtureSafety.
+func RegisterFixtures(b *Boundary) error {
+	echo := func(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		var p map[string]json.RawMessage
+		if err := json.Unmarshal(payload, &p); err != nil {
+			return nil, err
+		}
+		v := p["value"]
+		if v == nil {
+			v = json.RawMessage("null")
+		}
+		return json.Marshal(map[string]json.RawMessage{"echo": v})
+	}
+	one := int64(1)
+	caps := []Capability{
+		{Descriptor: CapabilityDescriptor{ID: "conformance.echo", Description: "Echo a value.", Risk: "low"}, Handler: echo},
+		{Descriptor: CapabilityDescriptor{ID: "conformance.fail", Description: "Fail deterministically.", Risk: "low"},
+			Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return nil, errors.New("expected failure")
+			}},
+		{Descriptor: CapabilityDescriptor{ID: "conformance.guarded", Description: "Require payload.value.", Risk: "low",
+			Invariants: []InvariantDescriptor{{ID: "requires_value", Kind: "required_payload_fields", Enforcement: "host",
+				FailureBehavior: "deny", Parameters: json.RawMessage(`{"fields":["value"]}`)}}}, Handler: echo},
+		{Descriptor: CapabilityDescriptor{ID: "conformance.approval", Description: "Approval-gated (every invocation requires approval).", Risk: "low",
+			Autonomy: &AutonomyProfile{Tier: "approval_required", RollbackPolicy: "none", SpendUnits: 1}}, Handler: echo},
+		{Descriptor: CapabilityDescriptor{ID: "conformance.budgeted", Description: "Budget-capped (action_limit=1 per correlation).", Risk: "low",
+			Autonomy: &AutonomyProfile{Tier: "supervised", ActionLimit: &one, RollbackPolicy: "none", SpendUnits: 1}}, Handler: echo},
+		{Descriptor: CapabilityDescriptor{ID: "conformance.risky", Description: "High-risk (exceeds the host's max_risk_tier).", Risk: "high"}, Handler: echo},
+		{Descriptor: CapabilityDescriptor{ID: "conformance.unsafe", Description: "Blocked by a safety guardrail.", Risk: "low"}, Handler: echo},
+		{Descriptor: CapabilityDescriptor{ID: "conformance.stream", Description: "Stream three deterministic chunks.", Risk: "low", Modes: []string{"sync", "stream"}},
+			Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage(`{"chunks":3,"joined":"s1s2s3"}`), nil
+			}},
+	}
+	for _, c := range caps {
+		c.Descriptor.Version = "1.0.0"
+		if err := b.Register(c); err != nil {
+			return fmt.Errorf("fixture %s: %w", c.Descriptor.ID, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,476 @@
+package chp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/capmesh/capmesh/evidence"
+)
+
+// Caller is an authenticated caller, bound by a transport (an X-CHP-Key
+// name, a Unix-socket peer). A Caller in the context replaces the subject
+// the envelope asserts and, when Scope is non-nil, limits which capabilities
+// it may invoke (exact ids or trailing-* prefixes).
+type Caller struct {
+	ID    string
+	Type  string // "api_key", "unix_peer", …
+	Scope []string
+}
+
+type callerKey struct{}
+type invocationKey struct{}
+
+// WithCaller returns ctx carrying an authenticated caller.
+func WithCaller(ctx context.Context, c *Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerFromContext returns the caller bound by WithCaller.
+func CallerFromContext(ctx context.Context) (*Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(*Caller)
+	return c, ok && c != nil
+}
+
+// InvocationFromContext returns the (normalized) envelope of the invocation
+// a handler is executing.
+func InvocationFromContext(ctx context.Context) (*InvocationEnvelope, bool) {
+	e, ok := ctx.Value(invocationKey{}).(*InvocationEnvelope)
+	return e, ok
+}
+
+// invocation is the pipeline state of one call.
+type invocation struct {
+	env     *InvocationEnvelope
+	cap     *registered // nil before resolution
+	version *string
+	pending []evidence.Pending
+	ids     []string
+	started *string
+	last    uint64
+}
+
+// evt is one evidence event to emit.
+type evt struct {
+	typ     string
+	outcome Outcome
+	payload map[string]any
+	denial  *DenialReason
+	err     *ErrorInfo
+}
+
+// Invoke runs env through the gate pipeline (chp-invocation-pipeline.md §2)
+// and returns the result once its evidence is durable. Governance denials,
+// skips and handler failures are results, not errors: the error is non-nil
+// only when evidence could not be recorded (or ctx ended first), in which
+// case no result may be trusted. env is normalized in place (see Normalize).
+func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*InvocationResult, error) {
+	if env == nil {
+		return nil, fmt.Errorf("%w: nil envelope", ErrBadEnvelope)
+	}
+	now := b.now()
+	Normalize(env, now)
+	if env.Correlation.Environment == "" {
+		env.Correlation.Environment = b.cfg.Environment
+	}
+	caller, hasCaller := CallerFromContext(ctx)
+	if hasCaller {
+		env.Subject, _ = json.Marshal(map[string]any{"id": caller.ID, "type": caller.Type, "verified": true})
+	}
+	inv := &invocation{env: env}
+
+	// Key scope (chp-http-binding.md §2): governance, before anything else —
+	// replay must not bypass it either.
+	if hasCaller && !ScopeAllows(caller.Scope, env.CapabilityID) {
+		return b.finishDenied(ctx, inv, b.denial(CodePolicyBlocked,
+			fmt.Sprintf("capability %q is outside caller %q's key scope", env.CapabilityID, caller.ID),
+			map[string]any{"decision": "deny", "matched_rule": "key_scope", "policy_version": nil,
+				"explanation": "the caller's key is scoped to other capabilities", "required_next_action": nil}))
+	}
+
+	// Gate 0: idempotent replay by invocation_id.
+	entry, leader := b.results.claim(env.InvocationID)
+	if !leader {
+		select {
+		case <-entry.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if entry.res != nil {
+			r := *entry.res
+			r.Replayed = true
+			return &r, nil
+		}
+		// The first attempt recorded nothing (its evidence failed): run anew.
+		entry, _ = b.results.claim(env.InvocationID)
+	}
+	res, err := b.pipeline(ctx, inv)
+	b.results.settle(env.InvocationID, entry, res, err)
+	return res, err
+}
+
+// pipeline runs gates 1–12.
+func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationResult, error) {
+	env := inv.env
+	// Gate 1: non-empty id.
+	if isBlank(env.CapabilityID) {
+		return b.finishDenied(ctx, inv, b.denial(CodeCapabilityNotFound, "capability_id is missing or empty",
+			map[string]any{"hint": "set the envelope's capability_id"}))
+	}
+	// Gate 2: resolution.
+	r, deny := b.resolve(env.CapabilityID, env.Version)
+	if deny != nil {
+		return b.finishDenied(ctx, inv, deny)
+	}
+	inv.cap = r
+	v := r.desc.Version
+	inv.version = &v
+	d := &r.desc
+	uri := map[string]any{"capability_uri": d.URI()}
+
+	// Gate 3: enabled (a skip, not a denial).
+	b.mu.RLock()
+	enabled := r.enabled
+	b.mu.RUnlock()
+	if !enabled {
+		reason := b.denial(CodeCapabilityDisabled, "Capability disabled: "+d.URI(), nil)
+		b.emit(inv, evt{typ: EventSkipped, outcome: OutcomeSkipped, payload: map[string]any{"reason": CodeCapabilityDisabled}, denial: reason})
+		return b.finish(ctx, inv, OutcomeSkipped, nil, reason, nil)
+	}
+	// Gate 4: mode.
+	if !contains(d.Modes, env.Mode) {
+		return b.finishDenied(ctx, inv, b.denial(CodeUnsupportedMode,
+			fmt.Sprintf("Capability %s does not support mode %s", d.URI(), env.Mode),
+			map[string]any{"requested": env.Mode, "supported": toAny(d.Modes)}))
+	}
+	// Gate 5: mandate. capmesh does not verify mandates yet, so a presented
+	// mandate is never trusted: it fails closed.
+	if !isNull(env.Mandate) {
+		return b.finishDenied(ctx, inv, b.denial(CodeMandateInvalid,
+			"this host does not accept delegated mandates", map[string]any{"checks": map[string]any{"supported": false}}))
+	}
+	// Gate 6: policy.
+	if p := b.cfg.Policy; p != nil {
+		if rule, why := p.decide(d, env.Payload); rule != "" {
+			record := map[string]any{"decision": "deny", "matched_rule": rule, "policy_version": nilIfEmpty(p.Version),
+				"explanation": why, "required_next_action": nil}
+			if !p.AuditOnly {
+				return b.finishDenied(ctx, inv, b.denial(CodePolicyBlocked, why, record))
+			}
+			record["audit_only"] = true
+			b.emit(inv, evt{typ: "io.github.capmesh.policy_audited", payload: record})
+		}
+	}
+	// Gate 7: host-enforced invariants.
+	for _, chk := range r.checkers {
+		ok, msg, err := chk.check(ctx, env)
+		if err != nil {
+			ok, msg = false, "invariant could not be evaluated: "+err.Error()
+		}
+		if ok {
+			continue
+		}
+		if chk.desc.FailureBehavior != "deny" {
+			b.emit(inv, evt{typ: "io.github.capmesh.invariant_warning", payload: map[string]any{
+				"capability_uri": d.URI(), "invariant_id": chk.desc.ID, "message": msg}})
+			continue
+		}
+		id := chk.desc.ID
+		dn := b.denial(CodeInvariantFailed, msg, map[string]any{"kind": chk.desc.Kind})
+		dn.InvariantID = &id
+		return b.finishDenied(ctx, inv, dn)
+	}
+	// Gate 8: autonomy. The count and the execution_started append must be
+	// atomic per correlation, or two concurrent calls both pass the budget.
+	if a := d.Autonomy; a != nil {
+		mu := b.stripe(env.Correlation.CorrelationID)
+		mu.Lock()
+		defer mu.Unlock()
+		if res, err, denied := b.autonomyGate(ctx, inv, a, uri); denied {
+			return res, err
+		}
+	}
+	// Gate 9: input schema.
+	if r.input != nil {
+		if path, msg, ok := r.input.validate(env.Payload); !ok {
+			return b.finishDenied(ctx, inv, b.denial(CodeInputSchemaValidationFailed,
+				fmt.Sprintf("payload fails the input schema at %s: %s", path, msg),
+				map[string]any{"schema_id": d.URI() + "#input_schema", "path": path}))
+		}
+	}
+	// Gate 10: safety.
+	if s := b.cfg.Safety; s != nil {
+		verdict := s.Assess(ctx, d, env)
+		b.emit(inv, evt{typ: EventSafetyStarted, payload: map[string]any{"capability_uri": d.URI()}})
+		b.emit(inv, evt{typ: EventSafetyCompleted, payload: map[string]any{"capability_uri": d.URI(),
+			"approved": verdict.Approved, "level": verdict.Level, "score": verdict.Score}})
+		if !verdict.Approved {
+			ev := toAny(verdict.Evaluated)
+			b.emit(inv, evt{typ: EventSafetyTriggered, payload: map[string]any{"capability_uri": d.URI(),
+				"guardrails_evaluated": ev, "reason": verdict.Reason}})
+			b.emit(inv, evt{typ: EventSafetyBlocked, outcome: OutcomeDenied, payload: map[string]any{"capability_uri": d.URI(), "reason": verdict.Reason}})
+			return b.finishDenied(ctx, inv, b.denial(CodeSafetyBlocked, verdict.Reason,
+				map[string]any{"level": verdict.Level, "score": verdict.Score}))
+		}
+		b.emit(inv, evt{typ: EventSafetyApproved, payload: map[string]any{"capability_uri": d.URI(),
+			"level": verdict.Level, "recommendation": "allow"}})
+	}
+	// Gate 11: execute.
+	return b.execute(ctx, inv, uri)
+}
+
+func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *AutonomyProfile, uri map[string]any) (*InvocationResult, error, bool) {
+	d := &inv.cap.desc
+	corr := inv.env.Correlation.CorrelationID
+	started, err := b.store.Count(ctx, corr, EventStarted)
+	if err != nil {
+		return nil, fmt.Errorf("chp: counting autonomy budget: %w", err), true
+	}
+	started += countPending(inv.pending, EventStarted)
+	over := ""
+	details := map[string]any{"action_limit": nil, "actions_taken": started, "rollback_policy": orDefault(a.RollbackPolicy, "none")}
+	if a.ActionLimit != nil {
+		details["action_limit"] = *a.ActionLimit
+		if int64(started) >= *a.ActionLimit {
+			over = "action_limit"
+		}
+	}
+	if over == "" && a.SpendLimit != nil {
+		units := a.SpendUnits
+		if units == 0 {
+			units = 1
+		}
+		if float64(started)*units >= *a.SpendLimit {
+			over = "spend_limit"
+			details["spend_limit"] = fmt.Sprintf("%.3f", *a.SpendLimit)
+			details["spend"] = fmt.Sprintf("%.3f", float64(started)*units)
+		}
+	}
+	if over != "" {
+		details["limit_type"] = over
+		payload := map[string]any{"capability_uri": d.URI()}
+		for k, v := range details {
+			payload[k] = v
+		}
+		b.emit(inv, evt{typ: EventBudgetExceeded, outcome: OutcomeDenied, payload: payload})
+		res, err := b.finishDenied(ctx, inv, b.denial(CodeBudgetExceeded,
+			fmt.Sprintf("%s reached for correlation %s (actions_taken=%d)", over, corr, started), details))
+		return res, err, true
+	}
+	if a.Tier == "approval_required" {
+		b.emit(inv, evt{typ: EventApprovalRequested, outcome: OutcomeDenied, payload: map[string]any{
+			"capability_uri": d.URI(), "tier": a.Tier}})
+		res, err := b.finishDenied(ctx, inv, b.denial(CodeApprovalRequired,
+			fmt.Sprintf("Capability %s requires explicit approval", d.URI()), map[string]any{"tier": a.Tier}))
+		return res, err, true
+	}
+	return nil, nil, false
+}
+
+type handlerOutcome struct {
+	data json.RawMessage
+	err  error
+	pan  any
+}
+
+// execute is gate 11 (and 12).
+func (b *Boundary) execute(ctx context.Context, inv *invocation, uri map[string]any) (*InvocationResult, error) {
+	d := &inv.cap.desc
+	b.emit(inv, evt{typ: EventStarted, payload: map[string]any{"capability_uri": d.URI()}})
+	ts := FormatTime(b.now())
+	inv.started = &ts
+	// execution_started reaches the store before the handler runs, so the
+	// autonomy count and a concurrent replay see it.
+	if err := b.flush(ctx, inv); err != nil {
+		return nil, err
+	}
+	hctx := context.WithValue(ctx, invocationKey{}, inv.env)
+	var timeout time.Duration
+	if d.TimeoutS != nil && *d.TimeoutS > 0 {
+		timeout = time.Duration(*d.TimeoutS * float64(time.Second))
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(hctx, timeout)
+		defer cancel()
+	}
+	done := make(chan handlerOutcome, 1)
+	go func() {
+		var out handlerOutcome
+		defer func() {
+			if p := recover(); p != nil {
+				out = handlerOutcome{pan: p}
+				b.log.Error("capability handler panicked", "capability", d.URI(), "panic", p, "stack", string(debug.Stack()))
+			}
+			done <- out
+		}()
+		out.data, out.err = inv.cap.handler(hctx, inv.env.Payload)
+	}()
+	var out handlerOutcome
+	if timeout > 0 {
+		grace := time.NewTimer(timeout + b.cfg.TimeoutGrace)
+		defer grace.Stop()
+		select {
+		case out = <-done:
+		case <-grace.C:
+			// The handler ignored cancellation: whether its side effect
+			// happened is unknown. Record that honestly (proposal 0043).
+			msg := fmt.Sprintf("handler did not return within timeout_s=%g plus %s grace", *d.TimeoutS, b.cfg.TimeoutGrace)
+			info := &ErrorInfo{Message: msg, Type: "timeout"}
+			b.emit(inv, evt{typ: EventIndeterminate, outcome: OutcomeIndeterminate, payload: uri, err: info})
+			return b.finish(ctx, inv, OutcomeIndeterminate, nil, nil, info)
+		}
+	} else {
+		out = <-done
+	}
+	if out.pan != nil || out.err != nil {
+		info := &ErrorInfo{Type: "error"}
+		switch {
+		case out.pan != nil:
+			info.Type, info.Message = "panic", fmt.Sprint(out.pan)
+		case errors.Is(out.err, context.DeadlineExceeded) && timeout > 0:
+			info.Type, info.Message = "timeout", fmt.Sprintf("capability exceeded timeout_s=%g: %v", *d.TimeoutS, out.err)
+		default:
+			info.Message = out.err.Error()
+			var te interface{ ErrorType() string }
+			if errors.As(out.err, &te) {
+				info.Type = te.ErrorType()
+			}
+		}
+		b.emit(inv, evt{typ: EventFailed, outcome: OutcomeFailure, payload: uri, err: info})
+		return b.finish(ctx, inv, OutcomeFailure, nil, nil, info)
+	}
+	data := out.data
+	if isNull(data) {
+		data = nil
+	} else if !json.Valid(data) {
+		info := &ErrorInfo{Type: "invalid_result", Message: "handler returned invalid JSON"}
+		b.emit(inv, evt{typ: EventFailed, outcome: OutcomeFailure, payload: uri, err: info})
+		return b.finish(ctx, inv, OutcomeFailure, nil, nil, info)
+	}
+	completed := map[string]any{"capability_uri": d.URI()}
+	// Gate 12: output schema.
+	if r := inv.cap.output; r != nil {
+		if path, msg, ok := r.validate(data); !ok {
+			if b.cfg.StrictOutputSchema {
+				return b.finishDenied(ctx, inv, b.denial(CodeOutputSchemaValidationFailed,
+					fmt.Sprintf("result fails the output schema at %s: %s", path, msg),
+					map[string]any{"schema_id": d.URI() + "#output_schema", "path": path}))
+			}
+			completed["output_schema_valid"] = false
+			completed["output_schema_error"] = fmt.Sprintf("%s: %s", path, msg)
+		}
+	}
+	b.emit(inv, evt{typ: EventCompleted, outcome: OutcomeSuccess, payload: completed})
+	return b.finish(ctx, inv, OutcomeSuccess, data, nil, nil)
+}
+
+// finishDenied emits execution_denied and returns the denied result.
+func (b *Boundary) finishDenied(ctx context.Context, inv *invocation, d *DenialReason) (*InvocationResult, error) {
+	b.emit(inv, evt{typ: EventDenied, outcome: OutcomeDenied, payload: map[string]any{"reason": d.Code}, denial: d})
+	return b.finish(ctx, inv, OutcomeDenied, nil, d, nil)
+}
+
+// finish appends the remaining events, waits until they are durable and
+// builds the result.
+func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data json.RawMessage, d *DenialReason, e *ErrorInfo) (*InvocationResult, error) {
+	if err := b.flush(ctx, inv); err != nil {
+		return nil, err
+	}
+	if err := b.store.Sync(ctx, inv.last); err != nil {
+		return nil, fmt.Errorf("chp: evidence not durable: %w", err)
+	}
+	capID := inv.env.CapabilityID
+	if inv.cap != nil {
+		capID = inv.cap.desc.ID
+	}
+	if capID == "" {
+		capID = "<missing>"
+	}
+	res := &InvocationResult{
+		CapabilityID:      capID,
+		CapabilityVersion: inv.version,
+		CompletedAt:       FormatTime(b.now()),
+		Correlation:       inv.env.Correlation,
+		Data:              data,
+		Denial:            d,
+		Error:             e,
+		EvidenceIDs:       inv.ids,
+		InvocationID:      inv.env.InvocationID,
+		Outcome:           o,
+		StartedAt:         inv.started,
+		Success:           o == OutcomeSuccess,
+	}
+	return res, nil
+}
+
+// emit queues one event; flush appends the queue.
+func (b *Boundary) emit(inv *invocation, e evt) {
+	id := NewID("evt")
+	inv.ids = append(inv.ids, id)
+	inv.pending = append(inv.pending, b.pendingEvent(inv, id, e))
+}
+
+func (b *Boundary) flush(ctx context.Context, inv *invocation) error {
+	if len(inv.pending) == 0 {
+		return nil
+	}
+	recs, err := b.store.Append(ctx, inv.pending...)
+	if err != nil {
+		return fmt.Errorf("chp: recording evidence: %w", err)
+	}
+	inv.pending = inv.pending[:0]
+	inv.last = recs[len(recs)-1].Sequence
+	return nil
+}
+
+func countPending(p []evidence.Pending, typ string) int {
+	n := 0
+	for _, e := range p {
+		if e.EventType == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func isBlank(s string) bool {
+	for _, r := range s {
+		if r != ' ' && r != '\t' && r != '\n' && r != '\r' && r != '\f' && r != '\v' {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore"
+	"github.com/spf13/cobra"
+)
+
+// chpFixtureOptions configures the CHP conformance fixture profile
+// (shared/spec/chp/conformance/FIXTURES.md).
+type chpFixtureOptions struct {
+	// HostID defaults to "conformance-host".
+	HostID string
+	// StoreDir, when set, keeps evidence durably there (logstore);
+	// otherwise in memory.
+	StoreDir string
+	// Signed gives the host an ephemeral ed25519 key (signed tier).
+	Signed bool
+	// HTTP carries the keys; nil reads CHP_HOST_API_KEY / CHP_HOST_API_KEYS.
+	HTTP *chp.HTTPOptions
+}
+
+// chpFixtureBoundary builds a Boundary registered with the fixture profile
+// and the HTTP handler serving it. `capmesh server --chp-fixtures` mounts the
+// handler; close releases the evidence store.
+func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *chp.Boundary, h http.Handler, closeFn func() error, err error) {
+	if o.HostID == "" {
+		o.HostID = "conformance-host"
+	}
+	var store evidence.Store = evidence.NewMemory()
+	if o.StoreDir != "" {
+		ls, err := logstore.Open(o.StoreDir, &logstore.Options{Logger: a.log})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		store = ls
+	}
+	cfg := chp.Config{HostID: o.HostID, HostVersion: versionString(), Store: store, Logger: a.log,
+		Policy: chp.FixturePolicy(), Safety: chp.FixtureSafety()}
+	if o.Signed {
+		_, key, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cfg.Key = key
+	}
+	b, err = chp.NewBoundary(cfg)
+	if err == nil {
+		err = chp.RegisterFixtures(b)
+	}
+	if err != nil {
+		store.Close()
+		return nil, nil, nil, err
+	}
+	httpOpts := o.HTTP
+	if httpOpts == nil {
+		if httpOpts, err = chp.HTTPOptionsFromEnv(); err != nil {
+			store.Close()
+			return nil, nil, nil, usageErrorf("%v", err)
+		}
+	}
+	return b, b.HTTPHandler(httpOpts), store.Close, nil
+}
+
+func init() { register(newChpFixturesCmd) }
+
+func newChpFixturesCmd(a *app) *cobra.Command {
+	var (
+		addr, key, keys, storeDir, hostID string
+		signed                            bool
+	)
+	cmd := &cobra.Command{
+		Use:    "chp-fixtures",
+		Short:  "Serve the CHP conformance fixture profile over the CHP HTTP binding",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := chp.HTTPOptionsFromEnv()
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			if key != "" {
+				opts.SharedKeys = append(opts.SharedKeys, key)
+			}
+			if keys != "" {
+				named, err := chp.ParseNamedKeys(keys)
+				if err != nil {
+					return usageErrorf("--keys: %v", err)
+				}
+				opts.NamedKeys = append(opts.NamedKeys, named...)
+			}
+			_, h, closeStore, err := chpFixtureBoundary(a, chpFixtureOptions{HostID: hostID, StoreDir: storeDir, Signed: signed, HTTP: opts})
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return withCode(exitNetwork, err)
+			}
+			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(a.stdout, "chp fixture profile on http://%s\n", ln.Addr())
+			ctx := cmd.Context()
+			go func() {
+				<-ctx.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(sctx)
+			}()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return withCode(exitNetwork, err)
+			}
+			return ctx.Err()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "http", "127.0.0.1:8899", "listen address of the HTTP binding")
+	f.StringVar(&key, "key", "", "shared X-CHP-Key (also CHP_HOST_API_KEY)")
+	f.StringVar(&keys, "keys", "", "named keys name:key[:scope|scope],… (also CHP_HOST_API_KEYS)")
+	f.StringVar(&storeDir, "store", "", "keep evidence durably in this directory (default: memory)")
+	f.StringVar(&hostID, "host-id", "conformance-host", "host id")
+	f.BoolVar(&signed, "signed", false, "sign exports with an ephemeral ed25519 key")
+	return cmd
+}
