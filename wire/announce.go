@@ -102,7 +102,7 @@ type VerifiedAnnouncement struct {
 	// PublicKey is the key that signed.
 	PublicKey ed25519.PublicKey
 	// Encoding is how public_key and signature were written: "hex" or
-	// "base64" (standard alphabet; "base64url" for the URL alphabet).
+	// "base64" (either alphabet, padded or not).
 	Encoding string
 	// MethodsCovered is false when signed_fields leaves out "methods": the
 	// signature then covers only primal and version (the message is
@@ -177,8 +177,8 @@ func decodeKeyMaterial(s string, n int) ([]byte, string, error) {
 	}{
 		{"base64", base64.StdEncoding.Strict()},
 		{"base64", base64.RawStdEncoding.Strict()},
-		{"base64url", base64.URLEncoding.Strict()},
-		{"base64url", base64.RawURLEncoding.Strict()},
+		{"base64", base64.URLEncoding.Strict()},
+		{"base64", base64.RawURLEncoding.Strict()},
 	} {
 		if e.enc.EncodedLen(n) != len(s) {
 			continue

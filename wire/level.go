@@ -162,8 +162,16 @@ func Level(c *Capabilities, p *Probe) Report {
 	default:
 		add(1, "L1.responds", "capabilities.list responds to a JSON-RPC probe over UDS", Unknown, "answered over "+p.Transport+", not probed over a Unix socket")
 	}
+	answered := c != nil
 	if c == nil {
 		c = &Capabilities{}
+	}
+	// missing explains a standard field that is not there.
+	missing := func(name string, f Field) string {
+		if !answered {
+			return "capabilities.list did not answer"
+		}
+		return fmt.Sprintf("%q is %s", name, f)
 	}
 	biomeOS := false
 	for _, s := range c.Detected {
@@ -215,7 +223,7 @@ func Level(c *Capabilities, p *Probe) Report {
 	case env.Primal == Present:
 		add(2, "L2.primal", `result contains "primal" (canonical name)`, Pass, "")
 	default:
-		add(2, "L2.primal", `result contains "primal" (canonical name)`, Fail, `"primal" is `+env.Primal.String())
+		add(2, "L2.primal", `result contains "primal" (canonical name)`, Fail, missing("primal", env.Primal))
 	}
 	switch {
 	case env.Version == Present && semverRE.MatchString(c.Version):
@@ -223,19 +231,19 @@ func Level(c *Capabilities, p *Probe) Report {
 	case env.Version == Present:
 		add(2, "L2.version", `result contains "version" (SemVer)`, Fail, fmt.Sprintf("%q is not a SemVer version", c.Version))
 	default:
-		add(2, "L2.version", `result contains "version" (SemVer)`, Fail, `"version" is `+env.Version.String())
+		add(2, "L2.version", `result contains "version" (SemVer)`, Fail, missing("version", env.Version))
 	}
 	switch {
 	case env.Methods != Present:
-		add(2, "L2.methods", `result contains "methods" flat string array`, Fail, `"methods" is `+env.Methods.String())
+		add(2, "L2.methods", `result contains "methods" flat string array`, Fail, missing("methods", env.Methods))
 	case env.MethodObjects > 0 || env.MethodInvalid > 0:
 		add(2, "L2.methods", `result contains "methods" flat string array`, Fail, fmt.Sprintf("%d entries are objects and %d are invalid, not strings", env.MethodObjects, env.MethodInvalid))
-	case len(env.MethodStrings) == 0:
+	case len(env.MethodNames) == 0:
 		add(2, "L2.methods", `result contains "methods" flat string array`, Fail, `"methods" is empty`)
 	default:
 		add(2, "L2.methods", `result contains "methods" flat string array`, Pass, "")
 	}
-	advertised := env.MethodStrings
+	advertised := env.MethodNames
 	if env.Methods != Present {
 		advertised = c.Methods
 	}
@@ -319,7 +327,7 @@ func Level(c *Capabilities, p *Probe) Report {
 		}
 		switch {
 		case env.ProvidedCapabilities != Present:
-			add(3, "L3.provided", req, Fail, "provided_capabilities is "+env.ProvidedCapabilities.String())
+			add(3, "L3.provided", req, Fail, missing("provided_capabilities", env.ProvidedCapabilities))
 		case len(c.Groups) == 0:
 			add(3, "L3.provided", req, Fail, "provided_capabilities is empty")
 		case len(bad) > 0:
@@ -338,7 +346,7 @@ func Level(c *Capabilities, p *Probe) Report {
 		}
 		switch {
 		case env.ConsumedCapabilities != Present:
-			add(3, "L3.consumed", req, Fail, "consumed_capabilities is "+env.ConsumedCapabilities.String())
+			add(3, "L3.consumed", req, Fail, missing("consumed_capabilities", env.ConsumedCapabilities))
 		case len(bad) > 0:
 			add(3, "L3.consumed", req, Fail, fmt.Sprintf("%d entries are not method names, so composition cannot be checked: %s", len(bad), listSome(bad, 5)))
 		default:
@@ -348,12 +356,12 @@ func Level(c *Capabilities, p *Probe) Report {
 	if env.CostEstimates == Present {
 		add(3, "L3.cost", "cost_estimates present for high-cost methods", Pass, "")
 	} else {
-		add(3, "L3.cost", "cost_estimates present for high-cost methods", Fail, "cost_estimates is "+env.CostEstimates.String())
+		add(3, "L3.cost", "cost_estimates present for high-cost methods", Fail, missing("cost_estimates", env.CostEstimates))
 	}
 	if env.OperationDependencies == Present {
 		add(3, "L3.deps", "operation_dependencies present for methods with prerequisites", Pass, "")
 	} else {
-		add(3, "L3.deps", "operation_dependencies present for methods with prerequisites", Fail, "operation_dependencies is "+env.OperationDependencies.String())
+		add(3, "L3.deps", "operation_dependencies present for methods with prerequisites", Fail, missing("operation_dependencies", env.OperationDependencies))
 	}
 
 	r.Level, r.Verified = 3, 3
@@ -366,35 +374,6 @@ func Level(c *Capabilities, p *Probe) Report {
 		}
 	}
 	return r
-}
-
-// ParseIdentity reads an identity.get result. Fields beyond the standard's
-// (loamSpine adds capability_domain, ecobin_grade, edition) are ignored; a
-// result that is not an object, or whose primal or version is not a
-// string, is an error.
-func ParseIdentity(result json.RawMessage) (Identity, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(result, &raw); err != nil || raw == nil {
-		return Identity{}, fmt.Errorf("identity.get result is %s, want an object {primal, version}", jsonKind(trimJSON(result)))
-	}
-	var id Identity
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{{"primal", &id.Primal}, {"version", &id.Version}, {"domain", &id.Domain}, {"license", &id.License}} {
-		v, ok := raw[f.key]
-		if !ok || string(v) == "null" {
-			continue
-		}
-		if err := json.Unmarshal(v, f.dst); err != nil {
-			return Identity{}, fmt.Errorf("identity.get %s is %s, want a string", f.key, jsonKind(trimJSON(v)))
-		}
-	}
-	return id, nil
-}
-
-func trimJSON(b []byte) []byte {
-	return []byte(strings.TrimSpace(string(b)))
 }
 
 // abbrev renders raw JSON for a message, cut to n bytes.

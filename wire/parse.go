@@ -158,12 +158,12 @@ type Envelope struct {
 	Primal, Version, Methods                   Field
 	ProvidedCapabilities, ConsumedCapabilities Field
 	CostEstimates, OperationDependencies       Field
-	// MethodStrings holds the string entries of methods, as sent,
-	// duplicates included; MethodObjects counts entries given as objects
-	// and MethodInvalid entries that are neither (or objects without a
-	// name). A flat string array has MethodObjects == MethodInvalid == 0.
-	MethodStrings []string
-	// Counts of methods entries that were not strings.
+	// MethodNames holds the names in methods as sent (strings, and the
+	// names of entries given as objects), duplicates included.
+	MethodNames []string
+	// MethodObjects counts the methods entries given as objects and
+	// MethodInvalid those that are neither strings nor named objects; a
+	// flat string array has both zero.
 	MethodObjects, MethodInvalid int
 }
 
@@ -496,19 +496,7 @@ func (p *parser) readMethodsField() {
 	if invalid > 0 {
 		p.dev("methods", "%d entries are neither strings nor objects with a name; skipped", invalid)
 	}
-	if objects == 0 {
-		p.c.Envelope.MethodStrings = strs
-	} else {
-		// Keep only the entries that were strings on the wire.
-		var arr []json.RawMessage
-		_ = json.Unmarshal(raw, &arr)
-		for _, e := range arr {
-			var s string
-			if json.Unmarshal(e, &s) == nil {
-				p.c.Envelope.MethodStrings = append(p.c.Envelope.MethodStrings, s)
-			}
-		}
-	}
+	p.c.Envelope.MethodNames = strs
 	if d := duplicates(strs); len(d) > 0 {
 		p.dev("methods", "duplicate entries %s", listSome(d, 5))
 	}

@@ -472,7 +472,7 @@ func TestParseEnvelopeAndMetadata(t *testing.T) {
 		Envelope: Envelope{
 			Object: true, Primal: Present, Version: Present, Methods: Present,
 			ProvidedCapabilities: Present, ConsumedCapabilities: Present, CostEstimates: Present, OperationDependencies: Present,
-			MethodStrings: []string{"braid.create", "anchoring.anchor"},
+			MethodNames: []string{"braid.create", "anchoring.anchor"},
 		},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {

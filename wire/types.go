@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -170,6 +171,35 @@ type Identity struct {
 	Domain string `json:"domain,omitempty"`
 	// License is an SPDX license identifier (MAY).
 	License string `json:"license,omitempty"`
+}
+
+// ParseIdentity reads an identity.get result. Fields beyond the standard's
+// (loamSpine adds capability_domain, ecobin_grade, edition) are ignored; a
+// result that is not an object, or whose primal or version is not a
+// string, is an error.
+func ParseIdentity(result json.RawMessage) (Identity, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(result, &raw); err != nil || raw == nil {
+		return Identity{}, fmt.Errorf("identity.get result is %s, want an object {primal, version}", jsonKind(trimJSON(result)))
+	}
+	var id Identity
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"primal", &id.Primal}, {"version", &id.Version}, {"domain", &id.Domain}, {"license", &id.License}} {
+		v, ok := raw[f.key]
+		if !ok || string(v) == "null" {
+			continue
+		}
+		if err := json.Unmarshal(v, f.dst); err != nil {
+			return Identity{}, fmt.Errorf("identity.get %s is %s, want a string", f.key, jsonKind(trimJSON(v)))
+		}
+	}
+	return id, nil
+}
+
+func trimJSON(b []byte) []byte {
+	return []byte(strings.TrimSpace(string(b)))
 }
 
 // TransportSecurity is the transport_security object (TS-01): whether a BTSP
