@@ -167,8 +167,8 @@ func TestLevelProbe(t *testing.T) {
 		},
 		{
 			name: "every method not found", caps: `{"primal":"demo","version":"1.0.0","methods":["a.b"]}`,
-			probe:  func(p *Probe) { p.MethodNotFound = []string{"a.b"} },
-			level:  0,
+			probe: func(p *Probe) { p.MethodNotFound = []string{"a.b"} },
+			level: 0,
 			missed: map[string]string{
 				"L1.method":   "every advertised method answered method not found",
 				"L2.callable": "1 answered method not found: [a.b]",
