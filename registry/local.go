@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,8 +49,10 @@ func NormalizeEndpoint(s string) (string, error) {
 	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
 		return s, nil
 	default:
-		if _, _, err := net.SplitHostPort(s); err == nil {
-			return "tcp://" + s, nil
+		if host, port, err := net.SplitHostPort(s); err == nil && host != "" && !strings.ContainsAny(s, "/") {
+			if _, perr := strconv.ParseUint(port, 10, 16); perr == nil {
+				return "tcp://" + s, nil
+			}
 		}
 		return "", fmt.Errorf("endpoint %q: want a socket path, unix://, tcp://host:port, host:port or http://", s)
 	}

@@ -652,4 +652,3 @@ func (n *Node) loadNonces(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
-
