@@ -45,7 +45,9 @@ func TestBindingDetectsEdits(t *testing.T) {
 		"error":              func(evs []any) { evs[4].(map[string]any)["error"] = nil },
 		"sequence":           func(evs []any) { evs[1].(map[string]any)["sequence"] = 99 },
 		"capability_version": func(evs []any) { evs[0].(map[string]any)["capability_version"] = "9.9.9" },
-		"causation_id":       func(evs []any) { evs[0].(map[string]any)["correlation"].(map[string]any)["causation_id"] = "inv-forged" },
+		"causation_id": func(evs []any) {
+			evs[0].(map[string]any)["correlation"].(map[string]any)["causation_id"] = "inv-forged"
+		},
 	}
 	for field, edit := range edits {
 		t.Run(field, func(t *testing.T) {
