@@ -1,0 +1,261 @@
+package canonical
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/capmesh/capmesh/canonical/collate"
+)
+
+// Khoralabs is the canonical form behind @khoralabs/agent-capabilities
+// capability fingerprints: hashPlainObject's JSON.stringify(sortValue(x)).
+//
+//   - no whitespace; separators "," and ":";
+//   - object keys: first the array-index keys ("0" … "4294967294" in
+//     canonical decimal form) in ascending numeric order, because a
+//     JavaScript object always lists them first; then every other key
+//     stable-sorted by String.prototype.localeCompare under Node 20's
+//     default (ICU root, CLDR 48) collation — see package collate. Keys that
+//     collate equal ("é" and "e\u0301", "a" and "a\u0001") keep input order;
+//   - strings as JSON.stringify writes them: \" \\ \b \t \n \f \r, other C0
+//     controls as lowercase \u00xx, lone surrogates as lowercase \udxxx, and
+//     everything else raw (DEL, U+2028/U+2029, '<', '>', '&', all
+//     non-ASCII);
+//   - every number is the IEEE double JSON.parse reads (integers beyond
+//     2^53 lose precision as in JavaScript), written as Number::toString
+//     writes it: -0 → 0, 1e21 → 1e+21, 1e-7 → 1e-7; a literal that
+//     overflows a double is Infinity in JavaScript, which JSON.stringify
+//     writes as null;
+//   - duplicate keys (only possible in a hand-built tree; Parse rejects
+//     them) are ErrDuplicateKey.
+//
+// JavaScript values that JSON cannot carry — undefined members, functions,
+// Dates — are resolved before a tree reaches this profile (package
+// fingerprint does that from its marker objects).
+//
+// This is not RFC 8785: keys are ordered by a locale collation, not by
+// UTF-16 code units, array-index keys come first, and lone surrogates are
+// escaped instead of rejected.
+var Khoralabs Profile = khoralabs{}
+
+func init() { Register(Khoralabs) }
+
+type khoralabs struct{}
+
+func (khoralabs) Name() string { return "khoralabs" }
+
+type khEncoder struct {
+	idx []int32 // stack of member permutations, as in encoder
+}
+
+var khPool = sync.Pool{New: func() any { return &khEncoder{idx: make([]int32, 0, 64)} }}
+
+// AppendCanonical appends the khoralabs canonical form of v to dst.
+func (khoralabs) AppendCanonical(dst []byte, v Value) ([]byte, error) {
+	e := khPool.Get().(*khEncoder)
+	dst, err := e.value(dst, v, 0)
+	if err != nil {
+		if _, ok := err.(*pathError); !ok {
+			err = &pathError{profile: "khoralabs", err: err}
+		}
+	}
+	if cap(e.idx) <= 1<<16 {
+		e.idx = e.idx[:0]
+		khPool.Put(e)
+	}
+	return dst, err
+}
+
+func khAt(err error, step string) error {
+	pe, ok := err.(*pathError)
+	if !ok {
+		pe = &pathError{profile: "khoralabs", err: err}
+	}
+	pe.path = append(pe.path, step)
+	return pe
+}
+
+func (e *khEncoder) value(b []byte, v Value, depth int) ([]byte, error) {
+	switch v.Kind {
+	case Null:
+		return append(b, "null"...), nil
+	case Bool:
+		if v.Bool {
+			return append(b, "true"...), nil
+		}
+		return append(b, "false"...), nil
+	case Number:
+		return appendJSNumber(b, v.Str)
+	case String:
+		return appendWTF8String(b, v.Str)
+	case Array:
+		if depth >= maxEncodeDepth {
+			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+		}
+		b = append(b, '[')
+		for i, x := range v.Arr {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = e.value(b, x, depth+1); err != nil {
+				return b, khAt(err, indexStep(i))
+			}
+		}
+		return append(b, ']'), nil
+	case Object:
+		if depth >= maxEncodeDepth {
+			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+		}
+		return e.object(b, v.Obj, depth)
+	default:
+		return b, fmt.Errorf("%w: %d", ErrInvalidKind, v.Kind)
+	}
+}
+
+func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
+	n := len(obj)
+	if n == 0 {
+		return append(b, '{', '}'), nil
+	}
+	base := len(e.idx)
+	for i := range n {
+		e.idx = append(e.idx, int32(i))
+	}
+	order := e.idx[base : base+n]
+	if err := KhoralabsKeyOrder(obj, order); err != nil {
+		e.idx = e.idx[:base]
+		return b, khAt(err, "")
+	}
+	b = append(b, '{')
+	for j := range n {
+		m := &obj[e.idx[base+j]] // re-slice: children may grow e.idx
+		if j > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendWTF8String(b, m.Key); err != nil {
+			e.idx = e.idx[:base]
+			return b, khAt(fmt.Errorf("key: %w", err), keyStep(m.Key))
+		}
+		b = append(b, ':')
+		if b, err = e.value(b, m.Value, depth+1); err != nil {
+			e.idx = e.idx[:base]
+			return b, khAt(err, keyStep(m.Key))
+		}
+	}
+	e.idx = e.idx[:base]
+	return append(b, '}'), nil
+}
+
+// KhoralabsKeyOrder permutes order (indexes into obj, initially in input
+// order) into the khoralabs member order: array-index keys ascending by
+// value, then the other keys stable-sorted by collate.Compare. It reports
+// ErrDuplicateKey if two members share a key.
+func KhoralabsKeyOrder(obj []Member, order []int32) error {
+	// Partition: array-index keys to the front (their relative order is
+	// fixed by value below), the rest keep input order.
+	k := 0
+	for i, x := range order {
+		if _, ok := ArrayIndex(obj[x].Key); ok {
+			copy(order[k+1:i+1], order[k:i])
+			order[k] = x
+			k++
+		}
+	}
+	idx, rest := order[:k], order[k:]
+	if len(idx) > 1 {
+		slices.SortFunc(idx, func(x, y int32) int {
+			a, _ := ArrayIndex(obj[x].Key)
+			c, _ := ArrayIndex(obj[y].Key)
+			return int(a) - int(c)
+		})
+	}
+	if len(rest) <= 16 {
+		for i := 1; i < len(rest); i++ {
+			x := rest[i]
+			j := i
+			for j > 0 && collate.Compare(obj[rest[j-1]].Key, obj[x].Key) > 0 {
+				rest[j] = rest[j-1]
+				j--
+			}
+			rest[j] = x
+		}
+	} else {
+		slices.SortStableFunc(rest, func(x, y int32) int { return collate.Compare(obj[x].Key, obj[y].Key) })
+	}
+	// Duplicates (hand-built trees only: Parse rejects them).
+	if n := len(obj); n <= 32 {
+		for p := 1; p < n; p++ {
+			for q := range p {
+				if obj[p].Key == obj[q].Key {
+					return fmt.Errorf("%w %q", ErrDuplicateKey, obj[p].Key)
+				}
+			}
+		}
+	} else {
+		seen := make(map[string]struct{}, n)
+		for _, m := range obj {
+			if _, dup := seen[m.Key]; dup {
+				return fmt.Errorf("%w %q", ErrDuplicateKey, m.Key)
+			}
+			seen[m.Key] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// ArrayIndex reports whether key is a JavaScript array index — the canonical
+// decimal form of an integer 0 … 4294967294 (2³²−2) — and its value. Such
+// keys are listed first, in numeric order, by every JavaScript object.
+func ArrayIndex(key string) (uint32, bool) {
+	if len(key) == 0 || len(key) > 10 || (len(key) > 1 && key[0] == '0') {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if n > math.MaxUint32-1 {
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+// appendJSNumber writes a JSON number literal as JSON.stringify(JSON.parse(lit))
+// does.
+func appendJSNumber(b []byte, lit string) ([]byte, error) {
+	if !validNumber(lit) {
+		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
+	}
+	// Fast path: integers of at most 15 digits are exact doubles and print
+	// as written (except -0).
+	if len(lit) <= 15 && !strings.ContainsAny(lit, ".eE") {
+		if lit == "-0" {
+			return append(b, '0'), nil
+		}
+		return append(b, lit...), nil
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil && !math.IsInf(f, 0) {
+		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
+	}
+	return AppendJSNumber(b, f), nil
+}
+
+// AppendJSNumber appends f as JSON.stringify writes a number: ECMAScript
+// Number::toString for finite values (-0 as 0), null for NaN and ±Infinity.
+func AppendJSNumber(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	return appendES(b, f)
+}
