@@ -94,8 +94,8 @@ func ParsePydanticTime(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("timestamp %q: %s", s, why)
 	}
 	// YYYY-MM-DDTHH:MM:SS
-	if len(s) < 20 {
-		return fail("too short for an RFC 3339 date-time with offset (YYYY-MM-DDTHH:MM:SSZ)")
+	if len(s) < 19 {
+		return fail("too short for an RFC 3339 date-time (YYYY-MM-DDTHH:MM:SS±HH:MM)")
 	}
 	year, ok1 := digits(s[0:4])
 	month, ok2 := digits(s[5:7])

@@ -1,0 +1,82 @@
+package canonical
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestFromGoMatchesEncodingJSON: the direct walk and encoding/json agree on
+// every value, so structs (which go through json.Marshal) and dynamic values
+// (which do not) canonicalize alike.
+func TestFromGoMatchesEncodingJSON(t *testing.T) {
+	type inner struct {
+		N  float32 `json:"n"`
+		Ok bool    `json:"ok,omitempty"`
+	}
+	values := []any{
+		nil, true, "", "café \u2028 <&>", "bad \xff utf-8 \xc3", json.Number("1.50"),
+		0, -7, int8(-128), int64(math.MinInt64), uint64(math.MaxUint64), uint8(255),
+		0.0, math.Copysign(0, -1), 1.0, 0.1, 1e20, 1e21, 1e-6, 1e-7, 123456789.125, 5e-324, math.MaxFloat64,
+		float32(0.1), float32(1e21), float32(1e-7), float32(3.4e38),
+		[]any{}, []any(nil), []string{"a", "b"}, []string(nil),
+		map[string]any{}, map[string]any(nil), map[string]any{"b": 1, "a": []any{2.5, "x", nil}, "\xff": true},
+		json.RawMessage(`{"z":1,"a":[1.0]}`), json.RawMessage(nil),
+		inner{N: 0.1}, []inner{{N: 1e-7, Ok: true}}, map[string]inner{"k": {N: 2}},
+		[]byte("bytes become base64"),
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		values = append(values, math.Float64frombits(r.Uint64()), float32(math.Float32frombits(r.Uint32())))
+	}
+	for _, v := range values {
+		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			continue
+		}
+		if f, ok := v.(float32); ok && (math.IsNaN(float64(f)) || math.IsInf(float64(f), 0)) {
+			continue
+		}
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("json.Marshal(%#v): %v", v, err)
+		}
+		want, err := Parse(data)
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", data, err)
+		}
+		got, err := FromGo(v)
+		if err != nil {
+			t.Errorf("FromGo(%#v): %v", v, err)
+			continue
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("FromGo(%#v) differs from Parse(%s) (-want +got):\n%s", v, data, diff)
+		}
+	}
+}
+
+func TestFromGoErrors(t *testing.T) {
+	cyclic := map[string]any{}
+	cyclic["self"] = cyclic
+	for name, v := range map[string]any{
+		"NaN":            math.NaN(),
+		"+Inf":           math.Inf(1),
+		"NaN in map":     map[string]any{"x": []any{math.NaN()}},
+		"bad Number":     json.Number("1.2.3"),
+		"cycle":          cyclic,
+		"channel":        make(chan int),
+		"bad RawMessage": json.RawMessage(`{"a":`),
+	} {
+		if _, err := FromGo(v); err == nil {
+			t.Errorf("FromGo(%s) succeeded", name)
+		}
+	}
+	_, err := FromGo(cyclic)
+	if err == nil || !strings.Contains(err.Error(), "cyclic") {
+		t.Errorf("cycle: %v, want a message naming the likely cycle", err)
+	}
+}
