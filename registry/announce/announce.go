@@ -1,0 +1,317 @@
+// Package announce is the host side of registration: it finds a capmesh
+// node (or any ecoPrimals-compatible registry), registers the host's
+// capabilities, keeps the registration alive, re-registers after the node
+// restarts, and stays quiet — one warning, not a stream — while no node is
+// reachable, so a host always starts and serves standalone.
+//
+// Flow: Start → locate the node (Config.Node, else $DISCOVERY_SOCKET, else
+// capmesh.sock or songbird.sock in the biomeos socket directory) → over a
+// local Unix socket, unsigned ipc.register {name, capabilities, endpoint}
+// then ipc.heartbeat every Interval; over TCP/HTTP, a signed RFC-005
+// descriptor (ipc.register {"descriptor": …}) refreshed at half its TTL →
+// on any failure, reconnect with backoff and register again.
+//
+// The package depends only on jsonrpc and registry/descriptor, so the host
+// library can import it without pulling in SQLite or an HTTP server.
+package announce
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry/descriptor"
+)
+
+// Config describes the host and where to announce it.
+type Config struct {
+	// Name is the primal name; identity.get on Endpoint must answer it.
+	Name string
+	// Capabilities are the tags to register.
+	Capabilities []string
+	// Endpoint is where the host serves JSON-RPC: "unix:///path" for a
+	// local registration, "tcp://host:port" for a signed one.
+	Endpoint string
+	// Version is the host's version (informational).
+	Version string
+	// Node is the node address ("unix:///path", a bare path, "tcp://h:p"
+	// or "http://h:p/"). Empty: $DISCOVERY_SOCKET, then capmesh.sock and
+	// songbird.sock in the biomeos socket directory.
+	Node string
+	// Key signs descriptors for non-local nodes. Required for those.
+	Key ed25519.PrivateKey
+	// Network is the descriptor's network_name. Default "capmesh".
+	Network string
+	// TTL of a signed descriptor; it is refreshed at half. Default 10 min.
+	TTL time.Duration
+	// Interval between heartbeats of a local registration. Default 30 s
+	// (the node's default TTL is 90 s).
+	Interval time.Duration
+	// MaxBackoff caps the reconnect delay. Default 30 s.
+	MaxBackoff time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Dial connects to the node. Default: jsonrpc.Dial / NewHTTPClient.
+	Dial func(ctx context.Context, addr string) (jsonrpc.Caller, error)
+}
+
+// Session is a running announcement. Close stops it.
+type Session struct {
+	cfg    Config
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu         sync.Mutex
+	registered bool
+	node       string
+	changed    chan struct{}
+}
+
+// Start begins announcing in the background and returns at once.
+func Start(ctx context.Context, cfg Config) *Session {
+	if cfg.Network == "" {
+		cfg.Network = "capmesh"
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 10 * time.Minute
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Dial == nil {
+		cfg.Dial = dial
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Session{cfg: cfg, cancel: cancel, done: make(chan struct{}), changed: make(chan struct{})}
+	go s.run(ctx)
+	return s
+}
+
+// Close stops the session (without deregistering: the TTL does that, and
+// a restarting host re-registers under the same name).
+func (s *Session) Close() error {
+	s.cancel()
+	<-s.done
+	return nil
+}
+
+// Registered reports whether the last attempt succeeded, and at which node.
+func (s *Session) Registered() (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registered, s.node
+}
+
+// Changed returns a channel closed at the next change of Registered.
+func (s *Session) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *Session) set(ok bool, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.registered == ok && s.node == node {
+		return
+	}
+	s.registered, s.node = ok, node
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Candidates returns the node addresses Start tries, in order.
+func Candidates(cfg Config) []string {
+	if cfg.Node != "" {
+		return []string{cfg.Node}
+	}
+	if v := os.Getenv("DISCOVERY_SOCKET"); v != "" {
+		return []string{v}
+	}
+	dir := os.Getenv("BIOMEOS_SOCKET_DIR")
+	if dir == "" {
+		if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" {
+			dir = filepath.Join(rt, "biomeos")
+		} else {
+			dir = filepath.Join(os.TempDir(), "biomeos-"+strconv.Itoa(os.Getuid()))
+		}
+	}
+	var out []string
+	for _, name := range []string{"capmesh", "songbird"} {
+		p := filepath.Join(dir, name+".sock")
+		if fam := os.Getenv("FAMILY_ID"); fam != "" && fam != "default" {
+			out = append(out, filepath.Join(dir, name+"-"+fam+".sock"))
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func isLocal(addr string) bool {
+	return strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, "unix://")
+}
+
+func dial(ctx context.Context, addr string) (jsonrpc.Caller, error) {
+	switch {
+	case strings.HasPrefix(addr, "/"):
+		return jsonrpc.Dial(ctx, "unix", addr, nil)
+	case strings.HasPrefix(addr, "unix://"):
+		return jsonrpc.Dial(ctx, "unix", strings.TrimPrefix(addr, "unix://"), nil)
+	case strings.HasPrefix(addr, "tcp://"):
+		return jsonrpc.Dial(ctx, "tcp", strings.TrimPrefix(addr, "tcp://"), nil)
+	case strings.HasPrefix(addr, "http://"), strings.HasPrefix(addr, "https://"):
+		return jsonrpc.NewHTTPClient(addr, nil), nil
+	default:
+		if _, _, err := net.SplitHostPort(addr); err == nil {
+			return jsonrpc.Dial(ctx, "tcp", addr, nil)
+		}
+		return nil, fmt.Errorf("announce: node address %q: want a socket path, unix://, tcp://, host:port or http://", addr)
+	}
+}
+
+func (s *Session) run(ctx context.Context) {
+	defer close(s.done)
+	backoff := 500 * time.Millisecond
+	warned := false
+	for ctx.Err() == nil {
+		err := s.session(ctx)
+		s.set(false, "")
+		if ctx.Err() != nil {
+			return
+		}
+		if !warned {
+			s.cfg.Logger.Warn("announce: no registry reachable; serving standalone and retrying quietly", "name", s.cfg.Name, "err", err)
+			warned = true
+		} else {
+			s.cfg.Logger.Debug("announce: retry failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		if backoff *= 2; backoff > s.cfg.MaxBackoff {
+			backoff = s.cfg.MaxBackoff
+		}
+	}
+}
+
+// session connects, registers and keeps the registration alive until an
+// error; it resets the warning state once registered.
+func (s *Session) session(ctx context.Context) error {
+	var lastErr error
+	for _, addr := range Candidates(s.cfg) {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := s.cfg.Dial(dctx, addr)
+		cancel()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		err = s.serveNode(ctx, c, addr)
+		c.Close()
+		return err
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no node address")
+	}
+	return lastErr
+}
+
+func (s *Session) register(ctx context.Context, c jsonrpc.Caller, addr string) error {
+	var params map[string]any
+	if isLocal(addr) {
+		params = map[string]any{"primal_id": s.cfg.Name, "name": s.cfg.Name, "capabilities": s.cfg.Capabilities, "endpoint": s.cfg.Endpoint, "version": s.cfg.Version}
+	} else {
+		if s.cfg.Key == nil {
+			return fmt.Errorf("announce: node %s is not local and no signing key is configured", addr)
+		}
+		ep, err := tcpEndpoint(s.cfg.Endpoint)
+		if err != nil {
+			return err
+		}
+		d := descriptor.New(s.cfg.Name, s.cfg.Network, s.cfg.Key.Public().(ed25519.PublicKey), s.cfg.Capabilities, ep, time.Now(), s.cfg.TTL)
+		if err := d.Sign(s.cfg.Key); err != nil {
+			return err
+		}
+		raw, _ := d.MarshalJSON()
+		params = map[string]any{"descriptor": jsonRaw(raw)}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.Call(cctx, "ipc.register", params, nil)
+}
+
+func (s *Session) serveNode(ctx context.Context, c jsonrpc.Caller, addr string) error {
+	if err := s.register(ctx, c, addr); err != nil {
+		return fmt.Errorf("register at %s: %w", addr, err)
+	}
+	s.cfg.Logger.Info("announce: registered", "name", s.cfg.Name, "node", addr, "capabilities", s.cfg.Capabilities)
+	s.set(true, addr)
+	interval := s.cfg.Interval
+	if !isLocal(addr) {
+		interval = s.cfg.TTL / 2
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		var err error
+		if isLocal(addr) {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = c.Call(cctx, "ipc.heartbeat", map[string]any{"name": s.cfg.Name}, nil)
+			cancel()
+			if code, ok := jsonrpc.ErrorCode(err); ok && code == -32004 {
+				// The node forgot us (restart without state, or expiry): register again.
+				err = s.register(ctx, c, addr)
+			}
+		} else {
+			err = s.register(ctx, c, addr)
+		}
+		if err != nil {
+			return fmt.Errorf("keep-alive at %s: %w", addr, err)
+		}
+	}
+}
+
+func tcpEndpoint(ep string) (descriptor.Endpoint, error) {
+	scheme := "tcp"
+	rest := ep
+	if i := strings.Index(ep, "://"); i > 0 {
+		scheme, rest = ep[:i], ep[i+3:]
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return descriptor.Endpoint{}, fmt.Errorf("announce: endpoint %q must be tcp://host:port for a signed registration", ep)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return descriptor.Endpoint{}, fmt.Errorf("announce: endpoint %q: bad port", ep)
+	}
+	return descriptor.Endpoint{Host: host, Port: p, Scheme: scheme}, nil
+}
+
+type jsonRaw []byte
+
+func (r jsonRaw) MarshalJSON() ([]byte, error) { return r, nil }

@@ -1,0 +1,115 @@
+package announce_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry"
+	"github.com/capmesh/capmesh/registry/announce"
+)
+
+func serveAt(t *testing.T, a jsonrpc.Assigner, path string) (stop func()) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := jsonrpc.NewServer(a, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ctx, l) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done; l.Close(); os.Remove(path) }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAnnounceHeartbeatAndReRegisterAfterNodeRestart(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "cmann")
+	defer os.RemoveAll(dir)
+	hostSock := filepath.Join(dir, "beardog.sock")
+	serveAt(t, jsonrpc.Map{"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]string{"primal": "beardog"}, nil
+	})}, hostSock)
+
+	nodeSock := filepath.Join(dir, "capmesh.sock")
+	n1, _ := registry.NewNode(registry.Config{LocalTTL: 300 * time.Millisecond, SweepInterval: 50 * time.Millisecond})
+	defer n1.Close()
+	stop1 := serveAt(t, n1.RPC(), nodeSock)
+
+	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
+		Node: nodeSock, Interval: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
+	defer s.Close()
+	waitFor(t, "registration", func() bool { return len(n1.Find("crypto", registry.FindOptions{})) == 1 })
+	time.Sleep(700 * time.Millisecond) // > 2 TTLs: only heartbeats keep it
+	if len(n1.Find("crypto", registry.FindOptions{})) != 1 {
+		t.Fatal("registration lapsed despite heartbeats")
+	}
+
+	// The node restarts with no state; the host registers again by itself.
+	stop1()
+	n2, _ := registry.NewNode(registry.Config{LocalTTL: 300 * time.Millisecond})
+	defer n2.Close()
+	serveAt(t, n2.RPC(), nodeSock)
+	waitFor(t, "re-registration after node restart", func() bool { return len(n2.Find("crypto", registry.FindOptions{})) == 1 })
+
+	// Close stops heartbeats: the entry expires by TTL.
+	s.Close()
+	waitFor(t, "expiry after the host stopped", func() bool { return len(n2.Find("crypto", registry.FindOptions{})) == 0 })
+}
+
+func TestAnnounceWarnsOnceWhenNoNode(t *testing.T) {
+	var logs syncBuf
+	s := announce.Start(context.Background(), announce.Config{Name: "x", Endpoint: "unix:///nonexistent.sock", Node: "/nonexistent/capmesh.sock",
+		MaxBackoff: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	time.Sleep(600 * time.Millisecond)
+	s.Close()
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings, want exactly 1:\n%s", n, logs.String())
+	}
+	if ok, _ := s.Registered(); ok {
+		t.Fatal("registered with no node")
+	}
+}
+
+func TestCandidates(t *testing.T) {
+	t.Setenv("DISCOVERY_SOCKET", "")
+	t.Setenv("BIOMEOS_SOCKET_DIR", "/run/b")
+	t.Setenv("FAMILY_ID", "")
+	got := announce.Candidates(announce.Config{})
+	if len(got) != 2 || got[0] != "/run/b/capmesh.sock" || got[1] != "/run/b/songbird.sock" {
+		t.Fatalf("Candidates = %v", got)
+	}
+	t.Setenv("DISCOVERY_SOCKET", "/x.sock")
+	if got := announce.Candidates(announce.Config{}); len(got) != 1 || got[0] != "/x.sock" {
+		t.Fatalf("DISCOVERY_SOCKET ignored: %v", got)
+	}
+}
