@@ -1,0 +1,223 @@
+package chp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+)
+
+// JSON-RPC error codes of capmesh's CHP binding (docs/chp-jsonrpc-binding.md).
+// chp.invoke never uses them: a processed invocation is always a result. A
+// direct capability call (kv.get) maps a non-success outcome to one of these,
+// with the full InvocationResult as the error's data.
+const (
+	RPCDenied              jsonrpc.Code = -32040
+	RPCFailed              jsonrpc.Code = -32041
+	RPCSkipped             jsonrpc.Code = -32042
+	RPCIndeterminate       jsonrpc.Code = -32043
+	RPCEvidenceUnavailable jsonrpc.Code = -32044
+	RPCNoEvidence          jsonrpc.Code = -32045
+)
+
+// RPCHandlers returns the JSON-RPC binding: chp.describe, chp.invoke,
+// chp.replay, chp.verify and chp.export, carrying exactly the objects of the
+// HTTP binding. On a Unix socket with peer credentials the caller is bound
+// as the verified subject ("uid:<n>", type "unix_peer").
+func (b *Boundary) RPCHandlers() map[string]jsonrpc.Handler {
+	return map[string]jsonrpc.Handler{
+		"chp.describe": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+			return b.Describe(), nil
+		}),
+		"chp.invoke": jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
+			if len(bytes.TrimSpace(req.Params)) == 0 {
+				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "chp.invoke takes an InvocationEnvelope object")
+			}
+			env, err := ParseEnvelope(req.Params)
+			if err != nil {
+				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
+			}
+			res, err := b.Invoke(rpcCaller(ctx), env)
+			if err != nil {
+				return nil, evidenceError(err)
+			}
+			return res, nil
+		}),
+		"chp.replay": jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
+			var q ReplayQuery
+			if err := req.UnmarshalParams(&q); err != nil {
+				return nil, err
+			}
+			res, err := b.Replay(ctx, q)
+			if errors.Is(err, ErrBadQuery) {
+				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
+			}
+			if err != nil {
+				return nil, evidenceError(err)
+			}
+			return res, nil
+		}),
+		"chp.verify": jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
+			corr, err := correlationParam(req)
+			if err != nil {
+				return nil, err
+			}
+			v, err := b.Verify(ctx, corr)
+			if err != nil {
+				return nil, evidenceError(err)
+			}
+			return v, nil
+		}),
+		"chp.export": jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
+			corr, err := correlationParam(req)
+			if err != nil {
+				return nil, err
+			}
+			bundle, err := b.Export(ctx, corr)
+			if errors.Is(err, ErrUnknownCorrelation) {
+				return nil, jsonrpc.Errorf(RPCNoEvidence, "no evidence for correlation %q", corr)
+			}
+			if err != nil {
+				return nil, evidenceError(err)
+			}
+			return bundle, nil
+		}),
+	}
+}
+
+func correlationParam(req *jsonrpc.Request) (string, error) {
+	var p struct {
+		CorrelationID string `json:"correlation_id"`
+	}
+	if err := req.UnmarshalParams(&p); err != nil {
+		return "", err
+	}
+	if p.CorrelationID == "" {
+		return "", jsonrpc.Errorf(jsonrpc.InvalidParams, "correlation_id is required")
+	}
+	return p.CorrelationID, nil
+}
+
+func evidenceError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return jsonrpc.Errorf(RPCEvidenceUnavailable, "evidence could not be recorded: %v", err)
+}
+
+// rpcCaller binds a Unix-socket peer's kernel-reported uid as the verified
+// caller, unless a caller is bound already.
+func rpcCaller(ctx context.Context) context.Context {
+	if _, ok := CallerFromContext(ctx); ok {
+		return ctx
+	}
+	if p, ok := jsonrpc.PeerFromContext(ctx); ok && p.HasCred {
+		return WithCaller(ctx, &Caller{ID: "uid:" + strconv.FormatUint(uint64(p.UID), 10), Type: "unix_peer"})
+	}
+	return ctx
+}
+
+// rpcMeta is the `_meta` member a direct call may carry in its params.
+type rpcMeta struct {
+	CorrelationID string              `json:"correlation_id"`
+	Correlation   *CorrelationContext `json:"correlation"`
+	InvocationID  string              `json:"invocation_id"`
+	Version       *string             `json:"version"`
+}
+
+// EnvelopeFromRequest synthesizes the envelope of a direct JSON-RPC call of a
+// capability method (`kv.get`): capability_id is the method, the payload is
+// the params object without `_meta` (array params become {"args": [...]},
+// absent params {}), and correlation, invocation_id and version come from
+// params._meta when given (`_meta.correlation_id` or a full
+// `_meta.correlation`). An invalid request is an InvalidParams *jsonrpc.Error.
+func EnvelopeFromRequest(req *jsonrpc.Request) (*InvocationEnvelope, error) {
+	env := &InvocationEnvelope{CapabilityID: req.Method, Mode: "sync"}
+	params := bytes.TrimSpace(req.Params)
+	switch {
+	case len(params) == 0 || string(params) == "null":
+		env.Payload = json.RawMessage("{}")
+	case params[0] == '[':
+		env.Payload, _ = json.Marshal(map[string]json.RawMessage{"args": params})
+	case params[0] == '{':
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(params, &m); err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "params: %v", err)
+		}
+		if raw, ok := m["_meta"]; ok {
+			delete(m, "_meta")
+			var meta rpcMeta
+			if err := json.Unmarshal(raw, &meta); err != nil {
+				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "params._meta: %v", err)
+			}
+			if meta.Correlation != nil {
+				env.Correlation = *meta.Correlation
+			}
+			if env.Correlation.CorrelationID == "" {
+				env.Correlation.CorrelationID = meta.CorrelationID
+			}
+			env.InvocationID = meta.InvocationID
+			env.Version = meta.Version
+			env.Payload, _ = json.Marshal(m)
+		} else {
+			env.Payload = append(json.RawMessage(nil), params...)
+		}
+	default:
+		return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "params must be an object or an array")
+	}
+	return env, nil
+}
+
+// ResultToRPC maps an InvocationResult to a direct call's JSON-RPC answer:
+// success → the result data (null when none); denied, failure, skipped and
+// indeterminate → an *jsonrpc.Error (RPCDenied, RPCFailed, RPCSkipped,
+// RPCIndeterminate) whose message names the reason and whose data is the
+// complete InvocationResult, correlation and evidence ids included.
+func ResultToRPC(res *InvocationResult) (any, error) {
+	switch res.Outcome {
+	case OutcomeSuccess:
+		if res.Data == nil {
+			return json.RawMessage("null"), nil
+		}
+		return res.Data, nil
+	case OutcomeDenied:
+		return nil, jsonrpc.Errorf(RPCDenied, "denied: %s: %s", res.Denial.Code, res.Denial.Message).WithData(res)
+	case OutcomeSkipped:
+		msg := "skipped"
+		if res.Denial != nil {
+			msg += ": " + res.Denial.Code
+		}
+		return nil, jsonrpc.Errorf(RPCSkipped, "%s", msg).WithData(res)
+	case OutcomeIndeterminate:
+		return nil, jsonrpc.Errorf(RPCIndeterminate, "indeterminate: %s", errMsg(res.Error)).WithData(res)
+	default:
+		return nil, jsonrpc.Errorf(RPCFailed, "failed: %s", errMsg(res.Error)).WithData(res)
+	}
+}
+
+func errMsg(e *ErrorInfo) string {
+	if e == nil {
+		return "unknown error"
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, e.Type)
+}
+
+// DirectHandler returns a jsonrpc.Handler that routes a direct capability
+// call through the boundary: EnvelopeFromRequest → Invoke → ResultToRPC.
+func (b *Boundary) DirectHandler() jsonrpc.Handler {
+	return jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
+		env, err := EnvelopeFromRequest(req)
+		if err != nil {
+			return nil, err
+		}
+		res, err := b.Invoke(rpcCaller(ctx), env)
+		if err != nil {
+			return nil, evidenceError(err)
+		}
+		return ResultToRPC(res)
+	})
+}

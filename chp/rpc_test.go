@@ -1,0 +1,98 @@
+package chp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/jsonrpc"
+)
+
+// TestRPCBinding serves the JSON-RPC binding and a direct capability method
+// on a real Unix socket.
+func TestRPCBinding(t *testing.T) {
+	b := fixtureBoundary(t, evidence.NewMemory())
+	m := jsonrpc.Map{}
+	for name, h := range b.RPCHandlers() {
+		m[name] = h
+	}
+	m["conformance.echo"] = b.DirectHandler()
+	m["conformance.risky"] = b.DirectHandler()
+	sock := filepath.Join(t.TempDir(), "chp.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := jsonrpc.NewServer(m, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	defer func() {
+		cancel()
+		sctx, c2 := context.WithTimeout(context.Background(), 2*time.Second)
+		defer c2()
+		_ = srv.Shutdown(sctx)
+		<-served
+	}()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := jsonrpc.NewClient(conn, nil)
+	defer cl.Close()
+
+	var res InvocationResult
+	if err := cl.Call(ctx, "chp.invoke", map[string]any{"capability_id": "conformance.risky", "correlation_id": "rpc-1"}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != OutcomeDenied || res.Denial.Code != CodePolicyBlocked {
+		t.Fatalf("chp.invoke: %+v", res)
+	}
+	// Direct call with correlation in params._meta; the Unix peer is bound as subject.
+	var data json.RawMessage
+	if err := cl.Call(ctx, "conformance.echo", map[string]any{"value": "hi", "_meta": map[string]any{"correlation_id": "rpc-1"}}, &data); err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != `{"echo":"hi"}` {
+		t.Fatalf("direct result %s", data)
+	}
+	err = cl.Call(ctx, "conformance.risky", map[string]any{"_meta": map[string]any{"correlation_id": "rpc-1"}}, &data)
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != RPCDenied {
+		t.Fatalf("direct denied call: %v", err)
+	}
+	var replay ReplayResult
+	if err := cl.Call(ctx, "chp.replay", map[string]any{"correlation_id": "rpc-1"}, &replay); err != nil {
+		t.Fatal(err)
+	}
+	if replay.EventCount < 5 {
+		t.Fatalf("replay has %d events", replay.EventCount)
+	}
+	var ev EvidenceEvent
+	_ = json.Unmarshal(replay.Events[len(replay.Events)-1], &ev)
+	if string(ev.Subject) == "" || !json.Valid(ev.Subject) {
+		t.Fatalf("subject %s", ev.Subject)
+	}
+	var v ChainVerification
+	if err := cl.Call(ctx, "chp.verify", map[string]any{"correlation_id": "rpc-1"}, &v); err != nil || !v.Valid {
+		t.Fatalf("chp.verify: %v %+v", err, v)
+	}
+	var bundle json.RawMessage
+	if err := cl.Call(ctx, "chp.export", map[string]any{"correlation_id": "rpc-1"}, &bundle); err != nil {
+		t.Fatal(err)
+	}
+	if vb, _ := VerifyBundle(bundle, nil); !vb.Valid {
+		t.Fatalf("exported bundle: %+v", vb)
+	}
+	if err := cl.Call(ctx, "chp.export", map[string]any{"correlation_id": "nope"}, &bundle); !errors.As(err, &rpcErr) || rpcErr.Code != RPCNoEvidence {
+		t.Fatalf("export of unknown correlation: %v", err)
+	}
+	if err := cl.Call(ctx, "chp.invoke", []int{1}, &res); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.InvalidParams {
+		t.Fatalf("malformed chp.invoke: %v", err)
+	}
+}
