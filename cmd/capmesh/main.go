@@ -19,9 +19,12 @@ import (
 	"syscall"
 )
 
-func main() {
+func main() { os.Exit(runMain()) }
+
+// runMain runs capmesh with the process's arguments and streams, with
+// SIGINT and SIGTERM cancelling the command's context.
+func runMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	defer stop()
+	return Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }

@@ -1,21 +1,21 @@
 package main
 
 import (
-	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"capmesh": func() {
-			os.Exit(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-		},
+		"capmesh": func() { os.Exit(runMain()) },
 	})
 }
 
@@ -33,6 +33,8 @@ func TestScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitcode,
+			"waitfor":  cmdWaitfor,
+			"freeport": cmdFreeport,
 		},
 	})
 }
@@ -56,4 +58,39 @@ func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
 	}
+}
+
+// cmdWaitfor waits (up to 20 s) until a path exists or, for a
+// "tcp:HOST:PORT" argument, until the port accepts connections. Scripts use
+// it to wait for a background server.
+func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitfor PATH|tcp:HOST:PORT")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if addr, ok := strings.CutPrefix(args[0], "tcp:"); ok {
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+				return
+			}
+		} else if _, err := os.Stat(ts.MkAbs(args[0])); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("%s did not appear within 20s", args[0])
+}
+
+// cmdFreeport sets the environment variable named by its argument to a TCP
+// port that is free on 127.0.0.1.
+func cmdFreeport(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport VAR")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	port := l.Addr().(*net.TCPAddr).Port
+	ts.Check(l.Close())
+	ts.Setenv(args[0], strconv.Itoa(port))
 }
