@@ -178,4 +178,3 @@ func (c *HTTPClient) Close() error {
 	c.hc.CloseIdleConnections()
 	return nil
 }
-
