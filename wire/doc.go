@@ -27,6 +27,7 @@
 //	                                         │
 //	                                         └─ SignedAnnouncement ──VerifyAnnouncement──▶ key, error
 //
-// The package does no I/O: callers bring the bytes (from a socket, a file or a
-// test) and the live observations.
+// Apart from [Inspect], which asks a live host through a jsonrpc.Caller and
+// feeds the answers to the functions above, the package does no I/O: callers
+// bring the bytes (from a socket, a file or a test) and the observations.
 package wire
