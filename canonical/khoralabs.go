@@ -175,36 +175,49 @@ func KhoralabsKeyOrder(obj []Member, order []int32) error {
 			return int(a) - int(c)
 		})
 	}
-	if len(rest) <= 16 {
-		for i := 1; i < len(rest); i++ {
-			x := rest[i]
-			j := i
-			for j > 0 && collate.Compare(obj[rest[j-1]].Key, obj[x].Key) > 0 {
+	for i := 1; i < len(idx); i++ {
+		if obj[idx[i-1]].Key == obj[idx[i]].Key {
+			return fmt.Errorf("%w %q", ErrDuplicateKey, obj[idx[i]].Key)
+		}
+	}
+	if len(rest) > 32 {
+		slices.SortStableFunc(rest, func(x, y int32) int { return collate.Compare(obj[x].Key, obj[y].Key) })
+		seen := make(map[string]struct{}, len(rest))
+		for _, x := range rest {
+			if _, dup := seen[obj[x].Key]; dup {
+				return fmt.Errorf("%w %q", ErrDuplicateKey, obj[x].Key)
+			}
+			seen[obj[x].Key] = struct{}{}
+		}
+		return nil
+	}
+	// Stable insertion sort. Identical keys collate equal, so a duplicate
+	// can only sit in the tie group the new key lands next to.
+	for i := 1; i < len(rest); i++ {
+		x := rest[i]
+		kx := obj[x].Key
+		j := i
+		for j > 0 {
+			c := collate.Compare(obj[rest[j-1]].Key, kx)
+			if c > 0 {
 				rest[j] = rest[j-1]
 				j--
+				continue
 			}
-			rest[j] = x
-		}
-	} else {
-		slices.SortStableFunc(rest, func(x, y int32) int { return collate.Compare(obj[x].Key, obj[y].Key) })
-	}
-	// Duplicates (hand-built trees only: Parse rejects them).
-	if n := len(obj); n <= 32 {
-		for p := 1; p < n; p++ {
-			for q := range p {
-				if obj[p].Key == obj[q].Key {
-					return fmt.Errorf("%w %q", ErrDuplicateKey, obj[p].Key)
+			if c == 0 {
+				for k := j - 1; k >= 0; k-- {
+					kk := obj[rest[k]].Key
+					if kk == kx {
+						return fmt.Errorf("%w %q", ErrDuplicateKey, kx)
+					}
+					if k < j-1 && collate.Compare(kk, kx) != 0 {
+						break
+					}
 				}
 			}
+			break
 		}
-	} else {
-		seen := make(map[string]struct{}, n)
-		for _, m := range obj {
-			if _, dup := seen[m.Key]; dup {
-				return fmt.Errorf("%w %q", ErrDuplicateKey, m.Key)
-			}
-			seen[m.Key] = struct{}{}
-		}
+		rest[j] = x
 	}
 	return nil
 }
@@ -213,7 +226,7 @@ func KhoralabsKeyOrder(obj []Member, order []int32) error {
 // decimal form of an integer 0 … 4294967294 (2³²−2) — and its value. Such
 // keys are listed first, in numeric order, by every JavaScript object.
 func ArrayIndex(key string) (uint32, bool) {
-	if len(key) == 0 || len(key) > 10 || (len(key) > 1 && key[0] == '0') {
+	if len(key) == 0 || key[0] > '9' || key[0] < '0' || len(key) > 10 || (len(key) > 1 && key[0] == '0') {
 		return 0, false
 	}
 	var n uint64
