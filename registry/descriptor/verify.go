@@ -3,8 +3,11 @@ package descriptor
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"filippo.io/edwards25519"
@@ -20,6 +23,9 @@ const DefaultSkew = 5 * time.Minute
 // crypto/ed25519 does not, and with the identity point as the key the
 // signature R=identity, S=0 verifies for every message).
 func DecodePublicKey(s string) (ed25519.PublicKey, error) {
+	if v, ok := keyCache.Load(s); ok {
+		return v.(ed25519.PublicKey), nil
+	}
 	b, err := base64.StdEncoding.Strict().DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("public key is not strict standard base64: %w", err)
@@ -30,8 +36,43 @@ func DecodePublicKey(s string) (ed25519.PublicKey, error) {
 	if err := checkPoint(b); err != nil {
 		return nil, fmt.Errorf("public key: %w", err)
 	}
+	if keyCacheLen.Add(1) > maxKeyCache {
+		keyCache.Clear()
+		keyCacheLen.Store(0)
+	}
+	keyCache.Store(s, ed25519.PublicKey(b))
 	return ed25519.PublicKey(b), nil
 }
+
+// keyCache remembers keys that passed the point checks (a decompression
+// costs about a third of a verification); a node re-registers under the
+// same key every refresh.
+var (
+	keyCache    sync.Map
+	keyCacheLen atomic.Int64
+)
+
+const maxKeyCache = 1 << 17
+
+// smallOrderR holds the canonical encodings of the 8 torsion points.
+var smallOrderR = func() map[[32]byte]bool {
+	// An order-8 point (the generator of the torsion subgroup).
+	g, _ := hex.DecodeString("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
+	p, err := new(edwards25519.Point).SetBytes(g)
+	if err != nil {
+		panic(err)
+	}
+	m := map[[32]byte]bool{}
+	q := edwards25519.NewIdentityPoint()
+	for i := 0; i < 8; i++ {
+		m[[32]byte(q.Bytes())] = true
+		q = new(edwards25519.Point).Add(q, p)
+	}
+	if len(m) != 8 {
+		panic("descriptor: torsion table")
+	}
+	return m
+}()
 
 var (
 	errSmallOrder   = errors.New("small-order point")
@@ -70,8 +111,12 @@ func VerifySignature(pubB64 string, msg []byte, sigB64 string) error {
 	if len(sig) != ed25519.SignatureSize {
 		return fmt.Errorf("signature is %d bytes, want %d", len(sig), ed25519.SignatureSize)
 	}
-	if err := checkPoint(sig[:32]); err != nil {
-		return fmt.Errorf("signature R: %w", err)
+	// R: crypto/ed25519 compares R byte-wise with a canonical encoding, so
+	// a non-canonical R already fails; libsodium also refuses the 8
+	// small-order R values, which a byte comparison finds without a point
+	// decompression.
+	if smallOrderR[[32]byte(sig[:32])] {
+		return fmt.Errorf("signature R: %w", errSmallOrder)
 	}
 	if !ed25519.Verify(pub, msg, sig) {
 		return errors.New("signature does not verify")
