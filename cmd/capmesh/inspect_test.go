@@ -19,7 +19,7 @@ import (
 	"github.com/capmesh/capmesh/wire"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite golden files")
+var updateGolden = flag.Bool("update-inspect", false, "rewrite the inspect golden files")
 
 // recorded reads the result of a recorded response from the shared
 // specification data beside the checkout (or $CAPMESH_SPEC_DIR), compacted
@@ -114,7 +114,7 @@ func TestInspectText(t *testing.T) {
 	}
 	want, err := os.ReadFile(golden)
 	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
+		t.Fatalf("%v (run with -update-inspect)", err)
 	}
 	if diff := cmp.Diff(string(want), out); diff != "" {
 		t.Errorf("inspect output (-want +got):\n%s", diff)
