@@ -1,0 +1,34 @@
+// Package fingerprint computes capability fingerprints identical to
+// @khoralabs/agent-capabilities: the 64-hex SHA-256 hashes of tools,
+// toolkits, dynamic toolkits, registered agents, runtimes, invocation
+// contexts and runtime tool bindings, plus capability links and their
+// diffs. A Go service that hashes a tool differently from the TypeScript
+// agent that declared it breaks every cache, audit trail and link between
+// them, so each payload builder follows the reference field for field —
+// including where its code differs from its own documentation
+// (shared/spec/hashing/HASHING.md records those places).
+//
+// Data flow: a declaration (Go structs, or JSON documents read with the
+// Decode functions) → a pre-hash payload (the *Payload functions, exported
+// for UIs and diffs) → the khoralabs canonical form of package canonical
+// (keys by ICU root collation, array-index keys first, JSON.stringify
+// strings and numbers) → SHA-256 → lowercase hex.
+//
+// Why not RFC 8785: the reference sorts keys with localeCompare, i.e. Node's
+// ICU collation ("_" < "-" < "0" < "a" < "A" < "b"), where JCS sorts by
+// UTF-16 code unit; a JavaScript object also lists array-index keys first
+// whatever the sort did; and JSON.stringify escapes lone surrogates that JCS
+// rejects. Only the number format is the same.
+//
+// Two tool hashes exist upstream and both are here: the static hash of a
+// tool() declaration (Tool.StaticHash, with policyBindings) and the hash of
+// an evaluated spec (ToolSpec.Hash, no policyBindings, instructions split
+// on "\n\n"), which is what tools under dynamic toolkits get; the wire form
+// (ToolSpecWire) additionally hashes an empty description as null.
+//
+// JavaScript values JSON cannot carry are written as single-key marker
+// objects: {"$undefined":true}, {"$function":"name"}, {"$symbol":"d"},
+// {"$date":"2024-01-02T03:04:05.000Z"}, {"$number":"-0"|"NaN"|"Infinity"},
+// {"$bigint":"1"}, {"$ancestor":n} (a cycle) and {"$literal":obj} to escape
+// an object that looks like a marker.
+package fingerprint
