@@ -75,39 +75,86 @@ type inbound struct {
 	err *Error
 }
 
-// decodeFrame splits one frame into requests. A frame is a single request
-// object or a batch array. perr is set when the frame is not JSON at all
-// (ParseError) or is an empty batch or neither object nor array
-// (InvalidRequest); the caller answers it with a single error and id null.
+// decodeFrame splits one frame into requests, validating it in the same
+// pass. A frame is a single request object or a batch array. perr is set
+// when the frame is not JSON at all (ParseError) or is an empty batch or
+// neither object nor array (InvalidRequest); the caller answers it with a
+// single error and id null.
 func decodeFrame(data []byte) (single inbound, batch []inbound, isBatch bool, perr *Error) {
-	i := skipSpace(data, 0)
-	end, err := scanValue(data, i, 0)
-	if err == nil {
-		if j := skipSpace(data, end); j != len(data) {
-			err = &syntaxError{"invalid character after top-level value", j}
-		}
-	}
-	if err != nil {
+	parseErr := func(err error) (inbound, []inbound, bool, *Error) {
 		return inbound{}, nil, false, Errorf(ParseError, "Parse error: %v", err)
+	}
+	trailing := func(end int) error {
+		if j := skipSpace(data, end); j != len(data) {
+			return &syntaxError{"invalid character after top-level value", j}
+		}
+		return nil
+	}
+	i := skipSpace(data, 0)
+	if i == len(data) {
+		return parseErr(&syntaxError{"unexpected end of input", i})
 	}
 	switch data[i] {
 	case '{':
-		return decodeRequest(data[i:end]), nil, false, nil
+		in, end, err := decodeObject(data, i)
+		if err == nil {
+			err = trailing(end)
+		}
+		if err != nil {
+			return parseErr(err)
+		}
+		return in, nil, false, nil
 	case '[':
 		j := skipSpace(data, i+1)
-		if data[j] == ']' {
+		if j < len(data) && data[j] == ']' {
+			if err := trailing(j + 1); err != nil {
+				return parseErr(err)
+			}
 			return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: empty batch")
 		}
 		for {
-			e, _ := scanValue(data, j, 1)
-			batch = append(batch, decodeRequest(data[j:e]))
-			j = skipSpace(data, e)
-			if data[j] == ']' {
-				return inbound{}, batch, true, nil
+			if j >= len(data) {
+				return parseErr(&syntaxError{"unexpected end of input in array", j})
 			}
-			j = skipSpace(data, j+1)
+			var in inbound
+			var end int
+			var err error
+			if data[j] == '{' {
+				in, end, err = decodeObject(data, j)
+			} else {
+				end, err = scanValue(data, j, 1)
+				if err == nil {
+					in = inbound{err: Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object, got %s", kindOf(data[j]))}
+				}
+			}
+			if err != nil {
+				return parseErr(err)
+			}
+			batch = append(batch, in)
+			j = skipSpace(data, end)
+			if j >= len(data) {
+				return parseErr(&syntaxError{"unexpected end of input in array", j})
+			}
+			switch data[j] {
+			case ',':
+				j = skipSpace(data, j+1)
+			case ']':
+				if err := trailing(j + 1); err != nil {
+					return parseErr(err)
+				}
+				return inbound{}, batch, true, nil
+			default:
+				return parseErr(&syntaxError{"expected ',' or ']' in array", j})
+			}
 		}
 	default:
+		end, err := scanValue(data, i, 0)
+		if err == nil {
+			err = trailing(end)
+		}
+		if err != nil {
+			return parseErr(err)
+		}
 		return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object or a batch array, got %s", kindOf(data[i]))
 	}
 }
@@ -129,11 +176,20 @@ func kindOf(c byte) string {
 	}
 }
 
-// decodeRequest decodes one validated JSON value as a request object.
+// decodeRequest decodes one already-validated JSON value as a request.
 func decodeRequest(v []byte) inbound {
 	if v[0] != '{' {
 		return inbound{err: Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object, got %s", kindOf(v[0]))}
 	}
+	in, _, _ := decodeObject(v, 0)
+	return in
+}
+
+// decodeObject validates the object starting at data[i] == '{' and decodes
+// it as a request, returning the offset just past it. A syntax error makes
+// the whole frame a parse error; a well-formed object that is not a valid
+// request yields an inbound carrying the InvalidRequest error.
+func decodeObject(data []byte, i int) (inbound, int, error) {
 	var (
 		in                          inbound
 		version, method             []byte
@@ -141,45 +197,69 @@ func decodeRequest(v []byte) inbound {
 		badParams                   string
 		versionEscaped, methodFound bool
 	)
-	i := skipSpace(v, 1)
-	for v[i] != '}' {
-		ks := i
-		ke, _ := scanString(v, i)
-		i = skipSpace(v, ke)
-		i = skipSpace(v, i+1) // ':'
-		vs := i
-		ve, _ := scanValue(v, vs, 1)
-		key := v[ks:ke]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(strconv.Quote(unquote(key)))
-		}
-		val := v[vs:ve]
-		switch string(key) {
-		case `"jsonrpc"`:
-			version = val
-			versionEscaped = bytes.IndexByte(val, '\\') >= 0
-		case `"method"`:
-			method, methodFound = val, true
-		case `"id"`:
-			switch val[0] {
-			case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-				in.req.ID, badID = json.RawMessage(val), false
-			default:
-				in.req.ID, badID = nil, true
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(data) || data[i] != '"' {
+				return in, i, &syntaxError{"expected string for object key", i}
 			}
-		case `"params"`:
-			switch val[0] {
-			case '{', '[':
-				in.req.Params, badParams = json.RawMessage(val), ""
-			case 'n': // null: treated as absent (see docs/DECISIONS.md)
-				in.req.Params, badParams = nil, ""
-			default:
-				badParams = kindOf(val[0])
+			ks := i
+			ke, err := scanString(data, i)
+			if err != nil {
+				return in, ke, err
 			}
-		}
-		i = skipSpace(v, ve)
-		if v[i] == ',' {
-			i = skipSpace(v, i+1)
+			i = skipSpace(data, ke)
+			if i >= len(data) || data[i] != ':' {
+				return in, i, &syntaxError{"expected ':' after object key", i}
+			}
+			vs := skipSpace(data, i+1)
+			ve, err := scanValue(data, vs, 1)
+			if err != nil {
+				return in, ve, err
+			}
+			key := data[ks+1 : ke-1]
+			if bytes.IndexByte(key, '\\') >= 0 {
+				key = []byte(unquote(data[ks:ke]))
+			}
+			val := data[vs:ve:ve]
+			switch string(key) {
+			case "jsonrpc":
+				version = val
+				versionEscaped = bytes.IndexByte(val, '\\') >= 0
+			case "method":
+				method, methodFound = val, true
+			case "id":
+				switch val[0] {
+				case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+					in.req.ID, badID = json.RawMessage(val), false
+				default:
+					in.req.ID, badID = nil, true
+				}
+			case "params":
+				switch val[0] {
+				case '{', '[':
+					in.req.Params, badParams = json.RawMessage(val), ""
+				case 'n': // null: treated as absent (see docs/DECISIONS.md)
+					in.req.Params, badParams = nil, ""
+				default:
+					badParams = kindOf(val[0])
+				}
+			}
+			i = skipSpace(data, ve)
+			if i >= len(data) {
+				return in, i, &syntaxError{"unexpected end of input in object", i}
+			}
+			if data[i] == ',' {
+				i = skipSpace(data, i+1)
+				continue
+			}
+			if data[i] != '}' {
+				return in, i, &syntaxError{"expected ',' or '}' in object", i}
+			}
+			i++
+			break
 		}
 	}
 	switch {
@@ -201,10 +281,10 @@ func decodeRequest(v []byte) inbound {
 	if in.err != nil && badID {
 		in.req.ID = nil
 	}
-	return in
+	return in, i, nil
 }
 
-// methodNames interns the method strings of recent requests so that the
+// unquoteMethod interns the method strings of recent requests so that the
 // common case (a handful of distinct methods) allocates nothing per call.
 func unquoteMethod(tok []byte) string {
 	if bytes.IndexByte(tok, '\\') >= 0 {

@@ -171,12 +171,28 @@ func scanNumber(data []byte, i int) (int, error) {
 	return i, nil
 }
 
+// plainStringByte marks the bytes that may appear in a JSON string as
+// themselves: everything but control characters, '"' and '\\'.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // scanString validates the string starting at data[i] == '"' and returns the
 // offset just past its closing quote.
 func scanString(data []byte, i int) (int, error) {
 	start := i
 	i++
 	for i < len(data) {
+		// Fast path: run over the bytes that need no attention.
+		for i < len(data) && plainStringByte[data[i]] {
+			i++
+		}
+		if i >= len(data) {
+			break
+		}
 		c := data[i]
 		switch {
 		case c == '"':

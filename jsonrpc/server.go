@@ -272,7 +272,12 @@ type serverConn struct {
 	nc     net.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
-	sem    chan struct{}
+	// inflight counts calls being handled or whose replies are not yet
+	// written; only the reader increments it, flushes decrement it, and
+	// room wakes a reader waiting for it to drop below the bound.
+	inflight atomic.Int32
+	maxIn    int32
+	room     chan struct{}
 	wg     sync.WaitGroup // handler goroutines
 	frame  Framing
 
@@ -297,7 +302,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	defer s.nconns.Add(-1)
 
 	peer := peerOf(nc)
-	c := &serverConn{s: s, nc: nc, sem: make(chan struct{}, s.opts.maxInFlight()), frame: s.opts.framing()}
+	c := &serverConn{s: s, nc: nc, maxIn: int32(s.opts.maxInFlight()), room: make(chan struct{}, 1), frame: s.opts.framing()}
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.WithValue(ctx, peerKey, &peer), notifierKey, Notifier(c)))
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -353,6 +358,7 @@ func (c *serverConn) abort() {
 }
 
 func (c *serverConn) readLoop(peer Peer) {
+	defer c.flushQueued()
 	s := c.s
 	max := s.opts.maxMessageBytes()
 	fr := c.frame.NewReader(c.nc, max)
@@ -363,8 +369,12 @@ func (c *serverConn) readLoop(peer Peer) {
 		if c.stopping.Load() {
 			return
 		}
-		if idle > 0 && fr.Buffered() == 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+		if fr.Buffered() == 0 {
+			// About to block for input: write what the reader queued.
+			c.flushQueued()
+			if idle > 0 {
+				_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+			}
 		}
 		line, err := fr.ReadFrame()
 		if err != nil {
@@ -373,12 +383,13 @@ func (c *serverConn) readLoop(peer Peer) {
 			case errors.As(err, &tl):
 				// Let earlier calls answer first, so that this reply is the
 				// last thing written before the half-close.
+				c.flushQueued()
 				c.wg.Wait()
 				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit; closing connection", tl.Limit), nil, 0)
 				c.lingerClose()
 				return
 			case isTimeout(err) && !c.stopping.Load():
-				if len(c.sem) > 0 {
+				if c.inflight.Load() > 0 {
 					continue // calls still in flight: not idle
 				}
 				s.log.Debug("jsonrpc: closing idle connection", "peer", peer.Addr, "transport", peer.Transport)
@@ -392,6 +403,7 @@ func (c *serverConn) readLoop(peer Peer) {
 			first = false
 			if gate != nil {
 				if e := gate(c.ctx, peer, line); e != nil {
+					c.flushQueued()
 					c.send(nil, e, nil, 0)
 					c.lingerClose()
 					return
@@ -402,7 +414,10 @@ func (c *serverConn) readLoop(peer Peer) {
 	}
 }
 
-// dispatch decodes one frame and starts its handlers.
+// dispatch decodes one frame and runs or starts its handlers. Replies the
+// reader produces itself (errors, inline handlers) are queued without a
+// write; readLoop writes them in one go before it next blocks, which is
+// what makes pipelined calls cheap.
 func (c *serverConn) dispatch(line []byte) {
 	// Handlers outlive the read buffer: decode a private copy, so ids and
 	// params can be handed out without further copying.
@@ -410,71 +425,142 @@ func (c *serverConn) dispatch(line []byte) {
 	copy(own, line)
 	single, batch, isBatch, perr := decodeFrame(own)
 	if perr != nil {
-		c.send(nil, perr, nil, 0)
+		c.queue(nil, perr, nil)
 		return
 	}
-	if !isBatch && single.err != nil {
-		c.send(single.req.ID, single.err, nil, 0)
-		return
-	}
-	c.sem <- struct{}{}
-	c.wg.Add(1)
-	if !isBatch {
+	if isBatch {
+		c.acquire()
+		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			result, e := c.s.call(c.ctx, &single.req)
-			if single.req.ID == nil {
-				c.send(nil, nil, nil, 1)
-				return
+			out := c.s.runBatch(c.ctx, batch)
+			c.wmu.Lock()
+			if out != nil {
+				c.pending = c.frame.AppendFrame(c.pending, out)
 			}
-			c.send(single.req.ID, e, result, 1)
+			c.slots++
+			c.flushLocked()
 		}()
 		return
 	}
+	if single.err != nil {
+		c.queue(single.req.ID, single.err, nil)
+		return
+	}
+	req := &single.req
+	h := c.s.assign.Assign(c.ctx, req.Method)
+	if h == nil {
+		if req.ID != nil {
+			c.queue(req.ID, methodNotFound(req.Method), nil)
+		}
+		return
+	}
+	if _, ok := h.(inlineHandler); ok {
+		result, e := c.s.run(c.ctx, h, req)
+		if req.ID != nil {
+			c.queue(req.ID, e, result)
+		}
+		return
+	}
+	c.acquire()
+	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		out := c.s.runBatch(c.ctx, batch)
-		if out == nil {
-			c.send(nil, nil, nil, 1)
-			return
+		result, e := c.s.run(c.ctx, h, req)
+		c.wmu.Lock()
+		if req.ID != nil {
+			c.appendLocked(req.ID, e, result)
 		}
-		c.sendRaw(out, 1)
+		c.slots++
+		c.flushLocked()
 	}()
 }
 
-// send queues a response (id with either e or result) and releases slots
-// in-flight slots once it is written. With neither e nor result it only
-// releases the slots (the reply to a notification).
-func (c *serverConn) send(id []byte, e *Error, result []byte, slots int) {
-	c.wmu.Lock()
-	if e != nil || result != nil {
-		if _, nl := c.frame.(newlineFraming); nl {
-			// Build the message in place: no intermediate buffer.
-			if e != nil {
-				c.pending = appendError(c.pending, id, e)
-			} else {
-				c.pending = appendResult(c.pending, id, result)
-			}
-			c.pending = append(c.pending, '\n')
-		} else {
-			var msg []byte
-			if e != nil {
-				msg = appendError(nil, id, e)
-			} else {
-				msg = appendResult(nil, id, result)
-			}
-			c.pending = c.frame.AppendFrame(c.pending, msg)
+// acquire takes an in-flight slot on the reader goroutine. When every slot
+// is taken — possibly by replies the reader queued itself and has not
+// written yet — it writes those first, then waits.
+func (c *serverConn) acquire() {
+	for c.inflight.Load() >= c.maxIn {
+		c.flushQueued()
+		if c.inflight.Load() < c.maxIn {
+			break
+		}
+		select {
+		case <-c.room:
+		case <-c.ctx.Done():
+			// The connection is being torn down; the write that would free a
+			// slot may never come.
+			c.inflight.Add(1)
+			return
 		}
 	}
+	c.inflight.Add(1)
+}
+
+// release frees n slots and wakes the reader if it waits for one.
+func (c *serverConn) release(n int) {
+	if n == 0 {
+		return
+	}
+	c.inflight.Add(-int32(n))
+	select {
+	case c.room <- struct{}{}:
+	default:
+	}
+}
+
+// queue appends a reply produced on the reader goroutine, holding a slot
+// until it is written, without writing it yet.
+func (c *serverConn) queue(id []byte, e *Error, result []byte) {
+	c.acquire()
+	c.wmu.Lock()
+	c.appendLocked(id, e, result)
+	c.slots++
+	c.wmu.Unlock()
+}
+
+// flushQueued writes the replies the reader queued. readLoop calls it
+// before it blocks for input.
+func (c *serverConn) flushQueued() {
+	c.wmu.Lock()
+	if len(c.pending) == 0 && c.slots == 0 {
+		c.wmu.Unlock()
+		return
+	}
+	c.flushLocked()
+}
+
+// send queues a reply and writes it at once (used for the last words on a
+// connection: oversize frames, a refused first message).
+func (c *serverConn) send(id []byte, e *Error, result []byte, slots int) {
+	c.wmu.Lock()
+	c.appendLocked(id, e, result)
 	c.slots += slots
 	c.flushLocked()
 }
 
-func (c *serverConn) sendRaw(msg []byte, slots int) {
-	c.wmu.Lock()
+// appendLocked frames one reply (id with either e or result) into pending.
+func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
+	if e == nil && result == nil {
+		return
+	}
+	if _, nl := c.frame.(newlineFraming); nl {
+		// Build the message in place: no intermediate buffer.
+		if e != nil {
+			c.pending = appendError(c.pending, id, e)
+		} else {
+			c.pending = appendResult(c.pending, id, result)
+		}
+		c.pending = append(c.pending, '\n')
+		return
+	}
+	var msg []byte
+	if e != nil {
+		msg = appendError(nil, id, e)
+	} else {
+		msg = appendResult(nil, id, result)
+	}
 	c.pending = c.frame.AppendFrame(c.pending, msg)
-	c.slots += slots
-	c.flushLocked()
 }
 
 // flushLocked writes everything pending unless another goroutine is
@@ -499,9 +585,7 @@ func (c *serverConn) flushLocked() {
 				c.abort()
 			}
 		}
-		for range n {
-			<-c.sem
-		}
+		c.release(n)
 		c.wmu.Lock()
 		if err != nil && c.werr == nil {
 			c.werr = err
@@ -551,8 +635,17 @@ var errSlowConsumer = errors.New("jsonrpc: slow consumer: peer is not reading; c
 func (s *Server) call(ctx context.Context, req *Request) (result []byte, e *Error) {
 	h := s.assign.Assign(ctx, req.Method)
 	if h == nil {
-		return nil, Errorf(MethodNotFound, "Method not found: %q", req.Method)
+		return nil, methodNotFound(req.Method)
 	}
+	return s.run(ctx, h, req)
+}
+
+func methodNotFound(method string) *Error {
+	return Errorf(MethodNotFound, "Method not found: %q", method)
+}
+
+// run calls h, recovering a panic as InternalError, and encodes its result.
+func (s *Server) run(ctx context.Context, h Handler, req *Request) (result []byte, e *Error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("jsonrpc: handler panicked", "method", req.Method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
