@@ -278,8 +278,8 @@ type serverConn struct {
 	inflight atomic.Int32
 	maxIn    int32
 	room     chan struct{}
-	wg     sync.WaitGroup // handler goroutines
-	frame  Framing
+	wg       sync.WaitGroup // handler goroutines
+	frame    Framing
 
 	wmu      sync.Mutex
 	pending  []byte // framed responses not yet written

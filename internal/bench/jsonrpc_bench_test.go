@@ -320,4 +320,3 @@ func benchConns(b *testing.B, l net.Listener, n int) {
 	}
 	reportRate(b, start)
 }
-
