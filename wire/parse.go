@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 )
@@ -234,83 +235,66 @@ func Parse(result json.RawMessage, opts ...ParseOption) (*Capabilities, error) {
 		return nil, fmt.Errorf("parse capabilities: unknown order %d", int(cfg.order))
 	}
 	trimmed := bytes.TrimSpace(result)
-	if !json.Valid(trimmed) {
-		var v any
-		err := json.Unmarshal(trimmed, &v)
-		return nil, fmt.Errorf("parse capabilities: invalid JSON: %w", err)
-	}
 	p := &parser{c: &Capabilities{}}
 	switch {
 	case len(trimmed) > 0 && trimmed[0] == '[':
-		var arr []json.RawMessage
-		if err := json.Unmarshal(trimmed, &arr); err != nil {
+		var arr []any
+		if err := decode(trimmed, &arr); err != nil {
 			return nil, fmt.Errorf("parse capabilities: %w", err)
 		}
-		p.array = arr
-		p.isArray = true
+		p.array, p.isArray = arr, true
 	case len(trimmed) > 0 && trimmed[0] == '{':
-		members, err := objectMembers(trimmed)
-		if err != nil {
+		if err := json.Unmarshal(trimmed, &p.raw); err != nil {
 			return nil, fmt.Errorf("parse capabilities: %w", err)
 		}
-		p.members = members
 		p.c.Envelope.Object = true
-		p.index()
+		p.vals = make(map[string]any, len(p.raw))
+		for k, v := range p.raw {
+			if !knownMembers[k] {
+				if p.c.Extra == nil {
+					p.c.Extra = map[string]json.RawMessage{}
+				}
+				p.c.Extra[k] = v
+			}
+		}
 	default:
-		return nil, fmt.Errorf("parse capabilities: %w (got %s)", ErrNotCapabilities, jsonKind(trimmed))
+		var v any
+		if err := json.Unmarshal(trimmed, &v); err != nil {
+			return nil, fmt.Errorf("parse capabilities: invalid JSON: %w", err)
+		}
+		return nil, fmt.Errorf("parse capabilities: %w (got %s)", ErrNotCapabilities, kindOf(v))
 	}
 	p.run(seq)
 	return p.c, nil
 }
 
-// member is one name/value pair of a JSON object, in input order.
-type member struct {
-	key string
-	raw json.RawMessage
-}
-
-// objectMembers splits a JSON object into its members, keeping their order.
-func objectMembers(obj []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
+// decode unmarshals JSON keeping numbers as json.Number, so that integers
+// such as memory_bytes stay exact.
+func decode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	if _, err := dec.Token(); err != nil { // {
-		return nil, err
+	if err := dec.Decode(v); err != nil {
+		return err
 	}
-	var out []member
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, ok := t.(string)
-		if !ok {
-			return nil, fmt.Errorf("object key is %T", t)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		out = append(out, member{key: key, raw: raw})
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("invalid JSON: data after the top-level value")
 	}
-	return out, nil
+	return nil
 }
 
-// jsonKind names the JSON type of a valid JSON text.
-func jsonKind(b []byte) string {
-	if len(b) == 0 {
-		return "nothing"
-	}
-	switch b[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
+// kindOf names the JSON type of a decoded value.
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
 		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
 	}
 	return "a number"
 }
@@ -318,9 +302,17 @@ func jsonKind(b []byte) string {
 type parser struct {
 	c       *Capabilities
 	isArray bool
-	array   []json.RawMessage
-	members []member
-	byKey   map[string]json.RawMessage
+	array   []any
+	raw     map[string]json.RawMessage // the result's members, as sent
+	vals    map[string]any             // members decoded so far
+	names   map[string]nameList        // name lists read so far, by member
+}
+
+// nameList is an array of names read from one member.
+type nameList struct {
+	names            []string
+	objects, invalid int
+	isArray          bool
 }
 
 // knownMembers are the result members the standard (or a format A-E)
@@ -336,31 +328,34 @@ func (p *parser) dev(field, format string, args ...any) {
 	p.c.Deviations = append(p.c.Deviations, Deviation{Field: field, Detail: fmt.Sprintf(format, args...)})
 }
 
-// index builds the key lookup (the last of duplicate keys wins, as in
-// encoding/json and serde_json) and fills Extra.
-func (p *parser) index() {
-	p.byKey = make(map[string]json.RawMessage, len(p.members))
-	for _, m := range p.members {
-		if _, dup := p.byKey[m.key]; dup {
-			p.dev(m.key, "member appears more than once; the last one is used")
-		}
-		p.byKey[m.key] = m.raw
-		if !knownMembers[m.key] {
-			if p.c.Extra == nil {
-				p.c.Extra = map[string]json.RawMessage{}
-			}
-			p.c.Extra[m.key] = m.raw
-		}
+// get returns a member, decoded, unless it is absent or null. Each member
+// is decoded once.
+func (p *parser) get(key string) (any, bool) {
+	if v, ok := p.vals[key]; ok {
+		return v, v != nil
 	}
-}
-
-// get returns a member unless it is absent or null.
-func (p *parser) get(key string) (json.RawMessage, bool) {
-	raw, ok := p.byKey[key]
-	if !ok || string(raw) == "null" {
+	raw, ok := p.raw[key]
+	if !ok {
 		return nil, false
 	}
-	return raw, true
+	var v any
+	_ = decode(raw, &v) // raw is valid JSON: it came out of json.Unmarshal
+	p.vals[key] = v
+	return v, v != nil
+}
+
+// memberNames reads a member as an array of names, once.
+func (p *parser) memberNames(key string) nameList {
+	if l, ok := p.names[key]; ok {
+		return l
+	}
+	v, _ := p.get(key)
+	l := namesOf(v)
+	if p.names == nil {
+		p.names = map[string]nameList{}
+	}
+	p.names[key] = l
+	return l
 }
 
 func (p *parser) run(seq []Source) {
@@ -414,61 +409,55 @@ func (p *parser) envelopeStrings() {
 		{"primal", &p.c.Primal, &p.c.Envelope.Primal},
 		{"version", &p.c.Version, &p.c.Envelope.Version},
 	} {
-		raw, ok := p.get(f.key)
+		v, ok := p.get(f.key)
 		if !ok {
 			continue
 		}
-		if err := json.Unmarshal(raw, f.dst); err != nil {
+		s, isStr := v.(string)
+		if !isStr {
 			*f.state = Malformed
-			p.dev(f.key, "is %s, want a string", jsonKind(raw))
+			p.dev(f.key, "is %s, want a string", kindOf(v))
 			continue
 		}
-		*f.state = Present
+		*f.dst, *f.state = s, Present
 	}
 }
 
-// names reads an array of names: strings, or objects carrying the name in
-// "name" or "method". It returns the names in order and counts the entries
-// given as objects and the entries it had to skip.
-func names(raw json.RawMessage) (out []string, objects, invalid int, ok bool) {
-	var arr []json.RawMessage
-	if err := json.Unmarshal(raw, &arr); err != nil {
-		return nil, 0, 0, false
+// namesOf reads an array of names: strings, or objects carrying the name
+// in "name" or "method". It counts the entries given as objects and those
+// it had to skip; isArray is false when v is not an array.
+func namesOf(v any) nameList {
+	arr, ok := v.([]any)
+	if !ok {
+		return nameList{}
 	}
-	out, objects, invalid = namesOf(arr)
-	return out, objects, invalid, true
-}
-
-// namesOf is names for an already split array.
-func namesOf(arr []json.RawMessage) (out []string, objects, invalid int) {
+	l := nameList{isArray: true, names: make([]string, 0, len(arr))}
 	for _, e := range arr {
-		var s string
-		if json.Unmarshal(e, &s) == nil {
-			out = append(out, s)
+		if s, ok := e.(string); ok {
+			l.names = append(l.names, s)
 			continue
 		}
 		if n, isObj := nameOfObject(e); isObj {
-			objects++
+			l.objects++
 			if n != "" {
-				out = append(out, n)
+				l.names = append(l.names, n)
 				continue
 			}
 		}
-		invalid++
+		l.invalid++
 	}
-	return out, objects, invalid
+	return l
 }
 
 // nameOfObject returns the "name" (else "method") string member of an
 // object entry; isObj is false when e is not an object.
-func nameOfObject(e json.RawMessage) (name string, isObj bool) {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(e, &obj) != nil {
+func nameOfObject(e any) (name string, isObj bool) {
+	obj, ok := e.(map[string]any)
+	if !ok {
 		return "", false
 	}
 	for _, k := range []string{"name", "method"} {
-		var s string
-		if raw, ok := obj[k]; ok && json.Unmarshal(raw, &s) == nil && s != "" {
+		if s, ok := obj[k].(string); ok && s != "" {
 			return s, true
 		}
 	}
@@ -477,27 +466,27 @@ func nameOfObject(e json.RawMessage) (name string, isObj bool) {
 
 // readMethodsField records the shape of the methods member.
 func (p *parser) readMethodsField() {
-	raw, ok := p.get("methods")
+	v, ok := p.get("methods")
 	if !ok {
 		return
 	}
-	strs, objects, invalid, isArr := names(raw)
-	if !isArr {
+	l := p.memberNames("methods")
+	if !l.isArray {
 		p.c.Envelope.Methods = Malformed
-		p.dev("methods", "is %s, want an array of strings", jsonKind(raw))
+		p.dev("methods", "is %s, want an array of strings", kindOf(v))
 		return
 	}
 	p.c.Envelope.Methods = Present
-	p.c.Envelope.MethodObjects = objects
-	p.c.Envelope.MethodInvalid = invalid
-	if objects > 0 {
-		p.dev("methods", "%d entries are objects, not strings (methods-as-objects)", objects)
+	p.c.Envelope.MethodObjects = l.objects
+	p.c.Envelope.MethodInvalid = l.invalid
+	p.c.Envelope.MethodNames = l.names
+	if l.objects > 0 {
+		p.dev("methods", "%d entries are objects, not strings (methods-as-objects)", l.objects)
 	}
-	if invalid > 0 {
-		p.dev("methods", "%d entries are neither strings nor objects with a name; skipped", invalid)
+	if l.invalid > 0 {
+		p.dev("methods", "%d entries are neither strings nor objects with a name; skipped", l.invalid)
 	}
-	p.c.Envelope.MethodNames = strs
-	if d := duplicates(strs); len(d) > 0 {
+	if d := duplicates(l.names); len(d) > 0 {
 		p.dev("methods", "duplicate entries %s", listSome(d, 5))
 	}
 }
@@ -507,11 +496,8 @@ func (p *parser) readMethodsField() {
 func (p *parser) advertised() map[string]bool {
 	set := map[string]bool{}
 	for _, key := range []string{"methods", "capabilities"} {
-		if raw, ok := p.get(key); ok {
-			ns, _, _, _ := names(raw)
-			for _, n := range ns {
-				set[n] = true
-			}
+		for _, n := range p.memberNames(key).names {
+			set[n] = true
 		}
 	}
 	return set
@@ -525,45 +511,47 @@ type rawGroup struct {
 
 // readGroups reads provided_capabilities into Groups.
 func (p *parser) readGroups() {
-	raw, ok := p.get("provided_capabilities")
+	v, ok := p.get("provided_capabilities")
 	if !ok {
 		return
 	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal(raw, &arr); err != nil {
+	arr, ok := v.([]any)
+	if !ok {
 		p.c.Envelope.ProvidedCapabilities = Malformed
-		p.dev("provided_capabilities", "is %s, want an array of {type, methods}", jsonKind(raw))
+		p.dev("provided_capabilities", "is %s, want an array of {type, methods}", kindOf(v))
 		return
 	}
 	p.c.Envelope.ProvidedCapabilities = Present
 	var groups []rawGroup
 	for i, e := range arr {
 		field := fmt.Sprintf("provided_capabilities[%d]", i)
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(e, &obj) != nil {
-			p.dev(field, "is %s, want an object {type, methods}", jsonKind(e))
+		obj, ok := e.(map[string]any)
+		if !ok {
+			p.dev(field, "is %s, want an object {type, methods}", kindOf(e))
 			continue
 		}
 		var g rawGroup
-		if r, ok := obj["type"]; !ok || json.Unmarshal(r, &g.typ) != nil || g.typ == "" {
+		if t, ok := obj["type"].(string); ok && t != "" {
+			g.typ = t
+		} else {
 			p.dev(field+".type", "missing or not a non-empty string")
 		}
-		_ = json.Unmarshal(obj["version"], &g.version)
-		_ = json.Unmarshal(obj["description"], &g.description)
-		if r, ok := obj["methods"]; ok && string(r) != "null" {
-			ms, objects, invalid, isArr := names(r)
+		g.version, _ = obj["version"].(string)
+		g.description, _ = obj["description"].(string)
+		if m := obj["methods"]; m != nil {
+			l := namesOf(m)
 			switch {
-			case !isArr:
-				p.dev(field+".methods", "is %s, want an array of strings", jsonKind(r))
+			case !l.isArray:
+				p.dev(field+".methods", "is %s, want an array of strings", kindOf(m))
 			default:
-				if objects > 0 {
-					p.dev(field+".methods", "%d entries are objects, not strings", objects)
+				if l.objects > 0 {
+					p.dev(field+".methods", "%d entries are objects, not strings", l.objects)
 				}
-				if invalid > 0 {
-					p.dev(field+".methods", "%d entries skipped (neither strings nor named objects)", invalid)
+				if l.invalid > 0 {
+					p.dev(field+".methods", "%d entries skipped (neither strings nor named objects)", l.invalid)
 				}
 			}
-			g.methods = ms
+			g.methods = l.names
 		} else {
 			p.dev(field+".methods", "missing")
 		}
@@ -647,45 +635,37 @@ func (p *parser) qualifyGroups(groups []rawGroup) {
 
 // readConsumed reads consumed_capabilities, strings or objects.
 func (p *parser) readConsumed() {
-	raw, ok := p.get("consumed_capabilities")
+	v, ok := p.get("consumed_capabilities")
 	if !ok {
 		return
 	}
-	var arr []json.RawMessage
-	if err := json.Unmarshal(raw, &arr); err != nil {
+	arr, ok := v.([]any)
+	if !ok {
 		p.c.Envelope.ConsumedCapabilities = Malformed
-		p.dev("consumed_capabilities", "is %s, want an array of method names", jsonKind(raw))
+		p.dev("consumed_capabilities", "is %s, want an array of method names", kindOf(v))
 		return
 	}
 	p.c.Envelope.ConsumedCapabilities = Present
 	objects := 0
 	var tokens []string
 	for i, e := range arr {
-		var s string
-		if json.Unmarshal(e, &s) == nil {
+		if s, ok := e.(string); ok {
 			p.c.Consumed = append(p.c.Consumed, Consumed{Name: s})
 			if checkMethodName(s) != nil {
 				tokens = append(tokens, s)
 			}
 			continue
 		}
-		var obj struct {
-			Type       *string `json:"type"`
-			Name       *string `json:"name"`
-			Method     *string `json:"method"`
-			Capability *string `json:"capability"`
-			Reason     string  `json:"reason"`
-			Required   *bool   `json:"required"`
-		}
-		if json.Unmarshal(e, &obj) != nil {
-			p.dev(fmt.Sprintf("consumed_capabilities[%d]", i), "is %s; skipped", jsonKind(e))
+		obj, ok := e.(map[string]any)
+		if !ok {
+			p.dev(fmt.Sprintf("consumed_capabilities[%d]", i), "is %s; skipped", kindOf(e))
 			continue
 		}
 		objects++
 		name := ""
-		for _, n := range []*string{obj.Method, obj.Name, obj.Capability, obj.Type} {
-			if n != nil && *n != "" {
-				name = *n
+		for _, k := range []string{"method", "name", "capability", "type"} {
+			if n, ok := obj[k].(string); ok && n != "" {
+				name = n
 				break
 			}
 		}
@@ -693,7 +673,12 @@ func (p *parser) readConsumed() {
 			p.dev(fmt.Sprintf("consumed_capabilities[%d]", i), "object without type, name, method or capability; skipped")
 			continue
 		}
-		p.c.Consumed = append(p.c.Consumed, Consumed{Name: name, Reason: obj.Reason, Required: obj.Required})
+		cc := Consumed{Name: name}
+		cc.Reason, _ = obj["reason"].(string)
+		if b, ok := obj["required"].(bool); ok {
+			cc.Required = &b
+		}
+		p.c.Consumed = append(p.c.Consumed, cc)
 		if checkMethodName(name) != nil {
 			tokens = append(tokens, name)
 		}
@@ -708,45 +693,53 @@ func (p *parser) readConsumed() {
 
 // readCosts reads cost_estimates leniently, field by field.
 func (p *parser) readCosts() {
-	raw, ok := p.get("cost_estimates")
+	v, ok := p.get("cost_estimates")
 	if !ok {
 		return
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
+	obj, ok := v.(map[string]any)
+	if !ok {
 		p.c.Envelope.CostEstimates = Malformed
-		p.dev("cost_estimates", "is %s, want an object {method: {cpu, latency_ms}}", jsonKind(raw))
+		p.dev("cost_estimates", "is %s, want an object {method: {cpu, latency_ms}}", kindOf(v))
 		return
 	}
 	p.c.Envelope.CostEstimates = Present
 	p.c.CostEstimates = make(map[string]CostEstimate, len(obj))
 	for _, method := range sortedKeys(obj) {
-		e := obj[method]
 		field := "cost_estimates." + method
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(e, &fields) != nil {
-			p.dev(field, "is %s, want an object", jsonKind(e))
+		fields, ok := obj[method].(map[string]any)
+		if !ok {
+			p.dev(field, "is %s, want an object", kindOf(obj[method]))
 			continue
 		}
 		var ce CostEstimate
-		if r, ok := fields["cpu"]; ok && json.Unmarshal(r, &ce.CPU) != nil {
-			p.dev(field+".cpu", "is %s, want a string", jsonKind(r))
-		}
-		if r, ok := fields["latency_ms"]; ok && json.Unmarshal(r, &ce.LatencyMS) != nil {
-			p.dev(field+".latency_ms", "is %s, want a number", jsonKind(r))
-		}
-		if r, ok := fields["memory_bytes"]; ok && string(r) != "null" {
-			var n int64
-			if json.Unmarshal(r, &n) != nil {
-				p.dev(field+".memory_bytes", "is not an integer")
-			} else {
-				ce.MemoryBytes = &n
+		if r, ok := fields["cpu"]; ok {
+			if ce.CPU, ok = r.(string); !ok {
+				p.dev(field+".cpu", "is %s, want a string", kindOf(r))
 			}
 		}
-		if r, ok := fields["gpu_eligible"]; ok && string(r) != "null" {
-			var b bool
-			if json.Unmarshal(r, &b) != nil {
-				p.dev(field+".gpu_eligible", "is %s, want a boolean", jsonKind(r))
+		if r, ok := fields["latency_ms"]; ok {
+			n, isNum := r.(json.Number)
+			f, err := n.Float64()
+			if !isNum || err != nil {
+				p.dev(field+".latency_ms", "is %s, want a number", kindOf(r))
+			} else {
+				ce.LatencyMS = f
+			}
+		}
+		if r, ok := fields["memory_bytes"]; ok && r != nil {
+			n, isNum := r.(json.Number)
+			i, err := n.Int64()
+			if !isNum || err != nil {
+				p.dev(field+".memory_bytes", "is not an integer")
+			} else {
+				ce.MemoryBytes = &i
+			}
+		}
+		if r, ok := fields["gpu_eligible"]; ok && r != nil {
+			b, isBool := r.(bool)
+			if !isBool {
+				p.dev(field+".gpu_eligible", "is %s, want a boolean", kindOf(r))
 			} else {
 				ce.GPUEligible = &b
 			}
@@ -757,63 +750,64 @@ func (p *parser) readCosts() {
 
 // readDeps reads operation_dependencies.
 func (p *parser) readDeps() {
-	raw, ok := p.get("operation_dependencies")
+	v, ok := p.get("operation_dependencies")
 	if !ok {
 		return
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
+	obj, ok := v.(map[string]any)
+	if !ok {
 		p.c.Envelope.OperationDependencies = Malformed
-		p.dev("operation_dependencies", "is %s, want an object {method: [prerequisites]}", jsonKind(raw))
+		p.dev("operation_dependencies", "is %s, want an object {method: [prerequisites]}", kindOf(v))
 		return
 	}
 	p.c.Envelope.OperationDependencies = Present
 	p.c.OperationDependencies = make(map[string][]string, len(obj))
 	for _, method := range sortedKeys(obj) {
-		e := obj[method]
-		deps, _, invalid, isArr := names(e)
-		if !isArr {
-			p.dev("operation_dependencies."+method, "is %s, want an array of method names", jsonKind(e))
+		l := namesOf(obj[method])
+		if !l.isArray {
+			p.dev("operation_dependencies."+method, "is %s, want an array of method names", kindOf(obj[method]))
 			continue
 		}
-		if invalid > 0 {
-			p.dev("operation_dependencies."+method, "%d entries skipped", invalid)
+		if l.invalid > 0 {
+			p.dev("operation_dependencies."+method, "%d entries skipped", l.invalid)
 		}
-		if deps == nil {
-			deps = []string{}
-		}
-		p.c.OperationDependencies[method] = deps
+		p.c.OperationDependencies[method] = l.names
 	}
 }
 
 // readTransport reads protocol and transport.
 func (p *parser) readTransport() {
-	if raw, ok := p.get("protocol"); ok {
-		if json.Unmarshal(raw, &p.c.Protocol) != nil {
-			p.dev("protocol", "is %s, want a string", jsonKind(raw))
-		} else if p.c.Protocol != Protocol {
-			p.dev("protocol", "is %q, the standard's value is %q", p.c.Protocol, Protocol)
+	if v, ok := p.get("protocol"); ok {
+		s, isStr := v.(string)
+		switch {
+		case !isStr:
+			p.dev("protocol", "is %s, want a string", kindOf(v))
+		case s != Protocol:
+			p.c.Protocol = s
+			p.dev("protocol", "is %q, the standard's value is %q", s, Protocol)
+		default:
+			p.c.Protocol = s
 		}
 	}
-	if raw, ok := p.get("transport"); ok {
-		var one string
-		if json.Unmarshal(raw, &one) == nil {
+	if v, ok := p.get("transport"); ok {
+		if one, isStr := v.(string); isStr {
 			p.c.Transport = []string{one}
 			p.dev("transport", "is a string, want an array of strings")
-		} else if ts, _, invalid, isArr := names(raw); isArr {
-			p.c.Transport = ts
-			if invalid > 0 {
-				p.dev("transport", "%d entries are not strings; skipped", invalid)
+		} else if l := namesOf(v); l.isArray {
+			p.c.Transport = l.names
+			if l.invalid+l.objects > 0 {
+				p.dev("transport", "%d entries are not strings", l.invalid+l.objects)
 			}
 		} else {
-			p.dev("transport", "is %s, want an array of strings", jsonKind(raw))
+			p.dev("transport", "is %s, want an array of strings", kindOf(v))
 		}
 	}
 }
 
-// readSigned reads signed_announcement and transport_security.
+// readSigned reads signed_announcement and transport_security with
+// encoding/json's strict typing: a wrong type in either makes it unusable.
 func (p *parser) readSigned() {
-	if raw, ok := p.get("signed_announcement"); ok {
+	if raw, ok := p.raw["signed_announcement"]; ok && string(raw) != "null" {
 		var sa SignedAnnouncement
 		if err := json.Unmarshal(raw, &sa); err != nil {
 			p.dev("signed_announcement", "malformed: %v", err)
@@ -821,7 +815,7 @@ func (p *parser) readSigned() {
 			p.c.SignedAnnouncement = &sa
 		}
 	}
-	if raw, ok := p.get("transport_security"); ok {
+	if raw, ok := p.raw["transport_security"]; ok && string(raw) != "null" {
 		var ts TransportSecurity
 		if err := json.Unmarshal(raw, &ts); err != nil {
 			p.dev("transport_security", "malformed: %v", err)
@@ -834,13 +828,8 @@ func (p *parser) readSigned() {
 // compareCapabilitiesAndMethods notes when capabilities and methods, both
 // present, disagree (loamSpine lists domain tokens in capabilities).
 func (p *parser) compareCapabilitiesAndMethods() {
-	rawM, okM := p.get("methods")
-	rawC, okC := p.get("capabilities")
-	if !okM || !okC {
-		return
-	}
-	ms, _, _, _ := names(rawM)
-	cs, _, _, _ := names(rawC)
+	ms := p.memberNames("methods").names
+	cs := p.memberNames("capabilities").names
 	if len(ms) == 0 || len(cs) == 0 {
 		return
 	}
@@ -854,32 +843,22 @@ func (p *parser) compareCapabilitiesAndMethods() {
 }
 
 // extract returns the names one source yields (nil when none). For
-// provided_capabilities it also records the group types in types.
+// provided_capabilities it also records the group types in types. Object
+// keys (semantic_mappings, the key fallback) come in sorted order, as
+// serde_json — and so biomeOS and primalSpring — produce them.
 func (p *parser) extract(s Source, types map[string]bool) []string {
 	if p.isArray {
 		if s != SourceArray {
 			return nil
 		}
-		out, _, _ := namesOf(p.array)
-		return out
+		return namesOf(p.array).names
 	}
 	switch s {
 	case SourceMethods, SourceCapabilities:
-		raw, ok := p.get(string(s))
-		if !ok {
-			return nil
-		}
-		out, _, _, _ := names(raw)
-		return out
+		return p.memberNames(string(s)).names
 	case SourceMethodInfo:
-		raw, ok := p.get("method_info")
-		if !ok {
-			return nil
-		}
-		var arr []json.RawMessage
-		if json.Unmarshal(raw, &arr) != nil {
-			return nil
-		}
+		v, _ := p.get("method_info")
+		arr, _ := v.([]any)
 		var out []string
 		for _, e := range arr {
 			if n, _ := nameOfObject(e); n != "" {
@@ -888,26 +867,17 @@ func (p *parser) extract(s Source, types map[string]bool) []string {
 		}
 		return out
 	case SourceSemanticMappings:
-		raw, ok := p.get("semantic_mappings")
-		if !ok || len(raw) == 0 || raw[0] != '{' {
-			return nil
-		}
-		domains, err := objectMembers(raw)
-		if err != nil {
-			return nil
-		}
+		v, _ := p.get("semantic_mappings")
+		domains, _ := v.(map[string]any)
 		var out []string
-		for _, d := range domains {
-			if len(d.raw) > 0 && d.raw[0] == '{' {
-				verbs, err := objectMembers(d.raw)
-				if err == nil {
-					for _, v := range verbs {
-						out = append(out, d.key+"."+v.key)
-					}
-					continue
+		for _, d := range sortedKeys(domains) {
+			if verbs, ok := domains[d].(map[string]any); ok {
+				for _, verb := range sortedKeys(verbs) {
+					out = append(out, d+"."+verb)
 				}
+				continue
 			}
-			out = append(out, d.key)
+			out = append(out, d)
 		}
 		return out
 	case SourceProvidedCapabilities:
@@ -921,11 +891,7 @@ func (p *parser) extract(s Source, types map[string]bool) []string {
 		}
 		return out
 	case SourceObjectKeys:
-		var out []string
-		for _, m := range p.members {
-			out = append(out, m.key)
-		}
-		return out
+		return sortedKeys(p.raw)
 	}
 	return nil
 }

@@ -45,3 +45,15 @@ func resultOf(t testing.TB, response []byte) json.RawMessage {
 	}
 	return resp.Result
 }
+
+// specDirOrEmpty is specDir for callers that can do without the data.
+func specDirOrEmpty() string {
+	dir := os.Getenv("CAPMESH_SPEC_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "spec")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ecoprimals")); err != nil {
+		return ""
+	}
+	return dir
+}

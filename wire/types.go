@@ -178,28 +178,28 @@ type Identity struct {
 // result that is not an object, or whose primal or version is not a
 // string, is an error.
 func ParseIdentity(result json.RawMessage) (Identity, error) {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(result, &raw); err != nil || raw == nil {
-		return Identity{}, fmt.Errorf("identity.get result is %s, want an object {primal, version}", jsonKind(trimJSON(result)))
+	var v any
+	if err := json.Unmarshal(result, &v); err != nil {
+		return Identity{}, fmt.Errorf("identity.get result: %w", err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return Identity{}, fmt.Errorf("identity.get result is %s, want an object {primal, version}", kindOf(v))
 	}
 	var id Identity
 	for _, f := range []struct {
 		key string
 		dst *string
 	}{{"primal", &id.Primal}, {"version", &id.Version}, {"domain", &id.Domain}, {"license", &id.License}} {
-		v, ok := raw[f.key]
-		if !ok || string(v) == "null" {
-			continue
-		}
-		if err := json.Unmarshal(v, f.dst); err != nil {
-			return Identity{}, fmt.Errorf("identity.get %s is %s, want a string", f.key, jsonKind(trimJSON(v)))
+		switch x := obj[f.key].(type) {
+		case nil:
+		case string:
+			*f.dst = x
+		default:
+			return Identity{}, fmt.Errorf("identity.get %s is %s, want a string", f.key, kindOf(x))
 		}
 	}
 	return id, nil
-}
-
-func trimJSON(b []byte) []byte {
-	return []byte(strings.TrimSpace(string(b)))
 }
 
 // TransportSecurity is the transport_security object (TS-01): whether a BTSP
