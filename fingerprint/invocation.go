@@ -60,21 +60,19 @@ func NormalizeInvocationContext(v canonical.Value, allowlist []string) (canonica
 }
 
 type normalizer struct {
-	root canonical.Value
-	// onPath counts how deep the root object is re-entered through
-	// {"$ancestor"} references: the reference only puts objects it is
-	// inside of (not the root) on its visit stack.
-	depth int
+	root  canonical.Value
+	depth int // recursion guard for cycles through arrays
 }
 
 // value normalizes x found at path; ancestors are the enclosing containers
-// (outermost first), which {"$ancestor": n} markers refer to. onPath lists
-// which of them are on the reference's visit stack.
+// (outermost first), which {"$ancestor": n} markers refer to.
 func (n *normalizer) value(x canonical.Value, path string, ancestors []canonical.Value) (canonical.Value, bool, error) {
-	return n.valueOn(x, path, ancestors, make([]bool, len(ancestors)))
+	return n.valueOn(x, path, ancestors, map[*canonical.Member]bool{})
 }
 
-func (n *normalizer) valueOn(x canonical.Value, path string, anc []canonical.Value, onPath []bool) (canonical.Value, bool, error) {
+// valueOn is normalizeValue. visiting holds the objects on the reference's
+// visit stack (every object being walked except the root), by identity.
+func (n *normalizer) valueOn(x canonical.Value, path string, anc []canonical.Value, visiting map[*canonical.Member]bool) (canonical.Value, bool, error) {
 	n.depth++
 	defer func() { n.depth-- }()
 	if n.depth > maxDepth {
@@ -105,12 +103,9 @@ func (n *normalizer) valueOn(x canonical.Value, path string, anc []canonical.Val
 				return x, false, fmt.Errorf("%w: $ancestor %s at %s", ErrMarker, arg.Str, path)
 			}
 			target := len(anc) - 1 - i
-			if onPath[target] {
-				return x, false, &jsError{"invocationContext is circular at " + path, ErrCircular}
-			}
-			// The referenced container is not on the visit stack (the root,
-			// or an array): walk it again from here.
-			return n.valueOn(anc[target], path, anc[:target], onPath[:target])
+			// Walk the referenced container again from here; if it is an
+			// object on the visit stack, that walk reports the cycle.
+			return n.valueOn(anc[target], path, anc[:target], visiting)
 		case markLiteral:
 			x = arg
 		}
@@ -118,9 +113,9 @@ func (n *normalizer) valueOn(x canonical.Value, path string, anc []canonical.Val
 	switch x.Kind {
 	case canonical.Array:
 		out := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, 0, len(x.Arr))}
-		anc2, on2 := append(slices.Clip(anc), x), append(slices.Clip(onPath), false)
+		anc2 := append(slices.Clip(anc), x)
 		for i, e := range x.Arr {
-			y, ok, err := n.valueOn(e, path+"["+strconv.Itoa(i)+"]", anc2, on2)
+			y, ok, err := n.valueOn(e, path+"["+strconv.Itoa(i)+"]", anc2, visiting)
 			if err != nil {
 				return x, false, err
 			}
@@ -135,7 +130,15 @@ func (n *normalizer) valueOn(x canonical.Value, path string, anc []canonical.Val
 			keys[i] = i
 		}
 		slices.SortStableFunc(keys, func(a, b int) int { return collate.Compare(x.Obj[a].Key, x.Obj[b].Key) })
-		anc2, on2 := append(slices.Clip(anc), x), append(slices.Clip(onPath), true)
+		if len(x.Obj) > 0 {
+			id := &x.Obj[0]
+			if visiting[id] {
+				return x, false, &jsError{"invocationContext is circular at " + path, ErrCircular}
+			}
+			visiting[id] = true
+			defer delete(visiting, id)
+		}
+		anc2 := append(slices.Clip(anc), x)
 		out := canonical.Value{Kind: canonical.Object, Obj: make([]canonical.Member, 0, len(x.Obj))}
 		for _, i := range keys {
 			m := x.Obj[i]
@@ -143,7 +146,7 @@ func (n *normalizer) valueOn(x canonical.Value, path string, anc []canonical.Val
 			if path != "" {
 				p = path + "." + m.Key
 			}
-			y, ok, err := n.valueOn(m.Value, p, anc2, on2)
+			y, ok, err := n.valueOn(m.Value, p, anc2, visiting)
 			if err != nil {
 				return x, false, err
 			}

@@ -79,6 +79,9 @@ var Undefined = canonical.Value{Kind: canonical.Object, Obj: []canonical.Member{
 //   - -0 is 0, NaN and ±Infinity are null;
 //   - a BigInt is ErrNotSerializable, a cycle ErrCircular.
 func plain(v canonical.Value, depth int) (canonical.Value, bool, error) {
+	if depth == 0 && !hasMarkers(v, 0) {
+		return v, true, nil // plain JSON: nothing to resolve, no copy
+	}
 	if depth > maxDepth {
 		return v, false, fmt.Errorf("nesting deeper than %d", maxDepth)
 	}
@@ -235,3 +238,29 @@ func object(ms ...canonical.Member) canonical.Value {
 }
 
 func member(k string, v canonical.Value) canonical.Member { return canonical.Member{Key: k, Value: v} }
+
+// hasMarkers reports whether v contains a marker object anywhere (or is
+// too deep to tell cheaply).
+func hasMarkers(v canonical.Value, depth int) bool {
+	if depth > maxDepth {
+		return true
+	}
+	switch v.Kind {
+	case canonical.Array:
+		for _, x := range v.Arr {
+			if hasMarkers(x, depth+1) {
+				return true
+			}
+		}
+	case canonical.Object:
+		if _, _, ok := marker(v); ok {
+			return true
+		}
+		for _, m := range v.Obj {
+			if hasMarkers(m.Value, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}

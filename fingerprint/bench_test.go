@@ -1,0 +1,121 @@
+package fingerprint
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"testing"
+
+	"github.com/capmesh/capmesh/canonical"
+)
+
+// benchObject is a ~2 KB nested object with unsorted ASCII and non-ASCII
+// keys, index keys, numbers and strings.
+var benchObject = []byte(`{
+ "toolName": "memory_search", "version": "1.4.2", "10": "ten", "2": "two",
+ "inputSchema": {"type": "object", "$schema": "https://json-schema.org/draft/2020-12/schema", "additionalProperties": false,
+  "required": ["query", "limit"], "properties": {"query": {"type": "string", "minLength": 1, "description": "What to look for"},
+  "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}, "filters": {"type": "object",
+  "properties": {"tags": {"type": "array", "items": {"type": "string"}}, "since": {"type": "string", "format": "date-time"},
+  "owner": {"type": "string"}}}}},
+ "policies": [{"id": "tenant-scope", "executeBinding": "live"}, {"id": "rate-limit", "executeBinding": "hint"}],
+ "context": {"subjectId": "user-1", "traceId": "tr-9f86d081884c7d65", "région": "île-de-france", "Zoë": true, "_internal": null,
+  "budget": {"tokens": 120000, "usd": 1.25, "ratio": 1e-7}, "labels": ["alpha", "beta", "gamma", "δέλτα", "😀"]},
+ "instructions": ["Prefer recent documents.", "Never reveal secrets.", "Cite sources with links.", "Answer in the user's language."],
+ "metrics": {"calls": 4711, "errors": 3, "p50_ms": 12.5, "p99_ms": 180.25, "bytes_in": 1048576, "bytes_out": 2097152},
+ "history": [{"at": "2026-07-01T12:00:00Z", "event": "registered", "by": "ops"}, {"at": "2026-07-02T08:30:00Z", "event": "updated", "by": "ci"},
+  {"at": "2026-07-03T17:45:00Z", "event": "audited", "by": "sec", "notes": "policy bindings verified; no drift"}],
+ "owner": {"team": "search", "email": "search@example.org", "oncall": ["ana", "bo", "chen"], "escalation": {"after_min": 30, "to": "platform"}}
+}`)
+
+func benchTool(i int) *Tool {
+	return &Tool{
+		Name:         fmt.Sprintf("tool_%02d", i),
+		Description:  sp("Searches the memory store and returns the best matching documents."),
+		InputSchema:  StandardSchema("zod", 1),
+		Instructions: []string{"Prefer recent documents.", "Cite sources.", "Keep answers short."},
+		Policies:     []Policy{{ID: "tenant-scope"}, {ID: "rate-limit", ExecuteBinding: sp("hint")}},
+	}
+}
+
+func benchToolkit() *Toolkit {
+	k := &Toolkit{Name: "root", Instructions: []string{"Be helpful."}}
+	for i := range 20 {
+		k.Members = append(k.Members, benchTool(19-i))
+	}
+	return k
+}
+
+// floor hashes the already-canonical bytes of payload with SHA-256.
+func floor(b *testing.B, payload canonical.Value) {
+	out, err := canonical.Khoralabs.AppendCanonical(nil, payload)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = sha256.Sum256(out)
+	}
+}
+
+func BenchmarkHashObject(b *testing.B) {
+	v, err := canonical.Parse(benchObject)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("fingerprint", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := HashPlainObject(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sha256-floor", func(b *testing.B) { floor(b, v) })
+}
+
+func BenchmarkHashTool(b *testing.B) {
+	t := benchTool(1)
+	b.Run("fingerprint", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := t.StaticHash(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	p, _ := t.StaticPayload()
+	b.Run("sha256-floor", func(b *testing.B) { floor(b, p) })
+}
+
+// BenchmarkHashToolkit20 hashes a toolkit of 20 tools: 21 hashes (each
+// member's static hash, then the toolkit payload). Its floor is SHA-256
+// over the same 21 canonical byte strings.
+func BenchmarkHashToolkit20(b *testing.B) {
+	k := benchToolkit()
+	b.Run("fingerprint", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := k.StaticHash(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sha256-floor", func(b *testing.B) {
+		var outs [][]byte
+		for _, m := range k.Members {
+			p, _ := m.(*Tool).StaticPayload()
+			out, _ := canonical.Khoralabs.AppendCanonical(nil, p)
+			outs = append(outs, out)
+		}
+		p, _ := k.StaticPayload()
+		out, _ := canonical.Khoralabs.AppendCanonical(nil, p)
+		outs = append(outs, out)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, o := range outs {
+				_ = sha256.Sum256(o)
+			}
+		}
+	})
+}
