@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"crypto"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -13,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/capmesh/capmesh/identity"
 )
 
 type saVector struct {
@@ -69,12 +70,11 @@ func TestAnnouncementVectors(t *testing.T) {
 			continue // the raw-message vector is checked in TestAnnouncementNegativeVectors
 		}
 		t.Run(v.Name, func(t *testing.T) {
-			seed := CompatSeed(v.Primal, v.NodeID)
-			if got := hex.EncodeToString(seed[:]); got != v.SeedHex {
-				t.Fatalf("CompatSeed = %s, want %s", got, v.SeedHex)
+			if got := sha256.Sum256([]byte("primal-identity-key:" + v.Primal + ":" + v.NodeID)); hex.EncodeToString(got[:]) != v.SeedHex {
+				t.Fatalf("seed of the vector is not the ecoPrimals derivation")
 			}
-			key := ed25519.NewKeyFromSeed(seed[:])
-			if got := hex.EncodeToString(key.Public().(ed25519.PublicKey)); got != v.PublicKeyHex {
+			key := identity.DeriveEcoPrimalsCompat(v.Primal, v.NodeID)
+			if got := key.Public().Hex(); got != v.PublicKeyHex {
 				t.Fatalf("public key %s, want %s", got, v.PublicKeyHex)
 			}
 			d := AnnouncementMessage(v.Primal, v.Version, v.MethodsAsSent)
@@ -84,10 +84,7 @@ func TestAnnouncementVectors(t *testing.T) {
 			if want := sha256.Sum256([]byte(v.CanonicalPreimage)); want != d {
 				t.Errorf("digest is not SHA-256 of the preimage %q", v.CanonicalPreimage)
 			}
-			sa, err := SignAnnouncement(key, v.Primal, v.Version, v.MethodsAsSent)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sa := SignAnnouncement(key, v.Primal, v.Version, v.MethodsAsSent)
 			want := SignedAnnouncement{
 				SchemaVersion: 2, Algorithm: "ed25519",
 				PublicKey: v.PublicKeyHex, Signature: v.SignatureHex,
@@ -102,7 +99,7 @@ func TestAnnouncementVectors(t *testing.T) {
 				{"hex", v.PublicKeyHex, v.SignatureHex},
 				{"hex", strings.ToUpper(v.PublicKeyHex), strings.ToUpper(v.SignatureHex)},
 				{"base64", v.PublicKeyBase64, v.SignatureBase64},
-				{"base64", strings.TrimRight(v.PublicKeyBase64, "="), strings.TrimRight(v.SignatureBase64, "=")},
+				{"base64", strings.TrimRight(toURL(v.PublicKeyBase64), "="), strings.TrimRight(toURL(v.SignatureBase64), "=")},
 				{"base64", toURL(v.PublicKeyBase64), toURL(v.SignatureBase64)},
 			} {
 				a := want
@@ -112,14 +109,14 @@ func TestAnnouncementVectors(t *testing.T) {
 					t.Errorf("%s: VerifyAnnouncement: %v", enc.name, err)
 					continue
 				}
-				if got.Encoding != enc.name || !got.MethodsCovered || hex.EncodeToString(got.PublicKey) != v.PublicKeyHex {
+				if got.Encoding != enc.name || !got.MethodsCovered || got.PublicKey.Hex() != v.PublicKeyHex {
 					t.Errorf("%s: got %+v", enc.name, got)
 				}
-				if !IsDerivedKey(got.PublicKey, v.Primal, v.NodeID) {
-					t.Errorf("IsDerivedKey(%s, %s) = false for the derived key", v.Primal, v.NodeID)
+				if !got.PublicKey.IsEcoPrimalsDerived(v.Primal, v.NodeID) {
+					t.Errorf("key not recognised as derived from (%s, %s)", v.Primal, v.NodeID)
 				}
-				if IsDerivedKey(got.PublicKey, v.Primal, v.NodeID+"x") {
-					t.Error("IsDerivedKey true for another node id")
+				if got.PublicKey.IsEcoPrimalsDerived(v.Primal, v.NodeID+"x") {
+					t.Error("key recognised as derived from another node id")
 				}
 			}
 		})
@@ -236,11 +233,11 @@ func TestAnnouncementSignedFields(t *testing.T) {
 }
 
 func TestAnnouncementMalformed(t *testing.T) {
-	key := ed25519.NewKeyFromSeed(make([]byte, 32))
-	good, err := SignAnnouncement(key, "p", "1.0.0", []string{"a.b"})
+	key, err := identity.NewKeyFromSeed(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
+	good := SignAnnouncement(key, "p", "1.0.0", []string{"a.b"})
 	b64 := func(h string) string { b, _ := hex.DecodeString(h); return base64.StdEncoding.EncodeToString(b) }
 	tests := map[string]func(a *SignedAnnouncement){
 		"schema 1":            func(a *SignedAnnouncement) { a.SchemaVersion = 1 },
@@ -271,20 +268,29 @@ func TestAnnouncementMalformed(t *testing.T) {
 	if _, err := VerifyAnnouncement(up, "p", "1.0.0", []string{"a.b"}); err != nil {
 		t.Errorf("algorithm case: %v", err)
 	}
-	if _, err := SignAnnouncement(notEd25519{}, "p", "1", nil); err == nil {
-		t.Error("non-Ed25519 signer accepted")
-	}
 }
 
-type notEd25519 struct{ ed25519.PrivateKey }
+// smallOrderKeys are encodings of the points of order dividing 8 on
+// edwards25519 (and the x = -0 spellings of the two with x = 0).
+var smallOrderKeys = []string{
+	"0100000000000000000000000000000000000000000000000000000000000000",
+	"0100000000000000000000000000000000000000000000000000000000000080",
+	"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+	"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
+	"0000000000000000000000000000000000000000000000000000000000000000",
+	"0000000000000000000000000000000000000000000000000000000000000080",
+	"c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+	"c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+	"26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+	"26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+}
 
-func (notEd25519) Public() crypto.PublicKey { return "not a key" }
-
-// TestAnnouncementSmallOrderKeys: each listed key is weak — crypto/ed25519
-// accepts a signature of our making under it for some message — and
+// TestAnnouncementSmallOrderKeys: under each small-order key,
+// crypto/ed25519 accepts a forgery of our making for some message, and
 // VerifyAnnouncement refuses it.
 func TestAnnouncementSmallOrderKeys(t *testing.T) {
-	for i, pub := range smallOrder {
+	for i, h := range smallOrderKeys {
+		pub := mustHex(t, h)
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			// With A of small order and S = 0, the check [S]B = R + [k]A
 			// holds whenever R = -[k]A; trying the small-order points as R
@@ -292,11 +298,11 @@ func TestAnnouncementSmallOrderKeys(t *testing.T) {
 			forged := false
 			for n := 0; n < 64 && !forged; n++ {
 				msg := AnnouncementMessage("p", fmt.Sprint(n), nil)
-				for _, r := range smallOrder {
-					sig := append(append([]byte{}, r...), make([]byte, 32)...)
+				for _, rh := range smallOrderKeys {
+					sig := append(mustHex(t, rh), make([]byte, 32)...)
 					if ed25519.Verify(ed25519.PublicKey(pub), msg[:], sig) {
 						forged = true
-						a := SignedAnnouncement{SchemaVersion: 2, Algorithm: "ed25519", PublicKey: hex.EncodeToString(pub), Signature: hex.EncodeToString(sig)}
+						a := SignedAnnouncement{SchemaVersion: 2, Algorithm: "ed25519", PublicKey: h, Signature: hex.EncodeToString(sig)}
 						if _, err := VerifyAnnouncement(a, "p", fmt.Sprint(n), nil); !errors.Is(err, ErrAnnouncementSignature) {
 							t.Errorf("forgery under a small-order key accepted: %v", err)
 						}
@@ -305,19 +311,9 @@ func TestAnnouncementSmallOrderKeys(t *testing.T) {
 				}
 			}
 			if !forged {
-				t.Errorf("key %x: no forgery found; is it really of small order?", pub)
+				t.Errorf("key %s: no forgery found; is it really of small order?", h)
 			}
 		})
-	}
-	// A non-canonical encoding of y (y = p + 1 encodes the identity) is
-	// refused as well.
-	nonCanon := mustHex(t, "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f")
-	if !isWeakPublicKey(nonCanon) {
-		t.Error("non-canonical identity encoding not flagged")
-	}
-	seed := CompatSeed("p", "n")
-	if isWeakPublicKey(ed25519.NewKeyFromSeed(seed[:]).Public().(ed25519.PublicKey)) {
-		t.Error("an ordinary key flagged as weak")
 	}
 }
 

@@ -3,7 +3,6 @@ package wire
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -249,13 +249,9 @@ func TestInspectFallbacksAndFailures(t *testing.T) {
 }
 
 func TestInspectSignedAnnouncement(t *testing.T) {
-	seed := CompatSeed("demo", "node-1")
-	key := ed25519.NewKeyFromSeed(seed[:])
+	key := identity.DeriveEcoPrimalsCompat("demo", "node-1")
 	methods := []string{"health.liveness", "a.b"}
-	sa, err := SignAnnouncement(key, "demo", "1.0.0", methods)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := SignAnnouncement(key, "demo", "1.0.0", methods)
 	for _, tt := range []struct {
 		name    string
 		version string
@@ -274,7 +270,7 @@ func TestInspectSignedAnnouncement(t *testing.T) {
 			if (a.Verified != nil) != tt.ok || (a.Err == nil) != tt.ok {
 				t.Fatalf("verified %v err %v, want ok=%v", a.Verified, a.Err, tt.ok)
 			}
-			if tt.ok && !IsDerivedKey(a.Verified.PublicKey, "demo", "node-1") {
+			if tt.ok && !a.Verified.PublicKey.IsEcoPrimalsDerived("demo", "node-1") {
 				t.Error("derived key not recognised")
 			}
 			if !tt.ok && !errors.Is(a.Err, ErrAnnouncementSignature) {

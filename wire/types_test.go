@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"encoding/json"
 	"flag"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/capmesh/capmesh/identity"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -56,14 +57,7 @@ func TestCapabilitiesListWire(t *testing.T) {
 		Primal: "demo", Version: "0.1.0", Protocol: Protocol,
 	}))
 	methods := []string{"braid.create", "attribution.chain", "capabilities.list", "health.liveness", "identity.get"}
-	key := func() SignedAnnouncement {
-		seed := CompatSeed("demo", "node-1")
-		sa, err := SignAnnouncement(ed25519Key(seed), "demo", "0.1.0", methods)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sa
-	}()
+	key := SignAnnouncement(identity.DeriveEcoPrimalsCompat("demo", "node-1"), "demo", "0.1.0", methods)
 	full := CapabilitiesList{
 		Primal: "demo", Version: "0.1.0", Methods: methods,
 		ProvidedCapabilities: GroupByDomain(methods),
@@ -138,5 +132,3 @@ func TestParseIdentity(t *testing.T) {
 		t.Errorf("Identity marshals to %s", b)
 	}
 }
-
-func ed25519Key(seed [32]byte) ed25519.PrivateKey { return ed25519.NewKeyFromSeed(seed[:]) }

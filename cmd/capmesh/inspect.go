@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -227,11 +225,11 @@ func newInspectView(addr string, in *wire.Inspection, nodeID string) *inspectVie
 			s.Error = a.Err.Error()
 		} else {
 			s.Valid = true
-			s.PublicKey = hex.EncodeToString(a.Verified.PublicKey)
+			s.PublicKey = a.Verified.PublicKey.Hex()
 			s.Encoding = a.Verified.Encoding
 			s.MethodsCovered = a.Verified.MethodsCovered
 			if nodeID != "" {
-				derived := wire.IsDerivedKey(ed25519.PublicKey(a.Verified.PublicKey), c.Primal, nodeID)
+				derived := a.Verified.PublicKey.IsEcoPrimalsDerived(c.Primal, nodeID)
 				s.DerivedKey = &derived
 			}
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"flag"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
 )
@@ -195,13 +195,9 @@ func TestInspectJSON(t *testing.T) {
 // TestInspectSignature: a signed announcement is verified, and --node-id
 // reveals the forgeable seed-derived key.
 func TestInspectSignature(t *testing.T) {
-	seed := wire.CompatSeed("demo", "node-1")
-	key := ed25519.NewKeyFromSeed(seed[:])
+	key := identity.DeriveEcoPrimalsCompat("demo", "node-1")
 	methods := []string{"demo.echo", "health.liveness", "identity.get", "capabilities.list"}
-	sa, err := wire.SignAnnouncement(key, "demo", "1.0.0", methods)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := wire.SignAnnouncement(key, "demo", "1.0.0", methods)
 	list := wire.CapabilitiesList{Primal: "demo", Version: "1.0.0", Methods: methods, Protocol: wire.Protocol,
 		Transport: []string{"uds"}, SignedAnnouncement: &sa,
 		TransportSecurity: &wire.TransportSecurity{CleartextAvailable: true}}
