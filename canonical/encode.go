@@ -55,11 +55,8 @@ func (st *style) AppendCanonical(dst []byte, v Value) ([]byte, error) {
 	e := encPool.Get().(*encoder)
 	e.st = st
 	dst, err := e.value(dst, v, 0)
-	if err != nil {
-		var pe *pathError
-		if !asPathError(err, &pe) {
-			err = &pathError{profile: st.name, err: err}
-		}
+	if _, ok := err.(*pathError); err != nil && !ok {
+		err = &pathError{profile: st.name, err: err} // a top-level scalar
 	}
 	e.st = nil
 	if cap(e.idx) <= 1<<16 {
@@ -67,14 +64,6 @@ func (st *style) AppendCanonical(dst []byte, v Value) ([]byte, error) {
 		encPool.Put(e)
 	}
 	return dst, err
-}
-
-func asPathError(err error, pe **pathError) bool {
-	p, ok := err.(*pathError)
-	if ok {
-		*pe = p
-	}
-	return ok
 }
 
 func (e *encoder) value(b []byte, v Value, depth int) ([]byte, error) {
