@@ -132,3 +132,23 @@ func TestParseIdentity(t *testing.T) {
 		t.Errorf("Identity marshals to %s", b)
 	}
 }
+
+func FuzzParseIdentity(f *testing.F) {
+	f.Add([]byte(`{"primal":"loamspine","version":"0.9.16","domain":"permanence","license":"AGPL-3.0-or-later","edition":"2024"}`))
+	f.Add([]byte(`{"primal":1}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		id, err := ParseIdentity(in)
+		if err != nil {
+			return
+		}
+		// Whatever parsed re-marshals and parses to the same identity.
+		b, err := json.Marshal(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseIdentity(b)
+		if err != nil || again != id {
+			t.Fatalf("round trip: %+v → %s → %+v, %v", id, b, again, err)
+		}
+	})
+}
