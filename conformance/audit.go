@@ -1,0 +1,272 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/wire"
+)
+
+// Options configure an audit. A nil *Options means the defaults.
+type Options struct {
+	// ConnectTimeout bounds each connection attempt. Default 50 ms: a
+	// local socket that does not accept within it is reported dead rather
+	// than waited on.
+	ConnectTimeout time.Duration
+	// ProbeTimeout bounds each call. Default 2 s.
+	ProbeTimeout time.Duration
+	// HostTimeout bounds the whole audit of one host. Default 60 s.
+	HostTimeout time.Duration
+	// NoCall skips calling every advertised method (the callability check
+	// of Level 2 is then unknown). Calling is the default because the
+	// standard's checklist asks for it; a call may have side effects.
+	NoCall bool
+	// NoCHP skips the CHP suite (no invocations are made).
+	NoCHP bool
+	// Key is the X-CHP-Key for CHP hosts on HTTP.
+	Key string
+	// NodeIDs are node ids to try, besides $NODE_ID and common defaults,
+	// when checking whether an announcement key is the seed-derived one.
+	NodeIDs []string
+	// CHPInvokeLimit bounds how many capabilities the CHP suite invokes
+	// with an empty payload to find a success and a failure when the host
+	// has no conformance fixtures. Default 8.
+	CHPInvokeLimit int
+	// Cases are the framing cases to run; nil means Cases().
+	Cases []Case
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (o *Options) connectTimeout() time.Duration {
+	if o == nil || o.ConnectTimeout <= 0 {
+		return 50 * time.Millisecond
+	}
+	return o.ConnectTimeout
+}
+
+func (o *Options) probeTimeout() time.Duration {
+	if o == nil || o.ProbeTimeout <= 0 {
+		return 2 * time.Second
+	}
+	return o.ProbeTimeout
+}
+
+func (o *Options) hostTimeout() time.Duration {
+	if o == nil || o.HostTimeout <= 0 {
+		return 60 * time.Second
+	}
+	return o.HostTimeout
+}
+
+func (o *Options) now() time.Time {
+	if o == nil || o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
+func (o *Options) cases() ([]Case, error) {
+	if o != nil && o.Cases != nil {
+		return o.Cases, nil
+	}
+	return Cases()
+}
+
+// Audit judges the host at addr against every suite that applies to it.
+// It never fails: an unreachable host is a report with Reachable false.
+func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
+	if o == nil {
+		o = &Options{}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, o.hostTimeout())
+	defer cancel()
+	rep := &HostReport{Endpoint: addr.String(), Announcement: AnnouncementAbsent}
+	defer func() { rep.Duration = time.Since(start) }()
+	cases, err := o.cases()
+	if err != nil {
+		rep.Error = err.Error()
+		return rep
+	}
+
+	familyScoped := false
+	if addr.Scheme == "unix" {
+		info, err := statSocket(addr.Path)
+		if err != nil {
+			rep.Error = err.Error()
+			return rep
+		}
+		rep.Socket = info
+		base := strings.TrimSuffix(info.Resolved[strings.LastIndexByte(info.Resolved, '/')+1:], ".sock")
+		familyScoped = strings.Contains(base, "-")
+	}
+
+	var caller jsonrpc.Caller
+	var hc *http.Client
+	var httpBase string
+	switch addr.Scheme {
+	case "unix", "tcp":
+		dctx, dcancel := context.WithTimeout(ctx, o.connectTimeout())
+		conn, err := endpoint.DialConn(dctx, addr)
+		dcancel()
+		if err != nil {
+			rep.Error = err.Error()
+			return rep
+		}
+		caller = jsonrpc.NewClient(conn, nil)
+	case "http", "https":
+		hc = &http.Client{Timeout: o.probeTimeout(), Transport: &http.Transport{
+			DialContext:       (&net.Dialer{Timeout: o.connectTimeout()}).DialContext,
+			DisableKeepAlives: false,
+		}}
+		defer hc.CloseIdleConnections()
+		httpBase = addr.Scheme + "://" + addr.Host
+		path := addr.Path
+		if path == "" || path == "/" {
+			path = "/jsonrpc"
+		}
+		caller = jsonrpc.NewHTTPClient(httpBase+path, hc)
+	default:
+		rep.Error = fmt.Sprintf("cannot audit a %q endpoint", addr.Scheme)
+		return rep
+	}
+	defer caller.Close()
+	rep.Reachable = true
+
+	// HTTP: is it a CHP host? Then a missing JSON-RPC bridge is no failure.
+	var httpCHPHost *httpCHP
+	if hc != nil {
+		h := &httpCHP{base: httpBase, key: o.Key, hc: hc}
+		if probeHTTPCHP(ctx, h) {
+			httpCHPHost = h
+		}
+	}
+
+	transport := addr.Scheme
+	if transport == "https" {
+		transport = "http"
+	}
+	wireChecks, w := auditWire(ctx, caller, transport, o, familyScoped)
+	jsonrpcAbsent := hc != nil && w.err != nil && !isRPCError(w.err)
+	switch {
+	case jsonrpcAbsent && httpCHPHost != nil:
+		rep.Checks = append(rep.Checks, Check{Suite: SuiteWire, ID: "W.jsonrpc", Requirement: "the host answers JSON-RPC 2.0 (capabilities.list)",
+			Source: srcWireLevels, Status: Skip, Reason: "a CHP host on the HTTP binding without a JSON-RPC bridge at " + addr.String()})
+	case jsonrpcAbsent:
+		rep.Reachable = false
+		rep.Error = w.err.Error()
+		return rep
+	default:
+		rep.Checks = append(rep.Checks, wireChecks...)
+	}
+	if in := w.in; in != nil {
+		rep.Level, rep.Verified = in.Report.Level, in.Report.Verified
+		if in.Capabilities != nil {
+			rep.Primal, rep.Version = in.Capabilities.Primal, in.Capabilities.Version
+		}
+		if rep.Primal == "" && in.Identity != nil {
+			rep.Primal, rep.Version = in.Identity.Primal, in.Identity.Version
+		}
+		if a := in.Announcement; a != nil {
+			rep.Announcement = AnnouncementValid
+			if a.Err != nil {
+				rep.Announcement = AnnouncementInvalid
+			} else if c := rep.Check("W.announcement_key"); c != nil && c.Status == Fail {
+				rep.Announcement = AnnouncementForgeable
+			}
+		}
+	}
+
+	// IPC v3.1: framing on a fresh connection per case, socket hygiene.
+	if addr.Scheme == "unix" || addr.Scheme == "tcp" {
+		switch {
+		case w.btsp:
+			rep.Checks = append(rep.Checks, skipFraming(cases, "the socket requires a BTSP handshake before JSON-RPC")...)
+		case w.err != nil:
+			rep.Checks = append(rep.Checks, skipFraming(cases, "capabilities.list got no answer: "+w.err.Error())...)
+		default:
+			rep.Checks = append(rep.Checks, auditFraming(ctx, addr, o, cases)...)
+		}
+	}
+	if rep.Socket != nil {
+		domain := ""
+		if w.in != nil && w.in.Identity != nil {
+			domain = w.in.Identity.Domain
+		}
+		rep.Checks = append(rep.Checks, auditSocket(rep.Socket, rep.Primal, domain)...)
+	}
+
+	// CHP over HTTP or over the JSON-RPC binding.
+	if !o.NoCHP {
+		var t chpTransport
+		switch {
+		case httpCHPHost != nil:
+			t = httpCHPHost
+		case w.err == nil && !w.btsp:
+			t = &rpcCHP{c: caller}
+		}
+		if t != nil {
+			dctx, dcancel := context.WithTimeout(ctx, o.probeTimeout())
+			desc, err := t.describe(dctx)
+			dcancel()
+			switch {
+			case err == nil:
+				checks, sum := auditCHP(ctx, t, desc, o)
+				rep.Checks = append(rep.Checks, checks...)
+				rep.CHP = sum
+			case errors.Is(err, errNotOffered):
+				// Not a CHP host: nothing to report.
+			default:
+				rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpReqs[0].req, Source: chpReqs[0].src,
+					Status: Fail, Reason: "describe failed: " + err.Error()})
+				rep.CHP = &CHPSummary{Binding: t.binding(), Failed: 1}
+			}
+		}
+	}
+
+	// RFC-005 on registries.
+	var listing *registryListing
+	if w.in != nil && w.in.Capabilities != nil && contains(w.in.Capabilities.Methods, "ipc.list") {
+		lctx, lcancel := context.WithTimeout(ctx, o.probeTimeout())
+		l, err := listIPC(lctx, caller)
+		lcancel()
+		if err == nil {
+			listing = l
+		}
+	}
+	if listing == nil && hc != nil {
+		h := &httpCHP{base: httpBase, key: o.Key, hc: hc}
+		if l, err := listAgents(ctx, h); err == nil {
+			listing = l
+		}
+	}
+	if listing != nil {
+		rep.Checks = append(rep.Checks, auditRegistry(listing, o.now())...)
+	}
+	return rep
+}
+
+// isRPCError reports whether err is an answer from the host (a JSON-RPC
+// error object) rather than a transport failure.
+func isRPCError(err error) bool {
+	_, ok := jsonrpc.ErrorCode(err)
+	return ok
+}
+
+// Level is a convenience for tests and tools that only want the wire
+// level of a captured capabilities.list result (no live probe).
+func Level(result []byte) (wire.Report, error) {
+	c, err := wire.Parse(result)
+	if err != nil {
+		return wire.Report{}, err
+	}
+	return wire.Level(c, nil), nil
+}
