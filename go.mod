@@ -17,6 +17,7 @@ require (
 	github.com/creachadair/mds v0.31.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/cel-go v0.26.1 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect

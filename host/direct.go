@@ -1,0 +1,76 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/jsonrpc"
+)
+
+// CodeForbidden answers a call the caller is not allowed to make (the same
+// code the capmesh registry uses for a refusal by policy).
+const CodeForbidden jsonrpc.Code = -32003
+
+// direct returns the handler of a direct capability call (`kv.get`): the
+// CHP boundary's own mapping (a synthesized envelope with correlation from
+// params._meta, the gate pipeline, evidence made durable, chp.ResultToRPC),
+// with two refinements so that a capability behaves like any JSON-RPC
+// method to its caller:
+//
+//   - params that fail the input schema (a processed denial,
+//     input_schema_validation_failed, with evidence) are answered -32602
+//     Invalid params, the message naming the failing location;
+//   - a handler error that carries a JSON-RPC code is answered with that
+//     code and message.
+//
+// Either way the error's data is the complete InvocationResult, so the
+// correlation and evidence ids are never lost.
+func (h *Host) direct(params *paramsValidator) jsonrpc.Handler {
+	inner := h.b.DirectHandler()
+	return jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
+		slot := &codeSlot{}
+		res, err := inner.Handle(context.WithValue(ctx, codeSlotKey{}, slot), req)
+		if err == nil {
+			return res, nil
+		}
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) {
+			return nil, err
+		}
+		switch je.Code {
+		case chp.RPCDenied:
+			var r chp.InvocationResult
+			if json.Unmarshal(je.Data, &r) == nil && r.Denial != nil && r.Denial.Code == chp.CodeInputSchemaValidationFailed {
+				why := r.Denial.Message
+				if env, err := chp.EnvelopeFromRequest(req); err == nil {
+					if s := params.explain(env.Payload); s != "" {
+						why = s
+					}
+				}
+				return nil, &jsonrpc.Error{Code: jsonrpc.InvalidParams, Message: "Invalid params: " + why, Data: je.Data}
+			}
+		case chp.RPCFailed:
+			if slot.err != nil {
+				msg := slot.err.Message
+				if msg == "" {
+					msg = slot.err.Code.String()
+				}
+				return nil, &jsonrpc.Error{Code: slot.err.Code, Message: msg, Data: je.Data}
+			}
+		}
+		return nil, err
+	})
+}
+
+// ownPeer reports whether the caller is this process itself (no peer) or a
+// Unix-socket peer of the host's own user.
+func ownPeer(ctx context.Context) bool {
+	p, ok := jsonrpc.PeerFromContext(ctx)
+	if !ok {
+		return true
+	}
+	return p.Transport == "unix" && p.HasCred && int(p.UID) == os.Getuid()
+}

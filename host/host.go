@@ -1,0 +1,334 @@
+package host
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore"
+	"github.com/capmesh/capmesh/identity"
+	"github.com/capmesh/capmesh/internal/xdg"
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/wire"
+)
+
+// Info is what a host says about itself: the identity.get result and the
+// primal and version of capabilities.list.
+type Info struct {
+	// Name is the canonical primal name: lowercase letters, digits, '-'
+	// and '_', starting with a letter (it names the socket, <name>.sock).
+	Name string
+	// Version is the host's SemVer version, e.g. "1.2.0" or "0.3.0-dev".
+	Version string
+	// Domain is the primary capability domain (identity.get's domain). It
+	// also names the capability-domain symlink <domain>.sock next to the
+	// socket. Optional.
+	Domain string
+	// License is an SPDX license identifier (identity.get's license).
+	// Optional.
+	License string
+	// Description, when set, describes the group of Domain in
+	// provided_capabilities. Optional.
+	Description string
+}
+
+// Config says where and how a host serves. A nil *Config, and every zero
+// field, means the default stated on the field.
+type Config struct {
+	// Socket is the Unix socket path. Default: endpoint.SocketPath(Name),
+	// i.e. $XDG_RUNTIME_DIR/biomeos/<name>.sock, or <name>-$FAMILY_ID.sock
+	// when running family-scoped.
+	Socket string
+	// NoSocket serves without a Unix socket (then TCP or HTTP must be
+	// set). The Primal IPC Protocol wants a socket; use this only where
+	// there is no filesystem to put one in.
+	NoSocket bool
+	// NoDomainLink skips the <domain>.sock symlink that is otherwise
+	// created next to the socket when Domain is set and differs from Name.
+	NoDomainLink bool
+	// TCP, when set, also serves newline JSON-RPC on this address
+	// ("127.0.0.1:9000"; port 0 picks a free port, see Host.Addr).
+	TCP string
+	// HTTP, when set, serves on this address: the JSON-RPC bridge at
+	// POST /jsonrpc, the CHP HTTP binding (/host, /invoke, /replay/…),
+	// and whatever Mount added. Refused together with RequireBTSP on a
+	// family-scoped host, since HTTP here is cleartext.
+	HTTP string
+
+	// DataDir is the state directory. Default $XDG_STATE_HOME/capmesh.
+	DataDir string
+	// Ephemeral keeps nothing on disk: a fresh in-memory key and
+	// in-memory evidence. For tests and throw-away hosts.
+	Ephemeral bool
+	// Key is the host's Ed25519 key: it signs the announcement of
+	// capabilities.list and CHP evidence bundles. Default: the key in
+	// KeyFile, created on first start.
+	Key ed25519.PrivateKey
+	// KeyFile is where the key lives. Default <DataDir>/keys/<name>.pem
+	// (mode 0600 in a 0700 directory).
+	KeyFile string
+	// Evidence stores CHP execution evidence; the host does not close a
+	// store it is given. Default: the durable embedded log in
+	// <DataDir>/evidence/<name>, or memory when Ephemeral.
+	Evidence evidence.Store
+	// CHP configures the boundary beyond what the host sets itself
+	// (HostID, HostVersion, Store, Key, Logger are filled in when empty):
+	// policy, safety, output-schema strictness, result windows.
+	CHP chp.Config
+	// CHPHTTP configures the CHP HTTP binding (API keys). Default:
+	// chp.HTTPOptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS).
+	CHPHTTP *chp.HTTPOptions
+
+	// RequireBTSP makes a family-scoped host (FAMILY_ID set and not
+	// "default") refuse plaintext JSON-RPC on its stream listeners: the
+	// first message of a connection is answered with the Capability Wire
+	// Standard's -32600 "BTSP handshake required" error and the
+	// connection closed (TS-01). transport_security says so. It has no
+	// effect in standalone mode.
+	RequireBTSP bool
+
+	// NoAnnounce skips registration with a node.
+	NoAnnounce bool
+	// Node is the node to announce to. Default: $DISCOVERY_SOCKET, then
+	// capmesh.sock or songbird.sock in the biomeos directory (see
+	// registry/announce).
+	Node string
+	// Network is the network name of signed descriptors. Default "capmesh".
+	Network string
+
+	// RPC tunes the JSON-RPC server (frame size, connection limits,
+	// timeouts). ConnGate is set by the host when RequireBTSP applies.
+	RPC jsonrpc.ServerOptions
+	// DrainTimeout bounds how long a stopping host waits for the calls in
+	// flight. Default 10 s.
+	DrainTimeout time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Host is a capability provider: the registered capabilities, the built-in
+// surface of the Capability Wire Standard, the CHP boundary every
+// capability call passes through, and the listeners it serves on. Create it
+// with New, register capabilities with Register (and Handle, Mount,
+// Consumes), then Serve. A Host serves once.
+type Host struct {
+	info    Info
+	cfg     Config
+	log     *slog.Logger
+	key     ed25519.PrivateKey
+	ikey    *identity.PrivateKey // the same key, for wire.SignAnnouncement
+	b       *chp.Boundary
+	store   evidence.Store
+	closers []io.Closer
+	started time.Time
+
+	mu        sync.Mutex // registration state and lifecycle below
+	caps      map[string]*method
+	consumed  []string
+	mounts    []jsonrpc.Assigner
+	mountList []string // names advertised by mounts
+	https     []httpMount
+	bound     []string // transports bound, in wire order
+	serving   bool
+	served    bool
+	closed    bool
+
+	tab atomic.Pointer[table]
+
+	drain     drainer
+	accepting atomic.Bool // listeners bound (or a local pair made)
+	addrs     sync.Map    // transport → address string
+	ready     chan struct{}
+	stop      chan struct{} // closed by a completed health.drain
+	once      sync.Once
+}
+
+type httpMount struct {
+	pattern string
+	h       http.Handler
+}
+
+// New returns a host named by info, configured by cfg (nil for defaults).
+// It loads or creates the host key and opens the evidence store, so it
+// fails early — with an error naming the field — when something is wrong.
+func New(info Info, cfg *Config) (*Host, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := info.validate(); err != nil {
+		return nil, err
+	}
+	if c.NoSocket && c.TCP == "" && c.HTTP == "" {
+		return nil, errors.New("host: Config.NoSocket needs TCP or HTTP, or there is nothing to listen on")
+	}
+	if c.RequireBTSP && c.HTTP != "" && endpoint.FamilyID() != "" {
+		return nil, errors.New("host: Config.RequireBTSP on a family-scoped host cannot serve cleartext HTTP; drop Config.HTTP")
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	h := &Host{
+		info:    info,
+		cfg:     c,
+		log:     c.Logger,
+		caps:    map[string]*method{},
+		started: time.Now(),
+		ready:   make(chan struct{}),
+		stop:    make(chan struct{}),
+	}
+	h.drain.init()
+	if err := h.openKey(); err != nil {
+		return nil, err
+	}
+	if err := h.openEvidence(); err != nil {
+		h.closeAll()
+		return nil, err
+	}
+	bc := c.CHP
+	if bc.HostID == "" {
+		bc.HostID = info.Name
+	}
+	if bc.HostVersion == "" {
+		bc.HostVersion = info.Name + "/" + info.Version
+	}
+	if bc.Version == "" {
+		bc.Version = info.Version
+	}
+	bc.Store = h.store
+	if bc.Key == nil {
+		bc.Key = h.key
+	}
+	if bc.Logger == nil {
+		bc.Logger = h.log
+	}
+	b, err := chp.NewBoundary(bc)
+	if err != nil {
+		h.closeAll()
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	h.b = b
+	return h, nil
+}
+
+func (i Info) validate() error {
+	if err := endpoint.ValidateName(i.Name); err != nil {
+		return fmt.Errorf("host: Info.Name %q: %w", i.Name, err)
+	}
+	if strings.TrimSpace(i.Version) == "" || strings.ContainsAny(i.Version, " \t\n") {
+		return fmt.Errorf("host: Info.Version %q: want a SemVer version such as 1.0.0", i.Version)
+	}
+	if i.Domain != "" {
+		if err := endpoint.ValidateName(i.Domain); err != nil {
+			return fmt.Errorf("host: Info.Domain %q: %w", i.Domain, err)
+		}
+	}
+	return nil
+}
+
+// openEvidence picks the evidence store: the one given, memory when
+// ephemeral, else the durable log in the state directory.
+func (h *Host) openEvidence() error {
+	switch {
+	case h.cfg.Evidence != nil:
+		h.store = h.cfg.Evidence
+	case h.cfg.Ephemeral:
+		h.store = evidence.NewMemory()
+	default:
+		dir, err := xdg.SubDir(h.cfg.DataDir, "evidence")
+		if err != nil {
+			return fmt.Errorf("host: evidence: %w", err)
+		}
+		dir = filepath.Join(dir, h.info.Name)
+		if err := xdg.EnsurePrivateDir(dir); err != nil {
+			return fmt.Errorf("host: evidence: %w", err)
+		}
+		s, err := logstore.Open(dir, &logstore.Options{Logger: h.log})
+		if err != nil {
+			return fmt.Errorf("host: evidence: %w", err)
+		}
+		h.store = s
+		h.closers = append(h.closers, s)
+	}
+	return nil
+}
+
+// Boundary returns the host's CHP boundary, for direct Invoke, Replay or
+// Export calls in process.
+func (h *Host) Boundary() *chp.Boundary { return h.b }
+
+// Info returns what the host says about itself.
+func (h *Host) Info() Info { return h.info }
+
+// PublicKey returns the host's Ed25519 public key, the one that signs its
+// announcement.
+func (h *Host) PublicKey() ed25519.PublicKey { return h.key.Public().(ed25519.PublicKey) }
+
+// Ready is closed once Serve has bound every listener and answers calls.
+func (h *Host) Ready() <-chan struct{} { return h.ready }
+
+// Addr returns the address a transport is bound to once the host is ready:
+// the socket path for "unix", host:port for "tcp" and "http"; "" when that
+// transport is not served.
+func (h *Host) Addr(transport string) string {
+	v, _ := h.addrs.Load(transport)
+	s, _ := v.(string)
+	return s
+}
+
+// Close releases what New opened (the evidence store it owns). Serve calls
+// it on return; call it yourself only for a host that never served.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	return h.closeAll()
+}
+
+func (h *Host) closeAll() error {
+	var errs []error
+	for i := len(h.closers) - 1; i >= 0; i-- {
+		if err := h.closers[i].Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.closers = nil
+	return errors.Join(errs...)
+}
+
+// transportSecurity is what the host advertises under transport_security:
+// the truth about its listeners.
+func (h *Host) transportSecurity() *wire.TransportSecurity {
+	if h.btspEnforced() {
+		return &wire.TransportSecurity{
+			BTSPRequired:        true,
+			BTSPVersion:         btspVersion,
+			BTSPServerAvailable: false,
+			CleartextAvailable:  false,
+			Note:                "Family-scoped socket: BTSP handshake required before JSON-RPC.",
+		}
+	}
+	return &wire.TransportSecurity{
+		BTSPRequired:        false,
+		BTSPServerAvailable: false,
+		CleartextAvailable:  true,
+	}
+}

@@ -1,0 +1,257 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry/announce"
+	"github.com/capmesh/capmesh/wire"
+)
+
+// Serve binds the host's listeners — its Unix socket in the biomeos
+// directory with the capability-domain symlink, and TCP and HTTP when
+// configured — announces the host to a node when one is reachable, and
+// answers calls until ctx ends or a health.drain completes. Then it drains:
+// new work is refused with -32000 "Service draining", the calls in flight
+// get up to DrainTimeout to finish, the listeners close and the socket and
+// symlink are removed. It returns nil after a graceful stop, or the error
+// that prevented or ended serving.
+func (h *Host) Serve(ctx context.Context) error {
+	h.mu.Lock()
+	if h.served || h.closed {
+		h.mu.Unlock()
+		return errors.New("host: Serve called twice, or after Close")
+	}
+	h.served, h.serving = true, true
+	h.mu.Unlock()
+	defer h.Close()
+	if err := h.checkDependencies(); err != nil {
+		return err
+	}
+	if endpoint.FamilyID() == "" && os.Getenv("NODE_ID") == "" {
+		h.log.Info("standalone mode: no FAMILY_ID or NODE_ID set")
+	}
+
+	ls, err := h.listen()
+	if err != nil {
+		return err
+	}
+	closeListeners := func() {
+		for _, l := range ls.stream {
+			_ = l.Close()
+		}
+		if ls.http != nil {
+			_ = ls.http.Close()
+		}
+	}
+
+	// Publish the envelope with the transports actually bound.
+	h.mu.Lock()
+	h.bound = ls.transports
+	t, err := h.buildLocked()
+	if err == nil {
+		h.tab.Store(t)
+	}
+	h.mu.Unlock()
+	if err != nil {
+		closeListeners()
+		return err
+	}
+
+	opts := h.cfg.RPC
+	opts.Logger = h.log
+	if h.btspEnforced() {
+		opts.ConnGate = btspGate
+		h.log.Info("BTSP required on this family-scoped host: plaintext JSON-RPC connections are refused (TS-01)", "family", endpoint.FamilyID())
+	}
+	srv := jsonrpc.NewServer(h, &opts)
+	var hs *http.Server
+	if ls.http != nil {
+		mux, err := h.httpMux(srv)
+		if err != nil {
+			closeListeners()
+			return err
+		}
+		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	}
+
+	sctx := context.WithoutCancel(ctx)
+	errc := make(chan error, len(ls.stream)+1)
+	for _, l := range ls.stream {
+		go func() { errc <- srv.Serve(sctx, l) }()
+	}
+	if hs != nil {
+		go func() { errc <- hs.Serve(ls.http) }()
+	}
+
+	var sess *announce.Session
+	if !h.cfg.NoAnnounce {
+		sess = announce.Start(sctx, h.announceConfig())
+	}
+	h.accepting.Store(true)
+	close(h.ready)
+	h.log.Info("host ready", "name", h.info.Name, "version", h.info.Version, "methods", len(h.tab.Load().envelope.Methods), "transport", strings.Join(ls.transports, ","))
+
+	var failure error
+	select {
+	case <-ctx.Done():
+	case <-h.stop:
+	case err := <-errc:
+		if !errors.Is(err, jsonrpc.ErrServerClosed) && !errors.Is(err, http.ErrServerClosed) {
+			failure = err
+		}
+	}
+
+	// Drain: refuse new work, let the calls in flight finish.
+	_, inflight := h.drain.start()
+	h.accepting.Store(false)
+	h.log.Info("shutting down: draining calls in flight", "in_flight", inflight, "timeout", h.cfg.DrainTimeout)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.DrainTimeout)
+	defer cancel()
+	if err := h.drain.wait(dctx); err != nil {
+		h.log.Warn("drain timeout reached with calls still in flight")
+	}
+	if sess != nil {
+		_ = sess.Close()
+	}
+	if hs != nil {
+		_ = hs.Shutdown(dctx)
+	}
+	if err := srv.Shutdown(dctx); err != nil {
+		h.log.Warn("drain incomplete", "err", err)
+	}
+	closeListeners()
+	h.mu.Lock()
+	h.serving = false
+	h.mu.Unlock()
+	return failure
+}
+
+// listeners are what Serve bound.
+type listeners struct {
+	stream     []net.Listener
+	http       net.Listener
+	transports []string // wire names, in the standard's order: uds, tcp, http
+}
+
+func (h *Host) listen() (*listeners, error) {
+	ls := &listeners{}
+	fail := func(err error) (*listeners, error) {
+		for _, l := range ls.stream {
+			_ = l.Close()
+		}
+		return nil, err
+	}
+	if !h.cfg.NoSocket {
+		path := h.cfg.Socket
+		if path == "" {
+			dir, fallback, err := endpoint.SocketDir()
+			if err != nil {
+				return fail(fmt.Errorf("host: socket directory: %w", err))
+			}
+			if fallback {
+				h.log.Warn("XDG_RUNTIME_DIR is not set: using a private per-user socket directory that peers looking in the standard place will not find", "dir", dir)
+			}
+			path = filepath.Join(dir, endpoint.SocketName(h.info.Name))
+		}
+		uo := &endpoint.UnixOptions{EnvName: h.info.Name, Logger: h.log}
+		if d := h.info.Domain; d != "" && d != h.info.Name && !h.cfg.NoDomainLink {
+			uo.DomainLink = filepath.Join(filepath.Dir(path), endpoint.SocketName(d))
+		}
+		ul, err := endpoint.ListenUnix(path, uo)
+		if err != nil {
+			return fail(fmt.Errorf("host: %w", err))
+		}
+		ls.stream = append(ls.stream, ul)
+		ls.transports = append(ls.transports, wire.TransportUDS)
+		h.addrs.Store("unix", ul.Path())
+		h.log.Info("listening", "transport", "unix", "socket", ul.Path(), "domain_link", ul.DomainLink())
+	}
+	if h.cfg.TCP != "" {
+		tl, err := endpoint.ListenTCP(h.cfg.TCP)
+		if err != nil {
+			return fail(fmt.Errorf("host: %w", err))
+		}
+		ls.stream = append(ls.stream, tl)
+		ls.transports = append(ls.transports, wire.TransportTCP)
+		h.addrs.Store("tcp", tl.Addr().String())
+		h.log.Info("listening", "transport", "tcp", "addr", tl.Addr().String())
+	}
+	if h.cfg.HTTP != "" {
+		hl, err := net.Listen("tcp", h.cfg.HTTP)
+		if err != nil {
+			return fail(fmt.Errorf("host: listen http %s: %w", h.cfg.HTTP, err))
+		}
+		ls.http = hl
+		ls.transports = append(ls.transports, wire.TransportHTTP)
+		h.addrs.Store("http", hl.Addr().String())
+		h.log.Info("listening", "transport", "http", "addr", hl.Addr().String(), "jsonrpc", "/jsonrpc")
+	}
+	return ls, nil
+}
+
+// httpMux serves the JSON-RPC bridge at /jsonrpc, the mounted handlers,
+// and the CHP HTTP binding on every other path.
+func (h *Host) httpMux(srv *jsonrpc.Server) (*http.ServeMux, error) {
+	copts := h.cfg.CHPHTTP
+	if copts == nil {
+		var err error
+		if copts, err = chp.HTTPOptionsFromEnv(); err != nil {
+			return nil, fmt.Errorf("host: CHP HTTP keys: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/jsonrpc", srv.HTTPHandler())
+	h.mu.Lock()
+	mounts := slices.Clone(h.https)
+	h.mu.Unlock()
+	for _, m := range mounts {
+		mux.Handle(m.pattern, m.h)
+	}
+	mux.Handle("/", h.b.HTTPHandler(copts))
+	return mux, nil
+}
+
+// announceConfig registers the host under its name with its capability
+// tags: each capability's method and its domain, as routers look up both.
+func (h *Host) announceConfig() announce.Config {
+	h.mu.Lock()
+	tags := map[string]bool{}
+	for name := range h.caps {
+		tags[name] = true
+		if d, _, ok := strings.Cut(name, "."); ok {
+			tags[d] = true
+		}
+	}
+	h.mu.Unlock()
+	ep := ""
+	if p := h.Addr("unix"); p != "" {
+		ep = "unix://" + p
+	} else if a := h.Addr("tcp"); a != "" {
+		ep = "tcp://" + a
+	} else {
+		ep = "http://" + h.Addr("http") + "/jsonrpc"
+	}
+	return announce.Config{
+		Name:         h.info.Name,
+		Capabilities: slices.Sorted(maps.Keys(tags)),
+		Endpoint:     ep,
+		Version:      h.info.Version,
+		Node:         h.cfg.Node,
+		Key:          h.key,
+		Network:      h.cfg.Network,
+		Logger:       h.log,
+	}
+}
