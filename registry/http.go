@@ -144,7 +144,9 @@ func pathKey(r *http.Request) string {
 	if dec, err := url.PathUnescape(k); err == nil {
 		k = dec
 	}
-	if raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(k, "=")); err == nil && len(raw) == ed25519.PublicKeySize && strings.ContainsAny(k, "-_") {
+	// A key whose base64url form has no '-' or '_' (about one in four) is
+	// also unpadded standard base64: decode every URL-alphabet form.
+	if raw, err := base64.RawURLEncoding.Strict().DecodeString(strings.TrimRight(k, "=")); err == nil && len(raw) == ed25519.PublicKeySize {
 		return base64.StdEncoding.EncodeToString(raw)
 	}
 	return k

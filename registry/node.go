@@ -458,7 +458,8 @@ func (n *Node) Get(key string) (Entry, bool) {
 // window, network, policy cap, trust (key_compromise, enrolment), then
 // anti-rollback. It returns the stored entry and whether it replaced one.
 func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, error) {
-	if err := d.Verify(); err != nil {
+	raw, err := d.VerifyAndMarshal()
+	if err != nil {
 		return Entry{}, err
 	}
 	now := n.cfg.Now()
@@ -472,10 +473,6 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	}
 	if n.cfg.MaxDescriptorTTL > 0 && d.ExpiresAt.Instant().Sub(d.RegisteredAt.Instant()) > n.cfg.MaxDescriptorTTL {
 		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
-	}
-	raw, err := d.MarshalJSON()
-	if err != nil {
-		return Entry{}, refuse(descriptor.CodeInvalid, "%v", err)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

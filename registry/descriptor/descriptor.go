@@ -3,8 +3,10 @@ package descriptor
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
+	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
 )
 
@@ -300,7 +302,7 @@ func (d *Descriptor) object(withSigs bool) map[string]any {
 // CanonicalBytes returns the bytes the signature covers: the genesis
 // canonical JSON of the normalized descriptor without "signatures".
 func (d *Descriptor) CanonicalBytes() []byte {
-	b, err := pyjson.Marshal(d.object(false))
+	b, err := d.appendJSON(make([]byte, 0, 512), false)
 	if err != nil {
 		// Metadata was validated by Parse; a Descriptor built by hand with
 		// an unsupported metadata value is a programming error.
@@ -312,7 +314,115 @@ func (d *Descriptor) CanonicalBytes() []byte {
 // MarshalJSON writes the normalized descriptor with its signatures in the
 // genesis canonical form (sorted keys, no spaces, ASCII only): byte for byte
 // what the reference NA serves from GET /agents.
-func (d *Descriptor) MarshalJSON() ([]byte, error) { return pyjson.Marshal(d.object(true)) }
+func (d *Descriptor) MarshalJSON() ([]byte, error) { return d.appendJSON(make([]byte, 0, 640), true) }
+
+// encode returns the canonical signed bytes and the wire form (MarshalJSON)
+// from one encoding: the members sort as agent_id … registered_at <
+// signatures, so the wire form is the canonical bytes with the
+// "signatures" member spliced in before the closing brace.
+func (d *Descriptor) encode() (canonical, wire []byte, err error) {
+	wire, err = d.appendJSON(make([]byte, 0, 640), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := len(wire)
+	canonical = wire[:n:n]
+	wire = append(make([]byte, 0, n+40+len(d.Signatures)*(len(d.NodePublicKey)+112)), wire[:n-1]...)
+	if wire, err = d.appendSignatures(append(wire, ',')); err != nil {
+		return nil, nil, err
+	}
+	return canonical, append(wire, '}'), nil
+}
+
+// appendJSON appends the genesis canonical JSON of the normalized model —
+// the 8 members in code-point order, defaults filled in — and, when
+// withSigs, the "signatures" member last (it sorts last).
+func (d *Descriptor) appendJSON(b []byte, withSigs bool) ([]byte, error) {
+	var err error
+	b = append(b, `{"agent_id":`...)
+	if b, err = appendString(b, d.AgentID); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"capabilities":[`...)
+	for i, c := range d.Capabilities {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b, err = appendString(b, c); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `],"endpoint":{"host":`...)
+	if b, err = appendString(b, d.Endpoint.Host); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"port":`...)
+	b = strconv.AppendInt(b, int64(d.Endpoint.Port), 10)
+	b = append(b, `,"scheme":`...)
+	scheme := d.Endpoint.Scheme
+	if scheme == "" {
+		scheme = "ws"
+	}
+	if b, err = appendString(b, scheme); err != nil {
+		return nil, err
+	}
+	b = append(b, `},"expires_at":"`...)
+	b = append(d.ExpiresAt.appendTo(b, true), `","metadata":`...)
+	if len(d.Metadata) == 0 {
+		b = append(b, "{}"...)
+	} else {
+		v, verr := pyjson.Value(d.Metadata)
+		if verr != nil {
+			return nil, verr
+		}
+		if b, err = canonical.Genesis.AppendCanonical(b, v); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `,"network_name":`...)
+	if b, err = appendString(b, d.NetworkName); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"node_public_key":`...)
+	if b, err = appendString(b, d.NodePublicKey); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"registered_at":"`...)
+	b = append(d.RegisteredAt.appendTo(b, true), '"')
+	if withSigs {
+		if b, err = d.appendSignatures(append(b, ',')); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// appendSignatures appends the "signatures" member.
+func (d *Descriptor) appendSignatures(b []byte) ([]byte, error) {
+	var err error
+	b = append(b, `"signatures":[`...)
+	for i, s := range d.Signatures {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key_id":`...)
+		if b, err = appendString(b, s.KeyID); err != nil {
+			return nil, err
+		}
+		b = append(b, `,"sig":`...)
+		if b, err = appendString(b, s.Sig); err != nil {
+			return nil, err
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']'), nil
+}
+
+// appendString appends s as the genesis profile writes strings (Python
+// ensure_ascii escaping).
+func appendString(b []byte, s string) ([]byte, error) {
+	return canonical.Genesis.AppendCanonical(b, canonical.Value{Kind: canonical.String, Str: s})
+}
 
 // UnmarshalJSON is Parse.
 func (d *Descriptor) UnmarshalJSON(b []byte) error {

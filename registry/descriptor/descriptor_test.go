@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/internal/pyjson"
 )
 
 // samplesDir holds the Genesis-Mesh reference samples (shared/spec).
@@ -301,5 +302,44 @@ func FuzzParse(f *testing.F) {
 		if string(d2.CanonicalBytes()) != string(d.CanonicalBytes()) {
 			t.Fatalf("canonical bytes not stable:\n%s\n%s", d.CanonicalBytes(), d2.CanonicalBytes())
 		}
+		// The hand-written encoder agrees with the generic genesis profile.
+		generic, err := pyjson.Marshal(d.Object())
+		if err != nil {
+			t.Fatalf("generic encoding: %v", err)
+		}
+		if string(generic) != string(wire) {
+			t.Fatalf("encoders differ:\nfast    %s\ngeneric %s", wire, generic)
+		}
+		if w2, err := d.VerifyAndMarshal(); err == nil && string(w2) != string(wire) {
+			t.Fatalf("VerifyAndMarshal wire form differs from MarshalJSON")
+		}
 	})
+}
+
+// TestEncodersAgree pins the hand-written encoder (one pass, no generic
+// tree) to the generic genesis profile on every reference sample.
+func TestEncodersAgree(t *testing.T) {
+	for name, s := range loadSamples(t) {
+		d, err := descriptor.Parse(s.Descriptor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wire, err := d.VerifyAndMarshal()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		generic, err := pyjson.Marshal(d.Object())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(generic), string(wire)); diff != "" {
+			t.Errorf("%s: wire form (-generic +fast):\n%s", name, diff)
+		}
+		o := d.Object()
+		delete(o, "signatures")
+		canon, _ := pyjson.Marshal(o)
+		if diff := cmp.Diff(string(canon), string(d.CanonicalBytes())); diff != "" {
+			t.Errorf("%s: canonical bytes (-generic +fast):\n%s", name, diff)
+		}
+	}
 }

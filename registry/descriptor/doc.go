@@ -4,7 +4,8 @@
 // Data flows one way: wire bytes → Parse (schema, defaults filled, unknown
 // fields dropped, timestamps parsed as instants with their offset kept) →
 // Verify (strict base64, small-order keys and non-canonical encodings
-// rejected, Ed25519 over CanonicalBytes) → Live (the TTL window as instants).
+// rejected, Ed25519 over CanonicalBytes; VerifyAndMarshal also returns the
+// wire form from the same single encoding) → Live (the TTL window as instants).
 // A registry calls them in that order and reads nothing else before Verify
 // succeeds. A provider goes the other way: New → Sign → MarshalJSON.
 //
@@ -14,6 +15,7 @@
 // non-zero, "Z" for UTC, other offsets kept). See
 // ../shared/spec/genesis-mesh/RFC-005-NOTES.md for every rule.
 //
-// The package is small and depends only on the standard library and
-// filippo.io/edwards25519, so host processes can import it.
+// The package is small and depends only on the standard library, the
+// shared canonical profiles and identity (whose strict, libsodium-equivalent
+// Ed25519 checks it uses), so host processes can import it.
 package descriptor

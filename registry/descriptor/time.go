@@ -128,9 +128,11 @@ func (t Time) String() string { return t.render(true) }
 // answer.
 func (t Time) IsoFormat() string { return t.render(false) }
 
-func (t Time) render(zulu bool) string {
+func (t Time) render(zulu bool) string { return string(t.appendTo(make([]byte, 0, 32), zulu)) }
+
+// appendTo appends the rendering to b without allocating.
+func (t Time) appendTo(b []byte, zulu bool) []byte {
 	x := t.t
-	b := make([]byte, 0, 32)
 	b = appendInt(b, x.Year(), 4)
 	b = append(b, '-')
 	b = appendInt(b, int(x.Month()), 2)
@@ -149,9 +151,9 @@ func (t Time) render(zulu bool) string {
 	_, off := x.Zone()
 	if off == 0 {
 		if zulu {
-			return string(append(b, 'Z'))
+			return append(b, 'Z')
 		}
-		return string(append(b, "+00:00"...))
+		return append(b, "+00:00"...)
 	}
 	sign := byte('+')
 	if off < 0 {
@@ -161,12 +163,12 @@ func (t Time) render(zulu bool) string {
 	b = append(b, sign)
 	b = appendInt(b, off/3600, 2)
 	b = append(b, ':')
-	b = appendInt(b, off%3600/60, 2)
-	return string(b)
+	return appendInt(b, off%3600/60, 2)
 }
 
 func appendInt(b []byte, v, width int) []byte {
-	s := strconv.Itoa(v)
+	var d [20]byte
+	s := strconv.AppendInt(d[:0], int64(v), 10)
 	for i := len(s); i < width; i++ {
 		b = append(b, '0')
 	}

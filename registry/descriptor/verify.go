@@ -3,14 +3,11 @@ package descriptor
 import (
 	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"filippo.io/edwards25519"
+	"github.com/capmesh/capmesh/identity"
 )
 
 // DefaultSkew is the tolerance on the lower bound of the TTL window, as in
@@ -21,107 +18,36 @@ const DefaultSkew = 5 * time.Minute
 // of exactly 32 bytes that encode a point canonically and that is not of
 // small order (libsodium, the reference's verifier, rejects those; Go's
 // crypto/ed25519 does not, and with the identity point as the key the
-// signature R=identity, S=0 verifies for every message).
+// signature R=identity, S=0 verifies for every message). The checks are
+// identity.ParsePublicKey's: one implementation in the project.
 func DecodePublicKey(s string) (ed25519.PublicKey, error) {
-	if v, ok := keyCache.Load(s); ok {
-		return v.(ed25519.PublicKey), nil
-	}
-	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	b, err := identity.Decode(s, identity.Base64)
 	if err != nil {
 		return nil, fmt.Errorf("public key is not strict standard base64: %w", err)
 	}
-	if len(b) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("public key is %d bytes, want %d", len(b), ed25519.PublicKeySize)
-	}
-	if err := checkPoint(b); err != nil {
-		return nil, fmt.Errorf("public key: %w", err)
-	}
-	if keyCacheLen.Add(1) > maxKeyCache {
-		keyCache.Clear()
-		keyCacheLen.Store(0)
-	}
-	keyCache.Store(s, ed25519.PublicKey(b))
-	return ed25519.PublicKey(b), nil
-}
-
-// keyCache remembers keys that passed the point checks (a decompression
-// costs about a third of a verification); a node re-registers under the
-// same key every refresh.
-var (
-	keyCache    sync.Map
-	keyCacheLen atomic.Int64
-)
-
-const maxKeyCache = 1 << 17
-
-// smallOrderR holds the canonical encodings of the 8 torsion points.
-var smallOrderR = func() map[[32]byte]bool {
-	// An order-8 point (the generator of the torsion subgroup).
-	g, _ := hex.DecodeString("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
-	p, err := new(edwards25519.Point).SetBytes(g)
+	k, err := identity.ParsePublicKey(b)
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
-	m := map[[32]byte]bool{}
-	q := edwards25519.NewIdentityPoint()
-	for i := 0; i < 8; i++ {
-		m[[32]byte(q.Bytes())] = true
-		q = new(edwards25519.Point).Add(q, p)
-	}
-	if len(m) != 8 {
-		panic("descriptor: torsion table")
-	}
-	return m
-}()
-
-var (
-	errSmallOrder   = errors.New("small-order point")
-	errNonCanonical = errors.New("non-canonical point encoding")
-)
-
-// checkPoint rejects encodings that are not a point, not canonical, or of
-// small order (the 8 torsion points).
-func checkPoint(b []byte) error {
-	p, err := new(edwards25519.Point).SetBytes(b)
-	if err != nil {
-		return errors.New("not a valid curve point")
-	}
-	if string(p.Bytes()) != string(b) {
-		return errNonCanonical
-	}
-	if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1 {
-		return errSmallOrder
-	}
-	return nil
+	return ed25519.PublicKey(k.Bytes()), nil
 }
 
 // VerifySignature checks an Ed25519 signature (strict base64, 64 bytes) over
 // msg with the base64 public key pub, rejecting what libsodium rejects:
-// small-order or non-canonical public keys and R values, and S ≥ L
-// (crypto/ed25519 already refuses that one).
+// small-order or non-canonical public keys and R values, and S ≥ L. The
+// verification is identity.VerifyWith's; its key checks are byte
+// comparisons, so no point is decompressed beyond what ed25519.Verify
+// itself does.
 func VerifySignature(pubB64 string, msg []byte, sigB64 string) error {
-	pub, err := DecodePublicKey(pubB64)
+	pub, err := identity.Decode(pubB64, identity.Base64)
 	if err != nil {
-		return err
+		return fmt.Errorf("public key is not strict standard base64: %w", err)
 	}
-	sig, err := base64.StdEncoding.Strict().DecodeString(sigB64)
+	sig, err := identity.Decode(sigB64, identity.Base64)
 	if err != nil {
 		return fmt.Errorf("signature is not strict standard base64: %w", err)
 	}
-	if len(sig) != ed25519.SignatureSize {
-		return fmt.Errorf("signature is %d bytes, want %d", len(sig), ed25519.SignatureSize)
-	}
-	// R: crypto/ed25519 compares R byte-wise with a canonical encoding, so
-	// a non-canonical R already fails; libsodium also refuses the 8
-	// small-order R values, which a byte comparison finds without a point
-	// decompression.
-	if smallOrderR[[32]byte(sig[:32])] {
-		return fmt.Errorf("signature R: %w", errSmallOrder)
-	}
-	if !ed25519.Verify(pub, msg, sig) {
-		return errors.New("signature does not verify")
-	}
-	return nil
+	return identity.VerifyWith(pub, msg, sig)
 }
 
 // Verify checks the descriptor's first signature against NodePublicKey over
@@ -129,13 +55,25 @@ func VerifySignature(pubB64 string, msg []byte, sigB64 string) error {
 // is not consulted (Sign sets it to the node key). Errors are *Error with
 // CodeSignatureRequired or CodeInvalidSignature.
 func (d *Descriptor) Verify() error {
+	_, err := d.VerifyAndMarshal()
+	return err
+}
+
+// VerifyAndMarshal is Verify, and on success also returns the normalized
+// wire form (MarshalJSON), both from a single encoding of the descriptor:
+// what a registry does with every registration.
+func (d *Descriptor) VerifyAndMarshal() ([]byte, error) {
 	if len(d.Signatures) == 0 {
-		return errorf(CodeSignatureRequired, "descriptor must be signed by the node key")
+		return nil, errorf(CodeSignatureRequired, "descriptor must be signed by the node key")
 	}
-	if err := VerifySignature(d.NodePublicKey, d.CanonicalBytes(), d.Signatures[0].Sig); err != nil {
-		return errorf(CodeInvalidSignature, "%v", err)
+	canon, wire, err := d.encode()
+	if err != nil {
+		return nil, errorf(CodeInvalid, "%v", err)
 	}
-	return nil
+	if err := VerifySignature(d.NodePublicKey, canon, d.Signatures[0].Sig); err != nil {
+		return nil, errorf(CodeInvalidSignature, "%v", err)
+	}
+	return wire, nil
 }
 
 // Sign replaces the signatures with one Ed25519 signature by priv over
