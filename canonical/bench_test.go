@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // sampleDoc is a ~2 KB CHP-like evidence event: nested objects and arrays,
@@ -145,6 +146,52 @@ func BenchmarkParse(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse(sampleDoc); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVsFloor runs the floor and a candidate alternately in every
+// iteration and reports their ratio ("x_floor"). On a shared, loaded machine
+// the load then falls on both alike, so the ratio is steadier than medians
+// of separate benchmarks. floor_ns and canon_ns are the per-operation means.
+func BenchmarkVsFloor(b *testing.B) {
+	v, generic := benchDocs(b)
+	floor := func() {
+		out, err := json.Marshal(generic)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = sha256.Sum256(out)
+	}
+	for _, p := range []Profile{ChpStableV1, Genesis, JCS, ChpJcsV1} {
+		for _, c := range []struct {
+			name string
+			run  func()
+		}{
+			{"value", func() { HashValue(p, v) }},
+			{"text", func() {
+				tv, err := Parse(sampleDoc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				HashValue(p, tv)
+			}},
+			{"go", func() { SHA256(p, generic) }},
+		} {
+			b.Run(p.Name()+"/"+c.name, func(b *testing.B) {
+				var floorNs, candNs time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					floor()
+					t1 := time.Now()
+					c.run()
+					candNs += time.Since(t1)
+					floorNs += t1.Sub(t0)
+				}
+				b.ReportMetric(float64(floorNs)/float64(b.N), "floor_ns/op")
+				b.ReportMetric(float64(candNs)/float64(b.N), "canon_ns/op")
+				b.ReportMetric(float64(candNs)/float64(floorNs), "x_floor")
+			})
 		}
 	}
 }

@@ -48,6 +48,14 @@ func (e *encoder) number(b []byte, lit string) ([]byte, error) {
 		}
 		return append(b, lit...), nil
 	default: // numES
+		// Fast path: an integer of up to 15 digits is exact in a double and
+		// ECMAScript writes it as plain decimal, i.e. as written.
+		if isInt && len(strings.TrimPrefix(lit, "-")) <= 15 {
+			if lit == "-0" {
+				return append(b, '0'), nil
+			}
+			return append(b, lit...), nil
+		}
 		f, err := parseDouble(lit)
 		if err != nil {
 			return b, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"filippo.io/edwards25519"
 )
@@ -299,5 +300,21 @@ func BenchmarkVerify(b *testing.B) {
 				b.Fatal("verify failed")
 			}
 		}
+	})
+	// Alternate both in each iteration so machine load hits them alike;
+	// x_stdlib is strict time over crypto/ed25519 time.
+	b.Run("paired", func(b *testing.B) {
+		var std, strict time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			ed25519.Verify(raw, msg, sig)
+			t1 := time.Now()
+			pub.Verify(msg, sig)
+			strict += time.Since(t1)
+			std += t1.Sub(t0)
+		}
+		b.ReportMetric(float64(strict)/float64(b.N), "strict_ns/op")
+		b.ReportMetric(float64(std)/float64(b.N), "stdlib_ns/op")
+		b.ReportMetric(float64(strict)/float64(std), "x_stdlib")
 	})
 }
