@@ -10,16 +10,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/capmesh/capmesh/internal/specdata"
 )
 
-// specDir is the shared spec directory beside the repository.
+// specDir is the CHP test data copied into the repository.
 func specDir(t testing.TB) string {
 	t.Helper()
-	d := filepath.Join("..", "..", "shared", "spec", "chp")
-	if _, err := os.Stat(d); err != nil {
-		t.Skipf("shared spec not present: %v", err)
-	}
-	return d
+	return specdata.Path("chp")
 }
 
 func readSpec(t testing.TB, rel string) []byte {

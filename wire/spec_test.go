@@ -5,20 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/capmesh/capmesh/internal/specdata"
 )
 
-// specDir is where the shared specification data lives: beside the checkout
-// (the project layout), or wherever CAPMESH_SPEC_DIR points.
+// specDir is the specification test data copied into the repository.
 func specDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("CAPMESH_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "spec")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ecoprimals")); err != nil {
-		t.Skipf("specification data not found at %s (set CAPMESH_SPEC_DIR): %v", dir, err)
-	}
-	return dir
+	return specdata.Dir()
 }
 
 // ecoFile reads a file below spec/ecoprimals.
@@ -47,13 +41,4 @@ func resultOf(t testing.TB, response []byte) json.RawMessage {
 }
 
 // specDirOrEmpty is specDir for callers that can do without the data.
-func specDirOrEmpty() string {
-	dir := os.Getenv("CAPMESH_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "spec")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ecoprimals")); err != nil {
-		return ""
-	}
-	return dir
-}
+func specDirOrEmpty() string { return specdata.Dir() }

@@ -17,6 +17,8 @@ import (
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
+
+	"github.com/capmesh/capmesh/internal/specdata"
 )
 
 var updateGolden = flag.Bool("update-inspect", false, "rewrite the inspect golden files")
@@ -26,14 +28,7 @@ var updateGolden = flag.Bool("update-inspect", false, "rewrite the inspect golde
 // to one line.
 func recorded(t *testing.T, name string) json.RawMessage {
 	t.Helper()
-	dir := os.Getenv("CAPMESH_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "spec")
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "ecoprimals", "real-responses", name))
-	if os.IsNotExist(err) {
-		t.Skipf("specification data not found in %s (set CAPMESH_SPEC_DIR)", dir)
-	}
+	b, err := os.ReadFile(specdata.Path("ecoprimals/real-responses/" + name))
 	if err != nil {
 		t.Fatal(err)
 	}
