@@ -1,14 +1,17 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"encoding/json"
 	"net"
 	"sort"
 )
 
 // Handler answers one request. The result is encoded with encoding/json,
-// except a json.RawMessage, which is written as is and must hold valid JSON.
+// except a json.RawMessage, which is written as is (compacted first if it
+// contains line breaks) and must hold valid JSON.
 // A returned *Error or Code is sent as that error; any other error becomes
 // InternalError carrying the error's text. For a notification the result is
 // discarded. Handlers must honour ctx: it ends when the connection closes
@@ -125,6 +128,16 @@ func encodeResult(v any) ([]byte, error) {
 	case json.RawMessage:
 		if len(r) == 0 {
 			return []byte("null"), nil
+		}
+		// A pre-encoded result may be pretty-printed; a line break inside
+		// it would end the frame early on a newline stream. Compacting
+		// also validates it.
+		if bytes.IndexByte(r, '\n') >= 0 || bytes.IndexByte(r, '\r') >= 0 {
+			var out bytes.Buffer
+			if err := json.Compact(&out, r); err != nil {
+				return nil, fmt.Errorf("result is not valid JSON: %w", err)
+			}
+			return out.Bytes(), nil
 		}
 		return r, nil
 	case nil:

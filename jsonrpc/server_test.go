@@ -60,6 +60,9 @@ func specMethods() Map {
 		"get_data": HandlerFunc(func(context.Context, *Request) (any, error) {
 			return []any{"hello", 5}, nil
 		}),
+		"pretty": HandlerFunc(func(context.Context, *Request) (any, error) {
+			return json.RawMessage("{\n  \"a\": [1,\r\n 2]\n}"), nil
+		}),
 		"echo.id": HandlerFunc(func(_ context.Context, r *Request) (any, error) { return json.RawMessage(r.ID), nil }),
 		"ping":    HandlerFunc(func(context.Context, *Request) (any, error) { return "pong", nil }),
 	}
@@ -404,6 +407,17 @@ func TestBadInputKeepsConnection(t *testing.T) {
 		if got := rc.line(); got != sentinelResp {
 			t.Fatalf("after %q: %s", tc.in, got)
 		}
+	}
+}
+
+// TestPrettyRawResultStaysOneLine pins a bug: a handler returning a
+// pretty-printed json.RawMessage broke newline framing.
+func TestPrettyRawResultStaysOneLine(t *testing.T) {
+	ts := startServer(t, "unix", specMethods(), nil)
+	rc := dialRaw(t, ts)
+	rc.send(`{"jsonrpc":"2.0","method":"pretty","id":1}` + "\n")
+	if got := rc.line(); got != `{"jsonrpc":"2.0","result":{"a":[1,2]},"id":1}` {
+		t.Fatalf("got %q", got)
 	}
 }
 
