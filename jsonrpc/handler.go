@@ -3,8 +3,8 @@ package jsonrpc
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"net"
 	"sort"
 )
