@@ -22,10 +22,10 @@ type registryListing struct {
 }
 
 type listedEntry struct {
-	Name      string          `json:"primal_id"`
-	ExpiresAt time.Time       `json:"expires_at"`
+	Name      string                  `json:"primal_id"`
+	ExpiresAt time.Time               `json:"expires_at"`
 	Trust     *struct{ Trusted bool } `json:"trust"`
-	Desc      json.RawMessage `json:"descriptor"`
+	Desc      json.RawMessage         `json:"descriptor"`
 }
 
 // listIPC asks a JSON-RPC registry for its live entries.
