@@ -138,6 +138,7 @@ type Host struct {
 	consumed  []string
 	mounts    []jsonrpc.Assigner
 	mountList []string // names advertised by mounts
+	notes     map[string]*capOptions // Annotate of mounted methods
 	https     []httpMount
 	bound     []string // transports bound, in wire order
 	serving   bool

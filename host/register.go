@@ -266,6 +266,40 @@ func (h *Host) Mount(a jsonrpc.Assigner) error {
 	return h.changedLocked()
 }
 
+// Annotate declares the cost and prerequisites (Cost, Requires,
+// Description) of a method the host answers through Handle or Mount, whose
+// handler it did not register with options. It fails for a method the host
+// does not advertise.
+func (h *Host) Annotate(name string, opts ...CapOption) error {
+	o, err := collect(name, opts)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m, ok := h.caps[name]; ok {
+		if o.cost != nil {
+			m.cost = o.cost
+		}
+		m.requires = append(m.requires, o.requires...)
+		return h.changedLocked()
+	}
+	if !slices.Contains(h.mountList, name) {
+		return fmt.Errorf("host: Annotate: %s is not a method of this host", name)
+	}
+	if h.notes == nil {
+		h.notes = map[string]*capOptions{}
+	}
+	if prev := h.notes[name]; prev != nil {
+		if o.cost == nil {
+			o.cost = prev.cost
+		}
+		o.requires = append(prev.requires, o.requires...)
+	}
+	h.notes[name] = o
+	return h.changedLocked()
+}
+
 // MountHTTP serves handler at pattern (an http.ServeMux pattern) on the
 // HTTP listener, beside /jsonrpc and the CHP binding (which has "/"). Call
 // it before Serve.

@@ -112,6 +112,14 @@ func (h *Host) buildLocked() (*table, error) {
 			deps[name] = slices.Clone(m.requires)
 		}
 	}
+	for name, o := range h.notes {
+		if o.cost != nil {
+			costs[name] = *o.cost
+		}
+		if len(o.requires) > 0 {
+			deps[name] = slices.Clone(o.requires)
+		}
+	}
 	names := make([]string, 0, len(handlers)+len(h.mountList))
 	for name := range handlers {
 		if wire.ValidateMethodName(name) == nil { // legacy undotted aliases are answered, not advertised
@@ -174,8 +182,15 @@ func (h *Host) checkDependencies() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	known := maps.Clone(h.caps)
-	for _, name := range slices.Sorted(maps.Keys(h.caps)) {
-		for _, r := range h.caps[name].requires {
+	reqs := map[string][]string{}
+	for name, m := range h.caps {
+		reqs[name] = m.requires
+	}
+	for name, o := range h.notes {
+		reqs[name] = o.requires
+	}
+	for _, name := range slices.Sorted(maps.Keys(reqs)) {
+		for _, r := range reqs[name] {
 			if _, ok := known[r]; ok || slices.Contains(h.consumed, r) || slices.Contains(h.mountList, r) {
 				continue
 			}

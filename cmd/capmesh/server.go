@@ -2,18 +2,25 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/host"
+	"github.com/capmesh/capmesh/identity"
+	"github.com/capmesh/capmesh/internal/xdg"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry"
+	"github.com/capmesh/capmesh/registry/sqlite"
+	"github.com/capmesh/capmesh/wire"
 )
 
 // serverFlags are the options of `capmesh server`.
@@ -31,6 +38,13 @@ type serverFlags struct {
 	idleTimeout  time.Duration
 	writeTimeout time.Duration
 	drainTimeout time.Duration
+
+	network      string
+	operatorKeys []string
+	trustKeys    []string
+	localTTL     time.Duration
+	memory       bool
+	requireBTSP  bool
 }
 
 func init() { register(newServerCmd) }
@@ -39,13 +53,32 @@ func newServerCmd(a *app) *cobra.Command {
 	f := &serverFlags{}
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "Run a capmesh node on its Unix socket (and optionally TCP and HTTP)",
+		Short: "Run a capmesh node: the registry and router, as a Level 3 host",
 		Long: `Run a capmesh node. It listens for newline-delimited JSON-RPC 2.0 on its
 Unix socket in the biomeos directory ($XDG_RUNTIME_DIR/biomeos/capmesh.sock,
 or capmesh-$FAMILY_ID.sock when FAMILY_ID is set), with a capability-domain
-symlink beside it; --port adds newline JSON-RPC on TCP and --http the
-HTTP bridge (POST /jsonrpc). It starts standalone when no FAMILY_ID or
-NODE_ID is set, and drains in-flight calls on SIGINT/SIGTERM.`,
+symlink beside it (mesh.sock); --port adds newline JSON-RPC on TCP and --http
+an HTTP listener with the JSON-RPC bridge (POST /jsonrpc), the CHP HTTP
+binding (/host, /invoke, /replay/{id}, …) and the Genesis-Mesh registry
+routes (/agents, /crl, /join, /genesis, …).
+
+The node is a capability host like any other: capabilities.list answers the
+full Level 3 envelope, signed with the node's key, plus identity.get, the
+health triad, health.drain and the CHP methods. It adds the registry
+(ipc.register, ipc.resolve, ipc.find_capability, ipc.list, ipc.heartbeat,
+…), capability.call and capability.discover, and routes any other
+domain.operation call to a live, trusted provider.
+
+State lives in the state directory (--data-dir, default
+$XDG_STATE_HOME/capmesh): the node key (keys/identity.pem, the one
+'capmesh keys' manages), the registry (registry.db) and the evidence log
+(evidence/<name>/). --memory keeps everything in memory instead.
+
+It starts standalone when no FAMILY_ID or NODE_ID is set, and drains
+in-flight calls on SIGINT/SIGTERM or health.drain.`,
+		Example: `  capmesh server
+  capmesh server --port 9000 --http 127.0.0.1:8080
+  capmesh server --memory --trust-key 8AARks4noJtut6Cdhly0z4Wjj9MkHMYeIRZVFEHrsSg=`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServer(cmd.Context(), a, f)
@@ -58,41 +91,23 @@ NODE_ID is set, and drains in-flight calls on SIGINT/SIGTERM.`,
 	fl.BoolVar(&f.noSocket, "no-socket", false, "do not bind the Unix socket (requires --port or --http)")
 	fl.IntVar(&f.port, "port", 0, "also serve newline JSON-RPC on this TCP port")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1", "address --port binds to")
-	fl.StringVar(&f.httpAddr, "http", "", "also serve the HTTP bridge (POST /jsonrpc) on this address, e.g. 127.0.0.1:8080")
+	fl.StringVar(&f.httpAddr, "http", "", "also serve HTTP on this address (JSON-RPC at /jsonrpc, the CHP binding, the registry routes), e.g. 127.0.0.1:8080")
 	fl.IntVar(&f.maxMessage, "max-message-bytes", 4<<20, "largest accepted message")
 	fl.IntVar(&f.maxConns, "max-conns", 1024, "most concurrent connections")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 64, "most calls in flight per connection")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 5*time.Minute, "close connections idle this long")
 	fl.DurationVar(&f.writeTimeout, "write-timeout", 10*time.Second, "disconnect peers that do not read their responses within this")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for calls in flight")
+	fl.StringVar(&f.network, "network", "capmesh", "network name signed descriptors must carry")
+	fl.StringArrayVar(&f.operatorKeys, "operator-key", nil, "operator key allowed to call /admin/* as ID=PUBLIC-KEY (base64 or hex; repeatable)")
+	fl.StringArrayVar(&f.trustKeys, "trust-key", nil, "node public key (base64 or hex) trusted without a join certificate (repeatable)")
+	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
+	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
+	fl.BoolVar(&f.requireBTSP, "require-btsp", false, "on a family-scoped socket, refuse plaintext JSON-RPC with the BTSP-required error (TS-01)")
 	return cmd
 }
 
-// builtinMethods are the methods every capmesh process answers.
-func builtinMethods(name, version string, started time.Time) jsonrpc.Map {
-	liveness := jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
-		return map[string]string{"status": "alive"}, nil
-	})
-	check := jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
-		return map[string]any{
-			"status":   "healthy",
-			"primal":   name,
-			"version":  version,
-			"uptime_s": int64(time.Since(started).Seconds()),
-		}, nil
-	})
-	return jsonrpc.Map{
-		"health.liveness": liveness,
-		"health.readiness": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
-			return map[string]any{"status": "ready", "primal": name, "version": version}, nil
-		}),
-		"health.check": check,
-		"health":       check,
-		"ping":         liveness,
-	}
-}
-
-func runServer(ctx context.Context, a *app, f *serverFlags) error {
+func (f *serverFlags) validate() error {
 	if f.noSocket && f.port == 0 && f.httpAddr == "" {
 		return usageErrorf("--no-socket needs --port or --http, or there is nothing to listen on")
 	}
@@ -107,105 +122,165 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 			return usageErrorf("--domain: %v", err)
 		}
 	}
-	log := a.log
-	started := time.Now()
-	methods := builtinMethods(f.name, versionString(), started)
-	srv := jsonrpc.NewServer(methods, &jsonrpc.ServerOptions{
-		MaxMessageBytes: f.maxMessage,
-		MaxConns:        f.maxConns,
-		MaxInFlight:     f.maxInFlight,
-		IdleTimeout:     f.idleTimeout,
-		WriteTimeout:    f.writeTimeout,
-		DrainTimeout:    f.drainTimeout,
-		Logger:          log,
-	})
-
-	if endpoint.FamilyID() == "" && os.Getenv("NODE_ID") == "" {
-		log.Info("standalone mode: no FAMILY_ID or NODE_ID set")
+	if f.localTTL <= 0 {
+		return usageErrorf("--local-ttl %s: want a positive duration", f.localTTL)
 	}
-
-	var listeners []net.Listener
-	closeAll := func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
+	if strings.TrimSpace(f.network) == "" {
+		return usageErrorf("--network: want a network name")
 	}
-	if !f.noSocket {
-		path := f.socket
-		if path == "" {
-			dir, fallback, err := endpoint.SocketDir()
-			if err != nil {
-				return withCode(exitUsage, err)
-			}
-			if fallback {
-				log.Warn("XDG_RUNTIME_DIR is not set: using a private per-user socket directory that peers looking in the standard place will not find", "dir", dir)
-			}
-			path = filepath.Join(dir, endpoint.SocketName(f.name))
+	return nil
+}
+
+// registryConfig turns the trust flags into the registry's configuration.
+func (f *serverFlags) registryConfig() (registry.Config, error) {
+	cfg := registry.Config{Network: f.network, LocalTTL: f.localTTL}
+	for _, s := range f.operatorKeys {
+		id, key, ok := strings.Cut(s, "=")
+		if !ok || id == "" {
+			return cfg, usageErrorf("--operator-key %q: want ID=PUBLIC-KEY", s)
 		}
-		opts := &endpoint.UnixOptions{EnvName: f.name, Logger: log}
-		if f.domain != "" && f.domain != f.name {
-			opts.DomainLink = filepath.Join(filepath.Dir(path), endpoint.SocketName(f.domain))
-		}
-		ul, err := endpoint.ListenUnix(path, opts)
+		pub, err := identity.ParsePublicKeyString(key)
 		if err != nil {
-			return withCode(exitNetwork, err)
+			return cfg, usageErrorf("--operator-key %s: %v", id, err)
 		}
-		listeners = append(listeners, ul)
-		log.Info("listening", "transport", "unix", "socket", ul.Path(), "domain_link", ul.DomainLink())
+		if cfg.OperatorKeys == nil {
+			cfg.OperatorKeys = map[string]ed25519.PublicKey{}
+		}
+		cfg.OperatorKeys[id] = pub.Bytes()
+	}
+	for _, s := range f.trustKeys {
+		pub, err := identity.ParsePublicKeyString(s)
+		if err != nil {
+			return cfg, usageErrorf("--trust-key %q: %v", s, err)
+		}
+		cfg.TrustedKeys = append(cfg.TrustedKeys, pub.Base64())
+	}
+	return cfg, nil
+}
+
+// registryHTTPRoutes are the Genesis-Mesh Network-Authority routes of the
+// registry on the node's HTTP listener. The registry's own GET /health is
+// left to the CHP binding, which owns /health on every capmesh host.
+var registryHTTPRoutes = []string{"/agents", "/agents/", "/crl", "/genesis", "/healthz", "/join", "/renew", "/heartbeat", "/admin/"}
+
+func runServer(ctx context.Context, a *app, f *serverFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	rcfg, err := f.registryConfig()
+	if err != nil {
+		return err
+	}
+	log := a.log
+	rcfg.Logger = log
+
+	hcfg := &host.Config{
+		Socket:       f.socket,
+		NoSocket:     f.noSocket,
+		HTTP:         f.httpAddr,
+		DataDir:      a.dataDir,
+		Ephemeral:    f.memory,
+		RequireBTSP:  f.requireBTSP,
+		NoAnnounce:   true, // the node is what others announce to
+		DrainTimeout: f.drainTimeout,
+		Logger:       log,
+		RPC: jsonrpc.ServerOptions{
+			MaxMessageBytes: f.maxMessage,
+			MaxConns:        f.maxConns,
+			MaxInFlight:     f.maxInFlight,
+			IdleTimeout:     f.idleTimeout,
+			WriteTimeout:    f.writeTimeout,
+		},
+	}
+	if f.domain == "" {
+		hcfg.NoDomainLink = true
 	}
 	if f.port != 0 {
-		tl, err := endpoint.ListenTCP(net.JoinHostPort(f.listen, fmt.Sprint(f.port)))
+		hcfg.TCP = net.JoinHostPort(f.listen, fmt.Sprint(f.port))
+	}
+	if !f.memory {
+		// The node signs with the user's capmesh key, the one `capmesh keys`
+		// shows, and keeps its registry in SQLite beside it.
+		keyPath, err := identity.DefaultKeyPath(a.dataDir)
 		if err != nil {
-			closeAll()
+			return withCode(exitUsage, err)
+		}
+		hcfg.KeyFile = keyPath
+		dir, err := xdg.StateDir(a.dataDir)
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		store, err := sqlite.Open(filepath.Join(dir, "registry.db"))
+		if err != nil {
+			return fmt.Errorf("registry store: %w", err)
+		}
+		defer store.Close()
+		rcfg.Store = store
+	}
+
+	node, err := registry.NewNode(rcfg)
+	if err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	defer node.Close()
+
+	h, err := host.New(host.Info{
+		Name:        f.name,
+		Version:     versionString(),
+		Domain:      f.domain,
+		Description: "capmesh node: registry, discovery and routing",
+	}, hcfg)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		// The evidence log is locked: another node runs on this state.
+		return withCode(exitNetwork, fmt.Errorf("another capmesh server is running with this state directory: %w", err))
+	}
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	if err := h.Mount(node.RPC()); err != nil {
+		_ = h.Close()
+		return err
+	}
+	// What the registry's methods cost and need, for planners reading the
+	// node's capabilities.list: routing is a network hop; a heartbeat or
+	// an unregistration presupposes a registration.
+	local := wire.CostEstimate{CPU: wire.CostLow, LatencyMS: 0.1}
+	for _, a := range []struct {
+		method string
+		opts   []host.CapOption
+	}{
+		{"capability.call", []host.CapOption{host.Cost(wire.CostEstimate{CPU: wire.CostLow, LatencyMS: 5})}},
+		{"ipc.register", []host.CapOption{host.Cost(wire.CostEstimate{CPU: wire.CostLow, LatencyMS: 2})}},
+		{"ipc.heartbeat", []host.CapOption{host.Cost(local), host.Requires("ipc.register")}},
+		{"ipc.unregister", []host.CapOption{host.Cost(local), host.Requires("ipc.register")}},
+		{"ipc.find_capability", []host.CapOption{host.Cost(local)}},
+		{"ipc.resolve", []host.CapOption{host.Cost(local)}},
+	} {
+		if err := h.Annotate(a.method, a.opts...); err != nil {
+			log.Debug("registry method not annotated", "method", a.method, "err", err)
+		}
+	}
+	if f.httpAddr != "" {
+		rh := node.HTTPHandler()
+		for _, p := range registryHTTPRoutes {
+			if err := h.MountHTTP(p, rh); err != nil {
+				_ = h.Close()
+				return err
+			}
+		}
+	}
+	log.Info("capmesh node starting", "name", f.name, "version", versionString(), "network", f.network, "memory", f.memory)
+	if err := h.Serve(ctx); err != nil {
+		if errors.Is(err, endpoint.ErrSocketInUse) || isListenError(err) {
 			return withCode(exitNetwork, err)
 		}
-		listeners = append(listeners, tl)
-		log.Info("listening", "transport", "tcp", "addr", tl.Addr().String())
-	}
-	var hs *http.Server
-	var hl net.Listener
-	if f.httpAddr != "" {
-		var err error
-		hl, err = net.Listen("tcp", f.httpAddr)
-		if err != nil {
-			closeAll()
-			return withCode(exitNetwork, fmt.Errorf("listen http %s: %w", f.httpAddr, err))
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/jsonrpc", srv.HTTPHandler())
-		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: f.idleTimeout}
-		log.Info("listening", "transport", "http", "addr", hl.Addr().String(), "path", "/jsonrpc")
-	}
-
-	errc := make(chan error, len(listeners)+1)
-	for _, l := range listeners {
-		go func() { errc <- srv.Serve(ctx, l) }()
-	}
-	if hs != nil {
-		go func() { errc <- hs.Serve(hl) }()
-	}
-	log.Info("capmesh node ready", "name", f.name, "version", versionString())
-
-	var firstErr error
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if !errors.Is(err, jsonrpc.ErrServerClosed) && !errors.Is(err, http.ErrServerClosed) {
-			firstErr = err
-		}
-	}
-	log.Info("shutting down: draining calls in flight", "timeout", f.drainTimeout)
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.drainTimeout)
-	defer cancel()
-	if hs != nil {
-		_ = hs.Shutdown(dctx)
-	}
-	if err := srv.Shutdown(dctx); err != nil {
-		log.Warn("drain incomplete", "err", err)
-	}
-	closeAll()
-	if firstErr != nil {
-		return withCode(exitNetwork, firstErr)
+		return err
 	}
 	return ctx.Err()
+}
+
+// isListenError reports whether err is a failure to bind a listener.
+func isListenError(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "listen"
 }
