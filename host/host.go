@@ -137,7 +137,7 @@ type Host struct {
 	caps      map[string]*method
 	consumed  []string
 	mounts    []jsonrpc.Assigner
-	mountList []string // names advertised by mounts
+	mountList []string               // names advertised by mounts
 	notes     map[string]*capOptions // Annotate of mounted methods
 	https     []httpMount
 	bound     []string // transports bound, in wire order
