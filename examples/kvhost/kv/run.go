@@ -1,0 +1,134 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/host"
+	"github.com/capmesh/capmesh/jsonrpc"
+)
+
+// Version is the example's version.
+const Version = "1.0.0"
+
+// Main runs kvhost with the process's arguments and returns its exit
+// status: 0 after a graceful stop (health.drain), 130 when interrupted,
+// 2 for a usage error, 3 when it cannot listen, 1 otherwise.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := Run(ctx, os.Args[1:], os.Stderr)
+	switch {
+	case err == nil && ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "kvhost: interrupted")
+		return 130
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "kvhost:", err)
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return 2
+	case errors.Is(err, endpoint.ErrSocketInUse), isListen(err):
+		return 3
+	}
+	return 1
+}
+
+type usageError struct{ error }
+
+func isListen(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "listen"
+}
+
+// Run parses args, builds the host and serves until ctx ends or the host is
+// drained.
+func Run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kvhost", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		name     = fs.String("name", "kvhost", "primal name: the socket is <name>.sock (the domain symlink is kv.sock)")
+		socket   = fs.String("socket", "", "Unix socket path (default: the biomeos directory)")
+		tcp      = fs.String("tcp", "", "also serve newline JSON-RPC on this address, e.g. 127.0.0.1:9100")
+		httpAddr = fs.String("http", "", "also serve HTTP (JSON-RPC at /jsonrpc and the CHP binding) on this address")
+		dataDir  = fs.String("data-dir", os.Getenv("CAPMESH_DATA_DIR"), "state directory for the key and the evidence (default $XDG_STATE_HOME/capmesh)")
+		memory   = fs.Bool("memory", false, "keep the key and the evidence in memory")
+		node     = fs.String("node", "", "capmesh node to announce to (default: capmesh.sock in the biomeos directory, when there)")
+		signer   = fs.String("signer", "", "where kv.seal asks for crypto.sign_ed25519 (default: the node, which routes it to a provider)")
+		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: kvhost [flags]\n\nA key-value capability host built with the capmesh host library.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError{fmt.Errorf("-log-level %q: want debug, info, warn or error", *logLevel)}
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv}))
+
+	h, err := host.New(host.Info{
+		Name:        *name,
+		Version:     Version,
+		Domain:      "kv",
+		License:     "Apache-2.0",
+		Description: "In-memory key-value store with versions, compare-and-swap and expiry",
+	}, &host.Config{
+		Socket:    *socket,
+		TCP:       *tcp,
+		HTTP:      *httpAddr,
+		DataDir:   *dataDir,
+		Ephemeral: *memory,
+		Node:      *node,
+		Logger:    log,
+	})
+	if err != nil {
+		return usageError{err}
+	}
+	if err := Register(h, NewStore(), signerAt(*signer, *node)); err != nil {
+		_ = h.Close()
+		return err
+	}
+	return h.Serve(ctx)
+}
+
+// signerAt returns how kv.seal reaches crypto.sign_ed25519: the given
+// address, else the node (given, or capmesh.sock in the biomeos directory).
+func signerAt(addr, node string) Signer {
+	return func(ctx context.Context) (jsonrpc.Caller, error) {
+		a := addr
+		if a == "" {
+			a = node
+		}
+		if a == "" {
+			p, err := endpoint.SocketPath("capmesh")
+			if err != nil {
+				return nil, err
+			}
+			a = "unix://" + p
+		}
+		return endpoint.Dial(ctx, a)
+	}
+}
