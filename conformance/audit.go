@@ -35,6 +35,10 @@ type Options struct {
 	// NodeIDs are node ids to try, besides $NODE_ID and common defaults,
 	// when checking whether an announcement key is the seed-derived one.
 	NodeIDs []string
+	// CHPDisabled names capabilities the operator has disabled on the host,
+	// so that CHP requirement 9 (skipped execution) can be exercised on a
+	// host whose descriptors do not mark them.
+	CHPDisabled []string
 	// CHPInvokeLimit bounds how many capabilities the CHP suite invokes
 	// with an empty payload to find a success and a failure when the host
 	// has no conformance fixtures. Default 8.
@@ -156,10 +160,21 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 	}
 	wireChecks, w := auditWire(ctx, caller, transport, o, familyScoped)
 	jsonrpcAbsent := hc != nil && w.err != nil && !isRPCError(w.err)
+	var listing *registryListing
+	if hc != nil {
+		h := &httpCHP{base: httpBase, key: o.Key, hc: hc}
+		if l, err := listAgents(ctx, h); err == nil {
+			listing = l
+		}
+	}
 	switch {
-	case jsonrpcAbsent && httpCHPHost != nil:
+	case jsonrpcAbsent && (httpCHPHost != nil || listing != nil):
+		what := "a CHP host on the HTTP binding"
+		if httpCHPHost == nil {
+			what = "an RFC-005 registry (GET /agents)"
+		}
 		rep.Checks = append(rep.Checks, Check{Suite: SuiteWire, ID: "W.jsonrpc", Requirement: "the host answers JSON-RPC 2.0 (capabilities.list)",
-			Source: srcWireLevels, Status: Skip, Reason: "a CHP host on the HTTP binding without a JSON-RPC bridge at " + addr.String()})
+			Source: srcWireLevels, Status: Skip, Reason: what + " without a JSON-RPC bridge at " + addr.String()})
 	case jsonrpcAbsent:
 		rep.Reachable = false
 		rep.Error = w.err.Error()
@@ -233,18 +248,11 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 	}
 
 	// RFC-005 on registries.
-	var listing *registryListing
-	if w.in != nil && w.in.Capabilities != nil && contains(w.in.Capabilities.Methods, "ipc.list") {
+	if listing == nil && w.in != nil && w.in.Capabilities != nil && contains(w.in.Capabilities.Methods, "ipc.list") {
 		lctx, lcancel := context.WithTimeout(ctx, o.probeTimeout())
 		l, err := listIPC(lctx, caller)
 		lcancel()
 		if err == nil {
-			listing = l
-		}
-	}
-	if listing == nil && hc != nil {
-		h := &httpCHP{base: httpBase, key: o.Key, hc: hc}
-		if l, err := listAgents(ctx, h); err == nil {
 			listing = l
 		}
 	}

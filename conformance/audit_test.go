@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/rogpeppe/go-internal/txtar"
+	"golang.org/x/tools/txtar"
 
 	"github.com/capmesh/capmesh/conformance"
 	"github.com/capmesh/capmesh/conformance/fakehost"
@@ -32,7 +32,7 @@ func specDir() string {
 }
 
 // biomeos makes a private XDG_RUNTIME_DIR with its biomeos directory.
-func biomeos(t *testing.T) string {
+func biomeos(t testing.TB) string {
 	t.Helper()
 	run := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", run)
@@ -45,7 +45,7 @@ func biomeos(t *testing.T) string {
 }
 
 // serve starts spec on a Unix socket in dir and stops it at cleanup.
-func serve(t *testing.T, dir string, spec *fakehost.Spec) endpoint.Address {
+func serve(t testing.TB, dir string, spec *fakehost.Spec) endpoint.Address {
 	t.Helper()
 	name := spec.Socket
 	if name == "" {

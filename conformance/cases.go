@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rogpeppe/go-internal/txtar"
+	"golang.org/x/tools/txtar"
 )
 
 // Case is one data-driven wire check: lines to send on a fresh connection

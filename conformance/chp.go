@@ -199,10 +199,19 @@ func auditCHP(ctx context.Context, t chpTransport, descRaw json.RawMessage, o *O
 	denied := a.invoke(ctx, "capmesh_audit.no_such_capability", map[string]any{}, a.corr)
 	invs = append(invs, denied)
 	for _, c := range desc.Capabilities {
-		if strings.EqualFold(c.Status, "disabled") {
+		if strings.EqualFold(c.Status, "disabled") || contains(a.o.CHPDisabled, c.ID) {
 			skipped = a.invoke(ctx, c.ID, map[string]any{}, a.corr)
 			invs = append(invs, skipped)
 			break
+		}
+	}
+	if skipped == nil {
+		// A skip seen while looking for a success or a failure will do.
+		for _, inv := range invs {
+			if inv.res != nil && inv.res.Outcome == chp.OutcomeSkipped {
+				skipped = inv
+				break
+			}
 		}
 	}
 	// One without a correlation: the host must generate one.
@@ -324,7 +333,7 @@ func auditCHP(ctx context.Context, t chpTransport, descRaw json.RawMessage, o *O
 		}
 	}
 	if skipped == nil {
-		set("CHP.9", Skip, "the host declares no disabled capability (required only where the host supports them)")
+		set("CHP.9", Skip, "no disabled capability declared (status \"disabled\") or named with --chp-disabled; required only where the host supports them")
 	} else {
 		expectEvents("CHP.9", skipped, chp.OutcomeSkipped, []string{"execution_skipped"}, "")
 	}

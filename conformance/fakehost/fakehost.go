@@ -39,7 +39,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rogpeppe/go-internal/txtar"
+	"golang.org/x/tools/txtar"
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
