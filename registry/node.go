@@ -62,7 +62,8 @@ type Config struct {
 	// UID is the node's own user id, the only one whose Unix-socket peers
 	// may register unsigned. Default os.Getuid().
 	UID *uint32
-	// WatchHistory is how many events ipc.watch can replay. Default 10000.
+	// WatchHistory is how many events ipc.watch can at least replay (up to
+	// twice as many are kept between trims). Default 10000.
 	WatchHistory int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -556,8 +557,12 @@ func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
 		ev.At = now
 		n.events = append(n.events, ev)
 	}
-	if over := len(n.events) - n.cfg.WatchHistory; over > 0 {
-		n.events = append(n.events[:0:0], n.events[over:]...)
+	// Keep at least WatchHistory events. Trimming only once the slice holds
+	// twice that keeps a commit O(1) amortized; trimming on every commit
+	// copied the whole history each time (O(history) per registration).
+	if len(n.events) >= 2*n.cfg.WatchHistory {
+		over := len(n.events) - n.cfg.WatchHistory
+		n.events = append(make([]Event, 0, 2*n.cfg.WatchHistory), n.events[over:]...)
 	}
 	if len(evs) > 0 {
 		close(n.changed)

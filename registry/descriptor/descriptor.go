@@ -98,6 +98,14 @@ func errorf(code, format string, args ...any) *Error {
 // timestamps, and a signature object with "signature" instead of "sig".
 // Unknown members are dropped at every level. Errors are *Error.
 func Parse(data []byte) (*Descriptor, error) {
+	if d, ok := fastParse(data); ok {
+		return d, nil
+	}
+	return parseGeneric(data)
+}
+
+// parseGeneric is Parse through the generic tree: every input, every error.
+func parseGeneric(data []byte) (*Descriptor, error) {
 	v, err := pyjson.Decode(data)
 	if err != nil {
 		return nil, errorf(CodeInvalidJSON, "body is not valid JSON: %v", err)

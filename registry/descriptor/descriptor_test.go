@@ -281,7 +281,22 @@ func FuzzParse(f *testing.F) {
 	for _, s := range loadSamples(f) {
 		f.Add([]byte(s.Descriptor))
 	}
+	f.Add([]byte(`{"agent_id":"a","node_public_key":"k","network_name":"n","endpoint":{"host":"h","port":1},"registered_at":"2026-07-01T12:00:00Z","expires_at":"2026-07-01T12:00:01Z"}`))
+	f.Add([]byte(`{"agent_id":"a","agent_id":"b","node_public_key":"k","network_name":"n","endpoint":{"host":"h","port":1},"registered_at":"2026-07-01T12:00:00Z","expires_at":"2026-07-01T12:00:01Z"}`))
+	f.Add([]byte(`{"agent_id":"a","node_public_key":"k","network_name":"n","endpoint":{"host":"h","port":1,"scheme":"tcp"},"metadata":{"x":[1,{"y":"}"}],"z":"\"}"},"registered_at":"2026-07-01T12:00:00Z","expires_at":"2026-07-01T12:00:01Z","signatures":[{"key_id":"k","sig":"s"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The one-pass parser, when it accepts, agrees with the generic one.
+		if fd, ok := descriptor.FastParse(data); ok {
+			gd, err := descriptor.ParseGeneric(data)
+			if err != nil {
+				t.Fatalf("fast path accepted what the generic path refuses (%v):\n%s", err, data)
+			}
+			fw, err1 := fd.MarshalJSON()
+			gw, err2 := gd.MarshalJSON()
+			if err1 != nil || err2 != nil || string(fw) != string(gw) {
+				t.Fatalf("fast and generic paths differ:\nfast    %s\ngeneric %s\ninput   %s", fw, gw, data)
+			}
+		}
 		d, err := descriptor.Parse(data)
 		if err != nil {
 			if code(err) == "" || strings.HasPrefix(code(err), "not ") {
@@ -341,5 +356,30 @@ func TestEncodersAgree(t *testing.T) {
 		if diff := cmp.Diff(string(canon), string(d.CanonicalBytes())); diff != "" {
 			t.Errorf("%s: canonical bytes (-generic +fast):\n%s", name, diff)
 		}
+	}
+}
+
+// BenchmarkParse compares Parse (the one-pass path) with the generic tree
+// path it falls back to, on reference sample 01 (with metadata).
+func BenchmarkParse(b *testing.B) {
+	s := loadSamples(b)["descriptor-01-basic-wss.json"]
+	d, err := descriptor.Parse(s.Descriptor)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, _ := d.MarshalJSON()
+	for _, bc := range []struct {
+		name  string
+		parse func([]byte) (*descriptor.Descriptor, error)
+	}{{"fast", descriptor.Parse}, {"generic", descriptor.ParseGeneric}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(w)))
+			for b.Loop() {
+				if _, err := bc.parse(w); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
