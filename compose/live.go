@@ -1,0 +1,127 @@
+package compose
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/wire"
+)
+
+// LiveOptions bound the calls that gather live hosts. A nil *LiveOptions
+// means the defaults.
+type LiveOptions struct {
+	// ConnectTimeout bounds each connection (default 50 ms); CallTimeout
+	// each call (default 2 s).
+	ConnectTimeout, CallTimeout time.Duration
+}
+
+func (o *LiveOptions) connect() time.Duration {
+	if o == nil || o.ConnectTimeout <= 0 {
+		return 50 * time.Millisecond
+	}
+	return o.ConnectTimeout
+}
+
+func (o *LiveOptions) call() time.Duration {
+	if o == nil || o.CallTimeout <= 0 {
+		return 2 * time.Second
+	}
+	return o.CallTimeout
+}
+
+// FromEndpoints asks every endpoint, concurrently, for capabilities.list.
+// An endpoint that does not answer is a host with Live false (named after
+// its socket file), so that what it would have provided shows as
+// unavailable rather than silently absent.
+func FromEndpoints(ctx context.Context, addrs []endpoint.Address, o *LiveOptions) []*Host {
+	out := make([]*Host, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = fromEndpoint(ctx, a, o)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func fromEndpoint(ctx context.Context, a endpoint.Address, o *LiveOptions) *Host {
+	name := strings.TrimSuffix(filepath.Base(a.Path), ".sock")
+	if a.Scheme != "unix" {
+		name = a.Host
+	}
+	dead := &Host{Name: name, Endpoint: a.String(), Source: "live", Trusted: true}
+	dctx, cancel := context.WithTimeout(ctx, o.connect())
+	c, err := endpoint.DialAddress(dctx, a, nil)
+	cancel()
+	if err != nil {
+		return dead
+	}
+	defer c.Close()
+	in, err := wire.Inspect(ctx, c, &wire.InspectOptions{Transport: a.Scheme, CallTimeout: o.call()})
+	if err != nil || in.Capabilities == nil {
+		return dead
+	}
+	h := FromCapabilities(name, in.Capabilities)
+	h.Live = true
+	h.Endpoint, h.Source = a.String(), "live"
+	return h
+}
+
+// FromRegistry lists the registry's entries (ipc.list, untrusted ones
+// included so they can be reported as such), then asks each entry's
+// endpoint for its capabilities.list. An entry whose endpoint does not
+// answer keeps its registered capabilities but is not live.
+func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*Host, error) {
+	var list struct {
+		Services []struct {
+			Name         string   `json:"primal_id"`
+			Endpoint     string   `json:"endpoint"`
+			Capabilities []string `json:"capabilities"`
+			Version      string   `json:"version"`
+			Trust        struct {
+				Trusted bool `json:"trusted"`
+			} `json:"trust"`
+		} `json:"services"`
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.call())
+	defer cancel()
+	if err := reg.Call(cctx, "ipc.list", map[string]any{"include_untrusted": true}, &list); err != nil {
+		return nil, fmt.Errorf("ipc.list: %w", err)
+	}
+	out := make([]*Host, len(list.Services))
+	var wg sync.WaitGroup
+	for i, s := range list.Services {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := &Host{Name: s.Name, Endpoint: s.Endpoint, Source: "registry", Version: s.Version, Trusted: s.Trust.Trusted}
+			for _, c := range s.Capabilities {
+				if strings.Contains(c, ".") {
+					h.Methods = union(h.Methods, []string{c})
+				} else {
+					h.Tokens = union(h.Tokens, []string{c})
+				}
+			}
+			if a, err := endpoint.Parse(s.Endpoint); err == nil && a.Network() != "" {
+				if live := fromEndpoint(ctx, a, o); live.Live {
+					live.Name, live.Source, live.Trusted = s.Name, "registry", s.Trust.Trusted
+					live.Methods = union(live.Methods, h.Methods)
+					live.Tokens = union(live.Tokens, h.Tokens)
+					h = live
+				}
+			}
+			out[i] = h
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
