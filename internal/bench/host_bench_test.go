@@ -9,6 +9,7 @@ import (
 	"net"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/wire"
@@ -119,4 +120,42 @@ func BenchmarkHostCapabilityCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkHostCapabilitiesListRatio alternates the two round trips of
+// BenchmarkHostCapabilitiesList on one connection, so that both see the
+// same load on a shared machine, and reports each one's mean time and
+// their ratio (list-x: capabilities.list time / health.liveness time).
+func BenchmarkHostCapabilitiesListRatio(b *testing.B) {
+	addr, stop := startHost(b, 200)
+	defer stop()
+	c, err := net.Dial("unix", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 256<<10)
+	live := []byte(`{"jsonrpc":"2.0","method":"health.liveness","id":1}` + "\n")
+	list := []byte(`{"jsonrpc":"2.0","method":"capabilities.list","id":2}` + "\n")
+	rt := func(req []byte) time.Duration {
+		start := time.Now()
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := br.ReadSlice('\n'); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	rt(live)
+	rt(list)
+	var tl, tc time.Duration
+	b.ResetTimer()
+	for range b.N {
+		tl += rt(live)
+		tc += rt(list)
+	}
+	b.ReportMetric(float64(tl.Nanoseconds())/float64(b.N), "liveness-ns")
+	b.ReportMetric(float64(tc.Nanoseconds())/float64(b.N), "list-ns")
+	b.ReportMetric(float64(tc)/float64(tl), "list-x")
 }
