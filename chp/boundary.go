@@ -13,7 +13,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -93,13 +95,16 @@ type Boundary struct {
 
 	stripes [64]sync.Mutex // autonomy check-and-start, by correlation
 
-	results *resultCache
+	results  *resultCache
+	hostStr  []byte // the host id as a chp-stable-v1 string
+	subjects subjectCache
 }
 
 type registered struct {
 	desc     CapabilityDescriptor
+	uri      string // desc.URI(), computed once
 	handler  Handler
-	enabled  bool
+	enabled  atomic.Bool
 	input    *payloadSchema
 	output   *payloadSchema
 	checkers []invariantCheck
@@ -109,6 +114,9 @@ type registered struct {
 func NewBoundary(cfg Config) (*Boundary, error) {
 	if strings.TrimSpace(cfg.HostID) == "" {
 		return nil, errors.New("chp: Config.HostID is required")
+	}
+	if !utf8.ValidString(cfg.HostID) {
+		return nil, errors.New("chp: Config.HostID must be valid UTF-8")
 	}
 	if cfg.HostVersion == "" {
 		cfg.HostVersion = "capmesh"
@@ -155,7 +163,9 @@ func NewBoundary(cfg Config) (*Boundary, error) {
 		caps:    map[string][]*registered{},
 		results: newResultCache(cfg.ResultCacheSize, cfg.ResultWindow),
 		started: FormatTime(cfg.Now()),
+		hostStr: appendStableString(nil, cfg.HostID),
 	}
+	b.subjects.m = make(map[string]subjectInfo)
 	if cfg.Key != nil {
 		pub := cfg.Key.Public().(ed25519.PublicKey)
 		b.keyID = KeyID(pub)
@@ -206,7 +216,11 @@ func (b *Boundary) Register(c Capability) error {
 		}
 	}
 	d.CapabilityURI = d.URI()
-	r := &registered{desc: d, handler: c.Handler, enabled: !c.Disabled}
+	if !utf8.ValidString(d.ID) || !utf8.ValidString(d.Version) {
+		return errors.New("chp: capability id and version must be valid UTF-8")
+	}
+	r := &registered{desc: d, uri: d.URI(), handler: c.Handler}
+	r.enabled.Store(!c.Disabled)
 	var err error
 	if r.input, err = compilePayloadSchema(d.URI()+"#input", d.InputSchema); err != nil {
 		return fmt.Errorf("chp: capability %s: input_schema: %w", d.URI(), err)
@@ -254,7 +268,7 @@ func (b *Boundary) SetEnabled(id, version string, enabled bool) error {
 	defer b.mu.Unlock()
 	for _, r := range b.caps[id] {
 		if r.desc.Version == version {
-			r.enabled = enabled
+			r.enabled.Store(enabled)
 			return nil
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"strconv"
 	"strings"
-	"unicode/utf16"
+
+	"github.com/capmesh/capmesh/canonical"
 )
 
 // KeyID is the CHP key id of an ed25519 public key: the first 16 hex digits of
@@ -30,17 +30,6 @@ func NewHostIdentity(hostID string, key ed25519.PrivateKey, validFrom string) (*
 		PublicKey: base64.StdEncoding.EncodeToString(pub),
 		ValidFrom: &validFrom,
 	}
-	msg, err := attestationClaim(hi)
-	if err != nil {
-		return nil, err
-	}
-	hi.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, msg))
-	return hi, nil
-}
-
-// attestationClaim is chp-stable-v1({host_id, public_key, key_id, valid_from,
-// valid_until[, anchors]}); anchors participate only when present.
-func attestationClaim(hi *HostIdentity) ([]byte, error) {
 	claim := map[string]any{
 		"host_id": hi.HostID, "public_key": hi.PublicKey, "key_id": hi.KeyID,
 		"valid_from": nilOr(hi.ValidFrom), "valid_until": nilOr(hi.ValidUntil),
@@ -48,7 +37,12 @@ func attestationClaim(hi *HostIdentity) ([]byte, error) {
 	if len(hi.Anchors) > 0 {
 		claim["anchors"] = hi.Anchors
 	}
-	return stableCanon(nil, claim, true)
+	msg, err := canonical.Marshal(canonical.ChpStableV1, claim)
+	if err != nil {
+		return nil, err
+	}
+	hi.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, msg))
+	return hi, nil
 }
 
 func nilOr(s *string) any {
@@ -58,126 +52,38 @@ func nilOr(s *string) any {
 	return *s
 }
 
+// headerMembers are the members of a bundle's signed header, besides the
+// optional completeness claim.
+var headerMembers = []string{"host_id", "protocol_version", "created_at", "canonicalization", "root_hash"}
+
 // bundleHeader returns the signed header of a bundle under its
 // canonicalization: {host_id, protocol_version, created_at, canonicalization,
-// root_hash} plus completeness when present.
-func bundleHeader(b map[string]any) ([]byte, error) {
-	h := map[string]any{}
-	for _, k := range []string{"host_id", "protocol_version", "created_at", "canonicalization", "root_hash"} {
-		h[k] = b[k]
+// root_hash} plus completeness when present and not an empty object.
+func bundleHeader(b canonical.Value) ([]byte, error) {
+	h := canonical.Value{Kind: canonical.Object, Obj: make([]canonical.Member, 0, 6)}
+	for _, k := range headerMembers {
+		h.Obj = append(h.Obj, canonical.Member{Key: k, Value: member(b, k)})
 	}
-	if c, ok := b["completeness"]; ok && c != nil {
-		if m, isMap := c.(map[string]any); !isMap || len(m) > 0 {
-			h["completeness"] = c
-		}
+	if c := member(b, "completeness"); c.Kind != canonical.Null && (c.Kind != canonical.Object || len(c.Obj) > 0) {
+		h.Obj = append(h.Obj, canonical.Member{Key: "completeness", Value: c})
 	}
-	switch canon, _ := b["canonicalization"].(string); canon {
-	case "", Canonicalization:
-		return stableCanon(nil, h, true)
-	case CanonicalizationJCS:
-		return jcsCanon(nil, h)
+	switch canon := member(b, "canonicalization"); {
+	case canon.Kind == canonical.Null, canon.Kind == canonical.String && canon.Str == Canonicalization:
+		return canonical.ChpStableV1.AppendCanonical(nil, h)
+	case canon.Kind == canonical.String && canon.Str == CanonicalizationJCS:
+		return canonical.ChpJcsV1.AppendCanonical(nil, h)
 	default:
-		return nil, fmt.Errorf("unknown canonicalization %q", canon)
+		return nil, fmt.Errorf("unknown canonicalization %s", describe(canon))
 	}
 }
 
-// jcsCanon renders v as RFC 8785 JCS restricted to CHP content (no floats).
-func jcsCanon(dst []byte, v any) ([]byte, error) {
-	switch x := v.(type) {
-	case nil:
-		return append(dst, "null"...), nil
-	case bool:
-		if x {
-			return append(dst, "true"...), nil
-		}
-		return append(dst, "false"...), nil
-	case string:
-		return appendJCSString(dst, x), nil
-	case json.Number:
-		if strings.ContainsAny(string(x), ".eE") {
-			return dst, errFloat
-		}
-		return append(dst, x...), nil
-	case int, int64, uint64:
-		return fmt.Appendf(dst, "%d", x), nil
-	case []any:
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = jcsCanon(dst, e); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, ']'), nil
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool { return utf16Less(keys[i], keys[j]) })
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJCSString(dst, k)
-			dst = append(dst, ':')
-			var err error
-			if dst, err = jcsCanon(dst, x[k]); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, '}'), nil
-	case json.RawMessage:
-		val, err := decodeJSON(x)
-		if err != nil {
-			return dst, err
-		}
-		return jcsCanon(dst, val)
-	default:
-		return dst, fmt.Errorf("chp-jcs-v1: unsupported Go type %T", v)
+// describe renders a small value for an error message.
+func describe(v canonical.Value) string {
+	b, err := v.AppendJSON(nil)
+	if err != nil || len(b) > 80 {
+		return "<" + v.Kind.String() + ">"
 	}
-}
-
-func utf16Less(a, b string) bool {
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	for i := 0; i < len(ua) && i < len(ub); i++ {
-		if ua[i] != ub[i] {
-			return ua[i] < ub[i]
-		}
-	}
-	return len(ua) < len(ub)
-}
-
-func appendJCSString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"':
-			dst = append(dst, '\\', '"')
-		case c == '\\':
-			dst = append(dst, '\\', '\\')
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c == '\r':
-			dst = append(dst, '\\', 'r')
-		case c == '\t':
-			dst = append(dst, '\\', 't')
-		case c == '\b':
-			dst = append(dst, '\\', 'b')
-		case c == '\f':
-			dst = append(dst, '\\', 'f')
-		case c < 0x20:
-			dst = appendU(dst, rune(c))
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
+	return string(b)
 }
 
 // SignBundle promotes an unsigned bundle to the signed tier with key: it
@@ -202,14 +108,17 @@ func SignBundle(b *EvidenceBundle, key ed25519.PrivateKey) error {
 			"head_hash": b.Completeness.HeadHash, "scheme": b.Completeness.Scheme,
 		}
 	}
-	msg, err := bundleHeader(hdr)
+	hv, err := canonical.FromGo(hdr)
+	if err != nil {
+		return err
+	}
+	msg, err := bundleHeader(hv)
 	if err != nil {
 		return err
 	}
 	b.Signature = &BundleSignature{Algorithm: "ed25519", KeyID: KeyID(pub), Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(key, msg))}
 	return nil
 }
-
 // VerifyOptions tunes VerifyBundle. A nil *VerifyOptions means defaults.
 type VerifyOptions struct {
 	// ExpectedKeyID, when set, rejects a bundle signed by any other key.
@@ -254,22 +163,24 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 	if opts == nil {
 		opts = &VerifyOptions{}
 	}
-	top, err := decodeJSON(data)
+	b, err := canonical.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("bundle is not JSON: %w", err)
 	}
-	b, ok := top.(map[string]any)
-	if !ok {
+	if b.Kind != canonical.Object {
 		return nil, errors.New("bundle is not a JSON object")
 	}
 	v := &BundleVerification{}
-	v.Assurance, _ = b["assurance"].(string)
-	v.HostID, _ = b["host_id"].(string)
-	rawEvents, ok := b["events"].([]any)
-	v.add("structure", ok && v.HostID != "" && b["root_hash"] != nil, "")
+	top := eventView{b}
+	v.Assurance = top.text("assurance")
+	v.HostID = top.text("host_id")
+	events, _ := b.Get("events")
+	ok := events.Kind == canonical.Array
+	v.add("structure", ok && v.HostID != "" && member(b, "root_hash").Kind != canonical.Null, "")
 	if !ok {
 		return v.finish(), nil
 	}
+	rawEvents := events.Arr
 	v.EventCount = len(rawEvents)
 
 	hashes := make([]string, 0, len(rawEvents))
@@ -277,18 +188,17 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 	var chainDetail, commitDetail, bindDetail string
 	prev := ""
 	for i, re := range rawEvents {
-		m, isMap := re.(map[string]any)
-		if !isMap {
+		if re.Kind != canonical.Object {
 			chainOK, chainDetail = false, fmt.Sprintf("event %d is not an object", i)
 			break
 		}
-		ev := eventView(m)
-		stored, _ := ev["content_hash"].(string)
+		ev := eventView{re}
+		stored := ev.text("content_hash")
 		if stored == "" {
 			chainOK, chainDetail = false, fmt.Sprintf("event %d has no content_hash (strict verification)", i)
 			break
 		}
-		storedPrev, _ := ev["prev_hash"].(string)
+		storedPrev := ev.text("prev_hash")
 		if storedPrev != prev {
 			chainOK, chainDetail = false, fmt.Sprintf("event %d: prev_hash does not link to the previous event", i)
 			break
@@ -299,20 +209,17 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 			break
 		}
 		if got := s.contentHash(storedPrev); got != stored {
-			chainOK, chainDetail = false, fmt.Sprintf("event %d (sequence %v): content_hash mismatch", i, ev["sequence"])
+			chainOK, chainDetail = false, fmt.Sprintf("event %d (sequence %s): content_hash mismatch", i, describe(member(re, "sequence")))
 			break
 		}
 		hashes = append(hashes, stored)
 		prev = stored
-		if scheme, _ := ev["hash_scheme"].(string); scheme == EventHashV2 && commitOK {
-			p, _ := ev["payload"].(map[string]any)
-			_, withheld := p["chp_withheld"]
-			_, sealed := p["chp_sealed"]
-			if !(withheld && p["chp_withheld"] == true) && !sealed {
-				c, err := stableCanon(nil, payloadOrEmpty(ev["payload"]), false)
-				if err != nil || sha256Hex(c) != ev["payload_commitment"] {
-					commitOK, commitDetail = false, fmt.Sprintf("event %d: disclosed payload does not match payload_commitment", i)
-				}
+		if ev.text("hash_scheme") == EventHashV2 && commitOK {
+			p := member(re, "payload")
+			withheld, hasWithheld := p.Get("chp_withheld")
+			_, sealed := p.Get("chp_sealed")
+			if !(hasWithheld && withheld.Kind == canonical.Bool && withheld.Bool) && !sealed && !ev.payloadMatchesCommitment() {
+				commitOK, commitDetail = false, fmt.Sprintf("event %d: disclosed payload does not match payload_commitment", i)
 			}
 		}
 		if mism, has, err := checkBinding(ev); has {
@@ -322,7 +229,7 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 				if err != nil {
 					bindDetail = fmt.Sprintf("event %d: %v", i, err)
 				} else {
-					bindDetail = fmt.Sprintf("event %d (sequence %v): %s edited after sealing", i, ev["sequence"], strings.Join(mism, ", "))
+					bindDetail = fmt.Sprintf("event %d (sequence %s): %s edited after sealing", i, describe(member(re, "sequence")), strings.Join(mism, ", "))
 				}
 			}
 		}
@@ -332,23 +239,23 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 	if v.Bound > 0 {
 		v.add("capmesh_binding", bindOK, bindDetail)
 	}
-	root, _ := b["root_hash"].(string)
-	v.add("root_hash", chainOK && root == RootHash(hashes), "")
+	v.add("root_hash", chainOK && top.text("root_hash") == RootHash(hashes), "")
 
-	if c, present := b["completeness"]; present && c != nil {
-		cm, _ := c.(map[string]any)
-		ok := cm != nil && cm["scheme"] == CompletenessScheme && len(rawEvents) > 0 && chainOK
+	if c := member(b, "completeness"); c.Kind != canonical.Null {
+		cm := eventView{c}
+		ok := c.Kind == canonical.Object && cm.text("scheme") == CompletenessScheme && len(rawEvents) > 0 && chainOK
 		if ok {
-			tail := rawEvents[len(rawEvents)-1].(map[string]any)
-			ok = cm["head_hash"] == tail["content_hash"]
-			if tc, _ := tail["correlation"].(map[string]any); ok && tc != nil && tc["correlation_id"] != nil {
-				ok = cm["correlation_id"] == tc["correlation_id"]
+			tail := eventView{rawEvents[len(rawEvents)-1]}
+			ok = cm.text("head_hash") == tail.text("content_hash")
+			if tc := tail.correlationID(); ok && tc != nil {
+				id, isStr := c.Get("correlation_id")
+				ok = isStr && id.Kind == canonical.String && id.Str == *tc
 			}
-			if ts, isNum := tail["sequence"].(json.Number); ok && isNum {
-				as, isNum2 := cm["as_of_sequence"].(json.Number)
-				a, _ := as.Int64()
-				t, _ := ts.Int64()
-				ok = isNum2 && a >= t
+			if ts := member(tail.Value, "sequence"); ok && ts.Kind == canonical.Number {
+				as := member(c, "as_of_sequence")
+				a, _ := strconv.ParseInt(as.Str, 10, 64)
+				t, _ := strconv.ParseInt(ts.Str, 10, 64)
+				ok = as.Kind == canonical.Number && a >= t
 			}
 		}
 		v.add("completeness", ok, "")
@@ -367,10 +274,11 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 	return v.finish(), nil
 }
 
-func (v *BundleVerification) verifySignature(b map[string]any, opts *VerifyOptions) {
-	sig, _ := b["signature"].(map[string]any)
-	pubB64, _ := b["public_key"].(string)
-	if sig == nil || pubB64 == "" {
+func (v *BundleVerification) verifySignature(b canonical.Value, opts *VerifyOptions) {
+	top := eventView{b}
+	sig := member(b, "signature")
+	pubB64 := top.text("public_key")
+	if sig.Kind != canonical.Object || pubB64 == "" {
 		v.add("signature", false, "signed bundle without signature or public_key")
 		return
 	}
@@ -380,7 +288,7 @@ func (v *BundleVerification) verifySignature(b map[string]any, opts *VerifyOptio
 		return
 	}
 	v.KeyID = KeyID(pub)
-	if kid, _ := sig["key_id"].(string); kid != v.KeyID {
+	if kid := (eventView{sig}).text("key_id"); kid != v.KeyID {
 		v.add("key_id", false, fmt.Sprintf("signature key_id %q does not name public_key (%s)", kid, v.KeyID))
 	}
 	if opts.ExpectedKeyID != "" && v.KeyID != opts.ExpectedKeyID {
@@ -391,40 +299,41 @@ func (v *BundleVerification) verifySignature(b map[string]any, opts *VerifyOptio
 		v.add("signature", false, err.Error())
 		return
 	}
-	s, _ := sig["signature"].(string)
-	raw, err := base64.StdEncoding.DecodeString(s)
+	raw, err := base64.StdEncoding.DecodeString((eventView{sig}).text("signature"))
 	v.add("signature", err == nil && ed25519.Verify(pub, msg, raw), "")
 
-	att, _ := b["host_identity"].(map[string]any)
-	if att == nil {
+	att := member(b, "host_identity")
+	if att.Kind != canonical.Object {
 		return
 	}
-	v.add("host_identity", verifyAttestation(att, pubB64, v.HostID, b["created_at"]), "")
-	if anchors, _ := att["anchors"].([]any); len(anchors) > 0 {
-		for _, a := range anchors {
-			if am, _ := a.(map[string]any); am != nil && am["type"] == "did" {
-				v.add("did_anchor", false, "did anchors are not verified by this version; refusing to claim provenance")
-			}
+	v.add("host_identity", verifyAttestation(att, pubB64, v.HostID, member(b, "created_at")), "")
+	for _, a := range member(att, "anchors").Arr {
+		if t := member(a, "type"); t.Kind == canonical.String && t.Str == "did" {
+			v.add("did_anchor", false, "did anchors are not verified by this version; refusing to claim provenance")
 		}
 	}
 }
 
 // verifyAttestation checks a host-identity attestation's self-signature, that
 // it names pubB64 and hostID, and that at falls in its validity window.
-func verifyAttestation(att map[string]any, pubB64, hostID string, at any) bool {
-	if att["public_key"] != pubB64 || att["host_id"] != hostID {
+func verifyAttestation(att canonical.Value, pubB64, hostID string, at canonical.Value) bool {
+	av := eventView{att}
+	if pk, _ := av.str("public_key"); pk == nil || *pk != pubB64 {
 		return false
 	}
-	claim := map[string]any{}
+	if h, _ := av.str("host_id"); h == nil || *h != hostID {
+		return false
+	}
+	claim := canonical.Value{Kind: canonical.Object}
 	for _, k := range []string{"host_id", "public_key", "key_id", "valid_from", "valid_until"} {
-		claim[k] = att[k]
+		claim.Obj = append(claim.Obj, canonical.Member{Key: k, Value: member(att, k)})
 	}
 	for _, k := range []string{"anchors", "enc_public_key"} {
-		if x, ok := att[k]; ok {
-			claim[k] = x
+		if x, ok := att.Get(k); ok {
+			claim.Obj = append(claim.Obj, canonical.Member{Key: k, Value: x})
 		}
 	}
-	msg, err := stableCanon(nil, claim, true)
+	msg, err := canonical.ChpStableV1.AppendCanonical(nil, claim)
 	if err != nil {
 		return false
 	}
@@ -432,16 +341,15 @@ func verifyAttestation(att map[string]any, pubB64, hostID string, at any) bool {
 	if err != nil || len(pub) != ed25519.PublicKeySize {
 		return false
 	}
-	s, _ := att["signature"].(string)
-	sig, err := base64.StdEncoding.DecodeString(s)
+	sig, err := base64.StdEncoding.DecodeString(av.text("signature"))
 	if err != nil || !ed25519.Verify(pub, msg, sig) {
 		return false
 	}
-	if ts, ok := at.(string); ok {
-		if vf, ok := att["valid_from"].(string); ok && ts < vf {
+	if at.Kind == canonical.String {
+		if vf := member(att, "valid_from"); vf.Kind == canonical.String && at.Str < vf.Str {
 			return false
 		}
-		if vu, ok := att["valid_until"].(string); ok && ts > vu {
+		if vu := member(att, "valid_until"); vu.Kind == canonical.String && at.Str > vu.Str {
 			return false
 		}
 	}

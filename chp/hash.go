@@ -6,7 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+
+	"github.com/capmesh/capmesh/canonical"
 )
 
 // Evidence hashing (chp-v0.2.md §2, §14).
@@ -29,23 +30,30 @@ const BindKey = "io.github.capmesh.bind"
 // bindVersion versions the BindKey object.
 const bindVersion = 1
 
-// sha256Hex returns the lowercase hex SHA-256 of b.
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
+// emptyObjectCommitment is sha256("{}"), the commitment of an absent payload.
+var emptyObjectCommitment = sha256Hex([]byte("{}"))
 
 // PayloadCommitment returns sha256(chp-stable-v1(payload)); a nil or JSON null
-// payload commits as the empty object {}.
+// payload commits as the empty object {}. A foreign payload that carries
+// floats (which rule 6 forbids, but the Python reference writes) is hashed as
+// that reference hashes it.
 func PayloadCommitment(payload json.RawMessage) (string, error) {
 	if len(payload) == 0 || string(payload) == "null" {
-		return sha256Hex([]byte("{}")), nil
+		return emptyObjectCommitment, nil
 	}
-	b, err := stableCanon(nil, payload, false)
+	v, err := canonical.Parse(payload)
 	if err != nil {
 		return "", err
 	}
-	return sha256Hex(b), nil
+	return valueCommitment(v)
+}
+
+// valueCommitment is PayloadCommitment of a parsed payload.
+func valueCommitment(v canonical.Value) (string, error) {
+	if v.Kind == canonical.Null {
+		return emptyObjectCommitment, nil
+	}
+	return hashValue(canonical.PythonSortKeys, v)
 }
 
 // stableEvent holds the members of the stable object. Pointers are null
@@ -64,7 +72,7 @@ func appendNullableString(dst []byte, s *string) []byte {
 	if s == nil {
 		return append(dst, "null"...)
 	}
-	return appendASCIIString(dst, *s)
+	return appendStableString(dst, *s)
 }
 
 // contentHash computes the content hash of the stable object linked to prev
@@ -100,7 +108,7 @@ func (s *stableEvent) contentHash(prev string) string {
 	if prev == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendASCIIString(b, prev)
+		b = appendStableString(b, prev)
 	}
 	b = append(b, `, "timestamp": `...)
 	b = appendNullableString(b, s.Timestamp)
@@ -118,20 +126,55 @@ func RootHash(contentHashes []string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// eventView is a decoded foreign event: every member as it appears on the
-// wire (numbers as json.Number), absent members missing from the map.
-type eventView map[string]any
+// eventView is a decoded event — ours or a foreign host's — as an ordered
+// tree: numbers keep their literals and strings their exact code points
+// (lone surrogates included), so recomputed hashes match the producer's.
+type eventView struct{ canonical.Value }
 
+// decodeEvent decodes one event object.
+func decodeEvent(raw []byte) (eventView, error) {
+	v, err := canonical.Parse(raw)
+	if err != nil {
+		return eventView{}, err
+	}
+	if v.Kind != canonical.Object {
+		return eventView{}, errors.New("event is not a JSON object")
+	}
+	return eventView{v}, nil
+}
+
+// str returns a string member; nil when absent or null.
 func (e eventView) str(key string) (*string, error) {
-	v, ok := e[key]
-	if !ok || v == nil {
+	v, ok := e.Get(key)
+	if !ok || v.Kind == canonical.Null {
 		return nil, nil
 	}
-	s, ok := v.(string)
-	if !ok {
-		return nil, fmt.Errorf("member %q is %T, want string or null", key, v)
+	if v.Kind != canonical.String {
+		return nil, fmt.Errorf("member %q is a %s, want string or null", key, v.Kind)
 	}
+	s := v.Str
 	return &s, nil
+}
+
+// text returns a string member, "" when absent or not a string.
+func (e eventView) text(key string) string {
+	if v, ok := e.Get(key); ok && v.Kind == canonical.String {
+		return v.Str
+	}
+	return ""
+}
+
+// correlationID returns correlation.correlation_id when it is a string.
+func (e eventView) correlationID() *string {
+	c, ok := e.Get("correlation")
+	if !ok {
+		return nil
+	}
+	if id, ok := c.Get("correlation_id"); ok && id.Kind == canonical.String {
+		s := id.Str
+		return &s
+	}
+	return nil
 }
 
 // stable builds the stable object of a decoded event, under the hash scheme
@@ -151,29 +194,23 @@ func (e eventView) stable() (*stableEvent, error) {
 			return nil, err
 		}
 	}
-	if c, ok := e["correlation"].(map[string]any); ok {
-		if id, ok := c["correlation_id"].(string); ok {
-			s.CorrelationID = &id
-		}
-	}
-	scheme, _ := e["hash_scheme"].(string)
-	switch scheme {
+	s.CorrelationID = e.correlationID()
+	switch scheme := e.text("hash_scheme"); scheme {
 	case "":
-		b, err := stableCanon(nil, e["payload"], false)
+		b, err := canonical.PythonSortKeys.AppendCanonical(nil, member(e.Value, "payload"))
 		if err != nil {
 			return nil, err
 		}
 		s.Payload = b
 	case EventHashV2:
 		s.V2 = true
-		if c, _ := e["payload_commitment"].(string); c != "" {
+		if c := e.text("payload_commitment"); c != "" {
 			s.Commitment = &c
 		} else {
-			b, err := stableCanon(nil, payloadOrEmpty(e["payload"]), false)
+			c, err := valueCommitment(member(e.Value, "payload"))
 			if err != nil {
 				return nil, err
 			}
-			c := sha256Hex(b)
 			s.Commitment = &c
 		}
 	default:
@@ -182,85 +219,64 @@ func (e eventView) stable() (*stableEvent, error) {
 	return &s, nil
 }
 
-func payloadOrEmpty(p any) any {
-	if p == nil {
-		return map[string]any{}
-	}
-	return p
+// payloadMatchesCommitment reports whether a v2 event's disclosed payload
+// hashes to its payload_commitment.
+func (e eventView) payloadMatchesCommitment() bool {
+	c, err := valueCommitment(member(e.Value, "payload"))
+	return err == nil && c == e.text("payload_commitment")
 }
 
 // fieldDigest is the digest capmesh binds for one top-level member: the
-// sha256 of its chp-stable-v1 form (floats rendered as Python does), or nil
+// sha256 of its chp-stable-v1 form (floats rendered as Python does), or null
 // when the member is null or absent.
-func fieldDigest(v any) (any, error) {
-	if v == nil {
-		return nil, nil
+func fieldDigest(v canonical.Value) (canonical.Value, error) {
+	if v.Kind == canonical.Null {
+		return nullValue, nil
 	}
-	b, err := stableCanon(nil, v, false)
+	h, err := hashValue(canonical.PythonSortKeys, v)
 	if err != nil {
-		return nil, err
+		return nullValue, err
 	}
-	return sha256Hex(b), nil
+	return stringValue(h), nil
 }
 
-// bindObject builds the BindKey object for an event from its decoded
-// top-level members.
-func bindObject(ev eventView) (map[string]any, error) {
-	m := map[string]any{"v": bindVersion}
-	for _, k := range []string{"subject", "denial", "error"} {
-		d, err := fieldDigest(ev[k])
-		if err != nil {
-			return nil, fmt.Errorf("bind %s: %w", k, err)
-		}
-		m[k] = d
+// boundMembers are the members of the BindKey object that mirror an event
+// member, in the order verification reports them.
+var boundMembers = []string{"capability_version", "causation_id", "denial", "error", "sequence", "subject"}
+
+// bindWant returns what the BindKey object must hold for member k of ev.
+func bindWant(ev eventView, k string) (canonical.Value, error) {
+	switch k {
+	case "subject", "denial", "error":
+		return fieldDigest(member(ev.Value, k))
+	case "causation_id":
+		return member(member(ev.Value, "correlation"), "causation_id"), nil
+	default: // sequence, capability_version
+		return member(ev.Value, k), nil
 	}
-	m["sequence"] = ev["sequence"]
-	m["capability_version"] = ev["capability_version"]
-	var causation any
-	if c, ok := ev["correlation"].(map[string]any); ok {
-		causation = c["causation_id"]
-	}
-	m["causation_id"] = causation
-	return m, nil
 }
 
 // checkBinding compares an event's BindKey object (when its payload carries
 // one) with its top-level members. It returns the names of the members that
 // differ; ok is false when the event carries no binding.
 func checkBinding(ev eventView) (mismatched []string, ok bool, err error) {
-	payload, _ := ev["payload"].(map[string]any)
-	if payload == nil {
+	payload, _ := ev.Get("payload")
+	bound, present := payload.Get(BindKey)
+	if !present || bound.Kind != canonical.Object {
 		return nil, false, nil
 	}
-	bound, present := payload[BindKey].(map[string]any)
-	if !present {
-		return nil, false, nil
-	}
-	want, err := bindObject(ev)
-	if err != nil {
-		return nil, true, err
-	}
-	for _, k := range []string{"capability_version", "causation_id", "denial", "error", "sequence", "subject"} {
-		a, err1 := stableCanon(nil, bound[k], false)
-		b, err2 := stableCanon(nil, want[k], false)
+	for _, k := range boundMembers {
+		want, err := bindWant(ev, k)
+		if err != nil {
+			return nil, true, fmt.Errorf("bind %s: %w", k, err)
+		}
+		a, err1 := canonical.PythonSortKeys.AppendCanonical(nil, member(bound, k))
+		b, err2 := canonical.PythonSortKeys.AppendCanonical(nil, want)
 		if err1 != nil || err2 != nil || string(a) != string(b) {
 			mismatched = append(mismatched, k)
 		}
 	}
 	return mismatched, true, nil
-}
-
-// decodeEvent decodes one event object.
-func decodeEvent(raw json.RawMessage) (eventView, error) {
-	v, err := decodeJSON(raw)
-	if err != nil {
-		return nil, err
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("event is not a JSON object")
-	}
-	return eventView(m), nil
 }
 
 // EventContentHash recomputes the content hash of one encoded event under
@@ -276,6 +292,3 @@ func EventContentHash(raw json.RawMessage, prev string) (string, error) {
 	}
 	return s.contentHash(prev), nil
 }
-
-// uintString renders n for error messages.
-func uintString(n uint64) string { return strconv.FormatUint(n, 10) }

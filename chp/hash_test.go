@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/capmesh/capmesh/canonical"
+
 	"github.com/capmesh/capmesh/internal/specdata"
 )
 
@@ -45,7 +47,7 @@ func TestStableCanonVectors(t *testing.T) {
 	}
 	for _, c := range f.Cases {
 		t.Run(c.Name, func(t *testing.T) {
-			got, err := stableCanon(nil, c.Input, true)
+			got, err := canonical.Canonicalize(canonical.ChpStableV1, c.Input)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,12 +63,12 @@ func TestPyFloatRepr(t *testing.T) {
 		"0.0": "0.0", "1.5": "1.5", "1e5": "100000.0", "1E+2": "100.0", "1e16": "1e+16",
 		"0.0001": "0.0001", "0.00001": "1e-05", "-2.50": "-2.5", "123456789012345678.0": "1.2345678901234568e+17",
 	} {
-		got, err := stableCanon(nil, json.RawMessage(in), false)
+		got, err := canonical.Canonicalize(canonical.PythonSortKeys, []byte(in))
 		if err != nil || string(got) != want {
 			t.Errorf("%s: got %q (%v), want %q", in, got, err, want)
 		}
 	}
-	if _, err := stableCanon(nil, json.RawMessage(`{"a":1.5}`), true); err == nil {
+	if _, err := canonical.Canonicalize(canonical.ChpStableV1, []byte(`{"a":1.5}`)); err == nil {
 		t.Error("strict canon accepted a float")
 	}
 }

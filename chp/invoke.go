@@ -29,6 +29,16 @@ func WithCaller(ctx context.Context, c *Caller) context.Context {
 	return context.WithValue(ctx, callerKey{}, c)
 }
 
+// subject is the verified subject object a bound caller stands for.
+func (c *Caller) subject() json.RawMessage {
+	b := make([]byte, 0, 48+len(c.ID)+len(c.Type))
+	b = append(b, `{"id":`...)
+	b = appendStableString(b, c.ID)
+	b = append(b, `,"type":`...)
+	b = appendStableString(b, c.Type)
+	return append(b, `,"verified":true}`...)
+}
+
 // CallerFromContext returns the caller bound by WithCaller.
 func CallerFromContext(ctx context.Context) (*Caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(*Caller)
@@ -45,21 +55,18 @@ func InvocationFromContext(ctx context.Context) (*InvocationEnvelope, bool) {
 // invocation is the pipeline state of one call.
 type invocation struct {
 	env     *InvocationEnvelope
+	hdr     invHeader
 	cap     *registered // nil before resolution
 	version *string
 	pending []evidence.Pending
 	ids     []string
 	started *string
 	last    uint64
-}
 
-// evt is one evidence event to emit.
-type evt struct {
-	typ     string
-	outcome Outcome
-	payload map[string]any
-	denial  *DenialReason
-	err     *ErrorInfo
+	// Backing arrays for the common case (two events), so that an
+	// invocation allocates neither slice.
+	pendArr [2]evidence.Pending
+	idArr   [2]string
 }
 
 // Invoke runs env through the gate pipeline (chp-invocation-pipeline.md §2)
@@ -78,9 +85,14 @@ func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*Invoca
 	}
 	caller, hasCaller := CallerFromContext(ctx)
 	if hasCaller {
-		env.Subject, _ = json.Marshal(map[string]any{"id": caller.ID, "type": caller.Type, "verified": true})
+		env.Subject = caller.subject()
 	}
 	inv := &invocation{env: env}
+	inv.pending, inv.ids = inv.pendArr[:0], inv.idArr[:0]
+	var err error
+	if inv.hdr, err = b.header(env); err != nil {
+		return nil, err
+	}
 
 	// Key scope (chp-http-binding.md §2): governance, before anything else —
 	// replay must not bypass it either.
@@ -129,13 +141,10 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 	v := r.desc.Version
 	inv.version = &v
 	d := &r.desc
-	uri := map[string]any{"capability_uri": d.URI()}
+	uri := r.uri
 
 	// Gate 3: enabled (a skip, not a denial).
-	b.mu.RLock()
-	enabled := r.enabled
-	b.mu.RUnlock()
-	if !enabled {
+	if !r.enabled.Load() {
 		reason := b.denial(CodeCapabilityDisabled, "Capability disabled: "+d.URI(), nil)
 		b.emit(inv, evt{typ: EventSkipped, outcome: OutcomeSkipped, payload: map[string]any{"reason": CodeCapabilityDisabled}, denial: reason})
 		return b.finish(ctx, inv, OutcomeSkipped, nil, reason, nil)
@@ -174,8 +183,8 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 			continue
 		}
 		if chk.desc.FailureBehavior != "deny" {
-			b.emit(inv, evt{typ: "io.github.capmesh.invariant_warning", payload: map[string]any{
-				"capability_uri": d.URI(), "invariant_id": chk.desc.ID, "message": msg}})
+			b.emit(inv, evt{typ: "io.github.capmesh.invariant_warning", uri: uri, payload: map[string]any{
+				"invariant_id": chk.desc.ID, "message": msg}})
 			continue
 		}
 		id := chk.desc.ID
@@ -204,25 +213,25 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 	// Gate 10: safety.
 	if s := b.cfg.Safety; s != nil {
 		verdict := s.Assess(ctx, d, env)
-		b.emit(inv, evt{typ: EventSafetyStarted, payload: map[string]any{"capability_uri": d.URI()}})
-		b.emit(inv, evt{typ: EventSafetyCompleted, payload: map[string]any{"capability_uri": d.URI(),
+		b.emit(inv, evt{typ: EventSafetyStarted, uri: uri})
+		b.emit(inv, evt{typ: EventSafetyCompleted, uri: uri, payload: map[string]any{
 			"approved": verdict.Approved, "level": verdict.Level, "score": verdict.Score}})
 		if !verdict.Approved {
 			ev := toAny(verdict.Evaluated)
-			b.emit(inv, evt{typ: EventSafetyTriggered, payload: map[string]any{"capability_uri": d.URI(),
+			b.emit(inv, evt{typ: EventSafetyTriggered, uri: uri, payload: map[string]any{
 				"guardrails_evaluated": ev, "reason": verdict.Reason}})
-			b.emit(inv, evt{typ: EventSafetyBlocked, outcome: OutcomeDenied, payload: map[string]any{"capability_uri": d.URI(), "reason": verdict.Reason}})
+			b.emit(inv, evt{typ: EventSafetyBlocked, outcome: OutcomeDenied, uri: uri, payload: map[string]any{"reason": verdict.Reason}})
 			return b.finishDenied(ctx, inv, b.denial(CodeSafetyBlocked, verdict.Reason,
 				map[string]any{"level": verdict.Level, "score": verdict.Score}))
 		}
-		b.emit(inv, evt{typ: EventSafetyApproved, payload: map[string]any{"capability_uri": d.URI(),
+		b.emit(inv, evt{typ: EventSafetyApproved, uri: uri, payload: map[string]any{
 			"level": verdict.Level, "recommendation": "allow"}})
 	}
 	// Gate 11: execute.
 	return b.execute(ctx, inv, uri)
 }
 
-func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *AutonomyProfile, uri map[string]any) (*InvocationResult, error, bool) {
+func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *AutonomyProfile, uri string) (*InvocationResult, error, bool) {
 	d := &inv.cap.desc
 	corr := inv.env.Correlation.CorrelationID
 	started, err := b.store.Count(ctx, corr, EventStarted)
@@ -251,18 +260,18 @@ func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *Autonom
 	}
 	if over != "" {
 		details["limit_type"] = over
-		payload := map[string]any{"capability_uri": d.URI()}
+		payload := make(map[string]any, len(details))
 		for k, v := range details {
 			payload[k] = v
 		}
-		b.emit(inv, evt{typ: EventBudgetExceeded, outcome: OutcomeDenied, payload: payload})
+		b.emit(inv, evt{typ: EventBudgetExceeded, outcome: OutcomeDenied, uri: uri, payload: payload})
 		res, err := b.finishDenied(ctx, inv, b.denial(CodeBudgetExceeded,
 			fmt.Sprintf("%s reached for correlation %s (actions_taken=%d)", over, corr, started), details))
 		return res, err, true
 	}
 	if a.Tier == "approval_required" {
-		b.emit(inv, evt{typ: EventApprovalRequested, outcome: OutcomeDenied, payload: map[string]any{
-			"capability_uri": d.URI(), "tier": a.Tier}})
+		b.emit(inv, evt{typ: EventApprovalRequested, outcome: OutcomeDenied, uri: uri, payload: map[string]any{
+			"tier": a.Tier}})
 		res, err := b.finishDenied(ctx, inv, b.denial(CodeApprovalRequired,
 			fmt.Sprintf("Capability %s requires explicit approval", d.URI()), map[string]any{"tier": a.Tier}))
 		return res, err, true
@@ -276,10 +285,22 @@ type handlerOutcome struct {
 	pan  any
 }
 
+// run calls the handler, turning a panic into an outcome.
+func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			out = handlerOutcome{pan: p}
+			b.log.Error("capability handler panicked", "capability", inv.cap.uri, "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	out.data, out.err = inv.cap.handler(ctx, inv.env.Payload)
+	return out
+}
+
 // execute is gate 11 (and 12).
-func (b *Boundary) execute(ctx context.Context, inv *invocation, uri map[string]any) (*InvocationResult, error) {
+func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*InvocationResult, error) {
 	d := &inv.cap.desc
-	b.emit(inv, evt{typ: EventStarted, payload: map[string]any{"capability_uri": d.URI()}})
+	b.emit(inv, evt{typ: EventStarted, uri: uri})
 	ts := FormatTime(b.now())
 	inv.started = &ts
 	// execution_started reaches the store before the handler runs, so the
@@ -288,27 +309,18 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri map[string]
 		return nil, err
 	}
 	hctx := context.WithValue(ctx, invocationKey{}, inv.env)
+	var out handlerOutcome
 	var timeout time.Duration
 	if d.TimeoutS != nil && *d.TimeoutS > 0 {
+		// Only a capability with a timeout pays for a timer and a
+		// goroutine: the handler may ignore cancellation, and the host must
+		// still answer.
 		timeout = time.Duration(*d.TimeoutS * float64(time.Second))
 		var cancel context.CancelFunc
 		hctx, cancel = context.WithTimeout(hctx, timeout)
 		defer cancel()
-	}
-	done := make(chan handlerOutcome, 1)
-	go func() {
-		var out handlerOutcome
-		defer func() {
-			if p := recover(); p != nil {
-				out = handlerOutcome{pan: p}
-				b.log.Error("capability handler panicked", "capability", d.URI(), "panic", p, "stack", string(debug.Stack()))
-			}
-			done <- out
-		}()
-		out.data, out.err = inv.cap.handler(hctx, inv.env.Payload)
-	}()
-	var out handlerOutcome
-	if timeout > 0 {
+		done := make(chan handlerOutcome, 1)
+		go func() { done <- b.run(hctx, inv) }()
 		grace := time.NewTimer(timeout + b.cfg.TimeoutGrace)
 		defer grace.Stop()
 		select {
@@ -318,11 +330,11 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri map[string]
 			// happened is unknown. Record that honestly (proposal 0043).
 			msg := fmt.Sprintf("handler did not return within timeout_s=%g plus %s grace", *d.TimeoutS, b.cfg.TimeoutGrace)
 			info := &ErrorInfo{Message: msg, Type: "timeout"}
-			b.emit(inv, evt{typ: EventIndeterminate, outcome: OutcomeIndeterminate, payload: uri, err: info})
+			b.emit(inv, evt{typ: EventIndeterminate, outcome: OutcomeIndeterminate, uri: uri, err: info})
 			return b.finish(ctx, inv, OutcomeIndeterminate, nil, nil, info)
 		}
 	} else {
-		out = <-done
+		out = b.run(hctx, inv)
 	}
 	if out.pan != nil || out.err != nil {
 		info := &ErrorInfo{Type: "error"}
@@ -338,7 +350,7 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri map[string]
 				info.Type = te.ErrorType()
 			}
 		}
-		b.emit(inv, evt{typ: EventFailed, outcome: OutcomeFailure, payload: uri, err: info})
+		b.emit(inv, evt{typ: EventFailed, outcome: OutcomeFailure, uri: uri, err: info})
 		return b.finish(ctx, inv, OutcomeFailure, nil, nil, info)
 	}
 	data := out.data
@@ -346,10 +358,10 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri map[string]
 		data = nil
 	} else if !json.Valid(data) {
 		info := &ErrorInfo{Type: "invalid_result", Message: "handler returned invalid JSON"}
-		b.emit(inv, evt{typ: EventFailed, outcome: OutcomeFailure, payload: uri, err: info})
+		b.emit(inv, evt{typ: EventFailed, outcome: OutcomeFailure, uri: uri, err: info})
 		return b.finish(ctx, inv, OutcomeFailure, nil, nil, info)
 	}
-	completed := map[string]any{"capability_uri": d.URI()}
+	var completed map[string]any
 	// Gate 12: output schema.
 	if r := inv.cap.output; r != nil {
 		if path, msg, ok := r.validate(data); !ok {
@@ -358,11 +370,10 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri map[string]
 					fmt.Sprintf("result fails the output schema at %s: %s", path, msg),
 					map[string]any{"schema_id": d.URI() + "#output_schema", "path": path}))
 			}
-			completed["output_schema_valid"] = false
-			completed["output_schema_error"] = fmt.Sprintf("%s: %s", path, msg)
+			completed = map[string]any{"output_schema_valid": false, "output_schema_error": fmt.Sprintf("%s: %s", path, msg)}
 		}
 	}
-	b.emit(inv, evt{typ: EventCompleted, outcome: OutcomeSuccess, payload: completed})
+	b.emit(inv, evt{typ: EventCompleted, outcome: OutcomeSuccess, uri: uri, payload: completed})
 	return b.finish(ctx, inv, OutcomeSuccess, data, nil, nil)
 }
 

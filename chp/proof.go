@@ -76,23 +76,23 @@ func (b *Boundary) Verify(ctx context.Context, correlationID string) (*ChainVeri
 		switch {
 		case err != nil:
 			problem = "undecodable event: " + err.Error()
-		case ev["content_hash"] == nil:
+		case ev.text("content_hash") == "":
 			v.UnverifiedCount++
 			problem = "event has no content_hash"
 		default:
-			storedPrev, _ := ev["prev_hash"].(string)
+			stored := ev.text("content_hash")
 			s, err := ev.stable()
 			switch {
 			case err != nil:
 				problem = err.Error()
-			case storedPrev != prev || r.PrevHash != prev:
+			case ev.text("prev_hash") != prev || r.PrevHash != prev:
 				problem = "prev_hash does not link to the previous event"
-			case s.contentHash(prev) != ev["content_hash"] || r.ContentHash != ev["content_hash"]:
+			case s.contentHash(prev) != stored || r.ContentHash != stored:
 				problem = "content_hash mismatch"
+			case ev.text("hash_scheme") == EventHashV2 && !ev.payloadMatchesCommitment():
+				problem = "payload does not match payload_commitment"
 			default:
-				if c, _ := PayloadCommitment(mustRaw(ev["payload"])); ev["hash_scheme"] == EventHashV2 && c != ev["payload_commitment"] {
-					problem = "payload does not match payload_commitment"
-				} else if mism, has, err := checkBinding(ev); has && (err != nil || len(mism) > 0) {
+				if mism, has, err := checkBinding(ev); has && (err != nil || len(mism) > 0) {
 					problem = fmt.Sprintf("bound fields edited: %v", mism)
 				}
 			}
@@ -111,11 +111,6 @@ func (b *Boundary) Verify(ctx context.Context, correlationID string) (*ChainVeri
 		prev = r.ContentHash
 	}
 	return v, nil
-}
-
-func mustRaw(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
 }
 
 // Export returns the evidence bundle of one correlation (chp-v0.2.md §3)

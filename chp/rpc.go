@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -116,10 +117,17 @@ func rpcCaller(ctx context.Context) context.Context {
 		return ctx
 	}
 	if p, ok := jsonrpc.PeerFromContext(ctx); ok && p.HasCred {
-		return WithCaller(ctx, &Caller{ID: "uid:" + strconv.FormatUint(uint64(p.UID), 10), Type: "unix_peer"})
+		c, ok := peerCallers.Load(p.UID)
+		if !ok {
+			c, _ = peerCallers.LoadOrStore(p.UID, &Caller{ID: "uid:" + strconv.FormatUint(uint64(p.UID), 10), Type: "unix_peer"})
+		}
+		return WithCaller(ctx, c.(*Caller))
 	}
 	return ctx
 }
+
+// peerCallers holds one immutable Caller per Unix uid seen (a host sees few).
+var peerCallers sync.Map
 
 // rpcMeta is the `_meta` member a direct call may carry in its params.
 type rpcMeta struct {

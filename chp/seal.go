@@ -1,0 +1,475 @@
+package chp
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/evidence"
+)
+
+// The evidence sealer: it turns one event of an invocation into the bytes the
+// store keeps and the hashes that chain it, in one pass, without encoding/json
+// on the hot path.
+//
+// Three forms of each event are written, all with sorted keys:
+//
+//   - the stored event: compact JSON, every string chp-stable-v1-escaped
+//     (ASCII only), so a verifier that decodes it reads exactly the strings
+//     that were hashed;
+//   - the canonical payload (chp-stable-v1), whose sha256 is the
+//     payload_commitment;
+//   - the stable object (chp-v0.2.md §2), whose sha256 is the content_hash.
+//
+// Everything that does not depend on the event's place in the store is
+// written before the store's lock is taken (pendingEvent). Under the lock,
+// seal adds the sequence (which the payload's field binding covers), the two
+// digests and the chain link.
+//
+// Per invocation, the parts shared by all its events (the correlation, the
+// subject and its digest) are rendered once (header).
+
+// assurancePrefix opens every stored event: the fixed assurance metadata
+// (DefaultAssurance) and the capability_id key.
+const assurancePrefix = `{"assurance":{"evidence_policy":"local-append-only","level":"S1","notes":[]},"capability_id":`
+
+// invHeader holds what every event of one invocation shares.
+type invHeader struct {
+	corr      []byte // stored correlation object
+	subject   []byte // stored subject object (compact)
+	subjectD  string // bind.subject: sha256 of chp-stable-v1(subject)
+	causation []byte // bind.causation_id in canonical form: a string or null
+	corrID    []byte // chp-stable-v1 string of the correlation id
+	invID     []byte // chp-stable-v1 string of the invocation id
+}
+
+// subjectInfo is a subject's stored form and digest.
+type subjectInfo struct {
+	stored []byte
+	digest string
+}
+
+// subjectCache remembers the rendering of recent subjects: most callers
+// present one of a few subjects, and parsing plus hashing one costs more than
+// the rest of an event.
+type subjectCache struct {
+	mu sync.RWMutex
+	m  map[string]subjectInfo
+}
+
+const subjectCacheSize = 1024
+
+func (c *subjectCache) get(raw []byte) (subjectInfo, error) {
+	c.mu.RLock()
+	si, ok := c.m[string(raw)]
+	c.mu.RUnlock()
+	if ok {
+		return si, nil
+	}
+	v, err := canonical.Parse(raw)
+	if err != nil {
+		return si, err
+	}
+	if v.Kind != canonical.Object {
+		return si, fmt.Errorf("subject is a %s, want an object", v.Kind)
+	}
+	if si.stored, err = v.AppendJSON(nil); err != nil {
+		return si, err
+	}
+	if si.digest, err = hashValue(canonical.PythonSortKeys, v); err != nil {
+		return si, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= subjectCacheSize {
+		clear(c.m)
+	}
+	c.m[string(raw)] = si
+	c.mu.Unlock()
+	return si, nil
+}
+
+// header renders the invocation-wide parts of its events. It fails only for
+// a subject or baggage that is not a JSON object (ParseEnvelope rejects
+// those earlier; an envelope built in Go may carry anything).
+func (b *Boundary) header(env *InvocationEnvelope) (invHeader, error) {
+	var h invHeader
+	si, err := b.subjects.get(env.Subject)
+	if err != nil {
+		return h, fmt.Errorf("%w: subject: %v", ErrBadEnvelope, err)
+	}
+	h.subject, h.subjectD = si.stored, si.digest
+	c := &env.Correlation
+	buf := make([]byte, 0, 256)
+	buf = append(buf, '{')
+	if len(c.Baggage) > 0 {
+		buf = append(buf, `"baggage":`...)
+		if string(c.Baggage) == "{}" {
+			buf = append(buf, "{}"...)
+		} else {
+			v, err := canonical.Parse(c.Baggage)
+			if err != nil || v.Kind != canonical.Object {
+				return h, fmt.Errorf("%w: correlation.baggage must be a JSON object", ErrBadEnvelope)
+			}
+			if buf, err = v.AppendJSON(buf); err != nil {
+				return h, fmt.Errorf("%w: correlation.baggage: %v", ErrBadEnvelope, err)
+			}
+		}
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"causation_id":`...)
+	buf = appendNullableString(buf, c.CausationID)
+	buf = append(buf, `,"correlation_id":`...)
+	buf = appendStableString(buf, c.CorrelationID)
+	if c.Environment != "" {
+		buf = append(buf, `,"environment":`...)
+		buf = appendStableString(buf, c.Environment)
+	}
+	buf = append(buf, `,"parent_correlation_id":`...)
+	buf = appendNullableString(buf, c.ParentCorrelationID)
+	buf = append(buf, `,"trace_id":`...)
+	buf = appendNullableString(buf, c.TraceID)
+	buf = append(buf, '}')
+	n := len(buf)
+	buf = appendNullableString(buf, c.CausationID)
+	m := len(buf)
+	buf = appendStableString(buf, c.CorrelationID)
+	o := len(buf)
+	buf = appendStableString(buf, env.InvocationID)
+	h.corr, h.causation, h.corrID, h.invID = buf[:n:n], buf[n:m:m], buf[m:o:o], buf[o:]
+	return h, nil
+}
+
+// evt is one evidence event to emit.
+type evt struct {
+	typ     string
+	outcome Outcome
+	// uri adds "capability_uri": uri to the payload (the common case, so
+	// most events need no map).
+	uri     string
+	payload map[string]any
+	denial  *DenialReason
+	err     *ErrorInfo
+}
+
+// sealer is one event ready to be placed: every byte except those that
+// depend on its sequence and predecessor.
+type sealer struct {
+	buf []byte
+	// Segments of buf, as end offsets: stored head (up to the content hash),
+	// stored middle (up to the sequence inside the payload), stored post (up
+	// to the commitment), stored tail (subject, timestamp); canonical payload
+	// before and after the sequence; stable object before the commitment and
+	// after prev_hash.
+	head, mid, post, tail, canonPre, canonPost, stablePre, stablePost int
+	err                                                               error
+}
+
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// seal renders the event at sequence seq, chained to prev ("" = first).
+func (s *sealer) seal(seq uint64, prev string) (string, []byte, error) {
+	if s.err != nil {
+		return "", nil, s.err
+	}
+	var num [20]byte
+	seqB := strconv.AppendUint(num[:0], seq, 10)
+	sp := scratchPool.Get().(*[]byte)
+	x := append((*sp)[:0], s.buf[s.tail:s.canonPre]...)
+	x = append(x, seqB...)
+	x = append(x, s.buf[s.canonPre:s.canonPost]...)
+	var commit, hash [64]byte
+	sum := sha256.Sum256(x)
+	hex.Encode(commit[:], sum[:])
+
+	x = append(x[:0], s.buf[s.canonPost:s.stablePre]...)
+	x = append(x, commit[:]...)
+	x = append(x, `", "prev_hash": `...)
+	if prev == "" {
+		x = append(x, "null"...)
+	} else {
+		x = appendStableString(x, prev)
+	}
+	x = append(x, s.buf[s.stablePre:s.stablePost]...)
+	sum = sha256.Sum256(x)
+	hex.Encode(hash[:], sum[:])
+	*sp = x
+	scratchPool.Put(sp)
+
+	data := make([]byte, 0, s.tail+2*64+2*len(seqB)+len(prev)+64)
+	data = append(data, s.buf[:s.head]...)
+	data = append(data, hash[:]...)
+	data = append(data, s.buf[s.head:s.mid]...)
+	data = append(data, seqB...)
+	data = append(data, s.buf[s.mid:s.post]...)
+	data = append(data, commit[:]...)
+	data = append(data, `","prev_hash":`...)
+	if prev == "" {
+		data = append(data, "null"...)
+	} else {
+		data = appendStableString(data, prev)
+	}
+	data = append(data, `,"redacted":true,"sequence":`...)
+	data = append(data, seqB...)
+	data = append(data, s.buf[s.post:s.tail]...)
+	return string(hash[:]), data, nil
+}
+
+// pendingEvent prepares one event of inv for the store.
+func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pending {
+	env, h := inv.env, &inv.hdr
+	capID := env.CapabilityID
+	if inv.cap != nil {
+		capID = inv.cap.desc.ID
+	}
+	if capID == "" {
+		// The schema requires a non-empty capability_id on events; an
+		// invocation that named none is recorded under this marker
+		// (docs/DECISIONS.md).
+		capID = "<missing>"
+	}
+	s := &sealer{}
+	var ts [32]byte
+	tsB := appendTime(ts[:0], b.now())
+	var denialJSON, errJSON []byte
+	denialD, errD := nullValue, nullValue
+	if e.denial != nil {
+		denialJSON, denialD, s.err = memberJSON(e.denial)
+	}
+	if e.err != nil && s.err == nil {
+		errJSON, errD, s.err = memberJSON(e.err)
+	}
+	var vb [64]byte
+	verStr := appendNullableString(vb[:0], inv.version)
+
+	// The canonical payload, split around the sequence.
+	sp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(sp)
+	canon, split := (*sp)[:0], 0
+	if s.err == nil {
+		canon, split, s.err = b.appendPayload(canon, inv, &e, verStr, denialD, errD)
+	}
+	*sp = canon
+	if s.err != nil {
+		return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Seal: s.seal}
+	}
+
+	buf := make([]byte, 0, 2*len(canon)+len(h.corr)+len(h.subject)+len(denialJSON)+len(errJSON)+4*len(capID)+900)
+	// Stored head.
+	buf = append(buf, assurancePrefix...)
+	capStart := len(buf)
+	buf = appendStableString(buf, capID)
+	capEnd := len(buf)
+	buf = append(buf, `,"capability_version":`...)
+	buf = append(buf, verStr...)
+	buf = append(buf, `,"content_hash":"`...)
+	s.head = len(buf)
+	// Stored middle.
+	buf = append(buf, `","correlation":`...)
+	buf = append(buf, h.corr...)
+	buf = append(buf, `,"denial":`...)
+	buf = appendRawOrNull(buf, denialJSON)
+	buf = append(buf, `,"error":`...)
+	buf = appendRawOrNull(buf, errJSON)
+	buf = append(buf, `,"event_id":`...)
+	idStart := len(buf)
+	buf = appendStableString(buf, id)
+	idEnd := len(buf)
+	buf = append(buf, `,"event_type":`...)
+	typStart := len(buf)
+	buf = appendStableString(buf, e.typ)
+	typEnd := len(buf)
+	buf = append(buf, `,"hash_scheme":"`+EventHashV2+`","host_id":`...)
+	buf = append(buf, b.hostStr...)
+	buf = append(buf, `,"invocation_id":`...)
+	buf = append(buf, h.invID...)
+	buf = append(buf, `,"outcome":`...)
+	outStart := len(buf)
+	if e.outcome == "" {
+		buf = append(buf, "null"...)
+	} else {
+		buf = appendStableString(buf, string(e.outcome))
+	}
+	outEnd := len(buf)
+	buf = append(buf, `,"payload":`...)
+	buf = compactStable(buf, canon[:split])
+	s.mid = len(buf)
+	buf = compactStable(buf, canon[split:])
+	buf = append(buf, `,"payload_commitment":"`...)
+	s.post = len(buf)
+	// Stored tail.
+	buf = append(buf, `,"subject":`...)
+	buf = append(buf, h.subject...)
+	buf = append(buf, `,"timestamp":"`...)
+	buf = append(buf, tsB...)
+	buf = append(buf, `"}`...)
+	s.tail = len(buf)
+	// Canonical payload.
+	buf = append(buf, canon[:split]...)
+	s.canonPre = len(buf)
+	buf = append(buf, canon[split:]...)
+	s.canonPost = len(buf)
+	// Stable object.
+	buf = append(buf, `{"capability_id": `...)
+	buf = append(buf, buf[capStart:capEnd]...)
+	buf = append(buf, `, "correlation_id": `...)
+	buf = append(buf, h.corrID...)
+	buf = append(buf, `, "event_id": `...)
+	buf = append(buf, buf[idStart:idEnd]...)
+	buf = append(buf, `, "event_type": `...)
+	buf = append(buf, buf[typStart:typEnd]...)
+	buf = append(buf, `, "host_id": `...)
+	buf = append(buf, b.hostStr...)
+	buf = append(buf, `, "invocation_id": `...)
+	buf = append(buf, h.invID...)
+	buf = append(buf, `, "outcome": `...)
+	buf = append(buf, buf[outStart:outEnd]...)
+	buf = append(buf, `, "payload_commitment": "`...)
+	s.stablePre = len(buf)
+	buf = append(buf, `, "timestamp": "`...)
+	buf = append(buf, tsB...)
+	buf = append(buf, `"}`...)
+	s.stablePost = len(buf)
+	s.buf = buf
+	return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Seal: s.seal}
+}
+
+// appendPayload appends the chp-stable-v1 form of e's payload with the field
+// binding, and returns the offset at which the sequence goes.
+func (b *Boundary) appendPayload(dst []byte, inv *invocation, e *evt, verStr []byte, denialD, errD canonical.Value) ([]byte, int, error) {
+	var keys []string
+	if len(e.payload) > 0 {
+		keys = make([]string, 0, len(e.payload)+2)
+		for k := range e.payload {
+			if k != BindKey && !(k == "capability_uri" && e.uri != "") {
+				keys = append(keys, k)
+			}
+		}
+		if e.uri != "" {
+			keys = append(keys, "capability_uri")
+		}
+		keys = append(keys, BindKey)
+		slices.Sort(keys) // byte order of UTF-8 = code point order
+	} else if e.uri != "" {
+		keys = []string{"capability_uri", BindKey}
+	} else {
+		keys = []string{BindKey}
+	}
+	split := -1
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ", "...)
+		}
+		dst = appendStableString(dst, k)
+		dst = append(dst, ": "...)
+		switch k {
+		case BindKey:
+			dst = append(dst, `{"capability_version": `...)
+			dst = append(dst, verStr...)
+			dst = append(dst, `, "causation_id": `...)
+			dst = append(dst, inv.hdr.causation...)
+			dst = append(dst, `, "denial": `...)
+			dst = appendDigest(dst, denialD)
+			dst = append(dst, `, "error": `...)
+			dst = appendDigest(dst, errD)
+			dst = append(dst, `, "sequence": `...)
+			split = len(dst)
+			dst = append(dst, `, "subject": "`...)
+			dst = append(dst, inv.hdr.subjectD...)
+			dst = append(dst, `", "v": `...)
+			dst = strconv.AppendInt(dst, bindVersion, 10)
+			dst = append(dst, '}')
+		case "capability_uri":
+			if e.uri != "" {
+				dst = appendStableString(dst, e.uri)
+				continue
+			}
+			fallthrough
+		default:
+			var err error
+			if dst, err = appendStableValue(dst, e.payload[k]); err != nil {
+				return dst, 0, fmt.Errorf("chp: evidence payload %q: %w", k, err)
+			}
+		}
+	}
+	return append(dst, '}'), split, nil
+}
+
+// appendStableValue appends the chp-stable-v1 form of a payload value.
+func appendStableValue(dst []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case string:
+		return appendStableString(dst, x), nil
+	case bool:
+		return strconv.AppendBool(dst, x), nil
+	case int:
+		return strconv.AppendInt(dst, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(dst, x, 10), nil
+	case nil:
+		return append(dst, "null"...), nil
+	}
+	cv, err := canonical.FromGo(v)
+	if err != nil {
+		return dst, err
+	}
+	return canonical.ChpStableV1.AppendCanonical(dst, cv)
+}
+
+func appendDigest(dst []byte, d canonical.Value) []byte {
+	if d.Kind == canonical.Null {
+		return append(dst, "null"...)
+	}
+	return appendStableString(dst, d.Str)
+}
+
+func appendRawOrNull(dst, raw []byte) []byte {
+	if raw == nil {
+		return append(dst, "null"...)
+	}
+	return append(dst, raw...)
+}
+
+// memberJSON encodes a denial or error member as it is stored, and its bound
+// digest computed from exactly those bytes.
+func memberJSON(v any) ([]byte, canonical.Value, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, nullValue, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, nullValue, err
+	}
+	raw = buf.Bytes()
+	cv, err := canonical.Parse(raw)
+	if err != nil {
+		return nil, nullValue, err
+	}
+	d, err := fieldDigest(cv)
+	return raw, d, err
+}
+
+// appendTime appends t in TimeFormat without allocating.
+func appendTime(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(dst, TimeFormat)
+	}
+	hh, mm, ss := t.Clock()
+	us := t.Nanosecond() / 1000
+	dst = append(dst, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+		byte('0'+int(mo)/10), byte('0'+int(mo)%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
+		byte('0'+hh/10), byte('0'+hh%10), ':', byte('0'+mm/10), byte('0'+mm%10), ':',
+		byte('0'+ss/10), byte('0'+ss%10), '.')
+	return append(dst, byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
+		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
+}

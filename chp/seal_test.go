@@ -1,0 +1,199 @@
+package chp
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/evidence"
+)
+
+// checkSealed checks every stored event of corr against the generic path:
+// the bytes parse strictly, carry exactly the members encoding/json would
+// write for the same EvidenceEvent, and their content hash, payload
+// commitment and field binding recompute with package canonical.
+func checkSealed(t *testing.T, store evidence.Store, corr string) int {
+	t.Helper()
+	recs, err := store.Replay(context.Background(), evidence.Query{CorrelationID: corr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := ""
+	for _, r := range recs {
+		if _, err := canonical.Parse(r.Data); err != nil {
+			t.Fatalf("seq %d: stored event does not parse strictly: %v\n%s", r.Sequence, err, r.Data)
+		}
+		var ev EvidenceEvent
+		dec := json.NewDecoder(strings.NewReader(string(r.Data)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("seq %d: %v", r.Sequence, err)
+		}
+		// Same members and values as the struct encoding.
+		ref, _ := json.Marshal(&ev)
+		var got, want any
+		_ = json.Unmarshal(r.Data, &got)
+		_ = json.Unmarshal(ref, &want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("seq %d: stored event differs from its struct encoding (-want +got):\n%s", r.Sequence, diff)
+		}
+		if !strings.HasPrefix(string(r.Data), `{"assurance":`) || !strings.HasSuffix(string(r.Data), `"}`) {
+			t.Errorf("seq %d: not a sorted compact object: %s", r.Sequence, r.Data)
+		}
+		// Hashes, recomputed generically.
+		h, err := EventContentHash(r.Data, prev)
+		if err != nil || h != r.ContentHash || ev.ContentHash == nil || *ev.ContentHash != h {
+			t.Errorf("seq %d: content hash %s (%v), store %s", r.Sequence, h, err, r.ContentHash)
+		}
+		canon, err := canonical.Canonicalize(canonical.ChpStableV1, ev.Payload)
+		if err != nil {
+			t.Fatalf("seq %d: payload is not chp-stable-v1 content: %v", r.Sequence, err)
+		}
+		if c := sha256Hex(canon); c != ev.PayloadCommitment {
+			t.Errorf("seq %d: payload_commitment %s, canonical %s", r.Sequence, ev.PayloadCommitment, c)
+		}
+		ev2, _ := decodeEvent(r.Data)
+		if mism, has, err := checkBinding(ev2); !has || err != nil || len(mism) > 0 {
+			t.Errorf("seq %d: binding has=%v err=%v mismatched=%v", r.Sequence, has, err, mism)
+		}
+		if ev.Sequence != r.Sequence || (prev == "") != (ev.PrevHash == nil) || (ev.PrevHash != nil && *ev.PrevHash != prev) {
+			t.Errorf("seq %d: sequence/prev_hash members disagree with the store", r.Sequence)
+		}
+		prev = r.ContentHash
+	}
+	return len(recs)
+}
+
+// TestSealerMatchesGenericEncoding drives events with awkward strings,
+// nested payloads, denials and errors through the hand-written sealer and
+// checks each against the generic encoders.
+func TestSealerMatchesGenericEncoding(t *testing.T) {
+	store := evidence.NewMemory()
+	b, err := NewBoundary(Config{HostID: "hôst \"q\" \\ <&> \u2028 😀", Store: store, Environment: "prod\n",
+		Policy: &PolicyConfig{BlockPatterns: []string{"forbidden"}}, Safety: FixtureSafety(),
+		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6789000, time.FixedZone("x", 3600)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterFixtures(b); err != nil {
+		t.Fatal(err)
+	}
+	two := int64(2)
+	if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "ünï.cödé", Version: "1.0.0-β", Description: "x",
+		Autonomy: &AutonomyProfile{ActionLimit: &two, SpendLimit: ptr(1.5), SpendUnits: 1}},
+		Handler: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) { return p, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	cause, trace := "cause \u00e9 \"x\"", "trace\t1"
+	ctx := context.Background()
+	envs := []*InvocationEnvelope{
+		{CapabilityID: "conformance.echo", Payload: json.RawMessage(`{"value":"x"}`)},
+		{CapabilityID: "conformance.fail"},
+		{CapabilityID: "conformance.unsafe"},
+		{CapabilityID: "conformance.guarded"},
+		{CapabilityID: "conformance.approval"},
+		{CapabilityID: "conformance.echo", Payload: json.RawMessage(`{"value":"forbidden"}`)},
+		{CapabilityID: "nö.such\u0001cap"},
+		{CapabilityID: ""},
+		{CapabilityID: "ünï.cödé", Subject: json.RawMessage(` { "id" : "agent \ud83d\ude00 \ud800", "score": 1.5, "n": [1, {"b": null, "a": true}] } `)},
+		{CapabilityID: "ünï.cödé"},
+		{CapabilityID: "ünï.cödé"},
+	}
+	for i, env := range envs {
+		env.Correlation = CorrelationContext{CorrelationID: "corr ü \"1\"", CausationID: &cause, TraceID: &trace,
+			Baggage: json.RawMessage(`{ "k" : [1, 2.50, "ü"] }`)}
+		if i%2 == 1 {
+			env.InvocationID = "inv \\ " + string(rune('a'+i))
+		}
+		if _, err := b.Invoke(ctx, env); err != nil {
+			t.Fatalf("%s: %v", env.CapabilityID, err)
+		}
+	}
+	n := checkSealed(t, store, "corr ü \"1\"")
+	if n < 20 {
+		t.Fatalf("only %d events sealed", n)
+	}
+	v, err := b.Verify(ctx, "corr ü \"1\"")
+	if err != nil || !v.Valid || v.VerifiedCount != n {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+	bundle, err := b.Export(ctx, "corr ü \"1\"")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(bundle)
+	if bv, _ := VerifyBundle(raw, nil); !bv.Valid || bv.Bound != n {
+		t.Fatalf("bundle: %+v", bv)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// FuzzSeal: whatever strings a caller or host configuration puts into an
+// event, the stored bytes parse strictly and the chain verifies.
+func FuzzSeal(f *testing.F) {
+	f.Add("host", "conformance.echo", "corr", "inv", `{"id":"u"}`, `{"value":1}`)
+	f.Add("h\u2028", "ü\x00", "c\"\\", "", `{"id":"\ud800"}`, `{"a":[1,{"b":null}]}`)
+	f.Add("h", "", "", "i\xff", `{}`, `{}`)
+	f.Fuzz(func(t *testing.T, host, capID, corr, invID, subject, payload string) {
+		store := evidence.NewMemory()
+		b, err := NewBoundary(Config{HostID: host, Store: store})
+		if err != nil {
+			return
+		}
+		if err := RegisterFixtures(b); err != nil {
+			t.Fatal(err)
+		}
+		env, err := ParseEnvelope([]byte(`{"capability_id":` + mustJSON(capID) + `,"invocation_id":` + mustJSON(invID) +
+			`,"correlation_id":` + mustJSON(corr) + `,"subject":` + subject + `,"payload":` + payload + `}`))
+		if err != nil {
+			return
+		}
+		res, err := b.Invoke(context.Background(), env)
+		if err != nil {
+			t.Fatalf("invoke: %v", err)
+		}
+		if n := checkSealed(t, store, res.Correlation.CorrelationID); n == 0 {
+			t.Fatal("no evidence")
+		}
+		if v, err := b.Verify(context.Background(), res.Correlation.CorrelationID); err != nil || !v.Valid {
+			t.Fatalf("verify: %+v %v", v, err)
+		}
+	})
+}
+
+func mustJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestAppendTime(t *testing.T) {
+	for _, tm := range []time.Time{
+		time.Date(2026, 11, 22, 0, 24, 45, 123456789, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("e", -7200)),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(0, 0),
+	} {
+		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(TimeFormat); got != want {
+			t.Errorf("%v: %s, want %s", tm, got, want)
+		}
+	}
+}
+
+func TestCompactStable(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a": 1, "b": [1, 2], "c": "x, y: z \" w"}`: `{"a":1,"b":[1,2],"c":"x, y: z \" w"}`,
+		`{"k\\": "v \\\" ,: "}`:                      `{"k\\":"v \\\" ,: "}`,
+		`[]`:                                         `[]`,
+	} {
+		if got := string(compactStable(nil, []byte(in))); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+}
