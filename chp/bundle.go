@@ -119,6 +119,7 @@ func SignBundle(b *EvidenceBundle, key ed25519.PrivateKey) error {
 	b.Signature = &BundleSignature{Algorithm: "ed25519", KeyID: KeyID(pub), Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(key, msg))}
 	return nil
 }
+
 // VerifyOptions tunes VerifyBundle. A nil *VerifyOptions means defaults.
 type VerifyOptions struct {
 	// ExpectedKeyID, when set, rejects a bundle signed by any other key.
