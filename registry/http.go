@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -118,23 +119,39 @@ func (n *Node) httpRegister(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) httpList(w http.ResponseWriter, r *http.Request) {
 	capability := r.URL.Query().Get("capability")
-	var es []Entry
-	if capability != "" {
-		es = n.Find(capability, FindOptions{})
-	} else {
-		es = n.List(false)
+	wires := n.descriptorWires(capability)
+	// {"agents":[…],"capability":…,"count":n}: the members in sorted order
+	// and each agent its stored genesis-canonical wire form, so the body is
+	// byte for byte what encoding the whole tree would give.
+	size := 64 + len(capability)
+	for _, d := range wires {
+		size += len(d) + 1
 	}
-	agents := []any{}
-	for _, e := range es {
-		if e.Descriptor != nil {
-			agents = append(agents, e.Descriptor.Object())
+	b := make([]byte, 0, size)
+	b = append(b, `{"agents":[`...)
+	for i, d := range wires {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		b = append(b, d...)
 	}
-	var capv any
-	if capability != "" {
-		capv = capability
+	b = append(b, `],"capability":`...)
+	if capability == "" {
+		b = append(b, "null"...)
+	} else {
+		cb, err := pyjson.Marshal(capability)
+		if err != nil {
+			writeErr(w, r, refuse(CodeWordInvalidParams, "capability: %v", err))
+			return
+		}
+		b = append(b, cb...)
 	}
-	writeJSON(w, 200, map[string]any{"count": len(agents), "agents": agents, "capability": capv})
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(len(wires)), 10)
+	b = append(b, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, _ = w.Write(b)
 }
 
 // pathKey accepts the key standard-base64 (percent-decoded by the mux) or

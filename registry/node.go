@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -99,13 +101,33 @@ type Entry struct {
 	Trust        Verdict   `json:"trust"`
 	// Descriptor is the signed descriptor of a SourceDescriptor entry.
 	Descriptor *descriptor.Descriptor `json:"descriptor,omitempty"`
+
+	wire []byte // Descriptor's wire form as stored (not re-encoded per read)
 }
 
 // entry is the indexed form.
 type entry struct {
 	Entry
-	caps map[string]struct{}
-	raw  []byte // stored record value
+	raw []byte // stored record value (for a descriptor: its wire form)
+	// verdict caches the trust verdict of a descriptor entry for one trust
+	// epoch and until the instant it could change by itself (the expiry of
+	// the certificate it rests on). Readers share it under the read lock.
+	verdict atomic.Pointer[cachedVerdict]
+}
+
+type cachedVerdict struct {
+	epoch uint64
+	until time.Time
+	v     Verdict
+}
+
+// newer orders entries as discovery returns them: newest registration
+// first, ties by key.
+func newer(a, b *entry) bool {
+	if !a.RegisteredAt.Equal(b.RegisteredAt) {
+		return a.RegisteredAt.After(b.RegisteredAt)
+	}
+	return a.Key < b.Key
 }
 
 // Node is the registry service. Create it with NewNode, mount RPC() on a
@@ -117,7 +139,7 @@ type Node struct {
 
 	mu       sync.RWMutex
 	entries  map[string]*entry
-	byCap    map[string]map[string]*entry
+	byCap    map[string][]*entry // capability → providers in discovery order (newer)
 	marks    map[string]time.Time // anti-rollback watermark: node key → newest registered_at accepted
 	trust    *trustState
 	version  uint64
@@ -179,7 +201,7 @@ func NewNode(cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		st:      cfg.Store,
 		entries: map[string]*entry{},
-		byCap:   map[string]map[string]*entry{},
+		byCap:   map[string][]*entry{},
 		marks:   map[string]time.Time{},
 		changed: make(chan struct{}),
 		nonces:  map[string]time.Time{},
@@ -298,6 +320,7 @@ func descriptorEntry(d *descriptor.Descriptor, raw []byte) *entry {
 	e.RegisteredAt = d.RegisteredAt.Instant()
 	e.ExpiresAt = d.ExpiresAt.Instant()
 	e.Descriptor = d
+	e.wire = raw
 	return e
 }
 
@@ -317,34 +340,54 @@ func localEntry(lr localRecord, raw []byte) *entry {
 	return e
 }
 
-// index adds or replaces e; the caller holds mu (or is loading).
+// index adds or replaces e; the caller holds mu (or is loading). Each
+// capability's providers stay sorted in discovery order, so Find never
+// sorts.
 func (n *Node) index(e *entry) (replaced *entry) {
 	if old, ok := n.entries[e.Key]; ok {
 		n.unindex(old)
 		replaced = old
 	}
-	e.caps = make(map[string]struct{}, len(e.Capabilities))
-	for _, c := range e.Capabilities {
-		e.caps[c] = struct{}{}
-		set := n.byCap[c]
-		if set == nil {
-			set = map[string]*entry{}
-			n.byCap[c] = set
+	for i, c := range e.Capabilities {
+		if slices.Contains(e.Capabilities[:i], c) {
+			continue // a duplicate tag (kept in the signed list) is indexed once
 		}
-		set[e.Key] = e
+		list := n.byCap[c]
+		at, _ := slices.BinarySearchFunc(list, e, cmpDiscovery)
+		n.byCap[c] = slices.Insert(list, at, e)
 	}
 	n.entries[e.Key] = e
 	return replaced
 }
 
+func cmpDiscovery(a, b *entry) int {
+	switch {
+	case a == b:
+		return 0
+	case newer(a, b):
+		return -1
+	case newer(b, a):
+		return 1
+	}
+	return 0
+}
+
 func (n *Node) unindex(e *entry) {
 	delete(n.entries, e.Key)
-	for c := range e.caps {
-		if set := n.byCap[c]; set != nil {
-			delete(set, e.Key)
-			if len(set) == 0 {
-				delete(n.byCap, c)
-			}
+	for i, c := range e.Capabilities {
+		if slices.Contains(e.Capabilities[:i], c) {
+			continue
+		}
+		list := n.byCap[c]
+		at, found := slices.BinarySearchFunc(list, e, cmpDiscovery)
+		if !found || list[at] != e {
+			continue
+		}
+		list = slices.Delete(list, at, at+1)
+		if len(list) == 0 {
+			delete(n.byCap, c)
+		} else {
+			n.byCap[c] = list
 		}
 	}
 }
@@ -357,12 +400,19 @@ func (n *Node) live(e *entry, now time.Time) bool {
 	return !now.Before(e.RegisteredAt.Add(-n.cfg.Skew))
 }
 
-// verdict evaluates trust for e at now; the caller holds mu.
+// verdict evaluates trust for e at now; the caller holds mu (read or
+// write). A descriptor's verdict is cached per trust epoch.
 func (n *Node) verdict(e *entry, now time.Time) Verdict {
 	if e.Source == SourceLocal {
 		return e.Trust
 	}
-	return n.trust.verdict(e.Key, now)
+	epoch := n.trust.epoch
+	if c := e.verdict.Load(); c != nil && c.epoch == epoch && now.Before(c.until) {
+		return c.v
+	}
+	v, until := n.trust.verdictUntil(e.Key, now)
+	e.verdict.Store(&cachedVerdict{epoch: epoch, until: until, v: v})
+	return v
 }
 
 // view copies e for a caller, with its verdict.
@@ -388,9 +438,9 @@ func (n *Node) Find(capability string, opts FindOptions) []Entry {
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	set := n.byCap[capability]
-	out := make([]Entry, 0, len(set))
-	for _, e := range set {
+	list := n.byCap[capability]
+	out := make([]Entry, 0, len(list))
+	for _, e := range list {
 		if !n.live(e, now) {
 			continue
 		}
@@ -399,10 +449,9 @@ func (n *Node) Find(capability string, opts FindOptions) []Entry {
 			continue
 		}
 		out = append(out, n.viewWith(e, v))
-	}
-	sortEntries(out)
-	if opts.Limit > 0 && len(out) > opts.Limit {
-		out = out[:opts.Limit]
+		if opts.Limit > 0 && len(out) == opts.Limit {
+			break
+		}
 	}
 	return out
 }
@@ -420,6 +469,32 @@ func sortEntries(out []Entry) {
 		}
 		return out[i].Key < out[j].Key
 	})
+}
+
+// descriptorWires returns the stored wire form of the live, trusted
+// descriptor entries having capability (all when capability is empty), in
+// discovery order: the bytes GET /agents serves, spliced as they are.
+func (n *Node) descriptorWires(capability string) [][]byte {
+	now := n.cfg.Now()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	var list []*entry
+	if capability != "" {
+		list = n.byCap[capability]
+	} else {
+		list = make([]*entry, 0, len(n.entries))
+		for _, e := range n.entries {
+			list = append(list, e)
+		}
+		slices.SortFunc(list, cmpDiscovery)
+	}
+	out := make([][]byte, 0, len(list))
+	for _, e := range list {
+		if e.Source == SourceDescriptor && n.live(e, now) && n.verdict(e, now).Trusted {
+			out = append(out, e.raw)
+		}
+	}
+	return out
 }
 
 // List returns every live entry (trusted only unless includeUntrusted).

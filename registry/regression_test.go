@@ -4,13 +4,17 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/capmesh/capmesh/registry"
+	"github.com/capmesh/capmesh/registry/internal/pyjson"
 )
 
 // keyWhere derives deterministic node keys until one satisfies ok.
@@ -63,5 +67,51 @@ func TestAgentKeyInPathRegression(t *testing.T) {
 	}
 	if code, _, _ := g.do(t, "GET", "/agents/"+base64.RawURLEncoding.EncodeToString(make([]byte, 31)), nil, nil); code != 404 {
 		t.Errorf("31-byte key: %d, want 404", code)
+	}
+}
+
+// TestAgentListBody pins GET /agents, whose body is spliced from the stored
+// wire forms, to the generic genesis encoding of the whole answer (the
+// reference's jsonify), including non-ASCII capability and metadata.
+func TestAgentListBody(t *testing.T) {
+	g := newGenesisNode(t, registry.NewMemStore())
+	now := time.Now()
+	var all []map[string]any
+	for i, caps := range [][]string{{"llm:chat", "ünï"}, {"ünï"}, {"other"}} {
+		k := benchKey(1000 + i)
+		if _, err := g.n.Enroll(t.Context(), base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey)), nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		d := signed(t, k, "SAMPLE-NET", caps, now.Add(time.Duration(i)*time.Second), time.Hour)
+		d.Metadata = map[string]any{"note": "😀 <&>", "n": json.Number("1.50")}
+		if err := d.Sign(k); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, _ := g.do(t, "POST", "/agents", wire(d), nil); code != 200 {
+			t.Fatalf("register: %d %v", code, out)
+		}
+		all = append(all, d.Object())
+	}
+	for _, tc := range []struct {
+		query string
+		want  []map[string]any // newest first
+		capv  any
+	}{
+		{"", []map[string]any{all[2], all[1], all[0]}, nil},
+		{"?capability=" + url.QueryEscape("ünï"), []map[string]any{all[1], all[0]}, "ünï"},
+		{"?capability=none", nil, "none"},
+	} {
+		agents := []any{}
+		for _, a := range tc.want {
+			agents = append(agents, a)
+		}
+		want, err := pyjson.Marshal(map[string]any{"agents": agents, "capability": tc.capv, "count": len(tc.want)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, got := g.do(t, "GET", "/agents"+tc.query, nil, nil)
+		if diff := cmp.Diff(string(want)+"\n", string(got)); diff != "" {
+			t.Errorf("GET /agents%s (-generic +served):\n%s", tc.query, diff)
+		}
 	}
 }

@@ -124,7 +124,10 @@ func toProvider(e Entry) providerView {
 		p.Socket = strings.TrimPrefix(e.Endpoint, "unix://")
 		p.NativeEndpoint = p.Socket
 	}
-	if e.Descriptor != nil {
+	switch {
+	case e.wire != nil:
+		p.Descriptor = json.RawMessage(e.wire)
+	case e.Descriptor != nil:
 		raw, _ := e.Descriptor.MarshalJSON()
 		p.Descriptor = json.RawMessage(raw)
 	}

@@ -136,13 +136,23 @@ type trustState struct {
 	compromised map[string]bool
 	crl         *CRL
 	genesis     map[string]any
+	epoch       uint64 // bumped by every change of certificates or compromise marks
 }
 
 // verdict: key_compromise blocks for good; otherwise an active (issued,
 // not revoked, not expired) certificate or operator pinning trusts.
 func (t *trustState) verdict(key string, now time.Time) Verdict {
+	v, _ := t.verdictUntil(key, now)
+	return v
+}
+
+// verdictUntil is verdict plus the instant from which it may change
+// without any trust change (the expiry of the certificate it rests on);
+// callers cache it until then or until epoch moves.
+func (t *trustState) verdictUntil(key string, now time.Time) (Verdict, time.Time) {
+	forever := now.Add(100 * 365 * 24 * time.Hour)
 	if t.compromised[key] {
-		return Verdict{false, reasonCompromised}
+		return Verdict{false, reasonCompromised}, forever
 	}
 	var best *certState
 	for _, c := range t.byKey[key] {
@@ -154,16 +164,20 @@ func (t *trustState) verdict(key string, now time.Time) Verdict {
 		}
 	}
 	if best != nil {
-		return Verdict{true, "enrolled: join certificate " + best.cert.CertID + " valid until " + best.cert.ExpiresAt.String()}
+		return Verdict{true, "enrolled: join certificate " + best.cert.CertID + " valid until " + best.cert.ExpiresAt.String()}, best.cert.ExpiresAt.Instant()
 	}
 	if t.pinned[key] {
-		return Verdict{true, "pinned by operator"}
+		return Verdict{true, "pinned by operator"}, forever
 	}
 	if len(t.byKey[key]) > 0 {
-		return Verdict{false, "no active join certificate (revoked or expired)"}
+		return Verdict{false, "no active join certificate (revoked or expired)"}, forever
 	}
-	return Verdict{false, "node key is not enrolled"}
+	return Verdict{false, "node key is not enrolled"}, forever
 }
+
+// changed starts a new trust epoch: every cached verdict is stale. The
+// caller holds the node's write lock.
+func (t *trustState) changed() { t.epoch++ }
 
 func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	t := &trustState{
@@ -235,6 +249,7 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 }
 
 func (t *trustState) addCert(cs *certState) {
+	t.changed()
 	t.certs[cs.cert.CertID] = cs
 	t.byKey[cs.cert.NodePublicKey] = append(t.byKey[cs.cert.NodePublicKey], cs)
 	if cs.Status == "revoked" && cs.RevocationReason == ReasonKeyCompromise {
@@ -520,6 +535,7 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 			t.compromised[cs.cert.NodePublicKey] = true
 		}
 	}
+	t.changed()
 	res := RevokeResult{CRLSequence: crl.Sequence, RevokedCount: len(crl.Revoked)}
 	if ok, err := n.deregisterLocked(ctx, nodeKey, EventRevoked, "certificate revoked: "+reason); err != nil {
 		return res, err
