@@ -32,7 +32,11 @@ type SocketInfo struct {
 
 // statSocket describes path, or returns an error when it is not a socket.
 func statSocket(path string) (*SocketInfo, error) {
-	resolved, err := filepath.EvalSymlinks(path)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return nil, err
 	}

@@ -76,6 +76,9 @@ type Want struct {
 
 // ParseSpec reads a spec; specDir resolves "from:" (the shared spec data).
 func ParseSpec(name string, data []byte, specDir string) (*Spec, error) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
+		return parseJSONSpec(name, t)
+	}
 	ar := txtar.Parse(data)
 	s := &Spec{Name: name, Answers: map[string]json.RawMessage{}}
 	for _, line := range strings.Split(string(ar.Comment), "\n") {
@@ -136,6 +139,37 @@ func ParseSpec(name string, data []byte, specDir string) (*Spec, error) {
 			return nil, fmt.Errorf("%s: section %s is not JSON: %v", name, f.Name, err)
 		}
 		s.Answers[f.Name] = buf.Bytes()
+	}
+	if _, ok := s.Answers[wire.MethodCapabilitiesList]; !ok && s.Behaviour == "" {
+		return nil, fmt.Errorf("%s: no capabilities.list answer", name)
+	}
+	return s, nil
+}
+
+// parseJSONSpec reads the JSON form of a spec, for places where a txtar
+// cannot nest (a testscript archive):
+//
+//	{"socket": "good.sock", "chp": "fixtures", "behaviour": "",
+//	 "answers": {"capabilities.list": {"result": {…}}, "braid.vanish": {"error": {…}}}}
+func parseJSONSpec(name string, data []byte) (*Spec, error) {
+	var js struct {
+		Socket    string                     `json:"socket"`
+		Behaviour string                     `json:"behaviour"`
+		CHP       string                     `json:"chp"`
+		Answers   map[string]json.RawMessage `json:"answers"`
+	}
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&js); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	s := &Spec{Name: name, Socket: js.Socket, Behaviour: js.Behaviour, CHP: js.CHP, Answers: map[string]json.RawMessage{}}
+	for m, a := range js.Answers {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, a); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", name, m, err)
+		}
+		s.Answers[m] = buf.Bytes()
 	}
 	if _, ok := s.Answers[wire.MethodCapabilitiesList]; !ok && s.Behaviour == "" {
 		return nil, fmt.Errorf("%s: no capabilities.list answer", name)
