@@ -275,6 +275,7 @@ type serverConn struct {
 	// inflight counts calls being handled or whose replies are not yet
 	// written; only the reader increments it, flushes decrement it, and
 	// room wakes a reader waiting for it to drop below the bound.
+	ireq     Request // reused by inline calls (reader goroutine only)
 	inflight atomic.Int32
 	maxIn    int32
 	room     chan struct{}
@@ -285,6 +286,7 @@ type serverConn struct {
 	pending  []byte // framed responses not yet written
 	slots    int    // in-flight slots to release once pending is written
 	writing  bool
+	active   bool // the reader is working through buffered input and will flush before it blocks
 	spare    []byte
 	werr     error
 	stopping atomic.Bool
@@ -370,13 +372,18 @@ func (c *serverConn) readLoop(peer Peer) {
 			return
 		}
 		if fr.Buffered() == 0 {
-			// About to block for input: write what the reader queued.
-			c.flushQueued()
+			// About to block for input: write what was queued meanwhile.
+			c.goIdle()
 			if idle > 0 {
 				_ = c.nc.SetReadDeadline(time.Now().Add(idle))
 			}
 		}
 		line, err := fr.ReadFrame()
+		if err == nil && !c.active {
+			c.wmu.Lock()
+			c.active = true
+			c.wmu.Unlock()
+		}
 		if err != nil {
 			var tl *FrameTooLargeError
 			switch {
@@ -419,16 +426,18 @@ func (c *serverConn) readLoop(peer Peer) {
 // write; readLoop writes them in one go before it next blocks, which is
 // what makes pipelined calls cheap.
 func (c *serverConn) dispatch(line []byte) {
-	// Handlers outlive the read buffer: decode a private copy, so ids and
-	// params can be handed out without further copying.
-	own := make([]byte, len(line))
-	copy(own, line)
-	single, batch, isBatch, perr := decodeFrame(own)
+	// Decode in place: line is the reader's buffer, valid until the next
+	// read. Whatever outlives this call is copied below.
+	single, batch, isBatch, perr := decodeFrame(line)
 	if perr != nil {
 		c.queue(nil, perr, nil)
 		return
 	}
 	if isBatch {
+		// Rare path: decode a private copy so the elements can be handed
+		// to goroutines.
+		own := append([]byte(nil), line...)
+		_, batch, _, _ = decodeFrame(own)
 		c.acquire()
 		c.wg.Add(1)
 		go func() {
@@ -439,7 +448,7 @@ func (c *serverConn) dispatch(line []byte) {
 				c.pending = c.frame.AppendFrame(c.pending, out)
 			}
 			c.slots++
-			c.flushLocked()
+			c.flushUnlessActive()
 		}()
 		return
 	}
@@ -447,21 +456,25 @@ func (c *serverConn) dispatch(line []byte) {
 		c.queue(single.req.ID, single.err, nil)
 		return
 	}
-	req := &single.req
-	h := c.s.assign.Assign(c.ctx, req.Method)
+	h := c.s.assign.Assign(c.ctx, single.req.Method)
 	if h == nil {
-		if req.ID != nil {
-			c.queue(req.ID, methodNotFound(req.Method), nil)
+		if single.req.ID != nil {
+			c.queue(single.req.ID, methodNotFound(single.req.Method), nil)
 		}
 		return
 	}
 	if _, ok := h.(inlineHandler); ok {
-		result, e := c.s.run(c.ctx, h, req)
-		if req.ID != nil {
-			c.queue(req.ID, e, result)
+		// Inline handlers run before the next read, so the request can
+		// point into the read buffer and its struct can be reused.
+		c.ireq = single.req
+		result, e := c.s.run(c.ctx, h, &c.ireq)
+		if c.ireq.ID != nil {
+			c.queue(c.ireq.ID, e, result)
 		}
+		c.ireq = Request{}
 		return
 	}
+	req := detach(&single.req)
 	c.acquire()
 	c.wg.Add(1)
 	go func() {
@@ -472,8 +485,26 @@ func (c *serverConn) dispatch(line []byte) {
 			c.appendLocked(req.ID, e, result)
 		}
 		c.slots++
-		c.flushLocked()
+		c.flushUnlessActive()
 	}()
+}
+
+// detach returns a copy of r whose id and params no longer share the read
+// buffer (one allocation for both).
+func detach(r *Request) *Request {
+	d := &Request{Method: r.Method}
+	if n := len(r.ID) + len(r.Params); n > 0 {
+		buf := make([]byte, 0, n)
+		buf = append(buf, r.ID...)
+		buf = append(buf, r.Params...)
+		if r.ID != nil {
+			d.ID = buf[:len(r.ID):len(r.ID)]
+		}
+		if r.Params != nil {
+			d.Params = buf[len(r.ID):]
+		}
+	}
+	return d
 }
 
 // acquire takes an in-flight slot on the reader goroutine. When every slot
@@ -481,7 +512,9 @@ func (c *serverConn) dispatch(line []byte) {
 // written yet — it writes those first, then waits.
 func (c *serverConn) acquire() {
 	for c.inflight.Load() >= c.maxIn {
-		c.flushQueued()
+		// Going to wait: stop deferring writes to the reader, or the
+		// replies whose writes free the slots would never go out.
+		c.goIdle()
 		if c.inflight.Load() < c.maxIn {
 			break
 		}
@@ -493,6 +526,11 @@ func (c *serverConn) acquire() {
 			c.inflight.Add(1)
 			return
 		}
+	}
+	if !c.active {
+		c.wmu.Lock()
+		c.active = true
+		c.wmu.Unlock()
 	}
 	c.inflight.Add(1)
 }
@@ -517,6 +555,30 @@ func (c *serverConn) queue(id []byte, e *Error, result []byte) {
 	c.appendLocked(id, e, result)
 	c.slots++
 	c.wmu.Unlock()
+}
+
+// goIdle marks the reader as about to block and writes everything
+// pending: from now on completing handlers write their own replies.
+func (c *serverConn) goIdle() {
+	c.wmu.Lock()
+	c.active = false
+	if len(c.pending) == 0 && c.slots == 0 {
+		c.wmu.Unlock()
+		return
+	}
+	c.flushLocked()
+}
+
+// flushUnlessActive is called with wmu held by a goroutine that queued a
+// reply. While the reader is busy with buffered input it leaves the write
+// to the reader (which flushes before it next blocks), so replies to a
+// pipelined burst share system calls; otherwise it writes at once.
+func (c *serverConn) flushUnlessActive() {
+	if c.active {
+		c.wmu.Unlock()
+		return
+	}
+	c.flushLocked()
 }
 
 // flushQueued writes the replies the reader queued. readLoop calls it
