@@ -139,6 +139,11 @@ func (k *PrivateKey) Public() PublicKey { return k.pub }
 // Sign signs msg (pure Ed25519, RFC 8032: no prehash, no context).
 func (k *PrivateKey) Sign(msg []byte) []byte { return ed25519.Sign(k.priv, msg) }
 
+// Ed25519 returns the key in the standard library's form, for APIs that
+// take an ed25519.PrivateKey or a crypto.Signer (the CHP boundary, TLS).
+// It is the secret: do not log or persist it other than through Save.
+func (k *PrivateKey) Ed25519() ed25519.PrivateKey { return k.priv }
+
 // IsDerived reports whether the key came from DeriveEcoPrimalsCompat and is
 // therefore forgeable by anyone who knows its name and node id.
 func (k *PrivateKey) IsDerived() bool { return k.derived }
