@@ -62,7 +62,10 @@ type Config struct {
 	// Environment is recorded on correlations that carry none ("" = omit).
 	Environment string
 	// ResultWindow bounds how long recorded results replay by invocation_id
-	// (default 24h); ResultCacheSize bounds how many (default 100000).
+	// (default 24h); ResultCacheSize bounds how many (default 100000; the
+	// oldest go first). With a store that keeps results
+	// (evidence.ResultStore: logstore, sqlite) they are written beside the
+	// evidence and reloaded by NewBoundary, so replay survives a restart.
 	ResultWindow    time.Duration
 	ResultCacheSize int
 	// MaxReplayLimit caps a replay page (default 10000).
@@ -96,7 +99,8 @@ type Boundary struct {
 	stripes [64]sync.Mutex // autonomy check-and-start, by correlation
 
 	results  *resultCache
-	hostStr  []byte // the host id as a chp-stable-v1 string
+	rstore   evidence.ResultStore // the store, when it keeps results durably
+	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
 }
 
@@ -161,11 +165,21 @@ func NewBoundary(cfg Config) (*Boundary, error) {
 	b := &Boundary{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
 		caps:    map[string][]*registered{},
-		results: newResultCache(cfg.ResultCacheSize, cfg.ResultWindow),
+		results: newResultCache(cfg.ResultCacheSize, cfg.ResultWindow, cfg.Now),
 		started: FormatTime(cfg.Now()),
 		hostStr: appendStableString(nil, cfg.HostID),
 	}
 	b.subjects.m = make(map[string]subjectInfo)
+	if rs, ok := cfg.Store.(evidence.ResultStore); ok {
+		b.rstore = rs
+		n, err := b.results.load(context.Background(), rs)
+		if err != nil {
+			return nil, fmt.Errorf("chp: loading recorded results: %w", err)
+		}
+		if n > 0 {
+			b.log.Debug("idempotent-replay cache refilled from the evidence store", "results", n, "store", cfg.Store.Name())
+		}
+	}
 	if cfg.Key != nil {
 		pub := cfg.Key.Public().(ed25519.PublicKey)
 		b.keyID = KeyID(pub)

@@ -104,24 +104,33 @@ func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*Invoca
 	}
 
 	// Gate 0: idempotent replay by invocation_id.
-	entry, leader := b.results.claim(env.InvocationID)
-	if !leader {
-		select {
-		case <-entry.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	for {
+		recorded, wait, lead, err := b.results.claim(env.InvocationID)
+		if err != nil {
+			return nil, err
 		}
-		if entry.res != nil {
-			r := *entry.res
+		if recorded != nil {
+			r := *recorded
 			r.Replayed = true
 			return &r, nil
 		}
-		// The first attempt recorded nothing (its evidence failed): run anew.
-		entry, _ = b.results.claim(env.InvocationID)
+		if wait != nil {
+			// The same id is in flight: wait for its outcome. If it
+			// recorded nothing (its evidence failed), the next claim leads.
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		res, err := b.pipeline(ctx, inv)
+		if err != nil {
+			res = nil
+		}
+		b.results.settle(lead, res)
+		return res, err
 	}
-	res, err := b.pipeline(ctx, inv)
-	b.results.settle(env.InvocationID, entry, res, err)
-	return res, err
 }
 
 // pipeline runs gates 1–12.
@@ -383,14 +392,12 @@ func (b *Boundary) finishDenied(ctx context.Context, inv *invocation, d *DenialR
 	return b.finish(ctx, inv, OutcomeDenied, nil, d, nil)
 }
 
-// finish appends the remaining events, waits until they are durable and
-// builds the result.
+// finish appends the remaining events, records the result (with a durable
+// store, beside the evidence), waits until both are durable and returns the
+// result.
 func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data json.RawMessage, d *DenialReason, e *ErrorInfo) (*InvocationResult, error) {
 	if err := b.flush(ctx, inv); err != nil {
 		return nil, err
-	}
-	if err := b.store.Sync(ctx, inv.last); err != nil {
-		return nil, fmt.Errorf("chp: evidence not durable: %w", err)
 	}
 	capID := inv.env.CapabilityID
 	if inv.cap != nil {
@@ -399,10 +406,11 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 	if capID == "" {
 		capID = "<missing>"
 	}
+	now := b.now()
 	res := &InvocationResult{
 		CapabilityID:      capID,
 		CapabilityVersion: inv.version,
-		CompletedAt:       FormatTime(b.now()),
+		CompletedAt:       FormatTime(now),
 		Correlation:       inv.env.Correlation,
 		Data:              data,
 		Denial:            d,
@@ -412,6 +420,18 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		Outcome:           o,
 		StartedAt:         inv.started,
 		Success:           o == OutcomeSuccess,
+	}
+	if b.rstore != nil {
+		raw, err := json.Marshal(res)
+		if err == nil {
+			err = b.rstore.PutResult(ctx, evidence.Result{InvocationID: res.InvocationID, At: now, Data: raw})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("chp: recording the result: %w", err)
+		}
+	}
+	if err := b.store.Sync(ctx, inv.last); err != nil {
+		return nil, fmt.Errorf("chp: evidence not durable: %w", err)
 	}
 	return res, nil
 }

@@ -1,80 +1,159 @@
 package chp
 
 import (
-	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/capmesh/capmesh/evidence"
 )
 
 // resultCache is the idempotent-replay cache of chp-v0.2.md §13: serving
 // state, never evidence. It maps invocation_id to the recorded result for a
-// bounded window and size. Concurrent duplicates of an id in flight wait for
-// the first (the leader) instead of executing twice.
+// bounded window and size; the oldest results go first when it is full.
+// Concurrent duplicates of an id in flight wait for the first (the leader)
+// instead of executing twice.
+//
+// With a durable store (evidence.ResultStore) every recorded result is also
+// written beside the evidence, in the same group commit, and the cache is
+// refilled from the store when the boundary starts: a retry after a restart
+// replays instead of executing again.
+//
+// The cache is sharded by id so that concurrent callers rarely meet on a
+// lock, and an entry allocates nothing beyond itself unless a duplicate has
+// to wait for it.
 type resultCache struct {
-	mu     sync.Mutex
-	size   int
+	seed   maphash.Seed
 	window time.Duration
-	m      map[string]*list.Element
-	lru    *list.List
+	per    int // entries per shard
+	now    func() time.Time
+	shards [resultShards]resultShard
+}
+
+const resultShards = 16
+
+type resultShard struct {
+	mu   sync.Mutex
+	m    map[string]*resultEntry
+	fifo []*resultEntry // insertion order; fifo[head:] are live
+	head int
 }
 
 type resultEntry struct {
 	id   string
-	done chan struct{}
-	res  *InvocationResult
+	res  *InvocationResult // the recorded result (nil: in flight, or raw)
+	raw  []byte            // an encoded result loaded from the store
 	at   time.Time
+	done bool
+	wait chan struct{} // made when a duplicate waits for the leader
 }
 
-func newResultCache(size int, window time.Duration) *resultCache {
-	return &resultCache{size: size, window: window, m: map[string]*list.Element{}, lru: list.New()}
+func newResultCache(size int, window time.Duration, now func() time.Time) *resultCache {
+	c := &resultCache{seed: maphash.MakeSeed(), window: window, per: max(1, size/resultShards), now: now}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]*resultEntry)
+	}
+	return c
 }
 
-// claim returns the entry for id; leader is true when the caller must run
-// the invocation (and then settle the entry).
-func (c *resultCache) claim(id string) (e *resultEntry, leader bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.m[id]; ok {
-		e = el.Value.(*resultEntry)
-		select {
-		case <-e.done:
-			if time.Since(e.at) <= c.window && e.res != nil {
-				return e, false
+func (c *resultCache) shard(id string) *resultShard {
+	return &c.shards[maphash.String(c.seed, id)%resultShards]
+}
+
+// claim looks id up. It returns the recorded result to replay, or a channel
+// to wait on while another call with the same id is in flight (then claim
+// again), or — when neither — a new entry the caller leads and must settle.
+func (c *resultCache) claim(id string) (recorded *InvocationResult, wait <-chan struct{}, lead *resultEntry, err error) {
+	s := c.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.m[id]; ok {
+		switch {
+		case !e.done:
+			if e.wait == nil {
+				e.wait = make(chan struct{})
 			}
-			c.lru.Remove(el)
-			delete(c.m, id)
-		default:
-			return e, false // in flight
+			return nil, e.wait, nil, nil
+		case c.now().Sub(e.at) <= c.window:
+			if e.res == nil && e.raw != nil {
+				var r InvocationResult
+				if err := json.Unmarshal(e.raw, &r); err != nil {
+					return nil, nil, nil, fmt.Errorf("chp: recorded result of %s: %w", id, err)
+				}
+				e.res, e.raw = &r, nil
+			}
+			if e.res != nil {
+				return e.res, nil, nil, nil
+			}
 		}
+		delete(s.m, id) // expired
 	}
-	e = &resultEntry{id: id, done: make(chan struct{})}
-	c.m[id] = c.lru.PushFront(e)
-	for c.lru.Len() > c.size {
-		old := c.lru.Back()
-		oe := old.Value.(*resultEntry)
-		select {
-		case <-oe.done:
-			c.lru.Remove(old)
-			delete(c.m, oe.id)
-		default:
-			return e, true // never evict an in-flight entry
-		}
-	}
-	return e, true
+	e := &resultEntry{id: id}
+	s.insert(e, c.per)
+	return nil, nil, e, nil
 }
 
-// settle records the leader's outcome; a failed invocation (err != nil)
-// leaves nothing to replay.
-func (c *resultCache) settle(id string, e *resultEntry, res *InvocationResult, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err == nil && res != nil {
-		cp := *res
-		e.res = &cp
-		e.at = time.Now()
-	} else if el, ok := c.m[id]; ok && el.Value == e {
-		c.lru.Remove(el)
-		delete(c.m, id)
+// insert adds e and evicts the oldest settled entries beyond per.
+func (s *resultShard) insert(e *resultEntry, per int) {
+	s.m[e.id] = e
+	s.fifo = append(s.fifo, e)
+	for len(s.fifo)-s.head > per {
+		old := s.fifo[s.head]
+		if !old.done {
+			break // never evict an entry in flight
+		}
+		s.fifo[s.head] = nil
+		s.head++
+		if s.m[old.id] == old {
+			delete(s.m, old.id)
+		}
 	}
-	close(e.done)
+	if s.head > 1024 && s.head > len(s.fifo)/2 {
+		n := copy(s.fifo, s.fifo[s.head:])
+		clear(s.fifo[n:])
+		s.fifo, s.head = s.fifo[:n], 0
+	}
+}
+
+// settle records the leader's outcome; a failed invocation (res == nil)
+// leaves nothing to replay.
+func (c *resultCache) settle(e *resultEntry, res *InvocationResult) {
+	s := c.shard(e.id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res != nil {
+		cp := *res
+		e.res, e.at = &cp, c.now()
+	} else if s.m[e.id] == e {
+		delete(s.m, e.id)
+	}
+	e.done = true
+	if e.wait != nil {
+		close(e.wait)
+	}
+}
+
+// load fills the cache from a durable store's recorded results: the newest
+// ones within the window, as many as the cache holds.
+func (c *resultCache) load(ctx context.Context, rs evidence.ResultStore) (int, error) {
+	var recent []evidence.Result
+	limit := c.per * resultShards
+	err := rs.Results(ctx, c.now().Add(-c.window), func(r evidence.Result) bool {
+		recent = append(recent, r)
+		return len(recent) < limit
+	})
+	if err != nil {
+		return 0, err
+	}
+	for i := len(recent) - 1; i >= 0; i-- { // oldest first, so the newest stay
+		r := recent[i]
+		s := c.shard(r.InvocationID)
+		s.mu.Lock()
+		s.insert(&resultEntry{id: r.InvocationID, raw: r.Data, at: r.At, done: true}, c.per)
+		s.mu.Unlock()
+	}
+	return len(recent), nil
 }

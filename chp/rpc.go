@@ -152,6 +152,11 @@ func EnvelopeFromRequest(req *jsonrpc.Request) (*InvocationEnvelope, error) {
 	case params[0] == '[':
 		env.Payload, _ = json.Marshal(map[string]json.RawMessage{"args": params})
 	case params[0] == '{':
+		if hasMeta, ok := objectHasKey(params, "_meta"); ok && !hasMeta {
+			// The common case: no _meta, the params are the payload.
+			env.Payload = append(json.RawMessage(nil), params...)
+			break
+		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(params, &m); err != nil {
 			return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "params: %v", err)
@@ -205,6 +210,115 @@ func ResultToRPC(res *InvocationResult) (any, error) {
 	default:
 		return nil, jsonrpc.Errorf(RPCFailed, "failed: %s", errMsg(res.Error)).WithData(res)
 	}
+}
+
+// objectHasKey reports whether the JSON object obj has a top-level member
+// named key. ok is false when the quick scan cannot tell (malformed input):
+// the caller then decodes obj properly, which reports the error.
+func objectHasKey(obj []byte, key string) (found, ok bool) {
+	i := skipWS(obj, 1)
+	if i < len(obj) && obj[i] == '}' {
+		return false, skipWS(obj, i+1) == len(obj)
+	}
+	for i < len(obj) {
+		if obj[i] != '"' {
+			return false, false
+		}
+		end, escaped := skipString(obj, i)
+		if end < 0 {
+			return false, false
+		}
+		k := obj[i+1 : end-1]
+		if escaped {
+			var s string
+			if json.Unmarshal(obj[i:end], &s) != nil {
+				return false, false
+			}
+			k = []byte(s)
+		}
+		if string(k) == key {
+			found = true
+		}
+		i = skipWS(obj, end)
+		if i >= len(obj) || obj[i] != ':' {
+			return false, false
+		}
+		vs := skipWS(obj, i+1)
+		if i = skipValue(obj, vs); i <= vs {
+			return false, false
+		}
+		i = skipWS(obj, i)
+		switch {
+		case i < len(obj) && obj[i] == ',':
+			i = skipWS(obj, i+1)
+		case i < len(obj) && obj[i] == '}':
+			return found, skipWS(obj, i+1) == len(obj)
+		default:
+			return false, false
+		}
+	}
+	return false, false
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the offset just past the string starting at b[i], or
+// -1; escaped reports a backslash inside.
+func skipString(b []byte, i int) (end int, escaped bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped
+		}
+	}
+	return -1, escaped
+}
+
+// skipValue returns the offset just past the value starting at b[i], or -1.
+// It tracks nesting and strings only; a value it passes may still be
+// malformed, which the caller's decoder reports.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			end, _ := skipString(b, i)
+			if end < 0 {
+				return -1
+			}
+			i = end
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	if depth == 0 {
+		return i
+	}
+	return -1
 }
 
 func errMsg(e *ErrorInfo) string {

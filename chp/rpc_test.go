@@ -96,3 +96,39 @@ func TestRPCBinding(t *testing.T) {
 		t.Fatalf("malformed chp.invoke: %v", err)
 	}
 }
+
+// FuzzObjectHasKey: the quick _meta scan agrees with encoding/json on every
+// valid object it claims to have read.
+func FuzzObjectHasKey(f *testing.F) {
+	for _, s := range []string{`{}`, `{"_meta":{}}`, `{"a":1,"_meta":null}`, `{"\u005fmeta":1}`, `{"a":"_meta","b":{"_meta":1}}`,
+		`{"a":[1,{"b":"}"}], "_met\"a":2}`, `{ "x" : true , "y" : -1.5e3 }`, `{"a":}`, `{"a":1,}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, obj []byte) {
+		if len(obj) == 0 || obj[0] != '{' {
+			return
+		}
+		found, ok := objectHasKey(obj, "_meta")
+		var m map[string]json.RawMessage
+		if !ok || json.Unmarshal(obj, &m) != nil {
+			return
+		}
+		if _, want := m["_meta"]; found != want {
+			t.Fatalf("%s: found=%v, encoding/json says %v", obj, found, want)
+		}
+	})
+}
+
+func TestObjectHasKey(t *testing.T) {
+	for in, want := range map[string][2]bool{
+		`{}`: {false, true}, `{"_meta":{}}`: {true, true}, `{"a":1,"_meta":null}`: {true, true},
+		`{"\u005fmeta":1}`: {true, true}, `{"a":"_meta","b":{"_meta":1}}`: {false, true},
+		`{"a":[1,{"b":"}"}], "c":2}`: {false, true}, `{"a":}`: {false, false}, `{"a":1} x`: {false, false},
+		`{"a":1`: {false, false}, `{"a" 1}`: {false, false},
+	} {
+		found, ok := objectHasKey([]byte(in), "_meta")
+		if [2]bool{found, ok} != want {
+			t.Errorf("%s: found=%v ok=%v, want %v", in, found, ok, want)
+		}
+	}
+}

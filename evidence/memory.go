@@ -8,12 +8,17 @@ import (
 // Memory is an in-memory Store: the reference implementation for tests and
 // for hosts that need no durability. Sync is a no-op.
 type Memory struct {
-	mu      sync.RWMutex
-	closed  bool
-	seq     uint64
-	records []Record // index = sequence-1
-	chains  map[string]*Chain
+	mu     sync.RWMutex
+	closed bool
+	seq    uint64
+	// pages hold the records, record n (sequence n+1) at
+	// pages[n/pageSize][n%pageSize]; fixed-size pages never move, so an
+	// append never copies earlier records.
+	pages  [][]Record
+	chains map[string]*Chain
 }
+
+const pageSize = 4096
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory { return &Memory{chains: map[string]*Chain{}} }
@@ -34,22 +39,14 @@ func (m *Memory) Append(ctx context.Context, batch ...Pending) ([]Record, error)
 	if m.closed {
 		return nil, ErrClosed
 	}
-	out := make([]Record, 0, len(batch))
-	heads := map[string]string{}
-	for i, p := range batch {
-		prev, ok := heads[p.CorrelationID]
-		if !ok {
-			if c := m.chains[p.CorrelationID]; c != nil {
-				prev = c.Head
-			}
+	out, err := SealBatch(m.seq, batch, func(corr string) string {
+		if c := m.chains[corr]; c != nil {
+			return c.Head
 		}
-		seq := m.seq + uint64(i) + 1
-		h, data, err := p.Seal(seq, prev)
-		if err != nil {
-			return nil, err
-		}
-		heads[p.CorrelationID] = h
-		out = append(out, Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: h, PrevHash: prev, Data: data})
+		return ""
+	})
+	if err != nil {
+		return nil, err
 	}
 	for _, r := range out {
 		c := m.chains[r.CorrelationID]
@@ -57,8 +54,13 @@ func (m *Memory) Append(ctx context.Context, batch ...Pending) ([]Record, error)
 			c = &Chain{}
 			m.chains[r.CorrelationID] = c
 		}
-		c.Add(r.Sequence, int64(len(m.records)), uint32(len(r.Data)), r.EventType, r.ContentHash)
-		m.records = append(m.records, r)
+		n := int(r.Sequence - 1)
+		if n%pageSize == 0 {
+			m.pages = append(m.pages, make([]Record, 0, pageSize))
+		}
+		p := &m.pages[n/pageSize]
+		*p = append(*p, r)
+		c.Add(r.Sequence, int64(n), uint32(len(r.Data)), r.EventType, r.ContentHash)
 	}
 	m.seq += uint64(len(out))
 	return out, nil
@@ -81,7 +83,8 @@ func (m *Memory) Replay(ctx context.Context, q Query) ([]Record, error) {
 	from, to := c.Select(q)
 	out := make([]Record, 0, to-from)
 	for i := from; i < to; i++ {
-		out = append(out, m.records[c.Locs[i]])
+		n := c.At(i).Loc
+		out = append(out, m.pages[n/pageSize][n%pageSize])
 	}
 	return out, nil
 }

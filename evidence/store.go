@@ -16,14 +16,16 @@
 // Replay reads one correlation's records in sequence order.
 //
 // There is no update or delete in the API: evidence is append-only.
-// Implementations: NewMemory (tests, ephemeral hosts) and evidence/logstore
-// (the durable embedded default). evidence/storetest holds the conformance
-// suite every implementation runs.
+// Implementations: NewMemory (tests, ephemeral hosts), evidence/logstore
+// (the durable embedded default) and evidence/sqlite; the durable ones also
+// keep recorded results (ResultStore). evidence/storetest holds the
+// conformance suite every implementation runs.
 package evidence
 
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Pending is one record to append.
@@ -64,7 +66,8 @@ type Store interface {
 	// each record taking the next global sequence. On return the records are
 	// visible to Replay and Count but not necessarily durable: call Sync.
 	Append(ctx context.Context, batch ...Pending) ([]Record, error)
-	// Sync returns once every record with Sequence <= seq is durable.
+	// Sync returns once every record with Sequence <= seq is durable (and,
+	// for a ResultStore, every result put before the call).
 	Sync(ctx context.Context, seq uint64) error
 	// Replay returns the records of q.CorrelationID in sequence order.
 	Replay(ctx context.Context, q Query) ([]Record, error)
@@ -76,6 +79,30 @@ type Store interface {
 	Name() string
 	// Close releases the store; appends after Close fail with ErrClosed.
 	Close() error
+}
+
+// Result is one recorded invocation result kept for idempotent replay
+// (chp-v0.2.md §13): serving state stored beside the evidence, never part of
+// a chain, never returned by Replay and never exported.
+type Result struct {
+	// InvocationID is the idempotency key.
+	InvocationID string
+	// At is when the result was recorded; the replay window counts from it.
+	At time.Time
+	// Data is the encoded result, opaque to the store.
+	Data []byte
+}
+
+// ResultStore is implemented by durable stores that also keep recorded
+// results, so that a retried invocation_id is not executed again after a
+// restart. A result put before a Sync call is durable when that Sync
+// returns: it shares the evidence's group commit.
+type ResultStore interface {
+	// PutResult records r.
+	PutResult(ctx context.Context, r Result) error
+	// Results calls fn for each result recorded at or after since, newest
+	// first, until fn returns false.
+	Results(ctx context.Context, since time.Time, fn func(Result) bool) error
 }
 
 // ErrClosed is returned by a store used after Close.
@@ -92,6 +119,45 @@ func Validate(batch []Pending) error {
 		}
 	}
 	return nil
+}
+
+// SealBatch seals a batch at the sequences following last, chaining each
+// record to the previous record of its correlation: an earlier record of the
+// same batch, else head(correlation) — the stored head, "" for a new chain.
+// It is the common core of every store's Append; on error nothing of the
+// batch may be kept.
+func SealBatch(last uint64, batch []Pending, head func(correlationID string) string) ([]Record, error) {
+	out := make([]Record, len(batch))
+	var heads map[string]string // for large batches only
+	if len(batch) > 16 {
+		heads = make(map[string]string)
+	}
+	for i, p := range batch {
+		prev, found := "", false
+		if heads != nil {
+			prev, found = heads[p.CorrelationID]
+		} else {
+			for j := i - 1; j >= 0; j-- {
+				if out[j].CorrelationID == p.CorrelationID {
+					prev, found = out[j].ContentHash, true
+					break
+				}
+			}
+		}
+		if !found {
+			prev = head(p.CorrelationID)
+		}
+		seq := last + uint64(i) + 1
+		h, data, err := p.Seal(seq, prev)
+		if err != nil {
+			return nil, err
+		}
+		if heads != nil {
+			heads[p.CorrelationID] = h
+		}
+		out[i] = Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: h, PrevHash: prev, Data: data}
+	}
+	return out, nil
 }
 
 func itoa(i int) string {

@@ -1,25 +1,38 @@
 // Package logstore is capmesh's durable embedded evidence store: one
 // append-only file of checksummed records, an in-memory index rebuilt when the
-// file is opened, and group commit — concurrent Syncs share one fsync.
+// file is opened, and group commit — one write(2) and one fsync for all the
+// records appended by concurrent callers since the previous commit.
 //
 // Why not SQLite or an LSM: evidence is written once, never updated and never
 // deleted, and read back by correlation. An append-only file does exactly that
-// with one write(2) per append and one fsync per group, where pure-Go SQLite
-// spends ~20 µs of CPU per row; docs/DECISIONS.md has the measurements.
+// with one write and one fsync per group, where pure-Go SQLite spends tens of
+// µs of CPU per row; docs/DECISIONS.md and docs/BENCHMARKS.md have the
+// measurements (evidence/sqlite is the engine it is measured against).
+//
+// Data flow: Append seals the records under the store lock, indexes them and
+// copies them into an in-memory buffer (no system call) — they are visible to
+// Replay and Count at once. Sync(seq) makes them durable: the first caller
+// to arrive becomes the leader, writes the whole buffer (everything appended
+// by anyone so far) with one write(2) and fsyncs, while later callers wait
+// for that commit or the next. Replay of a record still in the buffer writes
+// the buffer first, so every read is a pread of the file.
 //
 // File format (evidence.log, mode 0600 in a 0700 directory): a sequence of
 // records, each
 //
 //	u32 body length | u32 CRC-32C(body) | body
-//	body = u64 sequence | u16 len + correlation id | u8 len + event type |
-//	       u8 len + content hash | u8 len + prev hash | data
+//	evidence body = u64 sequence | u16 len + correlation id | u8 len + event type |
+//	                u8 len + content hash | u8 len + prev hash | data
+//	result body   = u64 0 | u8 1 | i64 unix µs | u16 len + invocation id | data
 //
-// all integers big-endian. Sequences are contiguous from 1. On open the file
-// is scanned; the first record that is short, fails its checksum or breaks the
-// sequence ends the log: the bytes from there on (a torn final write) are
-// copied to evidence.log.torn-<offset> for inspection and cut off, and the
-// store carries on from the last good record. Only records that were never
-// reported durable can be lost that way.
+// all integers big-endian. Evidence sequences are contiguous from 1; a
+// result record (sequence 0: an idempotent-replay result, serving state that
+// is never part of a chain, see evidence.ResultStore) may sit between them.
+// On open the file is scanned; the first record that is short, fails its
+// checksum or breaks the sequence ends the log: the bytes from there on (a
+// torn final write) are copied to evidence.log.torn-<offset> for inspection
+// and cut off, and the store carries on from the last good record. Only
+// records that were never reported durable can be lost that way.
 package logstore
 
 import (
@@ -35,6 +48,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -47,6 +61,11 @@ const (
 	// maxBody bounds one record (corrupt length fields must not make us
 	// allocate gigabytes).
 	maxBody = 64 << 20
+	// flushAt is the buffer size at which Append writes the buffer itself
+	// instead of waiting for a Sync, to bound memory.
+	flushAt = 1 << 20
+	// resultKind tags a result record (sequence 0).
+	resultKind = 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -66,23 +85,36 @@ type Store struct {
 	log  *slog.Logger
 	opts Options
 
-	mu     sync.RWMutex // guards everything below and file appends
-	closed bool
-	size   int64
-	seq    uint64
-	chains map[string]*evidence.Chain
-	buf    []byte
+	mu      sync.RWMutex // guards the index, the buffer and the counters below
+	closed  bool
+	failed  error // a write or fsync failed: nothing more can be promised
+	seq     uint64
+	end     int64 // logical end: file size plus the buffer
+	chains  map[string]*evidence.Chain
+	results []resultLoc // result records, in file order
+	pend    []byte      // appended, not yet written
+	spare   []byte      // the other buffer, reused
 
-	written atomic.Uint64 // highest sequence written to the file
+	wmu     sync.Mutex   // serializes writes of the buffer
+	written atomic.Int64 // file offset up to which data has been written
 
 	smu     sync.Mutex // group commit
-	synced  uint64
+	synced  int64      // file offset up to which data is durable
 	syncing bool
-	syncErr error
 	done    chan struct{}
 }
 
-var _ evidence.Store = (*Store)(nil)
+// resultLoc locates one result record.
+type resultLoc struct {
+	off  int64
+	size uint32
+	at   int64 // unix µs
+}
+
+var (
+	_ evidence.Store       = (*Store)(nil)
+	_ evidence.ResultStore = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the store in dir, recovering from a torn
 // final write.
@@ -115,7 +147,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		f.Close()
 		return nil, err
 	}
-	if _, err := f.Seek(s.size, io.SeekStart); err != nil {
+	if _, err := f.Seek(s.end, io.SeekStart); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
@@ -123,8 +155,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 		f.Close()
 		return nil, err
 	}
-	s.written.Store(s.seq)
-	s.synced = s.seq
+	s.written.Store(s.end)
+	s.synced = s.end
 	return s, nil
 }
 
@@ -153,7 +185,6 @@ func (s *Store) recover() error {
 			case n > maxBody || int64(n) > total-off-headerSize:
 				bad = "short or oversized body"
 			default:
-				body = body[:0]
 				if cap(body) < int(n) {
 					body = make([]byte, n)
 				}
@@ -162,6 +193,15 @@ func (s *Store) recover() error {
 					bad = "short body"
 				} else if crc32.Checksum(body, castagnoli) != sum {
 					bad = "checksum mismatch"
+				} else if isResult(body) {
+					res, err := decodeResult(body)
+					if err != nil {
+						bad = err.Error()
+						break
+					}
+					s.results = append(s.results, resultLoc{off: off, size: uint32(headerSize + n), at: res.At.UnixMicro()})
+					off += headerSize + int64(n)
+					continue
 				} else if rec, err := decodeBody(body); err != nil {
 					bad = err.Error()
 				} else if rec.Sequence != s.seq+1 {
@@ -175,7 +215,7 @@ func (s *Store) recover() error {
 		}
 		return s.cutTail(off, total, bad)
 	}
-	s.size = off
+	s.end = off
 	return nil
 }
 
@@ -198,7 +238,7 @@ func (s *Store) cutTail(off, total int64, why string) error {
 	s.log.Warn("evidence log ended in a torn or corrupt record; cut it off",
 		"path", filepath.Join(s.dir, FileName), "offset", off, "bytes", total-off, "reason", why,
 		"preserved_in", keep, "last_sequence", s.seq)
-	s.size = off
+	s.end = off
 	return nil
 }
 
@@ -210,6 +250,11 @@ func (s *Store) index(r evidence.Record, off int64, size uint32) {
 	}
 	c.Add(r.Sequence, off, size, r.EventType, r.ContentHash)
 	s.seq = r.Sequence
+}
+
+// recordSize is the encoded size of r, header included.
+func recordSize(r *evidence.Record) int {
+	return headerSize + 8 + 2 + len(r.CorrelationID) + 3 + len(r.EventType) + len(r.ContentHash) + len(r.PrevHash) + len(r.Data)
 }
 
 func appendBody(dst []byte, r *evidence.Record) ([]byte, error) {
@@ -231,10 +276,15 @@ func appendBody(dst []byte, r *evidence.Record) ([]byte, error) {
 	dst = append(dst, byte(len(r.PrevHash)))
 	dst = append(dst, r.PrevHash...)
 	dst = append(dst, r.Data...)
-	body := dst[start+headerSize:]
-	binary.BigEndian.PutUint32(dst[start:], uint32(len(body)))
-	binary.BigEndian.PutUint32(dst[start+4:], crc32.Checksum(body, castagnoli))
+	seal(dst[start:])
 	return dst, nil
+}
+
+// seal fills in the header of the record rec (header + body).
+func seal(rec []byte) {
+	body := rec[headerSize:]
+	binary.BigEndian.PutUint32(rec, uint32(len(body)))
+	binary.BigEndian.PutUint32(rec[4:], crc32.Checksum(body, castagnoli))
 }
 
 var errShort = errors.New("record body too short")
@@ -262,10 +312,52 @@ func decodeBody(b []byte) (evidence.Record, error) {
 	return r, nil
 }
 
+func isResult(body []byte) bool { return len(body) >= 8 && binary.BigEndian.Uint64(body) == 0 }
+
+func appendResult(dst []byte, r *evidence.Result) ([]byte, error) {
+	if len(r.InvocationID) > 0xffff || len(r.Data) > maxBody-1024 {
+		return dst, fmt.Errorf("%w: result too large", evidence.ErrInvalid)
+	}
+	start := len(dst)
+	dst = append(dst, make([]byte, headerSize)...)
+	dst = binary.BigEndian.AppendUint64(dst, 0)
+	dst = append(dst, resultKind)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(r.At.UnixMicro()))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.InvocationID)))
+	dst = append(dst, r.InvocationID...)
+	dst = append(dst, r.Data...)
+	seal(dst[start:])
+	return dst, nil
+}
+
+func decodeResult(b []byte) (evidence.Result, error) {
+	var r evidence.Result
+	if len(b) < 19 || b[8] != resultKind {
+		return r, errors.New("malformed result record")
+	}
+	r.At = time.UnixMicro(int64(binary.BigEndian.Uint64(b[9:]))).UTC()
+	n := int(binary.BigEndian.Uint16(b[17:]))
+	if len(b) < 19+n {
+		return r, errShort
+	}
+	r.InvocationID = string(b[19 : 19+n])
+	r.Data = b[19+n:]
+	return r, nil
+}
+
 // Name implements evidence.Store.
 func (s *Store) Name() string { return "logstore" }
 
-// Append implements evidence.Store: one write(2) per batch.
+// usable reports why the store cannot take appends; call with mu held.
+func (s *Store) usable() error {
+	if s.closed {
+		return evidence.ErrClosed
+	}
+	return s.failed
+}
+
+// Append implements evidence.Store. It performs no I/O unless the buffer
+// has grown past its bound.
 func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]evidence.Record, error) {
 	if err := evidence.Validate(batch); err != nil {
 		return nil, err
@@ -274,89 +366,193 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, evidence.ErrClosed
+	if err := s.usable(); err != nil {
+		s.mu.Unlock()
+		return nil, err
 	}
-	out := make([]evidence.Record, 0, len(batch))
-	var heads map[string]string
-	buf := s.buf[:0]
-	for i, p := range batch {
-		prev := ""
-		if h, ok := heads[p.CorrelationID]; ok {
-			prev = h
-		} else if c := s.chains[p.CorrelationID]; c != nil {
-			prev = c.Head
+	out, err := evidence.SealBatch(s.seq, batch, func(corr string) string {
+		if c := s.chains[corr]; c != nil {
+			return c.Head
 		}
-		seq := s.seq + uint64(i) + 1
-		h, data, err := p.Seal(seq, prev)
-		if err != nil {
-			return nil, err
-		}
-		if len(batch) > 1 {
-			if heads == nil {
-				heads = map[string]string{}
+		return ""
+	})
+	if err == nil {
+		mark := len(s.pend)
+		for i := range out {
+			if s.pend, err = appendBody(s.pend, &out[i]); err != nil {
+				s.pend = s.pend[:mark]
+				break
 			}
-			heads[p.CorrelationID] = h
 		}
-		rec := evidence.Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: h, PrevHash: prev, Data: data}
-		if buf, err = appendBody(buf, &rec); err != nil {
-			return nil, err
-		}
-		out = append(out, rec)
 	}
-	if _, err := s.f.Write(buf); err != nil {
-		// A partial write leaves a torn tail; cut it now so the file stays a
-		// valid log (recovery would do the same at the next open).
-		if terr := s.f.Truncate(s.size); terr == nil {
-			_, _ = s.f.Seek(s.size, io.SeekStart)
-		}
-		return nil, fmt.Errorf("logstore: append: %w", err)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
 	}
-	off := s.size
-	for _, r := range out {
-		n := uint32(headerSize + 10 + len(r.CorrelationID) + 3 + len(r.EventType) + len(r.ContentHash) + len(r.PrevHash) + len(r.Data))
-		s.index(r, off, n)
+	off := s.end
+	for i := range out {
+		n := recordSize(&out[i])
+		s.index(out[i], off, uint32(n))
 		off += int64(n)
 	}
-	s.size = off
-	if cap(buf) <= 1<<20 {
-		s.buf = buf
+	s.end = off
+	big := len(s.pend) >= flushAt
+	s.mu.Unlock()
+	if big {
+		if err := s.write(); err != nil {
+			return nil, err
+		}
 	}
-	s.written.Store(s.seq)
 	return out, nil
 }
 
-// Sync implements evidence.Store with group commit: the first caller runs
-// fsync for everything written so far while later callers wait for it (or
-// the next one).
-func (s *Store) Sync(ctx context.Context, seq uint64) error {
-	if s.opts.NoSync {
+// PutResult implements evidence.ResultStore: the result is buffered like an
+// append and becomes durable with the next Sync.
+func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
+	if r.InvocationID == "" {
+		return fmt.Errorf("%w: result without invocation id", evidence.ErrInvalid)
+	}
+	s.mu.Lock()
+	if err := s.usable(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	mark := len(s.pend)
+	var err error
+	if s.pend, err = appendResult(s.pend, &r); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	n := len(s.pend) - mark
+	s.results = append(s.results, resultLoc{off: s.end, size: uint32(n), at: r.At.UnixMicro()})
+	s.end += int64(n)
+	big := len(s.pend) >= flushAt
+	s.mu.Unlock()
+	if big {
+		return s.write()
+	}
+	return nil
+}
+
+// Results implements evidence.ResultStore: newest first.
+func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.Result) bool) error {
+	s.mu.RLock()
+	locs := make([]resultLoc, 0, len(s.results))
+	from := since.UnixMicro()
+	for i := len(s.results) - 1; i >= 0; i-- {
+		if s.results[i].at >= from {
+			locs = append(locs, s.results[i])
+		}
+	}
+	end := s.end
+	s.mu.RUnlock()
+	if len(locs) == 0 {
 		return nil
 	}
-	s.smu.Lock()
-	for s.synced < seq {
-		if s.syncErr != nil {
-			err := s.syncErr
-			s.smu.Unlock()
+	if err := s.writeUpTo(end); err != nil {
+		return err
+	}
+	for _, l := range locs {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
+		buf := make([]byte, l.size)
+		if _, err := s.f.ReadAt(buf, l.off); err != nil {
+			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
+		}
+		r, err := decodeResult(buf[headerSize:])
+		if err != nil {
+			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
+		}
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// write writes the buffer to the file.
+func (s *Store) write() error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.mu.Lock()
+	buf, end := s.pend, s.end
+	if len(buf) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.failed != nil {
+		s.mu.Unlock()
+		return s.failed
+	}
+	s.pend = s.spare[:0]
+	s.spare = nil
+	s.mu.Unlock()
+	_, err := s.f.Write(buf)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		// The file now ends in an unknown state and records already handed
+		// out cannot be un-appended: refuse every later promise. Recovery at
+		// the next open cuts the torn tail.
+		s.failed = fmt.Errorf("logstore: write: %w", err)
+		return s.failed
+	}
+	s.written.Store(end)
+	if cap(buf) <= 2*flushAt {
+		s.spare = buf[:0]
+	}
+	return nil
+}
+
+// writeUpTo makes sure the file holds every byte before off.
+func (s *Store) writeUpTo(off int64) error {
+	if s.written.Load() >= off {
+		return nil
+	}
+	return s.write()
+}
+
+// Sync implements evidence.Store with group commit: it returns once every
+// record and result appended before the call is durable. The first caller
+// writes and fsyncs everything appended so far while later callers wait for
+// it (or the next one).
+func (s *Store) Sync(ctx context.Context, seq uint64) error {
+	s.mu.RLock()
+	target, failed := s.end, s.failed
+	s.mu.RUnlock()
+	if failed != nil {
+		return failed
+	}
+	s.smu.Lock()
+	for s.synced < target {
 		if !s.syncing {
 			s.syncing = true
-			target := s.written.Load()
 			s.smu.Unlock()
-			err := s.f.Sync()
+			err := s.write()
+			covered := s.written.Load()
+			if err == nil && !s.opts.NoSync {
+				if err = s.f.Sync(); err != nil {
+					// fsync failure leaves the page cache state unknown;
+					// refuse every later durability promise (the
+					// fsyncgate lesson).
+					err = fmt.Errorf("logstore: fsync: %w", err)
+					s.mu.Lock()
+					s.failed = err
+					s.mu.Unlock()
+				}
+			}
 			s.smu.Lock()
 			s.syncing = false
-			if err != nil {
-				// fsync failure leaves the page cache state unknown; refuse
-				// every later durability promise (the fsyncgate lesson).
-				s.syncErr = fmt.Errorf("logstore: fsync: %w", err)
-			} else if target > s.synced {
-				s.synced = target
+			if err == nil && covered > s.synced {
+				s.synced = covered
 			}
 			close(s.done)
 			s.done = make(chan struct{})
+			if err != nil {
+				s.smu.Unlock()
+				return err
+			}
 			continue
 		}
 		done := s.done
@@ -365,6 +561,12 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 		case <-done:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		s.mu.RLock()
+		failed = s.failed
+		s.mu.RUnlock()
+		if failed != nil {
+			return failed
 		}
 		s.smu.Lock()
 	}
@@ -388,28 +590,37 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 		return nil, nil
 	}
 	from, to := c.Select(q)
-	locs := append([]int64(nil), c.Locs[from:to]...)
-	sizes := append([]uint32(nil), c.Sizes[from:to]...)
+	ents := make([]evidence.ChainEntry, to-from)
+	for i := range ents {
+		ents[i] = c.At(from + i)
+	}
 	s.mu.RUnlock()
+	if len(ents) == 0 {
+		return nil, nil
+	}
+	last := ents[len(ents)-1]
+	if err := s.writeUpTo(last.Loc + int64(last.Size)); err != nil {
+		return nil, err
+	}
 
-	out := make([]evidence.Record, 0, len(locs))
+	out := make([]evidence.Record, 0, len(ents))
 	// Records of one correlation are often adjacent: read runs in one pread.
-	for i := 0; i < len(locs); {
+	for i := 0; i < len(ents); {
 		j := i + 1
-		end := locs[i] + int64(sizes[i])
-		for j < len(locs) && locs[j] == end && end-locs[i] < 1<<20 {
-			end += int64(sizes[j])
+		end := ents[i].Loc + int64(ents[i].Size)
+		for j < len(ents) && ents[j].Loc == end && end-ents[i].Loc < 1<<20 {
+			end += int64(ents[j].Size)
 			j++
 		}
-		buf := make([]byte, end-locs[i])
-		if _, err := s.f.ReadAt(buf, locs[i]); err != nil {
-			return nil, fmt.Errorf("logstore: replay read at %d: %w", locs[i], err)
+		buf := make([]byte, end-ents[i].Loc)
+		if _, err := s.f.ReadAt(buf, ents[i].Loc); err != nil {
+			return nil, fmt.Errorf("logstore: replay read at %d: %w", ents[i].Loc, err)
 		}
 		for k := i; k < j; k++ {
-			n := sizes[k]
+			n := ents[k].Size
 			rec, err := decodeBody(buf[headerSize:n])
 			if err != nil {
-				return nil, fmt.Errorf("logstore: record at %d: %w", locs[k], err)
+				return nil, fmt.Errorf("logstore: record at %d: %w", ents[k].Loc, err)
 			}
 			out = append(out, rec)
 			buf = buf[n:]
@@ -436,8 +647,11 @@ func (s *Store) LastSequence() uint64 {
 	return s.seq
 }
 
-// Close syncs and closes the file.
+// Close writes and syncs what is buffered, and closes the file.
 func (s *Store) Close() error {
+	werr := s.write()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -447,6 +661,9 @@ func (s *Store) Close() error {
 	err := s.f.Sync()
 	if cerr := s.f.Close(); err == nil {
 		err = cerr
+	}
+	if werr != nil && !errors.Is(werr, evidence.ErrClosed) {
+		return werr
 	}
 	return err
 }

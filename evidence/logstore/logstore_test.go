@@ -1,20 +1,14 @@
 package logstore
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/storetest"
@@ -131,7 +125,7 @@ func TestTornTail(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			size := s.size
+			size := s.end
 			s.Close()
 			tear(t, filepath.Join(dir, FileName), size)
 			s, err = Open(dir, nil)
@@ -158,92 +152,18 @@ func TestTornTail(t *testing.T) {
 	}
 }
 
-// TestCrashDurability re-executes this test binary as a child that appends
-// and acknowledges (prints) each durable record, kills it with SIGKILL at a
-// random moment, reopens the store and checks that every acknowledged
-// record survived and every chain verifies. Several rounds share one store.
+// TestCrashDurability: every acknowledged record and result survives
+// SIGKILL (storetest.Crash).
 func TestCrashDurability(t *testing.T) {
-	if dir := os.Getenv("LOGSTORE_CRASH_CHILD"); dir != "" {
-		crashChild(dir)
-		return
-	}
-	if testing.Short() {
-		t.Skip("crash test spawns processes")
-	}
-	dir := t.TempDir()
-	acked := map[uint64]string{}
-	for round := 0; round < 6; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashDurability$")
-		cmd.Env = append(os.Environ(), "LOGSTORE_CRASH_CHILD="+dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		// Wait until the child is appending, then kill it at a random moment.
-		if !sc.Scan() {
-			t.Fatalf("child produced no output")
-		}
-		deadline := time.Now().Add(time.Duration(5+rand.IntN(60)) * time.Millisecond)
-		lines := []string{sc.Text()}
-		go func() {
-			time.Sleep(time.Until(deadline))
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-		}()
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-		_ = cmd.Wait()
-		for _, l := range lines {
-			f := strings.Fields(l)
-			if len(f) != 3 || f[0] != "ack" {
-				continue
-			}
-			seq, _ := strconv.ParseUint(f[1], 10, 64)
-			acked[seq] = f[2]
-		}
-		s, err := Open(dir, nil)
-		if err != nil {
-			t.Fatalf("round %d: reopen: %v", round, err)
-		}
-		for seq, corr := range acked {
-			recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: corr, After: seq - 1, Limit: 1})
-			if err != nil || len(recs) != 1 || recs[0].Sequence != seq {
-				t.Fatalf("round %d: acknowledged record %d of %s lost", round, seq, corr)
-			}
-		}
-		checkChains(t, s)
-		s.Close()
-	}
-	if len(acked) == 0 {
-		t.Fatal("no record was acknowledged")
-	}
-	t.Logf("%d acknowledged records survived 6 SIGKILLs", len(acked))
+	storetest.Crash(t, func(dir string) (evidence.Store, error) { return Open(dir, nil) })
 }
 
-func crashChild(dir string) {
-	s, err := Open(dir, nil)
-	if err != nil {
-		fmt.Println("open:", err)
-		os.Exit(1)
-	}
-	ctx := context.Background()
-	w := bufio.NewWriter(os.Stdout)
-	fmt.Fprintln(w, "ready")
-	w.Flush()
-	for i := 0; ; i++ {
-		corr := fmt.Sprint("k", rand.IntN(8))
-		recs, err := s.Append(ctx, storetest.Event(corr, "execution_started", fmt.Sprint(i)), storetest.Event(corr, "execution_completed", fmt.Sprint(i)))
+func TestDurable(t *testing.T) {
+	storetest.RunDurable(t, func(t *testing.T, dir string) evidence.Store {
+		s, err := Open(dir, nil)
 		if err != nil {
-			os.Exit(2)
+			t.Fatal(err)
 		}
-		if err := s.Sync(ctx, recs[1].Sequence); err != nil {
-			os.Exit(3)
-		}
-		fmt.Fprintf(w, "ack %d %s\nack %d %s\n", recs[0].Sequence, corr, recs[1].Sequence, corr)
-		w.Flush()
-	}
+		return s
+	})
 }

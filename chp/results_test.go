@@ -1,0 +1,183 @@
+package chp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore"
+)
+
+// TestReplayAcrossRestart: a retried invocation_id is answered from the
+// recorded result after the host restarts (chp-v0.2.md §13) — the handler
+// does not run again and no event is appended — for a success and a denial
+// alike, until the window ends.
+func TestReplayAcrossRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ev")
+	clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { return clock }
+	var calls atomic.Int32
+	start := func() (*Boundary, *logstore.Store) {
+		t.Helper()
+		st, err := logstore.Open(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := NewBoundary(Config{HostID: "restart-host", Store: st, Now: now, ResultWindow: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "kv.put", Version: "1.0.0", Description: "counts"},
+			Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage(fmt.Sprintf(`{"n":%d}`, calls.Add(1))), nil
+			}}); err != nil {
+			t.Fatal(err)
+		}
+		return b, st
+	}
+	ctx := context.Background()
+	invoke := func(b *Boundary, capID, id string) *InvocationResult {
+		t.Helper()
+		res, err := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: capID, InvocationID: id, Correlation: CorrelationContext{CorrelationID: "c-" + id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	b, st := start()
+	first := invoke(b, "kv.put", "inv-ok")
+	denied := invoke(b, "kv.nope", "inv-denied")
+	if !first.Success || denied.Outcome != OutcomeDenied || calls.Load() != 1 {
+		t.Fatalf("first run: %+v %+v calls=%d", first, denied, calls.Load())
+	}
+	if again := invoke(b, "kv.put", "inv-ok"); !again.Replayed || string(again.Data) != `{"n":1}` {
+		t.Fatalf("replay before restart: %+v", again)
+	}
+	events := st.LastSequence()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart: a new store handle, a new boundary.
+	b, st = start()
+	defer st.Close()
+	for _, c := range []struct {
+		capID, id string
+		want      *InvocationResult
+	}{{"kv.put", "inv-ok", first}, {"kv.nope", "inv-denied", denied}} {
+		got := invoke(b, c.capID, c.id)
+		if !got.Replayed {
+			t.Fatalf("%s executed again after restart: %+v", c.id, got)
+		}
+		got.Replayed = false
+		a, _ := json.Marshal(got)
+		w, _ := json.Marshal(c.want)
+		if string(a) != string(w) {
+			t.Errorf("%s: replayed result differs:\n got %s\nwant %s", c.id, a, w)
+		}
+	}
+	if calls.Load() != 1 || st.LastSequence() != events {
+		t.Fatalf("replay ran the handler (%d calls) or appended events (%d → %d)", calls.Load(), events, st.LastSequence())
+	}
+	// After the window a duplicate id executes fresh.
+	clock = clock.Add(2 * time.Hour)
+	if got := invoke(b, "kv.put", "inv-ok"); got.Replayed || calls.Load() != 2 {
+		t.Fatalf("expired result replayed: %+v", got)
+	}
+	// A restart with the clock past the window loads nothing stale.
+	st.Close()
+	b, st = start()
+	defer st.Close()
+	if got := invoke(b, "kv.nope", "inv-denied"); got.Replayed {
+		t.Fatalf("stale result reloaded: %+v", got)
+	}
+}
+
+// TestDuplicatesInFlight: concurrent calls with one invocation_id execute
+// once; the others wait and replay.
+func TestDuplicatesInFlight(t *testing.T) {
+	b, err := NewBoundary(Config{HostID: "dup", Store: evidence.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var calls atomic.Int32
+	if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "slow", Version: "1", Description: "x"},
+		Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			calls.Add(1)
+			<-release
+			return json.RawMessage(`true`), nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	replayed := atomic.Int32{}
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "slow", InvocationID: "same"})
+			if err != nil || !res.Success {
+				t.Errorf("%v %+v", err, res)
+				return
+			}
+			if res.Replayed {
+				replayed.Add(1)
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if calls.Load() != 1 || replayed.Load() != 7 {
+		t.Fatalf("calls %d, replayed %d; want 1 and 7", calls.Load(), replayed.Load())
+	}
+	// A waiter gives up with its context.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	release = make(chan struct{})
+	go func() { _, _ = b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "slow", InvocationID: "other"}) }()
+	time.Sleep(10 * time.Millisecond)
+	if _, err := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: "slow", InvocationID: "other"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting duplicate: %v, want deadline exceeded", err)
+	}
+	close(release)
+}
+
+// TestResultCacheBounded: the cache holds at most its size; the oldest
+// results go first.
+func TestResultCacheBounded(t *testing.T) {
+	now := time.Now
+	c := newResultCache(resultShards*4, time.Hour, now)
+	for i := range 1000 {
+		_, _, lead, err := c.claim(fmt.Sprint("id", i))
+		if err != nil || lead == nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		c.settle(lead, &InvocationResult{InvocationID: fmt.Sprint("id", i)})
+	}
+	total := 0
+	for i := range c.shards {
+		total += len(c.shards[i].m)
+		if n := len(c.shards[i].fifo) - c.shards[i].head; n > 4 {
+			t.Errorf("shard %d holds %d entries", i, n)
+		}
+	}
+	if total > resultShards*4 {
+		t.Fatalf("cache holds %d results", total)
+	}
+	if rec, _, _, _ := c.claim("id999"); rec == nil {
+		t.Error("newest result evicted")
+	}
+	if rec, _, lead, _ := c.claim("id0"); rec != nil || lead == nil {
+		t.Error("oldest result kept")
+	}
+}
