@@ -144,7 +144,9 @@ func TestDuplicatesInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	release = make(chan struct{})
-	go func() { _, _ = b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "slow", InvocationID: "other"}) }()
+	go func() {
+		_, _ = b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "slow", InvocationID: "other"})
+	}()
 	time.Sleep(10 * time.Millisecond)
 	if _, err := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: "slow", InvocationID: "other"}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("waiting duplicate: %v, want deadline exceeded", err)
