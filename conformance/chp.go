@@ -509,13 +509,25 @@ func inOrder(evs []event, want []string) error {
 	return nil
 }
 
+// firstLine condenses a (multi-line) validation error: the schema header
+// line is dropped in favour of the first concrete violation.
 func firstLine(err error) string {
 	if err == nil {
 		return ""
 	}
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	s := lines[0]
+	if len(lines) > 1 {
+		var detail []string
+		for _, l := range lines[1:] {
+			if l = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), "-")); l != "" {
+				detail = append(detail, l)
+			}
+		}
+		s = strings.Join(detail, "; ")
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
 	}
 	return s
 }
