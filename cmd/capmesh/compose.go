@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/capmesh/capmesh/compose"
+	"github.com/capmesh/capmesh/conformance"
+	"github.com/capmesh/capmesh/endpoint"
+)
+
+func init() { register(newComposeCmd) }
+
+type composeFlags struct {
+	all          bool
+	dir          string
+	endpoints    []string
+	fromRegistry bool
+	registry     string
+	goal         string
+	format       string
+	timeout      time.Duration
+}
+
+func newComposeCmd(a *app) *cobra.Command {
+	f := &composeFlags{}
+	cmd := &cobra.Command{
+		Use:   "compose [GRAPH.toml | CAPABILITIES.json]... [--all] [--endpoint ADDR]... [--from-registry]",
+		Short: "Prove a composition complete before deploying it, and plan execution on it",
+		Long: `compose gathers a set of hosts — declared in deploy-graph files (biomeOS /
+Neural API TOML, primalSpring graphs), listed as capabilities.list answers in
+JSON, live on the sockets of the biomeos directory (--all, --endpoint) or in
+the node's registry (--from-registry) — merges what they say about the same
+primal, and reports:
+
+  completeness  every consumed capability has a live, trusted provider
+                (the missing ones, and which nodes need them)
+  surface       the union of methods minus the union of consumed ones
+  ambiguity     capabilities several hosts provide (the cheapest is chosen)
+  cycles        start-up (depends_on), consumption and operation cycles
+  waves         the start-up order, wave by wave
+
+--goal METHOD prints an execution plan: its prerequisite chain from
+operation_dependencies, each step on the cheapest provider, and the summed
+cost. --format dot or mermaid draws the graph; the default is a text tree.
+
+The exit status is 0 when the composition is complete and orderable (and
+the goal, if any, can be planned), 1 when it is not, 2 for a usage error
+and 3 when the registry cannot be reached.`,
+		Example: `  capmesh compose graphs/nucleus_complete.toml
+  capmesh compose --all --goal proof.generate
+  capmesh compose deploy.toml hosts.json --format mermaid > graph.mmd
+  capmesh compose --from-registry --format dot | dot -Tsvg > mesh.svg`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCompose(cmd.Context(), a, f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.all, "all", false, "add every live host on the sockets of the biomeos directory")
+	fl.StringVar(&f.dir, "dir", "", "socket directory for --all (default $BIOMEOS_SOCKET_DIR or $XDG_RUNTIME_DIR/biomeos)")
+	fl.StringSliceVar(&f.endpoints, "endpoint", nil, "add the live host at this endpoint (repeatable)")
+	fl.BoolVar(&f.fromRegistry, "from-registry", false, "add the hosts registered with the capmesh node (ipc.list)")
+	fl.StringVar(&f.registry, "registry", "", "registry endpoint for --from-registry (default: the node's socket)")
+	fl.StringVar(&f.goal, "goal", "", "plan the execution of this method")
+	fl.StringVar(&f.format, "format", "text", "output: text, dot, mermaid or json")
+	fl.DurationVar(&f.timeout, "timeout", 2*time.Second, "give up on each call to a live host after this long")
+	return cmd
+}
+
+func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) error {
+	switch f.format {
+	case "text", "dot", "mermaid", "json":
+	default:
+		return usageErrorf("--format %q: want text, dot, mermaid or json", f.format)
+	}
+	if len(args) == 0 && !f.all && len(f.endpoints) == 0 && !f.fromRegistry {
+		return usageErrorf("give graph or capabilities files, --all, --endpoint or --from-registry")
+	}
+	if f.registry != "" {
+		f.fromRegistry = true
+	}
+	c := &compose.Composition{}
+	for _, p := range args {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".toml":
+			g, err := compose.ParseGraph(data)
+			if err != nil {
+				return usageErrorf("%s: %v", p, err)
+			}
+			if c.Name == "" {
+				c.Name = g.Name
+			}
+			for _, n := range g.Nodes {
+				c.Nodes = append(c.Nodes, n)
+			}
+			for _, h := range g.Hosts {
+				c.Add(h)
+			}
+		case ".json":
+			hosts, err := compose.ParseCapabilities(data)
+			if err != nil {
+				return usageErrorf("%s: %v", p, err)
+			}
+			for _, h := range hosts {
+				c.Add(h)
+			}
+		default:
+			return usageErrorf("%s: want a .toml deploy graph or a .json list of capabilities.list answers", p)
+		}
+	}
+	opts := &compose.LiveOptions{CallTimeout: f.timeout}
+	var addrs []endpoint.Address
+	if f.all {
+		dir := f.dir
+		if dir == "" {
+			d, _, err := endpoint.SocketDir()
+			if err != nil {
+				return usageErrorf("socket directory: %v", err)
+			}
+			dir = d
+		}
+		socks, _, err := conformance.Discover(dir)
+		if err != nil {
+			return usageErrorf("--all: %v", err)
+		}
+		for _, s := range socks {
+			addrs = append(addrs, endpoint.Address{Scheme: "unix", Path: s.Path})
+		}
+	}
+	for _, e := range f.endpoints {
+		addr, err := endpoint.Parse(e)
+		if err != nil {
+			return usageErrorf("--endpoint %q: %v", e, err)
+		}
+		addrs = append(addrs, addr)
+	}
+	for _, h := range compose.FromEndpoints(ctx, addrs, opts) {
+		c.Add(h)
+	}
+	if f.fromRegistry {
+		addr := f.registry
+		if addr == "" {
+			p, err := endpoint.SocketPath("capmesh")
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			addr = "unix://" + p
+		}
+		reg, err := endpoint.Dial(ctx, addr)
+		if err != nil {
+			return netErr(err)
+		}
+		hosts, err := compose.FromRegistry(ctx, reg, opts)
+		reg.Close()
+		if err != nil {
+			return netErr(fmt.Errorf("%s: %w", addr, err))
+		}
+		for _, h := range hosts {
+			c.Add(h)
+		}
+	}
+	if c.Name == "" {
+		c.Name = "composition"
+	}
+
+	an := compose.Analyze(c)
+	var plan *compose.Plan
+	var planErr error
+	if f.goal != "" {
+		plan, planErr = c.Plan(f.goal)
+	}
+	var err error
+	switch f.format {
+	case "json":
+		out := map[string]any{"composition": c, "analysis": an, "ok": an.OK() && planErr == nil}
+		if plan != nil {
+			out["plan"] = plan
+		}
+		if planErr != nil {
+			out["plan_error"] = planErr.Error()
+		}
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(out)
+	case "dot":
+		err = compose.WriteDOT(a.stdout, c, an)
+	case "mermaid":
+		err = compose.WriteMermaid(a.stdout, c, an)
+	default:
+		err = compose.WriteText(a.stdout, c, an)
+		if err == nil && plan != nil {
+			fmt.Fprintln(a.stdout)
+			err = compose.WritePlan(a.stdout, plan)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if planErr != nil {
+		fmt.Fprintf(a.stderr, "capmesh: no plan for %s: %v\n", f.goal, planErr)
+	}
+	if !an.OK() || planErr != nil {
+		return silentExit(exitFailure)
+	}
+	return nil
+}
