@@ -81,7 +81,7 @@ func (a *Analysis) OK() bool {
 // builtins are the methods every host answers; several providers of them
 // are not an ambiguity.
 func builtin(m string) bool {
-	for _, p := range []string{"health.", "chp.", "capabilities.", "capability.list", "identity.get", "lifecycle.", "auth.", "tools.", "rpc."} {
+	for _, p := range []string{"health.", "chp.", "capabilities.", "capability.list", "identity.get", "lifecycle.", "auth.", "tools.", "rpc.", "primal."} {
 		if strings.HasPrefix(m, p) || m == p {
 			return true
 		}

@@ -113,7 +113,7 @@ func AuditAll(ctx context.Context, dir string, o *Options) (*MachineReport, erro
 	for i, h := range m.Hosts {
 		if !h.Reachable && isRefused(h.Error) {
 			m.Dead = append(m.Dead, socks[i].Path)
-			h.Error = "dead socket: nobody listens (stale file): " + h.Error
+			h.Error = "dead socket: connection refused, nobody listens (stale file)"
 		}
 	}
 	m.Duration = time.Since(start)
