@@ -172,11 +172,13 @@ func pathKey(r *http.Request) string {
 func (n *Node) httpGet(w http.ResponseWriter, r *http.Request) {
 	key := pathKey(r)
 	e, ok := n.Get(key)
-	if !ok || e.Descriptor == nil || !e.Trust.Trusted {
+	if !ok || len(e.Descriptor) == 0 || !e.Trust.Trusted {
 		writeErr(w, r, refuse(CodeWordNotRegistered, "agent not registered"))
 		return
 	}
-	writeJSON(w, 200, e.Descriptor.Object())
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, _ = w.Write(append(append(make([]byte, 0, len(e.Descriptor)+1), e.Descriptor...), '\n'))
 }
 
 func (n *Node) httpDelete(w http.ResponseWriter, r *http.Request) {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -99,26 +98,25 @@ type Entry struct {
 	RegisteredAt time.Time `json:"registered_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	Trust        Verdict   `json:"trust"`
-	// Descriptor is the signed descriptor of a SourceDescriptor entry.
-	Descriptor *descriptor.Descriptor `json:"descriptor,omitempty"`
-
-	wire []byte // Descriptor's wire form as stored (not re-encoded per read)
+	// Descriptor is the signed descriptor of a SourceDescriptor entry, in
+	// its normalized wire form (genesis canonical JSON, byte for byte what
+	// GET /agents serves); descriptor.Parse reads it. It shares the
+	// registry's copy: do not modify it.
+	Descriptor json.RawMessage `json:"descriptor,omitempty"`
 }
 
 // entry is the indexed form.
 type entry struct {
 	Entry
 	raw []byte // stored record value (for a descriptor: its wire form)
-	// verdict caches the trust verdict of a descriptor entry for one trust
-	// epoch and until the instant it could change by itself (the expiry of
-	// the certificate it rests on). Readers share it under the read lock.
-	verdict atomic.Pointer[cachedVerdict]
-}
-
-type cachedVerdict struct {
-	epoch uint64
-	until time.Time
-	v     Verdict
+	// vUntil bounds the cached verdict of a descriptor entry (in
+	// Entry.Trust): from then on it may change by itself (the certificate
+	// it rests on expires). Trust changes of the entry's key refresh it at
+	// once (trustState.onChange); the sweeper refreshes lapsed ones. Written
+	// only under the write lock, read under the read lock; a reader that
+	// finds it lapsed recomputes without storing. Kept inline so that Find
+	// touches one object per provider.
+	vUntil time.Time
 }
 
 // newer orders entries as discovery returns them: newest registration
@@ -319,8 +317,7 @@ func descriptorEntry(d *descriptor.Descriptor, raw []byte) *entry {
 	e.Source = SourceDescriptor
 	e.RegisteredAt = d.RegisteredAt.Instant()
 	e.ExpiresAt = d.ExpiresAt.Instant()
-	e.Descriptor = d
-	e.wire = raw
+	e.Descriptor = raw
 	return e
 }
 
@@ -357,6 +354,7 @@ func (n *Node) index(e *entry) (replaced *entry) {
 		n.byCap[c] = slices.Insert(list, at, e)
 	}
 	n.entries[e.Key] = e
+	n.refreshVerdict(e, n.cfg.Now())
 	return replaced
 }
 
@@ -401,18 +399,34 @@ func (n *Node) live(e *entry, now time.Time) bool {
 }
 
 // verdict evaluates trust for e at now; the caller holds mu (read or
-// write). A descriptor's verdict is cached per trust epoch.
+// write). A descriptor's verdict is cached in the entry (see entry).
 func (n *Node) verdict(e *entry, now time.Time) Verdict {
 	if e.Source == SourceLocal {
 		return e.Trust
 	}
-	epoch := n.trust.epoch
-	if c := e.verdict.Load(); c != nil && c.epoch == epoch && now.Before(c.until) {
-		return c.v
+	if now.Before(e.vUntil) {
+		return e.Trust
 	}
-	v, until := n.trust.verdictUntil(e.Key, now)
-	e.verdict.Store(&cachedVerdict{epoch: epoch, until: until, v: v})
+	v, _ := n.trust.verdictUntil(e.Key, now)
 	return v
+}
+
+// refreshVerdict recomputes and stores e's cached verdict; the caller
+// holds the write lock.
+func (n *Node) refreshVerdict(e *entry, now time.Time) {
+	if e.Source == SourceLocal {
+		return
+	}
+	e.Trust, e.vUntil = n.trust.verdictUntil(e.Key, now)
+}
+
+// trustChanged is trustState.onChange: the trust of a node key changed,
+// so its entry's cached verdict is recomputed. The caller holds the write
+// lock.
+func (n *Node) trustChanged(key string) {
+	if e, ok := n.entries[key]; ok {
+		n.refreshVerdict(e, n.cfg.Now())
+	}
 }
 
 // view copies e for a caller, with its verdict.
@@ -670,6 +684,8 @@ func (n *Node) Sweep(ctx context.Context) {
 	for _, e := range n.entries {
 		if !now.Before(e.ExpiresAt) {
 			dead = append(dead, e)
+		} else if e.Source == SourceDescriptor && !now.Before(e.vUntil) {
+			n.refreshVerdict(e, now)
 		}
 	}
 	if len(dead) > 0 {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,5 +114,56 @@ func TestAgentListBody(t *testing.T) {
 		if diff := cmp.Diff(string(want)+"\n", string(got)); diff != "" {
 			t.Errorf("GET /agents%s (-generic +served):\n%s", tc.query, diff)
 		}
+	}
+}
+
+// TestTrustVerdictFollowsCertificates: verdicts are cached per entry; they
+// must still follow certificate expiry (by time alone, no trust change)
+// and re-enrolment (a trust change of that key only).
+func TestTrustVerdictFollowsCertificates(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	n := newNode(t, registry.Config{Network: "N", Now: clock, SweepInterval: time.Hour})
+	k, other := benchKey(2000), benchKey(2001)
+	for _, key := range []ed25519.PrivateKey{k, other} {
+		if _, err := n.Enroll(t.Context(), base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)), nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Register(t.Context(), signed(t, key, "N", []string{"x"}, clock(), 3*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trusted := func() int { return len(n.Find("x", registry.FindOptions{})) }
+	if got := trusted(); got != 2 {
+		t.Fatalf("before expiry: %d trusted providers, want 2", got)
+	}
+	advance(61 * time.Minute) // both certificates expired, the descriptors have not
+	if got := trusted(); got != 0 {
+		t.Fatalf("after certificate expiry: %d trusted providers, want 0", got)
+	}
+	all := n.Find("x", registry.FindOptions{IncludeUntrusted: true})
+	if len(all) != 2 || all[0].Trust.Trusted || all[0].Trust.Reason != "no active join certificate (revoked or expired)" {
+		t.Fatalf("untrusted view: %+v", all)
+	}
+	n.Sweep(t.Context()) // the sweeper stores the lapsed verdicts
+	if got := trusted(); got != 0 {
+		t.Fatalf("after sweep: %d trusted providers, want 0", got)
+	}
+	// Re-enrolling one key restores that provider alone, at once.
+	if _, err := n.Enroll(t.Context(), base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey)), nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	got := n.Find("x", registry.FindOptions{})
+	if len(got) != 1 || got[0].Key != base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey)) || !strings.HasPrefix(got[0].Trust.Reason, "enrolled: join certificate ") {
+		t.Fatalf("after re-enrolment: %+v", got)
+	}
+	// Revoking the new certificate (not for compromise) evicts at once.
+	if _, err := n.Revoke(t.Context(), "", got[0].Key, registry.ReasonSuperseded); err != nil {
+		t.Fatal(err)
+	}
+	if got := trusted(); got != 0 {
+		t.Fatalf("after revocation: %d trusted providers, want 0", got)
 	}
 }

@@ -124,12 +124,8 @@ func toProvider(e Entry) providerView {
 		p.Socket = strings.TrimPrefix(e.Endpoint, "unix://")
 		p.NativeEndpoint = p.Socket
 	}
-	switch {
-	case e.wire != nil:
-		p.Descriptor = json.RawMessage(e.wire)
-	case e.Descriptor != nil:
-		raw, _ := e.Descriptor.MarshalJSON()
-		p.Descriptor = json.RawMessage(raw)
+	if len(e.Descriptor) > 0 {
+		p.Descriptor = e.Descriptor
 	}
 	return p
 }

@@ -136,7 +136,10 @@ type trustState struct {
 	compromised map[string]bool
 	crl         *CRL
 	genesis     map[string]any
-	epoch       uint64 // bumped by every change of certificates or compromise marks
+	// onChange is told the node key whenever the trust of that key may
+	// have changed (a certificate issued or revoked, a compromise mark), so
+	// that cached verdicts are refreshed. Called under the node's write lock.
+	onChange func(key string)
 }
 
 // verdict: key_compromise blocks for good; otherwise an active (issued,
@@ -175,9 +178,11 @@ func (t *trustState) verdictUntil(key string, now time.Time) (Verdict, time.Time
 	return Verdict{false, "node key is not enrolled"}, forever
 }
 
-// changed starts a new trust epoch: every cached verdict is stale. The
-// caller holds the node's write lock.
-func (t *trustState) changed() { t.epoch++ }
+func (t *trustState) changed(key string) {
+	if t.onChange != nil {
+		t.onChange(key)
+	}
+}
 
 func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	t := &trustState{
@@ -244,17 +249,18 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 		}
 	}
 	n.trust = t
+	t.onChange = n.trustChanged
 	t.genesis = t.genesisBlock(now)
 	return n.loadNonces(ctx, now)
 }
 
 func (t *trustState) addCert(cs *certState) {
-	t.changed()
 	t.certs[cs.cert.CertID] = cs
 	t.byKey[cs.cert.NodePublicKey] = append(t.byKey[cs.cert.NodePublicKey], cs)
 	if cs.Status == "revoked" && cs.RevocationReason == ReasonKeyCompromise {
 		t.compromised[cs.cert.NodePublicKey] = true
 	}
+	t.changed(cs.cert.NodePublicKey)
 }
 
 func (t *trustState) sign(obj map[string]any, key ed25519.PrivateKey, keyID string) descriptor.Signature {
@@ -534,8 +540,8 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		if reason == ReasonKeyCompromise {
 			t.compromised[cs.cert.NodePublicKey] = true
 		}
+		t.changed(cs.cert.NodePublicKey)
 	}
-	t.changed()
 	res := RevokeResult{CRLSequence: crl.Sequence, RevokedCount: len(crl.Revoked)}
 	if ok, err := n.deregisterLocked(ctx, nodeKey, EventRevoked, "certificate revoked: "+reason); err != nil {
 		return res, err
