@@ -1,11 +1,12 @@
 package canonical
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/capmesh/capmesh/canonical/collate"
@@ -48,26 +49,64 @@ type khoralabs struct{}
 
 func (khoralabs) Name() string { return "khoralabs" }
 
+// khEncoder writes one khoralabs document. It walks the tree through
+// pointers (a Value is 72 bytes; copying one per node costs more than
+// writing most scalars).
 type khEncoder struct {
 	idx []int32 // stack of member permutations, as in encoder
+	ko  keyOrderer
+	// stop, when set, is asked about the key of every single-member object
+	// (see AppendKhoralabsUntil).
+	stop func(key string) bool
+}
+
+// errStopped unwinds AppendKhoralabsUntil's walk.
+var errStopped = errors.New("stopped")
+
+// keyOrderer holds the scratch space of khKeyOrder.
+type keyOrderer struct {
+	sorter collate.Sorter
+	keys   []string
 }
 
 var khPool = sync.Pool{New: func() any { return &khEncoder{idx: make([]int32, 0, 64)} }}
 
 // AppendCanonical appends the khoralabs canonical form of v to dst.
 func (khoralabs) AppendCanonical(dst []byte, v Value) ([]byte, error) {
+	out, _, err := appendKhoralabs(dst, &v, nil)
+	return out, err
+}
+
+// AppendKhoralabsUntil appends the khoralabs canonical form of *v to dst,
+// as Khoralabs.AppendCanonical does, unless v holds a single-member object
+// whose key satisfies stop: then it stops there and returns stopped=true,
+// and the bytes it appended are to be discarded. Package fingerprint hashes
+// plain JSON with it in one pass, and resolves its marker objects
+// ({"$undefined":true}, …) first only when a document turns out to have
+// some.
+func AppendKhoralabsUntil(dst []byte, v *Value, stop func(key string) bool) (out []byte, stopped bool, err error) {
+	return appendKhoralabs(dst, v, stop)
+}
+
+func appendKhoralabs(dst []byte, v *Value, stop func(string) bool) ([]byte, bool, error) {
 	e := khPool.Get().(*khEncoder)
+	e.stop = stop
 	dst, err := e.value(dst, v, 0)
+	stopped := false
 	if err != nil {
-		if _, ok := err.(*pathError); !ok {
+		if errors.Is(err, errStopped) {
+			stopped, err = true, nil
+		} else if _, ok := err.(*pathError); !ok {
 			err = &pathError{profile: "khoralabs", err: err}
 		}
 	}
-	if cap(e.idx) <= 1<<16 {
+	e.stop = nil
+	if cap(e.idx) <= 1<<16 && cap(e.ko.keys) <= 1<<16 {
 		e.idx = e.idx[:0]
+		clear(e.ko.keys[:cap(e.ko.keys)]) // do not keep documents alive
 		khPool.Put(e)
 	}
-	return dst, err
+	return dst, stopped, err
 }
 
 func khAt(err error, step string) error {
@@ -79,7 +118,7 @@ func khAt(err error, step string) error {
 	return pe
 }
 
-func (e *khEncoder) value(b []byte, v Value, depth int) ([]byte, error) {
+func (e *khEncoder) value(b []byte, v *Value, depth int) ([]byte, error) {
 	switch v.Kind {
 	case Null:
 		return append(b, "null"...), nil
@@ -91,18 +130,18 @@ func (e *khEncoder) value(b []byte, v Value, depth int) ([]byte, error) {
 	case Number:
 		return appendJSNumber(b, v.Str)
 	case String:
-		return appendWTF8String(b, v.Str)
+		return AppendJSString(b, v.Str)
 	case Array:
 		if depth >= maxEncodeDepth {
 			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
 		}
 		b = append(b, '[')
-		for i, x := range v.Arr {
+		for i := range v.Arr {
 			if i > 0 {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = e.value(b, x, depth+1); err != nil {
+			if b, err = e.value(b, &v.Arr[i], depth+1); err != nil {
 				return b, khAt(err, indexStep(i))
 			}
 		}
@@ -122,12 +161,14 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	if n == 0 {
 		return append(b, '{', '}'), nil
 	}
+	if n == 1 && e.stop != nil && e.stop(obj[0].Key) {
+		return b, errStopped
+	}
 	base := len(e.idx)
 	for i := range n {
 		e.idx = append(e.idx, int32(i))
 	}
-	order := e.idx[base : base+n]
-	if err := KhoralabsKeyOrder(obj, order); err != nil {
+	if err := e.ko.order(obj, e.idx[base:base+n]); err != nil {
 		e.idx = e.idx[:base]
 		return b, khAt(err, "")
 	}
@@ -138,12 +179,12 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = appendWTF8String(b, m.Key); err != nil {
+		if b, err = AppendJSString(b, m.Key); err != nil {
 			e.idx = e.idx[:base]
 			return b, khAt(fmt.Errorf("key: %w", err), keyStep(m.Key))
 		}
 		b = append(b, ':')
-		if b, err = e.value(b, m.Value, depth+1); err != nil {
+		if b, err = e.value(b, &m.Value, depth+1); err != nil {
 			e.idx = e.idx[:base]
 			return b, khAt(err, keyStep(m.Key))
 		}
@@ -152,19 +193,34 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+var keyOrderPool = sync.Pool{New: func() any { return new(keyOrderer) }}
+
 // KhoralabsKeyOrder permutes order (indexes into obj, initially in input
 // order) into the khoralabs member order: array-index keys ascending by
-// value, then the other keys stable-sorted by collate.Compare. It reports
-// ErrDuplicateKey if two members share a key.
+// value, then the other keys stable-sorted by collation (package collate).
+// It reports ErrDuplicateKey if two members share a key.
 func KhoralabsKeyOrder(obj []Member, order []int32) error {
+	ko := keyOrderPool.Get().(*keyOrderer)
+	err := ko.order(obj, order)
+	clear(ko.keys)
+	keyOrderPool.Put(ko)
+	return err
+}
+
+func (ko *keyOrderer) order(obj []Member, order []int32) error {
+	if len(order) < 2 {
+		return nil
+	}
 	// Partition: array-index keys to the front (their relative order is
 	// fixed by value below), the rest keep input order.
 	k := 0
 	for i, x := range order {
-		if _, ok := ArrayIndex(obj[x].Key); ok {
-			copy(order[k+1:i+1], order[k:i])
-			order[k] = x
-			k++
+		if c := obj[x].Key; len(c) > 0 && c[0] <= '9' && c[0] >= '0' {
+			if _, ok := ArrayIndex(c); ok {
+				copy(order[k+1:i+1], order[k:i])
+				order[k] = x
+				k++
+			}
 		}
 	}
 	idx, rest := order[:k], order[k:]
@@ -172,52 +228,31 @@ func KhoralabsKeyOrder(obj []Member, order []int32) error {
 		slices.SortFunc(idx, func(x, y int32) int {
 			a, _ := ArrayIndex(obj[x].Key)
 			c, _ := ArrayIndex(obj[y].Key)
-			return int(a) - int(c)
+			return cmp.Compare(a, c)
 		})
-	}
-	for i := 1; i < len(idx); i++ {
-		if obj[idx[i-1]].Key == obj[idx[i]].Key {
-			return fmt.Errorf("%w %q", ErrDuplicateKey, obj[idx[i]].Key)
-		}
-	}
-	if len(rest) > 32 {
-		slices.SortStableFunc(rest, func(x, y int32) int { return collate.Compare(obj[x].Key, obj[y].Key) })
-		seen := make(map[string]struct{}, len(rest))
-		for _, x := range rest {
-			if _, dup := seen[obj[x].Key]; dup {
-				return fmt.Errorf("%w %q", ErrDuplicateKey, obj[x].Key)
+		for i := 1; i < len(idx); i++ {
+			if obj[idx[i-1]].Key == obj[idx[i]].Key {
+				return fmt.Errorf("%w %q", ErrDuplicateKey, obj[idx[i]].Key)
 			}
-			seen[obj[x].Key] = struct{}{}
 		}
+	}
+	if len(rest) < 2 {
 		return nil
 	}
-	// Stable insertion sort. Identical keys collate equal, so a duplicate
-	// can only sit in the tie group the new key lands next to.
-	for i := 1; i < len(rest); i++ {
-		x := rest[i]
-		kx := obj[x].Key
-		j := i
-		for j > 0 {
-			c := collate.Compare(obj[rest[j-1]].Key, kx)
-			if c > 0 {
-				rest[j] = rest[j-1]
-				j--
-				continue
-			}
-			if c == 0 {
-				for k := j - 1; k >= 0; k-- {
-					kk := obj[rest[k]].Key
-					if kk == kx {
-						return fmt.Errorf("%w %q", ErrDuplicateKey, kx)
-					}
-					if k < j-1 && collate.Compare(kk, kx) != 0 {
-						break
-					}
-				}
-			}
-			break
+	ko.keys = ko.keys[:0]
+	for i := range obj {
+		ko.keys = append(ko.keys, obj[i].Key)
+	}
+	ties := ko.sorter.Sort(rest, ko.keys)
+	if !ties {
+		return nil // no two keys collate equal, so none are the same
+	}
+	seen := make(map[string]struct{}, len(rest))
+	for _, x := range rest {
+		if _, dup := seen[obj[x].Key]; dup {
+			return fmt.Errorf("%w %q", ErrDuplicateKey, obj[x].Key)
 		}
-		rest[j] = x
+		seen[obj[x].Key] = struct{}{}
 	}
 	return nil
 }
@@ -243,19 +278,33 @@ func ArrayIndex(key string) (uint32, bool) {
 	return uint32(n), true
 }
 
-// appendJSNumber writes a JSON number literal as JSON.stringify(JSON.parse(lit))
-// does.
+// AppendJSNumberLiteral appends the JSON number literal lit as
+// JSON.stringify(JSON.parse(lit)) writes it: "1.0" → 1, "-0" → 0, "1e21" →
+// 1e+21, "1e400" → null. A literal that is not RFC 8259 JSON is
+// ErrInvalidNumber.
+func AppendJSNumberLiteral(b []byte, lit string) ([]byte, error) { return appendJSNumber(b, lit) }
+
 func appendJSNumber(b []byte, lit string) ([]byte, error) {
+	// Fast path: an integer of 1 to 15 digits without leading zeros is an
+	// exact double and prints as written ("-0" prints as "0").
+	if n := len(lit); n > 0 && n <= 15 {
+		i := 0
+		if lit[0] == '-' {
+			i = 1
+		}
+		j := i
+		for j < n && lit[j] >= '0' && lit[j] <= '9' {
+			j++
+		}
+		if j == n && j > i && (lit[i] != '0' || j == i+1) {
+			if lit == "-0" {
+				return append(b, '0'), nil
+			}
+			return append(b, lit...), nil
+		}
+	}
 	if !validNumber(lit) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
-	}
-	// Fast path: integers of at most 15 digits are exact doubles and print
-	// as written (except -0).
-	if len(lit) <= 15 && !strings.ContainsAny(lit, ".eE") {
-		if lit == "-0" {
-			return append(b, '0'), nil
-		}
-		return append(b, lit...), nil
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil && !math.IsInf(f, 0) {

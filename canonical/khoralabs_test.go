@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -255,4 +256,41 @@ func BenchmarkKhoralabsSHA256Only(b *testing.B) {
 	for b.Loop() {
 		_ = sha256.Sum256(out)
 	}
+}
+
+// TestAppendJSString: the word-at-a-time writer gives the bytes (and the
+// errors) of the plain byte loop of Value.AppendJSON on strings that put
+// every kind of byte at every offset of an 8-byte word.
+func TestAppendJSString(t *testing.T) {
+	pieces := []string{"a", "~", " ", "\x7f", "\"", "\\", "\x00", "\x1f", "\n", "\t", "é", "€", "😀", "\u2028", "\xed\xa0\x80", "\xed\xbf\xbf", "\xff", "\xc3", "\xe2\x82", "<&>", "abcdefgh", "abcdefghijklmno"}
+	for _, p := range pieces {
+		for _, q := range pieces {
+			for pad := range 10 {
+				s := strings.Repeat("x", pad) + p + strings.Repeat("y", 9-pad) + q
+				want, werr := appendWTF8String(nil, s)
+				got, gerr := AppendJSString(nil, s)
+				if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+					t.Fatalf("AppendJSString(%+q) error %v, want %v", s, gerr, werr)
+				}
+				if werr == nil && string(got) != string(want) {
+					t.Fatalf("AppendJSString(%+q) = %+q, want %+q", s, got, want)
+				}
+			}
+		}
+	}
+}
+
+// FuzzJSString: AppendJSString agrees with the reference byte loop on any
+// byte string.
+func FuzzJSString(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text!", "\"\\\x00\x1f\x7f", "é€😀\u2028", "\xed\xa0\x80x\xed\xbf\xbf", "\xff\xc3(", "12345678\"12345678"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, werr := appendWTF8String(nil, s)
+		got, gerr := AppendJSString(nil, s)
+		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != string(want)) {
+			t.Fatalf("AppendJSString(%+q) = %+q, %v; want %+q, %v", s, got, gerr, want, werr)
+		}
+	})
 }

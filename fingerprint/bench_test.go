@@ -3,7 +3,9 @@ package fingerprint
 import (
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/capmesh/capmesh/canonical"
 )
@@ -118,4 +120,88 @@ func BenchmarkHashToolkit20(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkVsFloor runs the floor and the fingerprint alternately, in
+// blocks of 16 calls each, and reports the median per-call time of each
+// over all blocks (floor_ns, fp_ns) and their ratio (x_floor). On a shared,
+// loaded machine the load then falls on both alike, and medians ignore the
+// blocks a preemption landed in.
+func BenchmarkVsFloor(b *testing.B) {
+	v, err := canonical.Parse(benchObject)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := benchTool(1)
+	k := benchToolkit()
+	canon := func(p canonical.Value, err error) []byte {
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := canonical.Khoralabs.AppendCanonical(nil, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	objBytes := canon(v, nil)
+	toolBytes := canon(t.StaticPayload())
+	var kitBytes [][]byte
+	for _, m := range k.Members {
+		kitBytes = append(kitBytes, canon(m.(*Tool).StaticPayload()))
+	}
+	kitBytes = append(kitBytes, canon(k.StaticPayload()))
+	cases := []struct {
+		name      string
+		floor, fp func()
+	}{
+		{"object", func() { sha256.Sum256(objBytes) }, func() { HashPlainObject(v) }},
+		{"object-from-text", func() { sha256.Sum256(objBytes) }, func() {
+			v, _ := canonical.Parse(benchObject)
+			HashPlainObject(v)
+		}},
+		{"tool", func() { sha256.Sum256(toolBytes) }, func() { t.StaticHash() }},
+		{"toolkit20", func() {
+			for _, o := range kitBytes {
+				sha256.Sum256(o)
+			}
+		}, func() { k.StaticHash() }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			floor, fp := vsFloor(b, c.floor, c.fp)
+			b.ReportMetric(floor, "floor_ns")
+			b.ReportMetric(fp, "fp_ns")
+			b.ReportMetric(fp/floor, "x_floor")
+		})
+	}
+}
+
+// vsFloor alternates blocks of floor and fp calls for b.N iterations and
+// returns the median per-call nanoseconds of each.
+func vsFloor(b *testing.B, floor, fp func()) (floorNs, fpNs float64) {
+	const block = 16
+	var fs, ps []float64
+	for b.Loop() {
+		t0 := time.Now()
+		for range block {
+			floor()
+		}
+		t1 := time.Now()
+		for range block {
+			fp()
+		}
+		t2 := time.Now()
+		fs = append(fs, float64(t1.Sub(t0))/block)
+		ps = append(ps, float64(t2.Sub(t1))/block)
+	}
+	return median(fs), median(ps)
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[len(xs)/2]
 }

@@ -26,14 +26,17 @@ func hashPayload(v canonical.Value) (string, error) {
 // SHA-256 of Canonical(v). Markers (see the package documentation) stand
 // for JavaScript values JSON cannot carry.
 func HashPlainObject(v canonical.Value) (string, error) {
-	p, ok, err := plain(v, 0)
+	h := getHasher()
+	defer putHasher(h)
+	b, ok, err := appendPlain(h.b, &v)
+	h.b = b
 	if err != nil {
 		return "", err
 	}
 	if !ok {
 		return EmptyHash, nil
 	}
-	return hashPayload(p)
+	return h.hexString(), nil
 }
 
 // Canonical returns the exact string hashPlainObject hashes for v:
@@ -41,12 +44,11 @@ func HashPlainObject(v canonical.Value) (string, error) {
 // return undefined (v is undefined, a function or a symbol), in which case
 // the hash is EmptyHash.
 func Canonical(v canonical.Value) (out []byte, defined bool, err error) {
-	p, ok, err := plain(v, 0)
-	if err != nil || !ok {
+	out, defined, err = appendPlain(nil, &v)
+	if err != nil || !defined {
 		return nil, false, err
 	}
-	out, err = canonical.Khoralabs.AppendCanonical(nil, p)
-	return out, err == nil, err
+	return out, true, nil
 }
 
 // Plain returns v with its markers resolved as hashPlainObject resolves

@@ -80,8 +80,6 @@ type Tool struct {
 // ComposableName returns the tool's name.
 func (t *Tool) ComposableName() string { return t.Name }
 
-func (*Tool) composable() {}
-
 // sortedStrings returns a copy of ss stable-sorted by collation.
 func sortedStrings(ss []string) []string {
 	out := slices.Clone(ss)
@@ -136,13 +134,7 @@ func (t *Tool) StaticPayload() (canonical.Value, error) {
 }
 
 // StaticHash is computeStaticHash().
-func (t *Tool) StaticHash() (string, error) {
-	p, err := t.StaticPayload()
-	if err != nil {
-		return "", err
-	}
-	return hashPayload(p)
-}
+func (t *Tool) StaticHash() (string, error) { return hashStatic(t) }
 
 // Evaluate returns the ToolSpec tool().evaluate produces: instructions
 // joined with "\n\n" in original order, policy ids sorted.
@@ -207,11 +199,12 @@ func specPayload(name string, desc canonical.Value, schema Schema, lines, ids []
 
 // Hash is hashToolSpecStatic.
 func (s *ToolSpec) Hash() (string, error) {
-	p, err := s.Payload()
-	if err != nil {
+	h := getHasher()
+	defer putHasher(h)
+	if err := h.appendSpec(s.Name, s.Description, s.InputSchema, splitLines(s.Instructions), s.PolicyIDs); err != nil {
 		return "", err
 	}
-	return hashPayload(p)
+	return h.hexString(), nil
 }
 
 // ToolSpecWire is the wire form of a ToolSpec (toolSpecToWire): the
@@ -251,9 +244,27 @@ func (w ToolSpecWire) Payload() (canonical.Value, error) {
 
 // Hash hashes the wire payload.
 func (w ToolSpecWire) Hash() (string, error) {
-	p, err := w.Payload()
-	if err != nil {
+	h := getHasher()
+	defer putHasher(h)
+	if err := h.appendSpec(w.Name, wireDescription(w.Description), w.InputSchema, splitLines(w.Instructions), sortedStrings(w.PolicyIDs)); err != nil {
 		return "", err
 	}
-	return hashPayload(p)
+	return h.hexString(), nil
+}
+
+// splitLines is the reference's instructions.split("\n\n"), with no lines
+// for an empty text.
+func splitLines(text string) []string {
+	if text == "" {
+		return nil
+	}
+	return strings.Split(text, "\n\n")
+}
+
+// wireDescription is the wire path's description: "" hashes as null.
+func wireDescription(d string) *string {
+	if d == "" {
+		return nil
+	}
+	return &d
 }

@@ -14,7 +14,8 @@ import (
 type Composable interface {
 	ComposableName() string
 	StaticHash() (string, error)
-	composable()
+	// appendStatic writes the canonical bytes of the static payload.
+	appendStatic(h *hasher) error
 }
 
 // Toolkit is a toolkit(members, {name, instructions}) declaration.
@@ -28,8 +29,6 @@ type Toolkit struct {
 
 // ComposableName returns the toolkit's name.
 func (k *Toolkit) ComposableName() string { return k.Name }
-
-func (*Toolkit) composable() {}
 
 func instructionsOrNull(ss []string) canonical.Value {
 	if ss == nil {
@@ -64,14 +63,9 @@ func (k *Toolkit) StaticPayload() (canonical.Value, error) {
 	), nil
 }
 
-// StaticHash is the toolkit's computeStaticHash().
-func (k *Toolkit) StaticHash() (string, error) {
-	p, err := k.StaticPayload()
-	if err != nil {
-		return "", err
-	}
-	return hashPayload(p)
-}
+// StaticHash is the toolkit's computeStaticHash(). Each member is hashed
+// once.
+func (k *Toolkit) StaticHash() (string, error) { return hashStatic(k) }
 
 // DynamicToolkit is a dynamicToolkit declaration. Its tools exist only at
 // evaluation time and are not part of its static hash.
@@ -83,8 +77,6 @@ type DynamicToolkit struct {
 
 // ComposableName returns the dynamic toolkit's name.
 func (k *DynamicToolkit) ComposableName() string { return k.Name }
-
-func (*DynamicToolkit) composable() {}
 
 // StaticPayload is {kind:"dynamicToolkit", name, instructions, policies}
 // with policy ids sorted by collation and no policyBindings.
@@ -98,13 +90,7 @@ func (k *DynamicToolkit) StaticPayload() (canonical.Value, error) {
 }
 
 // StaticHash is the dynamic toolkit's computeStaticHash().
-func (k *DynamicToolkit) StaticHash() (string, error) {
-	p, err := k.StaticPayload()
-	if err != nil {
-		return "", err
-	}
-	return hashPayload(p)
-}
+func (k *DynamicToolkit) StaticHash() (string, error) { return hashStatic(k) }
 
 // CollectToolStaticHashes walks root depth-first like the reference's
 // collectToolStaticHashes: each tool maps its name to its static hash (a

@@ -127,23 +127,31 @@ func Compare(a, b string) int {
 	if a == b {
 		return 0
 	}
-	c := root()
-	if r, ok := c.compareSimple(a, b); ok {
+	if r, ok := compareSimple(a, b); ok {
 		return r
 	}
+	c := root()
 	if c.asciiOK && isASCII(a) && isASCII(b) {
 		return c.compareASCII(a, b)
 	}
 	return c.compareSlow(a, b)
 }
 
+// QuickCompare orders a and b when it can do so cheaply: when every byte
+// it has to look at is printable ASCII, TAB, LF, VT, FF or CR, which is the
+// case for almost every pair of JSON keys, and also when the first primary
+// difference comes before any other byte ("région" vs "budget"). ok is
+// false otherwise; Compare (or a Sorter) then decides.
+func QuickCompare(a, b string) (r int, ok bool) { return compareSimple(a, b) }
+
 // compareSimple compares two strings made only of ASCII characters that
-// have a primary weight and the common secondary; ok is false for any other
-// input. It is the path of almost every JSON key.
-func (c *collator) compareSimple(a, b string) (r int, ok bool) {
+// have a primary weight and the common secondary (simplePrim); ok is false
+// for any other input, unless a primary difference comes first. It is the
+// path of almost every JSON key.
+func compareSimple(a, b string) (r int, ok bool) {
 	n := min(len(a), len(b))
 	for i := range n {
-		pa, pb := c.prim[a[i]], c.prim[b[i]]
+		pa, pb := simplePrim[a[i]], simplePrim[b[i]]
 		if pa == 0 || pb == 0 {
 			return 0, false
 		}
@@ -155,12 +163,12 @@ func (c *collator) compareSimple(a, b string) (r int, ok bool) {
 		}
 	}
 	for i := n; i < len(a); i++ {
-		if c.prim[a[i]] == 0 {
+		if simplePrim[a[i]] == 0 {
 			return 0, false
 		}
 	}
 	for i := n; i < len(b); i++ {
-		if c.prim[b[i]] == 0 {
+		if simplePrim[b[i]] == 0 {
 			return 0, false
 		}
 	}
@@ -171,7 +179,7 @@ func (c *collator) compareSimple(a, b string) (r int, ok bool) {
 		return 1, true
 	}
 	for i := range n {
-		if ta, tb := c.ter[a[i]], c.ter[b[i]]; ta != tb {
+		if ta, tb := simpleTer[a[i]], simpleTer[b[i]]; ta != tb {
 			if ta < tb {
 				return -1, true
 			}
