@@ -20,11 +20,19 @@ import (
 // maxBody bounds an HTTP request body.
 const maxBody = 1 << 20
 
+// HTTPRoutes lists the path patterns HTTPHandler serves (a trailing "/"
+// covers a subtree), for a server that mounts the handler beside others on
+// one mux.
+func HTTPRoutes() []string {
+	return []string{"/agents", "/agents/", "/crl", "/genesis", "/policy", "/healthz", "/health", "/join", "/renew", "/heartbeat", "/admin/"}
+}
+
 // HTTPHandler returns the Genesis-Mesh Network-Authority HTTP surface, so
 // that an unmodified Genesis-Mesh node can enrol, register and discover
 // against capmesh: POST /agents, GET /agents[?capability=], GET|DELETE
 // /agents/{key}, GET /crl, POST /join, POST /renew, POST /heartbeat,
-// POST /admin/invite, POST /admin/revoke, GET /genesis, GET /healthz.
+// POST /admin/invite, POST /admin/revoke, GET /genesis, GET /policy,
+// GET /healthz.
 // Bodies are written as the reference's Flask does (sorted keys, no
 // spaces, ASCII only); errors as {"error":{"code","message","details",
 // "request_id"}}.
@@ -43,6 +51,14 @@ func (n *Node) HTTPHandler() http.Handler {
 		writeJSON(w, 200, c.object(true))
 	})
 	mux.HandleFunc("GET /genesis", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, n.trust.genesis) })
+	mux.HandleFunc("GET /policy", func(w http.ResponseWriter, r *http.Request) {
+		p, err := n.PolicyManifest(r.Context())
+		if err != nil {
+			writeErr(w, r, err)
+			return
+		}
+		writeJSON(w, 200, p)
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]any{"status": "ok"}) })
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"status": "healthy", "network": n.cfg.Network, "version": "v1"})

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/capmesh/capmesh/registry"
+	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
 )
 
@@ -165,5 +166,33 @@ func TestTrustVerdictFollowsCertificates(t *testing.T) {
 	}
 	if got := trusted(); got != 0 {
 		t.Fatalf("after revocation: %d trusted providers, want 0", got)
+	}
+}
+
+// TestPolicyManifest: GET /policy, which a Genesis-Mesh node fetches and
+// verifies right after joining, is signed by the authority over the
+// genesis canonical form and stays the same across a restart.
+func TestPolicyManifest(t *testing.T) {
+	st := registry.NewMemStore()
+	g := newGenesisNode(t, st)
+	code, p, raw := g.do(t, "GET", "/policy", nil, nil)
+	if code != 200 || p["policy_id"] != "policy-SAMPLE-NET-v1" || p["issued_by"] != "na-capmesh" {
+		t.Fatalf("GET /policy: %d %s", code, raw)
+	}
+	obj, err := pyjson.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := obj.(map[string]any)
+	sig := m["signatures"].([]any)[0].(map[string]any)["sig"].(string)
+	delete(m, "signatures")
+	msg, _ := pyjson.Marshal(m)
+	if err := descriptor.VerifySignature(g.n.AuthorityPublicKey(), msg, sig); err != nil {
+		t.Fatalf("policy signature: %v", err)
+	}
+	g.n.Close()
+	g2 := newGenesisNode(t, st)
+	if _, _, raw2 := g2.do(t, "GET", "/policy", nil, nil); string(raw2) != string(raw) {
+		t.Errorf("policy changed across a restart:\n%s\n%s", raw, raw2)
 	}
 }

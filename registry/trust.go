@@ -136,6 +136,7 @@ type trustState struct {
 	compromised map[string]bool
 	crl         *CRL
 	genesis     map[string]any
+	policy      map[string]any // signed PolicyManifest, created on first GET /policy
 	// onChange is told the node key whenever the trust of that key may
 	// have changed (a certificate issued or revoked, a compromise mark), so
 	// that cached verdicts are refreshed. Called under the node's write lock.
