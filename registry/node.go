@@ -137,7 +137,7 @@ type Node struct {
 
 	mu       sync.RWMutex
 	entries  map[string]*entry
-	byCap    map[string][]*entry // capability → providers in discovery order (newer)
+	byCap    map[string][]*entry  // capability → providers in discovery order (newer)
 	marks    map[string]time.Time // anti-rollback watermark: node key → newest registered_at accepted
 	trust    *trustState
 	version  uint64
