@@ -303,6 +303,9 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 			return append(b, lit...), nil
 		}
 	}
+	if out, ok := appendShortDecimal(b, lit); ok {
+		return out, nil
+	}
 	if !validNumber(lit) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
 	}
@@ -311,6 +314,66 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
 	}
 	return AppendJSNumber(b, f), nil
+}
+
+// appendShortDecimal writes a plain decimal literal -?(0|[1-9]d*).d+ with
+// at most 15 significant digits whose value is 0 or at least 1e-6 the way
+// Number::toString writes its double, without going through float64: such
+// a literal is the shortest decimal that round-trips its double (a double
+// keeps any 15 significant digits), and toString writes values in
+// [1e-6, 1e21) in plain notation. So the output is the literal minus
+// trailing fraction zeros ("1.50" → 1.5, "2.0" → 2, "-0.0" → 0). ok is
+// false for any other literal.
+func appendShortDecimal(b []byte, lit string) ([]byte, bool) {
+	i := 0
+	if i < len(lit) && lit[i] == '-' {
+		i++
+	}
+	intStart := i
+	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+		i++
+	}
+	intEnd := i
+	if intEnd == intStart || (lit[intStart] == '0' && intEnd > intStart+1) || i >= len(lit) || lit[i] != '.' {
+		return b, false
+	}
+	i++
+	fracStart := i
+	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+		i++
+	}
+	if i != len(lit) || i == fracStart {
+		return b, false // an exponent, junk, or no fraction digits
+	}
+	fracEnd := len(lit)
+	for fracEnd > fracStart && lit[fracEnd-1] == '0' {
+		fracEnd--
+	}
+	intZero := intEnd-intStart == 1 && lit[intStart] == '0'
+	sig := intEnd - intStart
+	if intZero {
+		lead := fracStart
+		for lead < fracEnd && lit[lead] == '0' {
+			lead++
+		}
+		if lead == fracEnd {
+			return append(b, '0'), true // ±0.000…
+		}
+		if lead-fracStart > 5 {
+			return b, false // below 1e-6: exponent notation
+		}
+		sig = fracEnd - lead
+	} else {
+		sig += fracEnd - fracStart
+	}
+	if sig > 15 {
+		return b, false
+	}
+	b = append(b, lit[:intEnd]...)
+	if fracEnd > fracStart {
+		b = append(b, lit[intEnd:fracEnd]...)
+	}
+	return b, true
 }
 
 // AppendJSNumber appends f as JSON.stringify writes a number: ECMAScript

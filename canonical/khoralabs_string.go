@@ -27,6 +27,17 @@ func AppendJSString(b []byte, s string) ([]byte, error) {
 	// Most strings (keys, identifiers, prose) need no escape: find out with
 	// one table scan and copy them whole.
 	i := 0
+	for ; len(s)-i >= 8; i += 8 {
+		// Eight bytes at a time: any byte below 0x20, '"', '\\' or
+		// non-ASCII sets a high bit (a borrow can also flag a plain byte
+		// just above a special one; the byte loop below sorts that out).
+		t := s[i : i+8]
+		w := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24 |
+			uint64(t[4])<<32 | uint64(t[5])<<40 | uint64(t[6])<<48 | uint64(t[7])<<56
+		if ((w-lsb*0x20)|(w^(lsb*'"')-lsb)|(w^(lsb*'\\')-lsb)|w)&msb != 0 {
+			break
+		}
+	}
 	for i < len(s) && jsPlain[s[i]] {
 		i++
 	}
@@ -76,3 +87,8 @@ func appendJSStringFrom(b []byte, s string, i int) ([]byte, error) {
 	b = append(b, s[start:]...)
 	return append(b, '"'), nil
 }
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -291,6 +292,67 @@ func FuzzJSString(f *testing.F) {
 		got, gerr := AppendJSString(nil, s)
 		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != string(want)) {
 			t.Fatalf("AppendJSString(%+q) = %+q, %v; want %+q, %v", s, got, gerr, want, werr)
+		}
+	})
+}
+
+// TestShortDecimalMatchesFloat: the literal fast path writes what the
+// float64 path (ParseFloat + Number::toString) writes, for every literal it
+// accepts among hand-picked edge cases and a random sample.
+func TestShortDecimalMatchesFloat(t *testing.T) {
+	lits := []string{"0.0", "-0.0", "-0.000", "1.0", "1.50", "12.5", "180.25", "0.1", "0.000001", "0.0000010", "0.0000001", "0.00000123", "-3.14159",
+		"123456789012345.0", "12345678901234.5", "1234567890123456.0", "0.123456789012345", "0.1234567890123456", "999999999999999.9",
+		"100000000000000000000.5", "1.", ".5", "01.5", "1.5e3", "1.5E-3", "-", "-.5", "1.5x", "9007199254740993.0"}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 20000 {
+		var s strings.Builder
+		if r.IntN(2) == 0 {
+			s.WriteByte('-')
+		}
+		s.WriteString(strconv.Itoa(r.IntN(1000000) * (r.IntN(3) % 2)))
+		s.WriteByte('.')
+		for range 1 + r.IntN(17) {
+			s.WriteByte(byte('0' + r.IntN(10)))
+		}
+		lits = append(lits, s.String())
+	}
+	hits := 0
+	for _, lit := range lits {
+		got, ok := appendShortDecimal(nil, lit)
+		if !ok {
+			continue
+		}
+		hits++
+		f, err := strconv.ParseFloat(lit, 64)
+		if err != nil || !validNumber(lit) {
+			t.Fatalf("fast path accepted %q, which is not a valid literal", lit)
+		}
+		if want := string(AppendJSNumber(nil, f)); string(got) != want {
+			t.Errorf("%q: fast path %q, float path %q", lit, got, want)
+		}
+	}
+	if hits < 5000 {
+		t.Errorf("fast path taken only %d times", hits)
+	}
+}
+
+// FuzzShortDecimal: whenever the literal fast path accepts a string, it
+// writes what ParseFloat + Number::toString writes.
+func FuzzShortDecimal(f *testing.F) {
+	for _, s := range []string{"1.50", "-0.0", "0.000001", "0.0000001", "123456789012345.0", "0.1234567890123456", "1e5", "01.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		got, ok := appendShortDecimal(nil, lit)
+		if !ok {
+			return
+		}
+		f, err := strconv.ParseFloat(lit, 64)
+		if err != nil || !validNumber(lit) {
+			t.Fatalf("fast path accepted %q, which is not a valid literal", lit)
+		}
+		if want := string(AppendJSNumber(nil, f)); string(got) != want {
+			t.Fatalf("%q: fast path %q, float path %q", lit, got, want)
 		}
 	})
 }

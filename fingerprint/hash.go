@@ -1,8 +1,6 @@
 package fingerprint
 
 import (
-	"encoding/hex"
-
 	"github.com/capmesh/capmesh/canonical"
 )
 
@@ -10,17 +8,6 @@ import (
 // undefined (a top-level undefined, function or symbol): the SHA-256 of the
 // empty string, because TextEncoder encodes undefined as "".
 const EmptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-// hashPayload hashes a marker-free pre-hash payload.
-func hashPayload(v canonical.Value) (string, error) {
-	sum, err := canonical.HashValue(canonical.Khoralabs, v)
-	if err != nil {
-		return "", err
-	}
-	var buf [64]byte
-	hex.Encode(buf[:], sum[:])
-	return string(buf[:]), nil
-}
 
 // HashPlainObject is the reference's hashPlainObject: the lowercase hex
 // SHA-256 of Canonical(v). Markers (see the package documentation) stand

@@ -103,7 +103,7 @@ func (r *Runtime) Hash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return hashPayload(RuntimePayload(refs))
+	return hashWith(func(h *hasher) error { return h.appendRuntime(refs) })
 }
 
 // RuntimePayload is runtimeCapabilityCanonicalPayload: {kind:"runtime",
@@ -133,11 +133,7 @@ func ToolBindingPayload(base string, binding canonical.Value) (canonical.Value, 
 
 // ToolBindingHash hashes ToolBindingPayload.
 func ToolBindingHash(base string, binding canonical.Value) (string, error) {
-	p, err := ToolBindingPayload(base, binding)
-	if err != nil {
-		return "", err
-	}
-	return hashPayload(p)
+	return hashWith(func(h *hasher) error { return h.appendBinding(base, &binding) })
 }
 
 // sortRefsByName is a helper for callers that build refs themselves.

@@ -153,13 +153,7 @@ func (a *RegisteredAgent) StaticPayload() (canonical.Value, error) {
 }
 
 // StaticHash is the registered agent's staticHash.
-func (a *RegisteredAgent) StaticHash() (string, error) {
-	p, err := a.StaticPayload()
-	if err != nil {
-		return "", err
-	}
-	return hashPayload(p)
-}
+func (a *RegisteredAgent) StaticHash() (string, error) { return hashWith(a.appendStatic) }
 
 // JSTrim is String.prototype.trim: it removes WhiteSpace and
 // LineTerminator code points (TAB, LF, VT, FF, CR, SPACE, U+00A0, U+1680,

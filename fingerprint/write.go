@@ -10,8 +10,8 @@ import (
 	"github.com/capmesh/capmesh/canonical/collate"
 )
 
-// The static payloads of tools, toolkits, dynamic toolkits and agents have
-// fixed field names, so their khoralabs key order is known in advance; the
+// Every fingerprint payload (tools, toolkits, dynamic toolkits, agents,
+// runtimes, runtime tool bindings, invocations) has fixed field names, so their khoralabs key order is known in advance; the
 // writers below emit their canonical bytes directly instead of building a
 // canonical.Value tree and sorting its keys. Only what the caller supplies
 // is sorted at run time (instruction lines, policy ids, member names), and
@@ -29,6 +29,9 @@ import (
 //	member:         hash name
 //	dynamicToolkit: instructions kind name policies
 //	agent:          agentInstructions rootComposableHash
+//	runtime:        kind tools; tool: hash name
+//	binding:        baseToolHash kind runtimeBinding
+//	invocation:     context kind
 
 // hasher holds the output buffer and the sort scratch space of one hash.
 type hasher struct {
@@ -317,10 +320,87 @@ func (k *DynamicToolkit) appendStatic(h *hasher) error {
 }
 
 // hashStatic is the static hash of c through its direct writer.
-func hashStatic(c Composable) (string, error) {
+func hashStatic(c Composable) (string, error) { return hashWith(c.appendStatic) }
+
+// appendStatic writes RegisteredAgent.StaticPayload's canonical bytes.
+func (a *RegisteredAgent) appendStatic(h *hasher) error {
+	if a.Root == nil {
+		return fmt.Errorf("agent %q: no root composable", a.AgentID)
+	}
+	m := getHasher()
+	defer putHasher(m)
+	if err := a.Root.appendStatic(m); err != nil {
+		return fmt.Errorf("agent %q: %w", a.AgentID, err)
+	}
+	root := sha256.Sum256(m.b)
+	b := append(h.b, `{"agentInstructions":[`...)
+	n := 0
+	for _, s := range a.Instructions {
+		if s = JSTrim(s); s != "" {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			b = h.str(b, s)
+			n++
+		}
+	}
+	b = append(b, `],"rootComposableHash":"`...)
+	b = hex.AppendEncode(b, root[:])
+	if err := h.done(append(b, '"', '}'), nil); err != nil {
+		return fmt.Errorf("agent %q: %w", a.AgentID, err)
+	}
+	return nil
+}
+
+// appendRuntime writes RuntimePayload(refs)'s canonical bytes.
+func (h *hasher) appendRuntime(refs []ToolRef) error {
+	b := append(h.b, `{"kind":"runtime","tools":[`...)
+	for i := range refs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"hash":`...)
+		b = h.str(b, refs[i].ToolHash)
+		b = append(b, `,"name":`...)
+		b = h.str(b, refs[i].ToolKey)
+		b = append(b, '}')
+	}
+	return h.done(append(b, ']', '}'), nil)
+}
+
+// appendBinding writes ToolBindingPayload(base, binding)'s canonical bytes.
+func (h *hasher) appendBinding(base string, binding *canonical.Value) error {
+	b := append(h.b, `{"baseToolHash":`...)
+	b = h.str(b, base)
+	b = append(b, `,"kind":"runtime_tool_binding"`...)
+	mark := len(b)
+	b = append(b, `,"runtimeBinding":`...)
+	b, ok, err := appendPlain(b, binding)
+	if err != nil {
+		return h.done(b[:mark], err)
+	}
+	if !ok {
+		b = b[:mark]
+	}
+	return h.done(append(b, '}'), nil)
+}
+
+// appendInvocation writes InvocationPayload(ctx)'s canonical bytes; ctx is
+// a normalized context (no markers).
+func (h *hasher) appendInvocation(ctx *canonical.Value) error {
+	b := append(h.b, `{"context":`...)
+	b, err := canonical.Khoralabs.AppendCanonical(b, *ctx)
+	if err != nil {
+		return h.done(b, err)
+	}
+	return h.done(append(b, `,"kind":"invocation"}`...), nil)
+}
+
+// hashWith hashes what write writes.
+func hashWith(write func(h *hasher) error) (string, error) {
 	h := getHasher()
 	defer putHasher(h)
-	if err := c.appendStatic(h); err != nil {
+	if err := write(h); err != nil {
 		return "", err
 	}
 	return h.hexString(), nil

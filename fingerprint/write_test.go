@@ -1,6 +1,7 @@
 package fingerprint
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -23,6 +24,9 @@ func TestFieldOrders(t *testing.T) {
 		{"hash", "name"},
 		{"instructions", "kind", "name", "policies"},
 		{"agentInstructions", "rootComposableHash"},
+		{"kind", "tools"},
+		{"baseToolHash", "kind", "runtimeBinding"},
+		{"context", "kind"},
 	} {
 		if !slices.IsSortedFunc(keys, collate.Compare) {
 			t.Errorf("%q is not in collation order", keys)
@@ -179,14 +183,73 @@ func TestDirectWriters(t *testing.T) {
 		case *DynamicToolkit:
 			checkDirect(t, fmt.Sprintf("dynamic toolkit %d", i), x.StaticPayload, x.appendStatic)
 		}
+		a := &RegisteredAgent{AgentID: "a", Root: c, Instructions: randomStrings(r)}
+		a.Instructions = append(a.Instructions, " \ufeff"+randomText(r)+"\u3000 ", "\u0085")
+		checkDirect(t, fmt.Sprintf("agent %d", i), a.StaticPayload, a.appendStatic)
+		var refs []ToolRef
+		for range r.IntN(6) {
+			refs = append(refs, ToolRef{ToolKey: randomText(r), ToolHash: randomText(r)})
+		}
+		checkDirect(t, fmt.Sprintf("runtime %d", i), func() (canonical.Value, error) { return RuntimePayload(refs), nil },
+			func(h *hasher) error { return h.appendRuntime(refs) })
+		binding := randomBinding(r)
+		base := randomText(r)
+		checkDirect(t, fmt.Sprintf("binding %d", i), func() (canonical.Value, error) { return ToolBindingPayload(base, binding) },
+			func(h *hasher) error { return h.appendBinding(base, &binding) })
+		if ctx, ok, err := NormalizeInvocationContext(binding, nil); err == nil && ok {
+			checkDirect(t, fmt.Sprintf("invocation %d", i), func() (canonical.Value, error) { return InvocationPayload(ctx), nil },
+				func(h *hasher) error { return h.appendInvocation(&ctx) })
+		}
 	}
 }
 
+// randomBinding draws a runtime binding or invocation context: any JSON
+// value, markers included.
+func randomBinding(r *rand.Rand) canonical.Value {
+	switch r.IntN(7) {
+	case 0:
+		return Undefined
+	case 1:
+		return str(randomText(r))
+	case 2:
+		return canonical.Value{Kind: canonical.Number, Str: "1.50"}
+	case 3:
+		return canonical.Value{Kind: canonical.Object, Obj: []canonical.Member{{Key: markFunction, Value: str("f")}}}
+	}
+	obj := canonical.Value{Kind: canonical.Object}
+	seen := map[string]bool{}
+	for range r.IntN(8) {
+		k := randomText(r)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		var v canonical.Value
+		switch r.IntN(4) {
+		case 0:
+			v = Undefined
+		case 1:
+			v = canonical.Value{Kind: canonical.Object, Obj: []canonical.Member{{Key: markDate, Value: str("2024-01-02T03:04:05.000Z")}}}
+		case 2:
+			v = strArray(randomStrings(r))
+		default:
+			v = canonical.Value{Kind: canonical.Number, Str: "-0"}
+		}
+		obj.Obj = append(obj.Obj, canonical.Member{Key: k, Value: v})
+	}
+	return obj
+}
+
+// hashTree hashes the khoralabs form of a payload tree.
 func hashTree(p canonical.Value, err error) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return hashPayload(p)
+	sum, err := canonical.HashValue(canonical.Khoralabs, p)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // TestDirectWriterErrors: invalid UTF-8 in a hand-built declaration and a
