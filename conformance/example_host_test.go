@@ -63,11 +63,10 @@ func TestExampleHost(t *testing.T) {
 	if rep.Announcement != conformance.AnnouncementValid {
 		t.Errorf("announcement %s", rep.Announcement)
 	}
+	if ok, why := rep.Meets(conformance.Requirement{Level: 3, Strict: true, CHP: true}); !ok {
+		t.Errorf("example host fails Level 3 + CHP: %s", why)
+	}
 	for _, f := range rep.Failed() {
-		if knownHostBug(f) {
-			t.Logf("known host-library bug, reported: %s", f)
-			continue
-		}
 		t.Errorf("failed: %s\n%s", f, sb.String())
 	}
 
@@ -78,16 +77,8 @@ func TestExampleHost(t *testing.T) {
 		t.Fatalf("example host over HTTP is not audited as CHP:\n%s", sb.String())
 	}
 	for _, f := range hrep.Suite(conformance.SuiteCHP) {
-		if f.Status == conformance.Fail && !knownHostBug(f) {
+		if f.Status == conformance.Fail {
 			t.Errorf("over HTTP: %s\n%s", f, sb.String())
 		}
 	}
-}
-
-// knownHostBug recognises the one failure the audit finds in the host
-// library today: host.Idempotent() declares idempotency "idempotent",
-// outside the schema's enum (required | optional | not_supported). The
-// audit is right to fail CHP.1 for it; the fix belongs to package host.
-func knownHostBug(c conformance.Check) bool {
-	return c.ID == "CHP.1" && strings.Contains(c.Reason, "idempotency': value must be one of")
 }

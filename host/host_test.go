@@ -669,3 +669,23 @@ func ExampleRegister() {
 	// 7 <nil>
 	// -32602 Invalid params: at /text: got number, want string
 }
+
+// TestDescriptorsValidate pins a bug found by the audit: every CHP object
+// the host emits for its capabilities must validate against the CHP
+// schemas (Idempotent once produced an idempotency value the schema
+// forbids).
+func TestDescriptorsValidate(t *testing.T) {
+	h := newKVHost(t, nil)
+	d := h.Boundary().Describe()
+	if err := chp.ValidateObject("host-descriptor", d); err != nil {
+		t.Fatalf("host descriptor: %v", err)
+	}
+	for _, c := range d.Capabilities {
+		if err := chp.ValidateObject("capability-descriptor", c); err != nil {
+			t.Errorf("%s: %v", c.ID, err)
+		}
+		if c.ID == "kv.get" && !strings.Contains(string(c.Metadata), `"idempotent":true`) {
+			t.Errorf("kv.get metadata %s lacks idempotent", c.Metadata)
+		}
+	}
+}

@@ -91,10 +91,22 @@ func Timeout(d time.Duration) CapOption {
 	}
 }
 
-// Idempotent declares that repeating an invocation has no further effect
-// (CHP idempotency "idempotent").
+// Idempotent declares that repeating an invocation has no further effect.
+// CHP's descriptor field "idempotency" is about something else (whether a
+// caller may or must send an idempotency key, one of required, optional,
+// not_supported), so the declaration goes into the descriptor's metadata as
+// "idempotent": true; planners and UIs read it there.
 func Idempotent() CapOption {
-	return func(o *capOptions) { o.desc.Idempotency = "idempotent" }
+	return func(o *capOptions) {
+		meta := map[string]any{}
+		if len(o.desc.Metadata) > 0 {
+			_ = json.Unmarshal(o.desc.Metadata, &meta)
+		}
+		meta["idempotent"] = true
+		if b, err := json.Marshal(meta); err == nil {
+			o.desc.Metadata = b
+		}
+	}
 }
 
 // Descriptor edits the CHP capability descriptor directly, for the fields

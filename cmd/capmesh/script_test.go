@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/capmesh/capmesh/examples/kvhost/kv"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"capmesh": func() { os.Exit(runMain()) },
+		"kvhost":  func() { os.Exit(kv.Main()) },
 	})
 }
 

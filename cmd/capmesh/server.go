@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
@@ -45,6 +46,7 @@ type serverFlags struct {
 	localTTL     time.Duration
 	memory       bool
 	requireBTSP  bool
+	chpFixtures  bool
 }
 
 func init() { register(newServerCmd) }
@@ -103,6 +105,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.StringArrayVar(&f.trustKeys, "trust-key", nil, "node public key (base64 or hex) trusted without a join certificate (repeatable)")
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
+	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
 	fl.BoolVar(&f.requireBTSP, "require-btsp", false, "on a family-scoped socket, refuse plaintext JSON-RPC with the BTSP-required error (TS-01)")
 	return cmd
 }
@@ -195,6 +198,12 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	if f.domain == "" {
 		hcfg.NoDomainLink = true
 	}
+	if f.chpFixtures {
+		// The fixture profile's governance: a medium risk ceiling (so the
+		// high-risk fixture is denied) and the rule-based safety evaluator.
+		hcfg.CHP.Policy = chp.FixturePolicy()
+		hcfg.CHP.Safety = chp.FixtureSafety()
+	}
 	if f.port != 0 {
 		hcfg.TCP = net.JoinHostPort(f.listen, fmt.Sprint(f.port))
 	}
@@ -236,6 +245,13 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	}
 	if err != nil {
 		return withCode(exitUsage, err)
+	}
+	if f.chpFixtures {
+		if err := chp.RegisterFixtures(h.Boundary()); err != nil {
+			_ = h.Close()
+			return fmt.Errorf("chp fixtures: %w", err)
+		}
+		log.Info("CHP conformance fixtures registered", "http", f.httpAddr)
 	}
 	if err := h.Mount(node.RPC()); err != nil {
 		_ = h.Close()
