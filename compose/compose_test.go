@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/capmesh/capmesh/compose"
+
+	"github.com/capmesh/capmesh/internal/specdata"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -215,13 +217,9 @@ func TestGraphShapes(t *testing.T) {
 // TestRealResponses composes the recorded real primals: loamSpine's
 // hyphenated tokens are reported as tokens no host provides.
 func TestRealResponses(t *testing.T) {
-	dir := os.Getenv("CAPMESH_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "spec")
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "ecoprimals", "real-responses", "*.capabilities.list.json"))
+	files, _ := filepath.Glob(specdata.Path("ecoprimals/real-responses/*.capabilities.list.json"))
 	if len(files) == 0 {
-		t.Skip("shared spec data not found (set CAPMESH_SPEC_DIR)")
+		t.Fatal("no recorded responses in internal/specdata")
 	}
 	c := &compose.Composition{}
 	for _, f := range files {

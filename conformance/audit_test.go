@@ -18,18 +18,13 @@ import (
 	"github.com/capmesh/capmesh/conformance"
 	"github.com/capmesh/capmesh/conformance/fakehost"
 	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/internal/specdata"
 )
 
 var updateWants = flag.Bool("update-wants", false, "rewrite the want-* headers of testdata/hosts from what the audit finds")
 
-// specDir is the shared specification data beside the checkout, or
-// $CAPMESH_SPEC_DIR.
-func specDir() string {
-	if d := os.Getenv("CAPMESH_SPEC_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "..", "shared", "spec")
-}
+// specDir is the specification test data copied into the repository.
+func specDir() string { return specdata.Dir() }
 
 // biomeos makes a private XDG_RUNTIME_DIR with its biomeos directory.
 func biomeos(t testing.TB) string {

@@ -24,7 +24,7 @@ import (
 var updateGolden = flag.Bool("update-inspect", false, "rewrite the inspect golden files")
 
 // recorded reads the result of a recorded response from the shared
-// specification data beside the checkout (or $CAPMESH_SPEC_DIR), compacted
+// specification test data in internal/specdata, compacted
 // to one line.
 func recorded(t *testing.T, name string) json.RawMessage {
 	t.Helper()
