@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,13 +131,6 @@ func toProvider(e Entry) providerView {
 	return p
 }
 
-func providers(es []Entry) []providerView {
-	out := make([]providerView, 0, len(es))
-	for _, e := range es {
-		out = append(out, toProvider(e))
-	}
-	return out
-}
 
 func (n *Node) requireOperator(peer jsonrpc.Peer) error {
 	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
@@ -155,7 +149,13 @@ func (n *Node) methods() jsonrpc.Map {
 			return nil, refuse(CodeWordInvalidParams, "capability is required")
 		}
 		es := n.Find(p.Capability, FindOptions{IncludeUntrusted: p.IncludeUntrusted, Limit: p.Limit})
-		return map[string]any{"capability": p.Capability, "providers": providers(es), "revision": n.Version()}, nil
+		// {"capability","providers","revision"}, the keys in encoding/json's
+		// map order.
+		b := append(make([]byte, 0, 64+len(es)*900), `{"capability":`...)
+		b = appendJSONString(b, p.Capability)
+		b = appendProviders(append(b, `,"providers":`...), es)
+		b = strconv.AppendUint(append(b, `,"revision":`...), n.Version(), 10)
+		return json.RawMessage(append(b, '}')), nil
 	})
 	return jsonrpc.Map{
 		"ipc.register": handler(func(ctx context.Context, peer jsonrpc.Peer, p registerParams) (any, error) {
@@ -211,7 +211,11 @@ func (n *Node) methods() jsonrpc.Map {
 		"ipc.list": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
 			IncludeUntrusted bool `json:"include_untrusted"`
 		}) (any, error) {
-			return map[string]any{"services": providers(n.List(p.IncludeUntrusted)), "revision": n.Version()}, nil
+			es := n.List(p.IncludeUntrusted)
+			b := append(make([]byte, 0, 64+len(es)*900), `{"revision":`...)
+			b = strconv.AppendUint(b, n.Version(), 10)
+			b = appendProviders(append(b, `,"services":`...), es)
+			return json.RawMessage(append(b, '}')), nil
 		}),
 		"ipc.heartbeat": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
 			exp, err := n.Heartbeat(ctx, peer, p.name())
