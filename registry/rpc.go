@@ -131,7 +131,6 @@ func toProvider(e Entry) providerView {
 	return p
 }
 
-
 func (n *Node) requireOperator(peer jsonrpc.Peer) error {
 	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
 		return refuse(CodeWordForeignUser, "operator methods are accepted only over the node's Unix socket from its own user")
