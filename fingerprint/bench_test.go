@@ -2,7 +2,9 @@ package fingerprint
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,23 +13,15 @@ import (
 )
 
 // benchObject is a ~2 KB nested object with unsorted ASCII and non-ASCII
-// keys, index keys, numbers and strings.
-var benchObject = []byte(`{
- "toolName": "memory_search", "version": "1.4.2", "10": "ten", "2": "two",
- "inputSchema": {"type": "object", "$schema": "https://json-schema.org/draft/2020-12/schema", "additionalProperties": false,
-  "required": ["query", "limit"], "properties": {"query": {"type": "string", "minLength": 1, "description": "What to look for"},
-  "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}, "filters": {"type": "object",
-  "properties": {"tags": {"type": "array", "items": {"type": "string"}}, "since": {"type": "string", "format": "date-time"},
-  "owner": {"type": "string"}}}}},
- "policies": [{"id": "tenant-scope", "executeBinding": "live"}, {"id": "rate-limit", "executeBinding": "hint"}],
- "context": {"subjectId": "user-1", "traceId": "tr-9f86d081884c7d65", "région": "île-de-france", "Zoë": true, "_internal": null,
-  "budget": {"tokens": 120000, "usd": 1.25, "ratio": 1e-7}, "labels": ["alpha", "beta", "gamma", "δέλτα", "😀"]},
- "instructions": ["Prefer recent documents.", "Never reveal secrets.", "Cite sources with links.", "Answer in the user's language."],
- "metrics": {"calls": 4711, "errors": 3, "p50_ms": 12.5, "p99_ms": 180.25, "bytes_in": 1048576, "bytes_out": 2097152},
- "history": [{"at": "2026-07-01T12:00:00Z", "event": "registered", "by": "ops"}, {"at": "2026-07-02T08:30:00Z", "event": "updated", "by": "ci"},
-  {"at": "2026-07-03T17:45:00Z", "event": "audited", "by": "sec", "notes": "policy bindings verified; no drift"}],
- "owner": {"team": "search", "email": "search@example.org", "oncall": ["ana", "bo", "chen"], "escalation": {"after_min": 30, "to": "platform"}}
-}`)
+// keys, index keys, numbers and strings (testdata/bench/object.json, which
+// testdata/bench/node.mjs hashes too).
+var benchObject = func() []byte {
+	b, err := os.ReadFile("testdata/bench/object.json")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 func benchTool(i int) *Tool {
 	return &Tool{
@@ -60,9 +54,18 @@ func floor(b *testing.B, payload canonical.Value) {
 	}
 }
 
+// BenchmarkHashObject hashes the ~2 KB object from a parsed tree (the
+// fingerprint), from JSON text (Parse + fingerprint) and from the Go value
+// encoding/json decodes it to (FromGo + fingerprint), beside two floors:
+// SHA-256 over the canonical bytes, and the writing floor — the same tree
+// written in input order with no sorting (Value.AppendJSON) and hashed.
 func BenchmarkHashObject(b *testing.B) {
 	v, err := canonical.Parse(benchObject)
 	if err != nil {
+		b.Fatal(err)
+	}
+	var generic any
+	if err := json.Unmarshal(benchObject, &generic); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("fingerprint", func(b *testing.B) {
@@ -71,6 +74,38 @@ func BenchmarkHashObject(b *testing.B) {
 			if _, err := HashPlainObject(v); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+	b.Run("fingerprint-from-text", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, err := canonical.Parse(benchObject)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := HashPlainObject(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fingerprint-from-go", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, err := canonical.FromGo(generic)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := HashPlainObject(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write-floor", func(b *testing.B) {
+		buf := make([]byte, 0, 4096)
+		b.ReportAllocs()
+		for b.Loop() {
+			out, _ := v.AppendJSON(buf[:0])
+			_ = sha256.Sum256(out)
 		}
 	})
 	b.Run("sha256-floor", func(b *testing.B) { floor(b, v) })

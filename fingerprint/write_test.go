@@ -2,9 +2,11 @@ package fingerprint
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 
@@ -307,4 +309,33 @@ func FuzzDirectWriters(f *testing.F) {
 			checkDirect(t, "dynamic toolkit", x.StaticPayload, x.appendStatic)
 		}
 	})
+}
+
+// TestBenchInputsMatchNode: the benchmark inputs hash as Node hashes them
+// (testdata/bench/hashes.json, written by testdata/bench/node.mjs), so the
+// figures compare like with like.
+func TestBenchInputsMatchNode(t *testing.T) {
+	raw, err := os.ReadFile("testdata/bench/hashes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]string
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	v, err := canonical.Parse(benchObject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]func() (string, error){
+		"object":    func() (string, error) { return HashPlainObject(v) },
+		"tool":      benchTool(1).StaticHash,
+		"toolkit20": benchToolkit().StaticHash,
+	}
+	for name, f := range got {
+		h, err := f()
+		if err != nil || h != want[name] {
+			t.Errorf("%s: %s, %v; node %s", name, h, err, want[name])
+		}
+	}
 }

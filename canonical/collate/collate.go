@@ -15,6 +15,13 @@
 // the way ICU's CollationCompare does. Strings of printable ASCII take a
 // table-driven path that allocates nothing.
 //
+// Sorting many strings should not pay for a full comparison per pair:
+// AppendKey turns a string into a sort key whose byte order is Compare's
+// order, and a Sorter sorts stably by trying, per pair, the table-driven
+// path first and computing each string's key at most once when that path
+// cannot decide (non-ASCII keys are cached across calls). QuickCompare
+// exposes the table-driven path to callers with their own loops.
+//
 // Distinct strings can compare equal (0): canonically equivalent ones, and
 // ones that differ only by completely ignorable code points such as most C0
 // controls or U+200D. Callers that need a total order must keep ties in

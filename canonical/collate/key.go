@@ -221,15 +221,14 @@ func (s *Sorter) Sort(perm []int32, strs []string) (ties bool) {
 
 // quickSort sorts a short perm by insertion sort with QuickCompare, the
 // path of almost every list of keys, identifiers and instruction lines.
-// ok is false, with perm as it was, when perm is long or a pair needs the
-// full collation.
+// ok is false when perm is long or a pair needs the full collation; perm is
+// then partly sorted, in an order from which a stable sort gives the same
+// result as from the input.
 func quickSort(perm []int32, strs []string) (ties, ok bool) {
 	const max = 16
 	if len(perm) > max {
 		return false, false
 	}
-	var saved [max]int32
-	copy(saved[:], perm)
 	for i := 1; i < len(perm); i++ {
 		x := perm[i]
 		sx := strs[x]
@@ -237,7 +236,12 @@ func quickSort(perm []int32, strs []string) (ties, ok bool) {
 		for ; j > 0; j-- {
 			r, ok := compareSimple(sx, strs[perm[j-1]])
 			if !ok {
-				copy(perm, saved[:len(perm)])
+				// Put x back where it was. The prefix is now stably
+				// sorted and the rest still in input order, so equal
+				// elements keep their input order and a stable sort from
+				// here gives the same result as from the input.
+				copy(perm[j:i], perm[j+1:i+1])
+				perm[i] = x
 				return false, false
 			}
 			if r >= 0 {
