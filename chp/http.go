@@ -261,6 +261,10 @@ func (h *httpBinding) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := h.b.Invoke(r.Context(), env)
+	if errors.Is(err, ErrBadEnvelope) {
+		httpError(w, http.StatusBadRequest, "invalid_envelope", err.Error())
+		return
+	}
 	if err != nil {
 		h.b.log.Error("invocation could not be recorded", "invocation_id", env.InvocationID, "err", err)
 		httpError(w, http.StatusInternalServerError, "evidence_unavailable", "evidence could not be recorded; the invocation was not answered")

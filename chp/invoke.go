@@ -19,6 +19,10 @@ type Caller struct {
 	ID    string
 	Type  string // "api_key", "unix_peer", …
 	Scope []string
+
+	// subj caches the subject of a Caller the package made and never
+	// changes (a Unix peer's).
+	subj json.RawMessage
 }
 
 type callerKey struct{}
@@ -31,6 +35,9 @@ func WithCaller(ctx context.Context, c *Caller) context.Context {
 
 // subject is the verified subject object a bound caller stands for.
 func (c *Caller) subject() json.RawMessage {
+	if c.subj != nil {
+		return c.subj
+	}
 	b := make([]byte, 0, 48+len(c.ID)+len(c.Type))
 	b = append(b, `{"id":`...)
 	b = appendStableString(b, c.ID)
@@ -147,8 +154,7 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 		return b.finishDenied(ctx, inv, deny)
 	}
 	inv.cap = r
-	v := r.desc.Version
-	inv.version = &v
+	inv.version = &r.desc.Version // immutable once registered
 	d := &r.desc
 	uri := r.uri
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -206,5 +208,29 @@ func TestEmittedObjectsMatchSchemas(t *testing.T) {
 	}
 	if err := ValidateObject("chp-identity", b.Identity()); err != nil {
 		t.Errorf("identity: %v", err)
+	}
+}
+
+// TestMalformedSubjectRejected: a subject that is not strict JSON (here a
+// duplicate key, which would make its bound digest ambiguous) is a bad
+// envelope — 400 / InvalidParams — not an evidence failure, and records
+// nothing.
+func TestMalformedSubjectRejected(t *testing.T) {
+	store := evidence.NewMemory()
+	b := fixtureBoundary(t, store)
+	for _, subj := range []string{`{"id":"a","id":"b"}`, `"x"`, `[1]`} {
+		_, err := b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "conformance.echo", Subject: json.RawMessage(subj)})
+		if !errors.Is(err, ErrBadEnvelope) {
+			t.Errorf("%s: err %v, want ErrBadEnvelope", subj, err)
+		}
+	}
+	if store.LastSequence() != 0 {
+		t.Errorf("a rejected envelope left %d events", store.LastSequence())
+	}
+	rec := httptest.NewRecorder()
+	b.HTTPHandler(nil).ServeHTTP(rec, httptest.NewRequest("POST", "/invoke",
+		strings.NewReader(`{"capability_id":"conformance.echo","subject":{"id":"a","id":"b"}}`)))
+	if rec.Code != http.StatusBadRequest {
+		t.Errorf("HTTP status %d, want 400: %s", rec.Code, rec.Body)
 	}
 }

@@ -42,7 +42,7 @@ func (b *Boundary) RPCHandlers() map[string]jsonrpc.Handler {
 			if err != nil {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
 			}
-			res, err := b.Invoke(rpcCaller(ctx), env)
+			res, err := b.invokeOnWorker(rpcCaller(ctx), env)
 			if err != nil {
 				return nil, evidenceError(err)
 			}
@@ -107,6 +107,9 @@ func evidenceError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	if errors.Is(err, ErrBadEnvelope) {
+		return jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
+	}
 	return jsonrpc.Errorf(RPCEvidenceUnavailable, "evidence could not be recorded: %v", err)
 }
 
@@ -119,7 +122,9 @@ func rpcCaller(ctx context.Context) context.Context {
 	if p, ok := jsonrpc.PeerFromContext(ctx); ok && p.HasCred {
 		c, ok := peerCallers.Load(p.UID)
 		if !ok {
-			c, _ = peerCallers.LoadOrStore(p.UID, &Caller{ID: "uid:" + strconv.FormatUint(uint64(p.UID), 10), Type: "unix_peer"})
+			nc := &Caller{ID: "uid:" + strconv.FormatUint(uint64(p.UID), 10), Type: "unix_peer"}
+			nc.subj = nc.subject()
+			c, _ = peerCallers.LoadOrStore(p.UID, nc)
 		}
 		return WithCaller(ctx, c.(*Caller))
 	}
@@ -336,7 +341,7 @@ func (b *Boundary) DirectHandler() jsonrpc.Handler {
 		if err != nil {
 			return nil, err
 		}
-		res, err := b.Invoke(rpcCaller(ctx), env)
+		res, err := b.invokeOnWorker(rpcCaller(ctx), env)
 		if err != nil {
 			return nil, evidenceError(err)
 		}

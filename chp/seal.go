@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -106,6 +107,9 @@ func (b *Boundary) header(env *InvocationEnvelope) (invHeader, error) {
 	}
 	h.subject, h.subjectD = si.stored, si.digest
 	c := &env.Correlation
+	if len(c.CorrelationID) > evidence.MaxCorrelationID {
+		return h, fmt.Errorf("%w: correlation_id longer than %d bytes", ErrBadEnvelope, evidence.MaxCorrelationID)
+	}
 	buf := make([]byte, 0, 256)
 	buf = append(buf, '{')
 	if len(c.Baggage) > 0 {
@@ -162,6 +166,7 @@ type evt struct {
 // depend on its sequence and predecessor.
 type sealer struct {
 	buf []byte
+	bp  *[]byte // buf's pool entry
 	// Segments of buf, as end offsets: stored head (up to the content hash),
 	// stored middle (up to the sequence inside the payload), stored post (up
 	// to the commitment), stored tail (subject, timestamp); canonical payload
@@ -173,11 +178,20 @@ type sealer struct {
 
 var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-// seal renders the event at sequence seq, chained to prev ("" = first).
+// errSealedTwice guards the pooled buffer: a store must seal each Pending
+// once.
+var errSealedTwice = errors.New("chp: evidence event sealed twice")
+
+// seal renders the event at sequence seq, chained to prev ("" = first). Its
+// buffer goes back to the pool: a sealer seals once.
 func (s *sealer) seal(seq uint64, prev string) (string, []byte, error) {
 	if s.err != nil {
 		return "", nil, s.err
 	}
+	if s.buf == nil {
+		return "", nil, errSealedTwice
+	}
+	defer s.release()
 	var num [20]byte
 	seqB := strconv.AppendUint(num[:0], seq, 10)
 	sp := scratchPool.Get().(*[]byte)
@@ -221,6 +235,17 @@ func (s *sealer) seal(seq uint64, prev string) (string, []byte, error) {
 	return string(hash[:]), data, nil
 }
 
+// sealerPool recycles sealer buffers; an event needs 1–2 KiB.
+var sealerPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func (s *sealer) release() {
+	if s.bp != nil && cap(s.buf) <= 64<<10 {
+		*s.bp = s.buf[:0]
+		sealerPool.Put(s.bp)
+	}
+	s.buf, s.bp = nil, nil
+}
+
 // pendingEvent prepares one event of inv for the store.
 func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pending {
 	env, h := inv.env, &inv.hdr
@@ -245,29 +270,28 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	if e.err != nil && s.err == nil {
 		errJSON, errD, s.err = memberJSON(e.err)
 	}
-	var vb [64]byte
-	verStr := appendNullableString(vb[:0], inv.version)
 
 	// The canonical payload, split around the sequence.
 	sp := scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
 	canon, split := (*sp)[:0], 0
 	if s.err == nil {
-		canon, split, s.err = b.appendPayload(canon, inv, &e, verStr, denialD, errD)
+		canon, split, s.err = b.appendPayload(canon, inv, &e, denialD, errD)
 	}
 	*sp = canon
 	if s.err != nil {
 		return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Seal: s.seal}
 	}
 
-	buf := make([]byte, 0, 2*len(canon)+len(h.corr)+len(h.subject)+len(denialJSON)+len(errJSON)+4*len(capID)+900)
+	s.bp = sealerPool.Get().(*[]byte)
+	buf := (*s.bp)[:0]
 	// Stored head.
 	buf = append(buf, assurancePrefix...)
 	capStart := len(buf)
 	buf = appendStableString(buf, capID)
 	capEnd := len(buf)
 	buf = append(buf, `,"capability_version":`...)
-	buf = append(buf, verStr...)
+	buf = appendNullableString(buf, inv.version)
 	buf = append(buf, `,"content_hash":"`...)
 	s.head = len(buf)
 	// Stored middle.
@@ -342,7 +366,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 
 // appendPayload appends the chp-stable-v1 form of e's payload with the field
 // binding, and returns the offset at which the sequence goes.
-func (b *Boundary) appendPayload(dst []byte, inv *invocation, e *evt, verStr []byte, denialD, errD canonical.Value) ([]byte, int, error) {
+func (b *Boundary) appendPayload(dst []byte, inv *invocation, e *evt, denialD, errD canonical.Value) ([]byte, int, error) {
 	var keys []string
 	if len(e.payload) > 0 {
 		keys = make([]string, 0, len(e.payload)+2)
@@ -372,7 +396,7 @@ func (b *Boundary) appendPayload(dst []byte, inv *invocation, e *evt, verStr []b
 		switch k {
 		case BindKey:
 			dst = append(dst, `{"capability_version": `...)
-			dst = append(dst, verStr...)
+			dst = appendNullableString(dst, inv.version)
 			dst = append(dst, `, "causation_id": `...)
 			dst = append(dst, inv.hdr.causation...)
 			dst = append(dst, `, "denial": `...)

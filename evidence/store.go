@@ -111,11 +111,21 @@ var ErrClosed = errors.New("evidence: store closed")
 // ErrInvalid is returned for a malformed Pending record.
 var ErrInvalid = errors.New("evidence: invalid record")
 
+// Correlation ids are at most MaxCorrelationID bytes, event types and
+// content hashes at most MaxEventType bytes, in every store.
+const (
+	MaxCorrelationID = 0xffff
+	MaxEventType     = 0xff
+)
+
 // Validate checks a batch before it is sealed.
 func Validate(batch []Pending) error {
 	for i, p := range batch {
 		if p.CorrelationID == "" || p.EventType == "" || p.Seal == nil {
 			return errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": correlation id, event type and seal are required"))
+		}
+		if len(p.CorrelationID) > MaxCorrelationID || len(p.EventType) > MaxEventType {
+			return errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": correlation id or event type too long"))
 		}
 	}
 	return nil
@@ -151,6 +161,9 @@ func SealBatch(last uint64, batch []Pending, head func(correlationID string) str
 		h, data, err := p.Seal(seq, prev)
 		if err != nil {
 			return nil, err
+		}
+		if len(h) > MaxEventType {
+			return nil, errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": content hash too long"))
 		}
 		if heads != nil {
 			heads[p.CorrelationID] = h
