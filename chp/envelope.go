@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"sync"
 	"strings"
+	"sync"
 	"time"
 )
 

@@ -17,7 +17,10 @@ func TestWorkers(t *testing.T) {
 	}
 	gate := make(chan struct{})
 	for id, h := range map[string]Handler{
-		"wait":  func(context.Context, json.RawMessage) (json.RawMessage, error) { <-gate; return json.RawMessage(`1`), nil },
+		"wait": func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			<-gate
+			return json.RawMessage(`1`), nil
+		},
 		"panic": func(context.Context, json.RawMessage) (json.RawMessage, error) { panic("handler") },
 	} {
 		if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: id, Version: "1", Description: id}, Handler: h}); err != nil {
