@@ -13,6 +13,7 @@ import (
 
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
+	"github.com/capmesh/capmesh/evidence/sqlite"
 )
 
 // TestReplayAcrossRestart: a retried invocation_id is answered from the
@@ -20,13 +21,22 @@ import (
 // does not run again and no event is appended — for a success and a denial
 // alike, until the window ends.
 func TestReplayAcrossRestart(t *testing.T) {
+	for name, open := range map[string]func(dir string) (evidence.Store, error){
+		"logstore": func(dir string) (evidence.Store, error) { return logstore.Open(dir, nil) },
+		"sqlite":   func(dir string) (evidence.Store, error) { return sqlite.Open(dir, nil) },
+	} {
+		t.Run(name, func(t *testing.T) { testReplayAcrossRestart(t, open) })
+	}
+}
+
+func testReplayAcrossRestart(t *testing.T, open func(dir string) (evidence.Store, error)) {
 	dir := filepath.Join(t.TempDir(), "ev")
 	clock := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
 	var calls atomic.Int32
-	start := func() (*Boundary, *logstore.Store) {
+	start := func() (*Boundary, evidence.Store) {
 		t.Helper()
-		st, err := logstore.Open(dir, nil)
+		st, err := open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
-	// "github.com/capmesh/capmesh/evidence/sqlite"
+	"github.com/capmesh/capmesh/evidence/sqlite"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -45,7 +45,7 @@ var chpRequest = []byte(`{"jsonrpc":"2.0","method":"kv.get","params":{"key":"k1"
 func echoPayload(_ context.Context, p json.RawMessage) (json.RawMessage, error) { return p, nil }
 
 // chpStores are the evidence engines under test; "" is the bare floor.
-var chpStores = []string{"bare", "memory", "logstore"}
+var chpStores = []string{"bare", "memory", "logstore", "sqlite"}
 
 // openStore opens a fresh store of kind in a temporary directory.
 func openStore(b *testing.B, kind string) evidence.Store {
@@ -57,7 +57,7 @@ func openStore(b *testing.B, kind string) evidence.Store {
 	case "logstore":
 		s, err = logstore.Open(filepath.Join(b.TempDir(), "ev"), nil)
 	case "sqlite":
-		// s, err = sqlite.Open(filepath.Join(b.TempDir(), "ev"), nil)
+		s, err = sqlite.Open(filepath.Join(b.TempDir(), "ev"), nil)
 	default:
 		b.Fatalf("unknown store %q", kind)
 	}
