@@ -339,3 +339,27 @@ func TestBenchInputsMatchNode(t *testing.T) {
 		}
 	}
 }
+
+// TestHashesFollowMutation: hashes are not cached on declarations, whose
+// fields are exported and mutable; changing a member changes the toolkit's
+// hash at once, and changing it back restores it.
+func TestHashesFollowMutation(t *testing.T) {
+	k := benchToolkit()
+	before, err := k.StaticHash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := k.Members[3].(*Tool)
+	tool.Instructions[0] = "Prefer old documents."
+	after, err := k.StaticHash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after == before {
+		t.Fatal("toolkit hash unchanged after a member's instruction changed")
+	}
+	tool.Instructions[0] = "Prefer recent documents."
+	if again, _ := k.StaticHash(); again != before {
+		t.Fatalf("hash %s after restoring, want %s", again, before)
+	}
+}

@@ -38,11 +38,17 @@ func AppendKey(dst []byte, s string) []byte {
 		return append(dst, k...)
 	}
 	start := len(dst)
+	dst = c.appendKeyUncached(dst, s)
+	keyCache.put(s, dst[start:])
+	return dst
+}
+
+// appendKeyUncached computes the sort key of s from the collation data.
+func (c *collator) appendKeyUncached(dst []byte, s string) []byte {
 	sc := scratchPool.Get().(*scratch)
 	sc.cesA, sc.nfdA = c.appendCEs(sc.cesA[:0], sc.nfdA[:0], &sc.runes, s)
 	dst = appendCEKey(dst, sc.cesA)
 	scratchPool.Put(sc)
-	keyCache.put(s, dst[start:])
 	return dst
 }
 
