@@ -151,6 +151,7 @@ type Server struct {
 	conns    map[*serverConn]struct{}
 	connsWG  sync.WaitGroup
 	shutdown chan struct{}
+	workers  *workerPool
 }
 
 // NewServer returns a server that dispatches to a. opts may be nil.
@@ -162,6 +163,7 @@ func NewServer(a Assigner, opts *ServerOptions) *Server {
 		lns:      make(map[net.Listener]struct{}),
 		conns:    make(map[*serverConn]struct{}),
 		shutdown: make(chan struct{}),
+		workers:  newWorkerPool(),
 	}
 }
 
@@ -251,7 +253,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) waitConns(ctx context.Context) error {
 	done := make(chan struct{})
-	go func() { s.connsWG.Wait(); close(done) }()
+	go func() { s.connsWG.Wait(); s.workers.close(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -477,7 +479,7 @@ func (c *serverConn) dispatch(line []byte) {
 	req := detach(&single.req)
 	c.acquire()
 	c.wg.Add(1)
-	go func() {
+	c.s.workers.submit(func() {
 		defer c.wg.Done()
 		result, e := c.s.run(c.ctx, h, req)
 		c.wmu.Lock()
@@ -486,7 +488,7 @@ func (c *serverConn) dispatch(line []byte) {
 		}
 		c.slots++
 		c.flushUnlessActive()
-	}()
+	})
 }
 
 // detach returns a copy of r whose id and params no longer share the read
@@ -580,7 +582,6 @@ func (c *serverConn) flushUnlessActive() {
 	}
 	c.flushLocked()
 }
-
 // flushQueued writes the replies the reader queued. readLoop calls it
 // before it blocks for input.
 func (c *serverConn) flushQueued() {
