@@ -182,14 +182,15 @@ var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return
 // once.
 var errSealedTwice = errors.New("chp: evidence event sealed twice")
 
-// seal renders the event at sequence seq, chained to prev ("" = first). Its
-// buffer goes back to the pool: a sealer seals once.
-func (s *sealer) seal(seq uint64, prev string) (string, []byte, error) {
+// sealTo renders the event at sequence seq, chained to prev ("" = first),
+// appending the stored bytes to dst (the store's own buffer). Its buffer
+// goes back to the pool: a sealer seals once.
+func (s *sealer) sealTo(dst []byte, seq uint64, prev string) (string, []byte, error) {
 	if s.err != nil {
-		return "", nil, s.err
+		return "", dst, s.err
 	}
 	if s.buf == nil {
-		return "", nil, errSealedTwice
+		return "", dst, errSealedTwice
 	}
 	defer s.release()
 	var num [20]byte
@@ -216,7 +217,7 @@ func (s *sealer) seal(seq uint64, prev string) (string, []byte, error) {
 	*sp = x
 	scratchPool.Put(sp)
 
-	data := make([]byte, 0, s.tail+2*64+2*len(seqB)+len(prev)+64)
+	data := slices.Grow(dst, s.tail+2*64+2*len(seqB)+len(prev)+64)
 	data = append(data, s.buf[:s.head]...)
 	data = append(data, hash[:]...)
 	data = append(data, s.buf[s.head:s.mid]...)
@@ -280,7 +281,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	}
 	*sp = canon
 	if s.err != nil {
-		return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Seal: s.seal}
+		return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, SealTo: s.sealTo}
 	}
 
 	s.bp = sealerPool.Get().(*[]byte)
@@ -361,7 +362,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	buf = append(buf, `"}`...)
 	s.stablePost = len(buf)
 	s.buf = buf
-	return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Seal: s.seal}
+	return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, SealTo: s.sealTo}
 }
 
 // appendPayload appends the chp-stable-v1 form of e's payload with the field

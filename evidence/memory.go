@@ -20,6 +20,7 @@ type Memory struct {
 	seq    uint64
 	arenas [][]byte
 	chains map[string]*Chain
+	chain  BatchChain // scratch for Append
 }
 
 const arenaSize = 1 << 20
@@ -30,7 +31,7 @@ func NewMemory() *Memory { return &Memory{chains: map[string]*Chain{}} }
 // Name implements Store.
 func (m *Memory) Name() string { return "memory" }
 
-// Append implements Store.
+// Append implements Store. Each record is sealed straight into the arena.
 func (m *Memory) Append(ctx context.Context, batch ...Pending) ([]Record, error) {
 	if err := Validate(batch); err != nil {
 		return nil, err
@@ -43,65 +44,83 @@ func (m *Memory) Append(ctx context.Context, batch ...Pending) ([]Record, error)
 	if m.closed {
 		return nil, ErrClosed
 	}
-	out, err := SealBatch(m.seq, batch, func(corr string) string {
-		if c := m.chains[corr]; c != nil {
-			return c.Head
-		}
-		return ""
-	})
-	if err != nil {
-		return nil, err
+	// Where the batch starts, to undo it if a record fails.
+	arenas0, len0 := len(m.arenas), 0
+	if arenas0 > 0 {
+		len0 = len(m.arenas[arenas0-1])
 	}
-	for _, r := range out {
-		n := memRecordSize(&r)
+	undo := func() {
+		m.arenas = m.arenas[:arenas0]
+		if arenas0 > 0 {
+			m.arenas[arenas0-1] = m.arenas[arenas0-1][:len0]
+		}
+	}
+	out := make([]Record, len(batch))
+	locs := make([]ChainEntry, len(batch))
+	m.chain.Reset(len(batch))
+	for i := range batch {
+		p := &batch[i]
+		prev, ok := m.chain.Prev(p.CorrelationID)
+		if !ok {
+			if c := m.chains[p.CorrelationID]; c != nil {
+				prev = c.Head
+			}
+		}
 		last := len(m.arenas) - 1
-		if last < 0 || len(m.arenas[last])+n > cap(m.arenas[last]) {
-			m.arenas = append(m.arenas, make([]byte, 0, max(arenaSize, n)))
+		if last < 0 || cap(m.arenas[last])-len(m.arenas[last]) < minRoom {
+			m.arenas = append(m.arenas, make([]byte, 0, arenaSize))
 			last++
 		}
-		a := &m.arenas[last]
-		loc := int64(last)<<32 | int64(len(*a))
-		*a = appendMemRecord(*a, &r)
+		a := m.arenas[last]
+		start := len(a)
+		seq := m.seq + uint64(i) + 1
+		h, a, err := SealAppend(a, p, seq, prev)
+		if err == nil {
+			err = CheckHash(i, h)
+		}
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		end := len(a)
+		for _, s := range [...]string{p.EventType, h, prev} {
+			a = append(a, byte(len(s)))
+			a = append(a, s...)
+		}
+		a = binary.BigEndian.AppendUint32(a, uint32(end-start))
+		m.arenas[last] = a
+		m.chain.Add(p.CorrelationID, h)
+		out[i] = Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: h, PrevHash: prev, Data: a[start:end:end]}
+		locs[i] = ChainEntry{Seq: seq, Loc: int64(last)<<32 | int64(start), Size: uint32(len(a) - start)}
+	}
+	for i, r := range out {
 		c := m.chains[r.CorrelationID]
 		if c == nil {
 			c = &Chain{}
 			m.chains[r.CorrelationID] = c
 		}
-		c.Add(r.Sequence, loc, uint32(n), r.EventType, r.ContentHash)
+		c.Add(r.Sequence, locs[i].Loc, locs[i].Size, r.EventType, r.ContentHash)
 	}
 	m.seq += uint64(len(out))
 	return out, nil
 }
 
-// A record in an arena: u64 sequence | u16 len + correlation id | u8 len +
-// event type | u8 len + content hash | u8 len + prev hash | data. Validate
-// and the stores' own limits keep the lengths in range.
-func memRecordSize(r *Record) int {
-	return 8 + 2 + len(r.CorrelationID) + 3 + len(r.EventType) + len(r.ContentHash) + len(r.PrevHash) + len(r.Data)
-}
+// minRoom is the space an arena must have left to take a record; a larger
+// record grows its arena.
+const minRoom = 8 << 10
 
-func appendMemRecord(b []byte, r *Record) []byte {
-	b = binary.BigEndian.AppendUint64(b, r.Sequence)
-	b = binary.BigEndian.AppendUint16(b, uint16(len(r.CorrelationID)))
-	b = append(b, r.CorrelationID...)
-	for _, s := range [...]string{r.EventType, r.ContentHash, r.PrevHash} {
-		b = append(b, byte(len(s)))
-		b = append(b, s...)
-	}
-	return append(b, r.Data...)
-}
-
-func decodeMemRecord(b []byte) Record {
-	var r Record
-	r.Sequence = binary.BigEndian.Uint64(b)
-	n := int(binary.BigEndian.Uint16(b[8:]))
-	b = b[10:]
-	r.CorrelationID, b = string(b[:n]), b[n:]
+// A record in an arena: data | u8 len + event type | u8 len + content hash
+// | u8 len + prev hash | u32 len(data). The correlation id is the chain's
+// key and the sequence is in the chain's entry.
+func decodeMemRecord(b []byte, corr string, seq uint64) Record {
+	r := Record{Sequence: seq, CorrelationID: corr}
+	n := int(binary.BigEndian.Uint32(b[len(b)-4:]))
+	r.Data = append([]byte(nil), b[:n]...)
+	meta := b[n : len(b)-4]
 	for _, dst := range [...]*string{&r.EventType, &r.ContentHash, &r.PrevHash} {
-		n = int(b[0])
-		*dst, b = string(b[1:1+n]), b[1+n:]
+		k := int(meta[0])
+		*dst, meta = string(meta[1:1+k]), meta[1+k:]
 	}
-	r.Data = append([]byte(nil), b...)
 	return r
 }
 
@@ -125,7 +144,7 @@ func (m *Memory) Replay(ctx context.Context, q Query) ([]Record, error) {
 		e := c.At(i)
 		a := m.arenas[e.Loc>>32]
 		off := e.Loc & 0xffffffff
-		out = append(out, decodeMemRecord(a[off:off+int64(e.Size)]))
+		out = append(out, decodeMemRecord(a[off:off+int64(e.Size)], q.CorrelationID, e.Seq))
 	}
 	return out, nil
 }

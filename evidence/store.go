@@ -39,6 +39,62 @@ type Pending struct {
 	// first). It returns the record's content hash and its encoded bytes. It
 	// runs under the store's append lock: keep it short, never block.
 	Seal func(seq uint64, prev string) (contentHash string, data []byte, err error)
+	// SealTo is Seal appending the record's bytes to dst (as append does)
+	// instead of returning new memory, so that a store writes each record
+	// straight into its own buffers. On error the returned slice must not
+	// be used. A Pending needs Seal or SealTo; with both, they must produce
+	// the same bytes. A store seals each Pending at most once.
+	SealTo func(dst []byte, seq uint64, prev string) (contentHash string, out []byte, err error)
+}
+
+// SealAppend seals p at seq after prev and appends its bytes to dst, with
+// SealTo when p has it.
+func SealAppend(dst []byte, p *Pending, seq uint64, prev string) (contentHash string, out []byte, err error) {
+	if p.SealTo != nil {
+		return p.SealTo(dst, seq, prev)
+	}
+	h, data, err := p.Seal(seq, prev)
+	return h, append(dst, data...), err
+}
+
+// BatchChain finds, while a batch is sealed in order, the previous record of
+// each correlation within the batch.
+type BatchChain struct {
+	corrs  []string
+	hashes []string
+	m      map[string]string // large batches
+}
+
+// Reset prepares c for a batch of n records.
+func (c *BatchChain) Reset(n int) {
+	c.corrs, c.hashes = c.corrs[:0], c.hashes[:0]
+	c.m = nil
+	if n > 16 {
+		c.m = make(map[string]string, n)
+	}
+}
+
+// Prev returns the content hash of the batch's last record of corr so far.
+func (c *BatchChain) Prev(corr string) (string, bool) {
+	if c.m != nil {
+		h, ok := c.m[corr]
+		return h, ok
+	}
+	for i := len(c.corrs) - 1; i >= 0; i-- {
+		if c.corrs[i] == corr {
+			return c.hashes[i], true
+		}
+	}
+	return "", false
+}
+
+// Add records that the batch's latest record of corr has content hash h.
+func (c *BatchChain) Add(corr, h string) {
+	if c.m != nil {
+		c.m[corr] = h
+		return
+	}
+	c.corrs, c.hashes = append(c.corrs, corr), append(c.hashes, h)
 }
 
 // Record is one stored record.
@@ -65,6 +121,8 @@ type Store interface {
 	// Append seals and appends the batch atomically (all or none), in order,
 	// each record taking the next global sequence. On return the records are
 	// visible to Replay and Count but not necessarily durable: call Sync.
+	// The returned records' Data may share memory the store reuses: it is
+	// valid only until the next call on the store.
 	Append(ctx context.Context, batch ...Pending) ([]Record, error)
 	// Sync returns once every record with Sequence <= seq is durable (and,
 	// for a ResultStore, every result put before the call).
@@ -121,7 +179,7 @@ const (
 // Validate checks a batch before it is sealed.
 func Validate(batch []Pending) error {
 	for i, p := range batch {
-		if p.CorrelationID == "" || p.EventType == "" || p.Seal == nil {
+		if p.CorrelationID == "" || p.EventType == "" || (p.Seal == nil && p.SealTo == nil) {
 			return errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": correlation id, event type and seal are required"))
 		}
 		if len(p.CorrelationID) > MaxCorrelationID || len(p.EventType) > MaxEventType {
@@ -138,39 +196,34 @@ func Validate(batch []Pending) error {
 // batch may be kept.
 func SealBatch(last uint64, batch []Pending, head func(correlationID string) string) ([]Record, error) {
 	out := make([]Record, len(batch))
-	var heads map[string]string // for large batches only
-	if len(batch) > 16 {
-		heads = make(map[string]string)
-	}
-	for i, p := range batch {
-		prev, found := "", false
-		if heads != nil {
-			prev, found = heads[p.CorrelationID]
-		} else {
-			for j := i - 1; j >= 0; j-- {
-				if out[j].CorrelationID == p.CorrelationID {
-					prev, found = out[j].ContentHash, true
-					break
-				}
-			}
-		}
+	var chain BatchChain
+	chain.Reset(len(batch))
+	for i := range batch {
+		p := &batch[i]
+		prev, found := chain.Prev(p.CorrelationID)
 		if !found {
 			prev = head(p.CorrelationID)
 		}
 		seq := last + uint64(i) + 1
-		h, data, err := p.Seal(seq, prev)
+		h, data, err := SealAppend(nil, p, seq, prev)
 		if err != nil {
 			return nil, err
 		}
-		if len(h) > MaxEventType {
-			return nil, errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": content hash too long"))
+		if err := CheckHash(i, h); err != nil {
+			return nil, err
 		}
-		if heads != nil {
-			heads[p.CorrelationID] = h
-		}
+		chain.Add(p.CorrelationID, h)
 		out[i] = Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: h, PrevHash: prev, Data: data}
 	}
 	return out, nil
+}
+
+// CheckHash checks the content hash a Seal returned for record i.
+func CheckHash(i int, h string) error {
+	if len(h) > MaxEventType {
+		return errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": content hash too long"))
+	}
+	return nil
 }
 
 func itoa(i int) string {

@@ -94,6 +94,7 @@ type Store struct {
 	results []resultLoc // result records, in file order
 	pend    []byte      // appended, not yet written
 	spare   []byte      // the other buffer, reused
+	chain   evidence.BatchChain
 
 	wmu     sync.Mutex   // serializes writes of the buffer
 	written atomic.Int64 // file offset up to which data has been written
@@ -370,22 +371,10 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 		s.mu.Unlock()
 		return nil, err
 	}
-	out, err := evidence.SealBatch(s.seq, batch, func(corr string) string {
-		if c := s.chains[corr]; c != nil {
-			return c.Head
-		}
-		return ""
-	})
-	if err == nil {
-		mark := len(s.pend)
-		for i := range out {
-			if s.pend, err = appendBody(s.pend, &out[i]); err != nil {
-				s.pend = s.pend[:mark]
-				break
-			}
-		}
-	}
+	mark := len(s.pend)
+	out, err := s.sealInto(batch)
 	if err != nil {
+		s.pend = s.pend[:mark]
 		s.mu.Unlock()
 		return nil, err
 	}
@@ -405,6 +394,64 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 	}
 	return out, nil
 }
+
+// sealInto seals the batch straight into the buffer, each record in its
+// final encoding; call with mu held. The records' Data alias the buffer.
+func (s *Store) sealInto(batch []evidence.Pending) ([]evidence.Record, error) {
+	out := make([]evidence.Record, len(batch))
+	s.chain.Reset(len(batch))
+	for i := range batch {
+		p := &batch[i]
+		prev, ok := s.chain.Prev(p.CorrelationID)
+		if !ok {
+			if c := s.chains[p.CorrelationID]; c != nil {
+				prev = c.Head
+			}
+		}
+		r := evidence.Record{Sequence: s.seq + uint64(i) + 1, CorrelationID: p.CorrelationID, EventType: p.EventType, PrevHash: prev}
+		// Header and body up to the data, with room for a 64-digit hash
+		// (what every sealer capmesh has produces); another length is
+		// re-encoded below.
+		start := len(s.pend)
+		r.ContentHash = placeholderHash
+		var err error
+		if s.pend, err = appendBody(s.pend, &r); err != nil {
+			return nil, err
+		}
+		dataAt := len(s.pend)
+		h, buf, err := evidence.SealAppend(s.pend, p, r.Sequence, prev)
+		if err == nil {
+			s.pend = buf
+			err = evidence.CheckHash(i, h)
+		}
+		if err == nil && len(r.Data)+len(s.pend)-dataAt > maxBody-1024 {
+			err = fmt.Errorf("%w: record of %d bytes is too large", evidence.ErrInvalid, len(s.pend)-dataAt)
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.ContentHash = h
+		if len(h) == len(placeholderHash) {
+			copy(s.pend[dataAt-len(prev)-1-len(h):], h) // the hash slot
+		} else {
+			r.Data = append([]byte(nil), s.pend[dataAt:]...)
+			s.pend = s.pend[:start]
+			if s.pend, err = appendBody(s.pend, &r); err != nil {
+				return nil, err
+			}
+			dataAt = len(s.pend) - len(r.Data)
+		}
+		seal(s.pend[start:])
+		r.Data = s.pend[dataAt:len(s.pend):len(s.pend)]
+		s.chain.Add(p.CorrelationID, h)
+		out[i] = r
+	}
+	return out, nil
+}
+
+// placeholderHash holds the place of a content hash while its record is
+// sealed.
+var placeholderHash = string(make([]byte, 64))
 
 // PutResult implements evidence.ResultStore: the result is buffered like an
 // append and becomes durable with the next Sync.

@@ -167,3 +167,36 @@ func TestDurable(t *testing.T) {
 		return s
 	})
 }
+
+// TestOddHashLength: a record whose content hash is not 64 digits is
+// re-encoded around it and reads back after a reopen.
+func TestOddHashLength(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, storetest.EventTo("h", "e", "one", true), storetest.EventTo("h", "e", "two", false), storetest.EventTo("h", "e", "three", true)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "h"})
+	if err != nil || len(recs) != 3 {
+		t.Fatalf("replay after reopen: %v, %d records", err, len(recs))
+	}
+	for i, want := range []int{8, 64, 8} {
+		if len(recs[i].ContentHash) != want || !strings.HasSuffix(string(recs[i].Data), []string{"one", "two", "three"}[i]) {
+			t.Errorf("record %d: hash %q data %q", i, recs[i].ContentHash, recs[i].Data)
+		}
+	}
+	if recs[1].PrevHash != recs[0].ContentHash || recs[2].PrevHash != recs[1].ContentHash {
+		t.Error("chain broken across re-encoded records")
+	}
+}

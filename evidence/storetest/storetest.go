@@ -35,6 +35,20 @@ func Event(corr, typ, body string) evidence.Pending {
 	}}
 }
 
+// EventTo is Event sealed through SealTo only (no Seal), the way the CHP
+// boundary hands records to a store. short makes the content hash 8 hex
+// digits instead of 64, to exercise a store's handling of other lengths.
+func EventTo(corr, typ, body string, short bool) evidence.Pending {
+	return evidence.Pending{CorrelationID: corr, EventType: typ, SealTo: func(dst []byte, seq uint64, prev string) (string, []byte, error) {
+		sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%s", prev, seq, body))
+		h := hex.EncodeToString(sum[:])
+		if short {
+			h = h[:8]
+		}
+		return h, fmt.Appendf(dst, "%d:%s:%s", seq, prev, body), nil
+	}}
+}
+
 // VerifyChain checks that recs link from genesis and recomputes each hash.
 func VerifyChain(recs []evidence.Record, bodies []string) error {
 	prev := ""
@@ -144,6 +158,15 @@ func Run(t *testing.T, open func(t *testing.T) evidence.Store) {
 		if recs, _ := s.Replay(ctx, evidence.Query{CorrelationID: "C"}); len(recs) != 0 {
 			t.Fatalf("failed batch left %d records", len(recs))
 		}
+		badTo := evidence.Pending{CorrelationID: "C", EventType: "e", SealTo: func(dst []byte, _ uint64, _ string) (string, []byte, error) {
+			return "", nil, boom
+		}}
+		if _, err := s.Append(ctx, EventTo("C", "e", "1", false), badTo); !errors.Is(err, boom) {
+			t.Fatalf("Append = %v, want SealTo error", err)
+		}
+		if s.LastSequence() != 0 {
+			t.Fatalf("failed SealTo batch left sequence %d", s.LastSequence())
+		}
 		if _, err := s.Append(ctx, evidence.Pending{CorrelationID: "", EventType: "e", Seal: bad.Seal}); !errors.Is(err, evidence.ErrInvalid) {
 			t.Fatalf("empty correlation accepted: %v", err)
 		}
@@ -204,6 +227,35 @@ func Run(t *testing.T, open func(t *testing.T) evidence.Store) {
 			t.Fatalf("replayed %d records, want %d", total, workers*each)
 		}
 	})
+	t.Run("SealTo", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		recs, err := s.Append(ctx, EventTo("T", "e", "a", false), Event("T", "e", "b"), EventTo("T", "e", "c", true), EventTo("U", "e", "d", true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs[2].PrevHash != recs[1].ContentHash || len(recs[2].ContentHash) != 8 {
+			t.Fatalf("batch not chained: %+v", recs)
+		}
+		if _, err := s.Append(ctx, EventTo("T", "e", "e", false)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Replay(ctx, evidence.Query{CorrelationID: "T"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := ""
+		for i, r := range got {
+			body := []string{"a", "b", "c", "e"}[i]
+			if want := fmt.Sprintf("%d:%s:%s", r.Sequence, prev, body); string(r.Data) != want || r.PrevHash != prev {
+				t.Fatalf("record %d: data %q prev %q, want %q prev %q", i, r.Data, r.PrevHash, want, prev)
+			}
+			prev = r.ContentHash
+		}
+		if len(got) != 4 || got[3].Sequence != 5 {
+			t.Fatalf("replayed %d records", len(got))
+		}
+	})
 	t.Run("Closed", func(t *testing.T) {
 		s := open(t)
 		if err := s.Close(); err != nil {
@@ -232,7 +284,11 @@ func RunDurable(t *testing.T, open func(t *testing.T, dir string) evidence.Store
 	for i := 0; i < 6; i++ {
 		b := fmt.Sprint("d", i)
 		bodies = append(bodies, b)
-		recs, err := s.Append(ctx, Event("D", "execution_started", b))
+		p := Event("D", "execution_started", b)
+		if i%2 == 1 {
+			p = EventTo("D", "execution_started", b, false)
+		}
+		recs, err := s.Append(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
