@@ -287,3 +287,56 @@ func cmpU64(a, b uint64) int {
 	}
 	return 0
 }
+
+// FuzzKey: for any two byte strings (invalid UTF-8 and WTF-8 included),
+// sort keys order them as Compare does, and QuickCompare, when it decides,
+// agrees.
+func FuzzKey(f *testing.F) {
+	for _, p := range [][2]string{{"a", "A"}, {"é", "e\u0301"}, {"région", "ratio"}, {"a\u0001", "a"}, {"\xff", "\ufffd"}, {"\xed\xa0\x80", "\U0010ffff"}, {"tool_10", "tool_1"}, {"\u0e40\u0e01", "\u0e01"}} {
+		f.Add(p[0], p[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		want := Compare(a, b)
+		if got := keyCompare(a, b); got != want {
+			t.Fatalf("key order of %+q vs %+q = %d, Compare = %d", a, b, got, want)
+		}
+		if r, ok := QuickCompare(a, b); ok && r != want {
+			t.Fatalf("QuickCompare(%+q, %+q) = %d, Compare = %d", a, b, r, want)
+		}
+	})
+}
+
+// TestKeyConcurrent: AppendKey and Sorters used from many goroutines at
+// once (run with -race) give the same keys as one goroutine.
+func TestKeyConcurrent(t *testing.T) {
+	strs := []string{"é", "naïve", "日本語", "a", "région", "Zoë", "ß", "😀"}
+	want := make([][]byte, len(strs))
+	for i, s := range strs {
+		want[i] = AppendKey(nil, s)
+	}
+	done := make(chan error)
+	for g := range 8 {
+		go func() {
+			var s Sorter
+			for n := range 500 {
+				i := (g + n) % len(strs)
+				if got := AppendKey(nil, strs[i]+fmt.Sprint(n%3)); len(got) == 0 {
+					done <- fmt.Errorf("empty key")
+					return
+				}
+				if got := AppendKey(nil, strs[i]); !bytes.Equal(got, want[i]) {
+					done <- fmt.Errorf("key of %q changed under concurrency", strs[i])
+					return
+				}
+				perm := []int32{0, 1, 2, 3, 4, 5, 6, 7}
+				s.Sort(perm, strs)
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
