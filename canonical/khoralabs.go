@@ -94,7 +94,7 @@ func appendKhoralabs(dst []byte, v *Value, stop func(string) bool) ([]byte, bool
 	dst, err := e.value(dst, v, 0)
 	stopped := false
 	if err != nil {
-		if errors.Is(err, errStopped) {
+		if err == errStopped {
 			stopped, err = true, nil
 		} else if _, ok := err.(*pathError); !ok {
 			err = &pathError{profile: "khoralabs", err: err}
@@ -110,6 +110,9 @@ func appendKhoralabs(dst []byte, v *Value, stop func(string) bool) ([]byte, bool
 }
 
 func khAt(err error, step string) error {
+	if err == errStopped {
+		return err // not an error: no path to build
+	}
 	pe, ok := err.(*pathError)
 	if !ok {
 		pe = &pathError{profile: "khoralabs", err: err}

@@ -143,18 +143,19 @@ func (c *sortKeyCache) put(s string, key []byte) {
 // buffers between calls. The zero value is ready to use; a Sorter must not
 // be used by two goroutines at once.
 //
-// Comparisons take the cheapest path that can decide them:
+// A list of at most 16 strings is first insertion-sorted with QuickCompare,
+// which settles almost every list of JSON keys, identifiers and instruction
+// lines. Longer lists, and lists with a pair QuickCompare cannot settle,
+// take the cheapest comparison that can decide each pair:
 //
 //  1. Each string gets a 64-bit prefix: the primary ranks of its first 8
 //     bytes when those are printable ASCII, TAB, LF, VT, FF or CR (the
 //     "simple" characters: one collation element each, common secondary,
 //     no contractions). Two prefixes that differ decide the order with one
 //     integer comparison — the first differing primary, or the end of a
-//     string that is a primary prefix of the other. Almost every pair of
-//     JSON keys is decided here.
-//  2. Otherwise the strings are compared through the simple-character
-//     tables, which also settles pairs whose first primary difference
-//     comes before any other character ("région" vs "budget").
+//     string that is a primary prefix of the other.
+//  2. Otherwise QuickCompare, which also settles pairs whose first primary
+//     difference comes before any other character ("région" vs "budget").
 //  3. Only the remaining pairs compare sort keys (AppendKey), and each
 //     string gets its key computed at most once per Sort (non-ASCII keys
 //     come from a shared cache), so sorting n strings never costs more than
