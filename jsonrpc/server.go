@@ -327,6 +327,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	// No more requests: let the calls in flight finish and their responses
 	// go out, then close.
 	c.wg.Wait()
+	c.goIdle()
 	c.cancel()
 	_ = nc.Close()
 }
@@ -354,15 +355,19 @@ func lingerClose(nc net.Conn) {
 	_ = nc.Close()
 }
 
-// abort cancels the handlers' context and closes the connection.
+// abort closes the connection and cancels the handlers' context.
 func (c *serverConn) abort() {
 	c.stopReading()
-	c.cancel()
+	// Close before cancelling: a handler that returns because its context
+	// ended must not get its reply onto a connection being torn down.
 	_ = c.nc.Close()
+	c.cancel()
 }
 
 func (c *serverConn) readLoop(peer Peer) {
-	defer c.flushQueued()
+	// However the loop ends, the reader stops deferring writes: replies of
+	// calls still running are written by their own goroutines.
+	defer c.goIdle()
 	s := c.s
 	max := s.opts.maxMessageBytes()
 	fr := c.frame.NewReader(c.nc, max)
@@ -582,6 +587,7 @@ func (c *serverConn) flushUnlessActive() {
 	}
 	c.flushLocked()
 }
+
 // flushQueued writes the replies the reader queued. readLoop calls it
 // before it blocks for input.
 func (c *serverConn) flushQueued() {
