@@ -31,7 +31,7 @@ import (
 // agree with what any verifier decodes.
 func appendStableString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+		if !plainASCII[s[i]] {
 			return appendStableStringSlow(dst, s)
 		}
 	}
@@ -39,6 +39,14 @@ func appendStableString(dst []byte, s string) []byte {
 	dst = append(dst, s...)
 	return append(dst, '"')
 }
+
+// plainASCII marks the bytes every profile writes unescaped inside a string.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func appendStableStringSlow(dst []byte, s string) []byte {
 	out, err := canonical.ChpStableV1.AppendCanonical(dst, canonical.Value{Kind: canonical.String, Str: s})

@@ -428,7 +428,7 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		Success:           o == OutcomeSuccess,
 	}
 	if b.rstore != nil {
-		raw, err := json.Marshal(res)
+		raw, err := appendResult(make([]byte, 0, 512+len(data)), res, inv.hdr.corr)
 		if err == nil {
 			err = b.rstore.PutResult(ctx, evidence.Result{InvocationID: res.InvocationID, At: now, Data: raw})
 		}

@@ -498,3 +498,64 @@ func appendTime(dst []byte, t time.Time) []byte {
 	return append(dst, byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
 		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
 }
+
+// appendResult appends res as JSON with the members encoding/json writes
+// (the result is recorded for idempotent replay; reading it back with
+// encoding/json gives the same InvocationResult). The correlation is the
+// invocation's stored form, rendered once by header.
+func appendResult(dst []byte, res *InvocationResult, corr []byte) ([]byte, error) {
+	dst = append(dst, `{"capability_id":`...)
+	dst = appendStableString(dst, res.CapabilityID)
+	dst = append(dst, `,"capability_version":`...)
+	dst = appendNullableString(dst, res.CapabilityVersion)
+	dst = append(dst, `,"completed_at":`...)
+	dst = appendStableString(dst, res.CompletedAt)
+	dst = append(dst, `,"correlation":`...)
+	dst = append(dst, corr...)
+	dst = append(dst, `,"data":`...)
+	if res.Data == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, res.Data...)
+	}
+	for _, m := range [...]struct {
+		key string
+		v   any
+		nil bool
+	}{{`,"denial":`, res.Denial, res.Denial == nil}, {`,"error":`, res.Error, res.Error == nil}} {
+		dst = append(dst, m.key...)
+		if m.nil {
+			dst = append(dst, "null"...)
+			continue
+		}
+		b, err := json.Marshal(m.v)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, b...)
+	}
+	if res.EvidenceIDs == nil {
+		dst = append(dst, `,"evidence_ids":null`...)
+	} else {
+		dst = append(dst, `,"evidence_ids":[`...)
+		for i, id := range res.EvidenceIDs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendStableString(dst, id)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"invocation_id":`...)
+	dst = appendStableString(dst, res.InvocationID)
+	dst = append(dst, `,"outcome":`...)
+	dst = appendStableString(dst, string(res.Outcome))
+	if res.Replayed {
+		dst = append(dst, `,"replayed":true`...)
+	}
+	dst = append(dst, `,"started_at":`...)
+	dst = appendNullableString(dst, res.StartedAt)
+	dst = append(dst, `,"success":`...)
+	dst = strconv.AppendBool(dst, res.Success)
+	return append(dst, '}'), nil
+}

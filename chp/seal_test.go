@@ -197,3 +197,52 @@ func TestCompactStable(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendResult: the recorded form of a result decodes to the same JSON
+// value encoding/json writes for it.
+func TestAppendResult(t *testing.T) {
+	b := fixtureBoundary(t, evidence.NewMemory())
+	v := "1.0.0"
+	started := "2026-01-01T00:00:00.000000Z"
+	cause := "c\u00e9 <&>"
+	for _, res := range []*InvocationResult{
+		{CapabilityID: "kv.get", CapabilityVersion: &v, CompletedAt: started, Data: json.RawMessage(" {\"a\" : [1, 2.5, \"\u2028\"]}\n"),
+			EvidenceIDs: []string{"evt_1", "evt_2"}, InvocationID: "inv <1>", Outcome: OutcomeSuccess, StartedAt: &started, Success: true},
+		{CapabilityID: "<missing>", CompletedAt: started, EvidenceIDs: []string{}, InvocationID: "i", Outcome: OutcomeDenied,
+			Denial: b.denial(CodeCapabilityNotFound, "no \"such\" cap", map[string]any{"hint": "x", "n": 3}), Replayed: true},
+		{CapabilityID: "x", CompletedAt: started, InvocationID: "i", Outcome: OutcomeFailure, Error: &ErrorInfo{Message: "boom\x01\xff", Type: "error"}},
+	} {
+		env := &InvocationEnvelope{CapabilityID: res.CapabilityID, InvocationID: res.InvocationID,
+			Correlation: CorrelationContext{CorrelationID: "corr \u00fc", CausationID: &cause, Baggage: json.RawMessage(`{"k": [1, "v"]}`), Environment: "e"}}
+		Normalize(env, time.Now())
+		h, err := b.header(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Correlation = env.Correlation
+		got, err := appendResult(nil, res, h.corr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(res)
+		var g, w any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		_ = json.Unmarshal(want, &w)
+		if diff := cmp.Diff(w, g); diff != "" {
+			t.Errorf("recorded result differs from encoding/json (-want +got):\n%s", diff)
+		}
+		// Read back as the replay cache does, it is the same result.
+		var back InvocationResult
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(&back)
+		var ga any
+		_ = json.Unmarshal(a, &ga)
+		if diff := cmp.Diff(w, ga); diff != "" {
+			t.Errorf("round trip (-want +got):\n%s", diff)
+		}
+	}
+}

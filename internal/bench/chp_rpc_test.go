@@ -171,13 +171,27 @@ func BenchmarkCHPRPC(b *testing.B) {
 			if callers == 1 {
 				name = "seq/" + kind
 			}
-			b.Run(name, func(b *testing.B) {
+			b.Run(name, func(b *testing.B) { benchHandlerN(b, kvHandler(b, kind), callers) })
+		}
+	}
+}
+
+func benchHandler(b *testing.B, h jsonrpc.Handler) {
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprint("callers", callers), func(b *testing.B) { benchHandlerN(b, h, callers) })
+	}
+}
+
+func benchHandlerN(b *testing.B, h jsonrpc.Handler, callers int) {
+	{
+		{
+			{
 				sock := filepath.Join(b.TempDir(), "s.sock")
 				ln, err := net.Listen("unix", sock)
 				if err != nil {
 					b.Fatal(err)
 				}
-				srv := jsonrpc.NewServer(jsonrpc.Map{"kv.get": kvHandler(b, kind)}, &jsonrpc.ServerOptions{MaxConns: 256})
+				srv := jsonrpc.NewServer(jsonrpc.Map{"kv.get": h}, &jsonrpc.ServerOptions{MaxConns: 256})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
 				go func() { _ = srv.Serve(ctx, ln); close(done) }()
@@ -195,7 +209,7 @@ func BenchmarkCHPRPC(b *testing.B) {
 					}
 				}
 				measure(b, func() { split(b, callers, func(i int) error { return cs[i].call() }) })
-			})
+			}
 		}
 	}
 }
