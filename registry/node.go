@@ -449,12 +449,26 @@ type FindOptions struct {
 // Find returns the live, trusted providers of an exact capability tag,
 // newest registration first (the reference's order), ties by key.
 func (n *Node) Find(capability string, opts FindOptions) []Entry {
+	n.mu.RLock()
+	out := make([]Entry, 0, len(n.byCap[capability]))
+	n.mu.RUnlock()
+	n.FindFunc(capability, opts, func(e Entry) bool {
+		out = append(out, e)
+		return true
+	})
+	return out
+}
+
+// FindFunc is Find without the result slice: it calls fn with each
+// provider in Find's order until fn returns false or opts.Limit is
+// reached, and allocates nothing. fn runs under the registry's read lock:
+// it must be quick and must not call back into the Node.
+func (n *Node) FindFunc(capability string, opts FindOptions, fn func(Entry) bool) {
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	list := n.byCap[capability]
-	out := make([]Entry, 0, len(list))
-	for _, e := range list {
+	count := 0
+	for _, e := range n.byCap[capability] {
 		if !n.live(e, now) {
 			continue
 		}
@@ -462,12 +476,13 @@ func (n *Node) Find(capability string, opts FindOptions) []Entry {
 		if !v.Trusted && !opts.IncludeUntrusted {
 			continue
 		}
-		out = append(out, n.viewWith(e, v))
-		if opts.Limit > 0 && len(out) == opts.Limit {
-			break
+		if !fn(n.viewWith(e, v)) {
+			return
+		}
+		if count++; opts.Limit > 0 && count == opts.Limit {
+			return
 		}
 	}
-	return out
 }
 
 func (n *Node) viewWith(e *entry, v Verdict) Entry {

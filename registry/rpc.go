@@ -147,13 +147,21 @@ func (n *Node) methods() jsonrpc.Map {
 		if p.Capability == "" {
 			return nil, refuse(CodeWordInvalidParams, "capability is required")
 		}
-		es := n.Find(p.Capability, FindOptions{IncludeUntrusted: p.IncludeUntrusted, Limit: p.Limit})
 		// {"capability","providers","revision"}, the keys in encoding/json's
-		// map order.
-		b := append(make([]byte, 0, 64+len(es)*900), `{"capability":`...)
+		// map order; providers encoded straight from the index.
+		b := append(make([]byte, 0, 4096), `{"capability":`...)
 		b = appendJSONString(b, p.Capability)
-		b = appendProviders(append(b, `,"providers":`...), es)
-		b = strconv.AppendUint(append(b, `,"revision":`...), n.Version(), 10)
+		b = append(b, `,"providers":[`...)
+		first := true
+		n.FindFunc(p.Capability, FindOptions{IncludeUntrusted: p.IncludeUntrusted, Limit: p.Limit}, func(e Entry) bool {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendProvider(b, toProvider(e))
+			return true
+		})
+		b = strconv.AppendUint(append(b, `],"revision":`...), n.Version(), 10)
 		return json.RawMessage(append(b, '}')), nil
 	})
 	return jsonrpc.Map{
