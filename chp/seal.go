@@ -272,14 +272,17 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 		errJSON, errD, s.err = memberJSON(e.err)
 	}
 
-	// The canonical payload, split around the sequence.
-	sp := scratchPool.Get().(*[]byte)
+	// The payload in both forms, split around the sequence.
+	sp, kp := scratchPool.Get().(*[]byte), scratchPool.Get().(*[]byte)
 	defer scratchPool.Put(sp)
-	canon, split := (*sp)[:0], 0
+	defer scratchPool.Put(kp)
+	d := dual{c: (*sp)[:0], k: (*kp)[:0]}
+	var split, splitK int
 	if s.err == nil {
-		canon, split, s.err = b.appendPayload(canon, inv, &e, denialD, errD)
+		split, splitK, s.err = b.appendPayload(&d, inv, &e, denialD, errD)
 	}
-	*sp = canon
+	*sp, *kp = d.c, d.k
+	canon := d.c
 	if s.err != nil {
 		return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, SealTo: s.sealTo}
 	}
@@ -323,9 +326,9 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	}
 	outEnd := len(buf)
 	buf = append(buf, `,"payload":`...)
-	buf = compactStable(buf, canon[:split])
+	buf = append(buf, d.k[:splitK]...)
 	s.mid = len(buf)
-	buf = compactStable(buf, canon[split:])
+	buf = append(buf, d.k[splitK:]...)
 	buf = append(buf, `,"payload_commitment":"`...)
 	s.post = len(buf)
 	// Stored tail.
@@ -365,9 +368,38 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, SealTo: s.sealTo}
 }
 
-// appendPayload appends the chp-stable-v1 form of e's payload with the field
-// binding, and returns the offset at which the sequence goes.
-func (b *Boundary) appendPayload(dst []byte, inv *invocation, e *evt, denialD, errD canonical.Value) ([]byte, int, error) {
+// dual writes a payload twice in one pass: its chp-stable-v1 form (c, which
+// is hashed) and the compact form stored in the event (k): the same tokens
+// without the spaces of ", " and ": ".
+type dual struct{ c, k []byte }
+
+func (d *dual) sep(canon, compact string) { d.c, d.k = append(d.c, canon...), append(d.k, compact...) }
+
+func (d *dual) raw(b []byte) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
+
+func (d *dual) rawString(b string) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
+
+func (d *dual) str(s string) {
+	n := len(d.c)
+	d.c = appendStableString(d.c, s)
+	d.k = append(d.k, d.c[n:]...)
+}
+
+// value writes a generic payload value: canonical by package canonical,
+// then compacted.
+func (d *dual) value(v any) error {
+	n := len(d.c)
+	var err error
+	if d.c, err = appendStableValue(d.c, v); err != nil {
+		return err
+	}
+	d.k = compactStable(d.k, d.c[n:])
+	return nil
+}
+
+// appendPayload writes e's payload with the field binding in both forms and
+// returns the offsets, in each, at which the sequence goes.
+func (b *Boundary) appendPayload(d *dual, inv *invocation, e *evt, denialD, errD canonical.Value) (splitC, splitK int, err error) {
 	var keys []string
 	if len(e.payload) > 0 {
 		keys = make([]string, 0, len(e.payload)+2)
@@ -382,49 +414,65 @@ func (b *Boundary) appendPayload(dst []byte, inv *invocation, e *evt, denialD, e
 		keys = append(keys, BindKey)
 		slices.Sort(keys) // byte order of UTF-8 = code point order
 	} else if e.uri != "" {
-		keys = []string{"capability_uri", BindKey}
+		keys = uriPayloadKeys
 	} else {
-		keys = []string{BindKey}
+		keys = bindOnlyKeys
 	}
-	split := -1
-	dst = append(dst, '{')
+	d.rawString("{")
 	for i, k := range keys {
 		if i > 0 {
-			dst = append(dst, ", "...)
+			d.sep(", ", ",")
 		}
-		dst = appendStableString(dst, k)
-		dst = append(dst, ": "...)
+		d.str(k)
+		d.sep(": ", ":")
 		switch k {
 		case BindKey:
-			dst = append(dst, `{"capability_version": `...)
-			dst = appendNullableString(dst, inv.version)
-			dst = append(dst, `, "causation_id": `...)
-			dst = append(dst, inv.hdr.causation...)
-			dst = append(dst, `, "denial": `...)
-			dst = appendDigest(dst, denialD)
-			dst = append(dst, `, "error": `...)
-			dst = appendDigest(dst, errD)
-			dst = append(dst, `, "sequence": `...)
-			split = len(dst)
-			dst = append(dst, `, "subject": "`...)
-			dst = append(dst, inv.hdr.subjectD...)
-			dst = append(dst, `", "v": `...)
-			dst = strconv.AppendInt(dst, bindVersion, 10)
-			dst = append(dst, '}')
+			d.sep(`{"capability_version": `, `{"capability_version":`)
+			if inv.version == nil {
+				d.rawString("null")
+			} else {
+				d.str(*inv.version)
+			}
+			d.sep(`, "causation_id": `, `,"causation_id":`)
+			d.raw(inv.hdr.causation)
+			d.sep(`, "denial": `, `,"denial":`)
+			d.digest(denialD)
+			d.sep(`, "error": `, `,"error":`)
+			d.digest(errD)
+			d.sep(`, "sequence": `, `,"sequence":`)
+			splitC, splitK = len(d.c), len(d.k)
+			d.sep(`, "subject": "`, `,"subject":"`)
+			d.rawString(inv.hdr.subjectD)
+			d.sep(bindTailC, bindTailK)
 		case "capability_uri":
 			if e.uri != "" {
-				dst = appendStableString(dst, e.uri)
+				d.str(e.uri)
 				continue
 			}
 			fallthrough
 		default:
-			var err error
-			if dst, err = appendStableValue(dst, e.payload[k]); err != nil {
-				return dst, 0, fmt.Errorf("chp: evidence payload %q: %w", k, err)
+			if err := d.value(e.payload[k]); err != nil {
+				return 0, 0, fmt.Errorf("chp: evidence payload %q: %w", k, err)
 			}
 		}
 	}
-	return append(dst, '}'), split, nil
+	d.rawString("}")
+	return splitC, splitK, nil
+}
+
+var (
+	bindTailC      = `", "v": ` + strconv.Itoa(bindVersion) + `}`
+	bindTailK      = `","v":` + strconv.Itoa(bindVersion) + `}`
+	uriPayloadKeys = []string{"capability_uri", BindKey}
+	bindOnlyKeys   = []string{BindKey}
+)
+
+func (d *dual) digest(v canonical.Value) {
+	if v.Kind == canonical.Null {
+		d.rawString("null")
+		return
+	}
+	d.str(v.Str)
 }
 
 // appendStableValue appends the chp-stable-v1 form of a payload value.
@@ -446,13 +494,6 @@ func appendStableValue(dst []byte, v any) ([]byte, error) {
 		return dst, err
 	}
 	return canonical.ChpStableV1.AppendCanonical(dst, cv)
-}
-
-func appendDigest(dst []byte, d canonical.Value) []byte {
-	if d.Kind == canonical.Null {
-		return append(dst, "null"...)
-	}
-	return appendStableString(dst, d.Str)
 }
 
 func appendRawOrNull(dst, raw []byte) []byte {
