@@ -96,13 +96,68 @@ type Store struct {
 	spare   []byte      // the other buffer, reused
 	chain   evidence.BatchChain
 
-	wmu     sync.Mutex   // serializes writes of the buffer
+	wmu     sync.Mutex   // serializes writes to the file
 	written atomic.Int64 // file offset up to which data has been written
+	alloc   int64        // file size: written data plus preallocated zeros (wmu)
+
+	extend     chan struct{} // asks the extender for more preallocated space (sent under wmu)
+	extStopped bool          // extend is closed (wmu)
+	extended   chan struct{} // closed when the extender has stopped
 
 	smu     sync.Mutex // group commit
 	synced  int64      // file offset up to which data is durable
 	syncing bool
 	done    chan struct{}
+}
+
+// The file is filled with zeros ahead of the data: fdatasync of a write
+// into space that is already allocated and written has no metadata to
+// commit (no size change, no extent conversion), which measured about 1.7×
+// faster than an appending write on this machine's ext4. Recovery treats
+// the zeros as the end of the log. How far ahead grows with the log, from
+// minAhead to maxAhead, so a small store stays small.
+const (
+	minAhead  = 1 << 20
+	maxAhead  = 16 << 20
+	zeroPiece = 256 << 10
+)
+
+// ahead is how much zeroed space the extender keeps after the data.
+func (s *Store) ahead() int64 { return min(maxAhead, max(minAhead, s.written.Load()/4)) }
+
+// extender keeps between ahead/2 and ahead of zeros after the data, writing
+// them a piece at a time so that a data write waits for at most one piece.
+func (s *Store) extender() {
+	defer close(s.extended)
+	zeros := make([]byte, zeroPiece)
+	for range s.extend {
+		grew := false
+		for {
+			s.wmu.Lock()
+			s.mu.RLock()
+			failed, closed := s.failed, s.closed
+			s.mu.RUnlock()
+			if failed != nil || closed || s.alloc-s.written.Load() >= s.ahead() {
+				s.wmu.Unlock()
+				break
+			}
+			_, err := s.f.WriteAt(zeros, s.alloc)
+			if err == nil {
+				s.alloc += int64(len(zeros))
+				grew = true
+			}
+			s.wmu.Unlock()
+			if err != nil {
+				s.log.Warn("evidence log: preallocation failed; appends extend the file", "err", err)
+				break
+			}
+		}
+		if grew && !s.opts.NoSync {
+			// The zeros and the new size become durable once, here, so
+			// that the data writes into them need no metadata commit.
+			_ = datasync(s.f)
+		}
+	}
 }
 
 // resultLoc locates one result record.
@@ -148,16 +203,19 @@ func Open(dir string, opts *Options) (*Store, error) {
 		f.Close()
 		return nil, err
 	}
-	if _, err := f.Seek(s.end, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("logstore: %w", err)
-	}
 	if err := syncDir(dir); err != nil {
 		f.Close()
 		return nil, err
 	}
 	s.written.Store(s.end)
 	s.synced = s.end
+	if s.alloc < s.end {
+		s.alloc = s.end
+	}
+	s.extend = make(chan struct{}, 1)
+	s.extended = make(chan struct{})
+	go s.extender()
+	s.extend <- struct{}{}
 	return s, nil
 }
 
@@ -179,6 +237,8 @@ func (s *Store) recover() error {
 		bad := ""
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			bad = "short header"
+		} else if hdr == ([headerSize]byte{}) {
+			bad = "end" // preallocated space: the log ends here
 		} else {
 			n := binary.BigEndian.Uint32(hdr[0:4])
 			sum := binary.BigEndian.Uint32(hdr[4:8])
@@ -220,26 +280,43 @@ func (s *Store) recover() error {
 	return nil
 }
 
-// cutTail preserves and removes everything from off to the end of the file.
+// cutTail ends the log at off: the bytes after it are removed, and those
+// that are not preallocated zeros (a torn write) are first preserved in
+// evidence.log.torn-<offset>. Removing them also removes any stale piece of
+// a write that was never acknowledged, so nothing written before a crash can
+// reappear after later appends.
 func (s *Store) cutTail(off, total int64, why string) error {
+	s.end, s.alloc = off, off
+	if total == off {
+		return nil
+	}
 	tail := make([]byte, total-off)
 	if _, err := s.f.ReadAt(tail, off); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("logstore: reading torn tail: %w", err)
+		return fmt.Errorf("logstore: reading the tail: %w", err)
 	}
-	keep := filepath.Join(s.dir, fmt.Sprintf("%s.torn-%d", FileName, off))
-	if err := os.WriteFile(keep, tail, 0o600); err != nil {
-		return fmt.Errorf("logstore: preserving torn tail: %w", err)
+	last := len(tail) - 1
+	for last >= 0 && tail[last] == 0 {
+		last--
+	}
+	if last < 0 {
+		s.alloc = total // preallocated zeros only: keep them
+		return nil
+	}
+	{
+		keep := filepath.Join(s.dir, fmt.Sprintf("%s.torn-%d", FileName, off))
+		if err := os.WriteFile(keep, tail[:last+1], 0o600); err != nil {
+			return fmt.Errorf("logstore: preserving torn tail: %w", err)
+		}
+		s.log.Warn("evidence log ended in a torn or corrupt record; cut it off",
+			"path", filepath.Join(s.dir, FileName), "offset", off, "bytes", last+1, "reason", why,
+			"preserved_in", keep, "last_sequence", s.seq)
 	}
 	if err := s.f.Truncate(off); err != nil {
-		return fmt.Errorf("logstore: truncating torn tail: %w", err)
+		return fmt.Errorf("logstore: truncating the tail: %w", err)
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("logstore: %w", err)
 	}
-	s.log.Warn("evidence log ended in a torn or corrupt record; cut it off",
-		"path", filepath.Join(s.dir, FileName), "offset", off, "bytes", total-off, "reason", why,
-		"preserved_in", keep, "last_sequence", s.seq)
-	s.end = off
 	return nil
 }
 
@@ -535,7 +612,7 @@ func (s *Store) write() error {
 	s.pend = s.spare[:0]
 	s.spare = nil
 	s.mu.Unlock()
-	_, err := s.f.Write(buf)
+	_, err := s.f.WriteAt(buf, end-int64(len(buf)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -546,6 +623,15 @@ func (s *Store) write() error {
 		return s.failed
 	}
 	s.written.Store(end)
+	if end > s.alloc {
+		s.alloc = end
+	}
+	if s.alloc-end < s.ahead()/2 && !s.extStopped {
+		select {
+		case s.extend <- struct{}{}:
+		default:
+		}
+	}
 	if cap(buf) <= 2*flushAt {
 		s.spare = buf[:0]
 	}
@@ -579,7 +665,7 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 			err := s.write()
 			covered := s.written.Load()
 			if err == nil && !s.opts.NoSync {
-				if err = s.f.Sync(); err != nil {
+				if err = datasync(s.f); err != nil {
 					// fsync failure leaves the page cache state unknown;
 					// refuse every later durability promise (the
 					// fsyncgate lesson).
@@ -694,22 +780,31 @@ func (s *Store) LastSequence() uint64 {
 	return s.seq
 }
 
-// Close writes and syncs what is buffered, and closes the file.
+// Close writes and syncs what is buffered, and closes the file. Appends
+// after Close fail with evidence.ErrClosed.
 func (s *Store) Close() error {
-	werr := s.write()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	s.closed = true // no more appends; the buffer is complete
+	s.mu.Unlock()
+	werr := s.write()
+	s.wmu.Lock()
+	if !s.extStopped {
+		s.extStopped = true
+		close(s.extend)
+	}
+	s.wmu.Unlock()
+	<-s.extended
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	err := s.f.Sync()
 	if cerr := s.f.Close(); err == nil {
 		err = cerr
 	}
-	if werr != nil && !errors.Is(werr, evidence.ErrClosed) {
+	if werr != nil {
 		return werr
 	}
 	return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/storetest"
@@ -199,4 +200,69 @@ func TestOddHashLength(t *testing.T) {
 	if recs[1].PrevHash != recs[0].ContentHash || recs[2].PrevHash != recs[1].ContentHash {
 		t.Error("chain broken across re-encoded records")
 	}
+}
+
+// TestPreallocatedTail: the zeros kept ahead of the data read as the end of
+// the log (no torn-tail report), and bytes found beyond a gap of zeros —
+// the remains of a write that was never acknowledged — are preserved and
+// removed, so they can never reappear behind later appends.
+func TestPreallocatedTail(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	path := filepath.Join(dir, FileName)
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Append(ctx, storetest.Event("p", "e", "1"), storetest.Event("p", "e", "2"))
+	if err != nil || s.Sync(ctx, recs[1].Sequence) != nil {
+		t.Fatal(err)
+	}
+	end := s.end
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := os.Stat(path)
+		if st.Size() >= end+minAhead/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file is %d bytes, data %d: nothing preallocated", st.Size(), end)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Close()
+	if s, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.LastSequence() != 2 {
+		t.Fatalf("LastSequence = %d", s.LastSequence())
+	}
+	s.Close()
+	if torn, _ := filepath.Glob(path + ".torn-*"); len(torn) != 0 {
+		t.Fatalf("preallocated zeros reported as torn: %v", torn)
+	}
+	// A stale record beyond a gap of zeros.
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("stale, never acknowledged"), end+4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if s, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	torn, _ := filepath.Glob(path + ".torn-*")
+	if len(torn) != 1 {
+		t.Fatalf("stale bytes not preserved: %v", torn)
+	}
+	if b, _ := os.ReadFile(torn[0]); !strings.HasSuffix(string(b), "stale, never acknowledged") || len(b) != 4096+25 {
+		t.Errorf("preserved %d bytes", len(b))
+	}
+	if recs, err := s.Append(ctx, storetest.Event("p", "e", "3")); err != nil || recs[0].Sequence != 3 {
+		t.Fatalf("append after recovery: %v", err)
+	}
+	checkChains(t, s)
 }
