@@ -40,7 +40,7 @@ var sampleDoc = []byte(`{
 var sampleFloatDoc = []byte(`{"metrics": {"score": 0.875, "latency_ms": 12.5, "ratio": 1e-05, "big": 1.5e+300, "one": 1.0},
   "weights": [0.1, 0.2, 0.30000000000000004, 1e21, 123456.789], "name": "Zoë", "n": 42}`)
 
-func benchDocs(b *testing.B) (Value, any) {
+func benchDocs(b testing.TB) (Value, any) {
 	v, err := Parse(sampleDoc)
 	if err != nil {
 		b.Fatal(err)
@@ -194,4 +194,31 @@ func BenchmarkVsFloor(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkFromGo converts the sample document, as the map[string]any
+// json.Unmarshal gives, to a tree: directly (FromGo), and through
+// encoding/json and Parse (the alternative FromGo could have taken).
+func BenchmarkFromGo(b *testing.B) {
+	_, generic := benchDocs(b)
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := FromGo(generic); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("marshal-parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			data, err := json.Marshal(generic)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := Parse(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

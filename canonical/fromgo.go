@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -20,20 +22,39 @@ const maxGoDepth = 1000
 // The common dynamic types — nil, bool, string, json.Number, the integer and
 // float types, map[string]any, []any, []string, json.RawMessage, Value — are
 // converted directly, without an encoding round trip; anything else (structs,
-// types with MarshalJSON, other maps and slices) goes through json.Marshal.
-// Consequences worth knowing:
-//   - map keys come out in byte order, as encoding/json writes them;
+// types with MarshalJSON, other maps and slices) goes through json.Marshal
+// and Parse. Consequences worth knowing:
+//   - map keys come out in byte order of the Go keys, as encoding/json
+//     writes them;
 //   - a float64 holding an integral value (3.0) becomes the integer literal
 //     "3", which Python-based profiles write as an int; use
 //     json.Number("3.0") to get a Python float;
 //   - NaN and ±Inf are errors;
 //   - invalid UTF-8 in strings becomes U+FFFD, as in encoding/json;
 //   - []byte becomes a base64 string, as in encoding/json.
-func FromGo(v any) (Value, error) { return fromGo(v, 0) }
+//
+// The nodes of a tree built from a map or slice share a few backing arrays
+// (see Parse): any part of the result keeps those arrays alive.
+func FromGo(v any) (Value, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		if t != nil {
+			return buildGo(t)
+		}
+	case []any:
+		if t != nil {
+			return buildGo(t)
+		}
+	}
+	return fromGo(v, 0)
+}
 
+// fromGo converts a value that is not a map[string]any or []any root (or is
+// a nil one): scalars, []string, Value, json.RawMessage, and through
+// encoding/json everything else.
 func fromGo(v any, depth int) (Value, error) {
 	if depth > maxGoDepth {
-		return Value{}, fmt.Errorf("canonical: FromGo: nesting deeper than %d (cyclic value?)", maxGoDepth)
+		return Value{}, errGoDepth
 	}
 	switch t := v.(type) {
 	case nil:
@@ -59,43 +80,6 @@ func fromGo(v any, depth int) (Value, error) {
 			return Value{Kind: Null}, nil
 		}
 		return Parse(t)
-	case int:
-		return intValue(int64(t)), nil
-	case int8:
-		return intValue(int64(t)), nil
-	case int16:
-		return intValue(int64(t)), nil
-	case int32:
-		return intValue(int64(t)), nil
-	case int64:
-		return intValue(t), nil
-	case uint:
-		return uintValue(uint64(t)), nil
-	case uint8:
-		return uintValue(uint64(t)), nil
-	case uint16:
-		return uintValue(uint64(t)), nil
-	case uint32:
-		return uintValue(uint64(t)), nil
-	case uint64:
-		return uintValue(t), nil
-	case float64:
-		return floatValue(t, 64)
-	case float32:
-		return floatValue(float64(t), 32)
-	case []any:
-		if t == nil {
-			return Value{Kind: Null}, nil
-		}
-		arr := make([]Value, len(t))
-		for i, x := range t {
-			xv, err := fromGo(x, depth+1)
-			if err != nil {
-				return Value{}, err
-			}
-			arr[i] = xv
-		}
-		return Value{Kind: Array, Arr: arr}, nil
 	case []string:
 		if t == nil {
 			return Value{Kind: Null}, nil
@@ -105,46 +89,72 @@ func fromGo(v any, depth int) (Value, error) {
 			arr[i] = Value{Kind: String, Str: validString(x)}
 		}
 		return Value{Kind: Array, Arr: arr}, nil
-	case map[string]any:
-		if t == nil {
-			return Value{Kind: Null}, nil
-		}
-		obj := make([]Member, 0, len(t))
-		for k, x := range t {
-			xv, err := fromGo(x, depth+1)
-			if err != nil {
-				return Value{}, err
-			}
-			obj = append(obj, Member{Key: validString(k), Value: xv})
-		}
-		slices.SortFunc(obj, func(a, b Member) int {
-			switch {
-			case a.Key < b.Key:
-				return -1
-			case a.Key > b.Key:
-				return 1
-			}
-			return 0
-		})
-		return Value{Kind: Object, Obj: obj}, nil
-	default:
-		data, err := json.Marshal(v)
-		if err != nil {
-			return Value{}, fmt.Errorf("canonical: FromGo: %w", err)
-		}
-		return Parse(data)
+	case map[string]any, []any: // nil
+		return Value{Kind: Null}, nil
 	}
+	if lit, ok := appendGoNumber(nil, v); ok {
+		if lit == nil {
+			return Value{}, fmt.Errorf("canonical: FromGo: unsupported value %v", v)
+		}
+		return Value{Kind: Number, Str: string(lit)}, nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return Value{}, fmt.Errorf("canonical: FromGo: %w", err)
+	}
+	return Parse(data)
 }
 
-func intValue(i int64) Value { return Value{Kind: Number, Str: strconv.FormatInt(i, 10)} }
+var errGoDepth = fmt.Errorf("canonical: FromGo: nesting deeper than %d (cyclic value?)", maxGoDepth)
 
-func uintValue(u uint64) Value { return Value{Kind: Number, Str: strconv.FormatUint(u, 10)} }
+// appendGoNumber appends the literal encoding/json writes for a Go integer
+// or float and reports whether v is one. For NaN and ±Inf it returns nil,
+// true.
+func appendGoNumber(b []byte, v any) ([]byte, bool) {
+	switch t := v.(type) {
+	case int:
+		return strconv.AppendInt(b, int64(t), 10), true
+	case int8:
+		return strconv.AppendInt(b, int64(t), 10), true
+	case int16:
+		return strconv.AppendInt(b, int64(t), 10), true
+	case int32:
+		return strconv.AppendInt(b, int64(t), 10), true
+	case int64:
+		return strconv.AppendInt(b, t, 10), true
+	case uint:
+		return strconv.AppendUint(b, uint64(t), 10), true
+	case uint8:
+		return strconv.AppendUint(b, uint64(t), 10), true
+	case uint16:
+		return strconv.AppendUint(b, uint64(t), 10), true
+	case uint32:
+		return strconv.AppendUint(b, uint64(t), 10), true
+	case uint64:
+		return strconv.AppendUint(b, t, 10), true
+	case uintptr:
+		return strconv.AppendUint(b, uint64(t), 10), true
+	case float64:
+		return appendGoFloat(b, t, 64), true
+	case float32:
+		return appendGoFloat(b, float64(t), 32), true
+	}
+	return nil, false
+}
 
-// floatValue writes f the way encoding/json does, so that the direct walk and
-// the json.Marshal fallback agree on every literal.
-func floatValue(f float64, bits int) (Value, error) {
+// appendGoFloat writes f the way encoding/json does, so that the direct
+// walk and the json.Marshal fallback agree on every literal. NaN and ±Inf
+// give nil.
+func appendGoFloat(b []byte, f float64, bits int) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return Value{}, fmt.Errorf("canonical: FromGo: unsupported value %v", f)
+		return nil
+	}
+	// Fast path: every integer of magnitude below 2^53 is its own double,
+	// so the shortest digits of a whole float64 there (not -0) are its
+	// integer digits. (Not so for float32, whose neighbours are further
+	// apart.)
+	if i := int64(f); bits == 64 && float64(i) == f && i > -1<<53 && i < 1<<53 && (i != 0 || !math.Signbit(f)) {
+		return strconv.AppendInt(b, i, 10)
 	}
 	abs := math.Abs(f)
 	format := byte('f')
@@ -153,7 +163,7 @@ func floatValue(f float64, bits int) (Value, error) {
 			format = 'e'
 		}
 	}
-	b := strconv.AppendFloat(make([]byte, 0, 24), f, format, -1, bits)
+	b = strconv.AppendFloat(b, f, format, -1, bits)
 	if format == 'e' {
 		// Clean up e-09 to e-9, as encoding/json does.
 		n := len(b)
@@ -162,13 +172,30 @@ func floatValue(f float64, bits int) (Value, error) {
 			b = b[:n-1]
 		}
 	}
-	return Value{Kind: Number, Str: string(b)}, nil
+	return b
 }
 
 // validString replaces each invalid UTF-8 byte with U+FFFD, as encoding/json
 // does when it writes a string.
 func validString(s string) string {
-	if utf8.ValidString(s) {
+	// Most strings are short and ASCII: look at eight bytes at a time for
+	// a high bit before asking for full UTF-8 validation.
+	i := 0
+	for ; len(s)-i >= 8; i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if w&msb != 0 {
+			goto full
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			goto full
+		}
+	}
+	return s
+full:
+	if utf8.ValidString(s[i:]) {
 		return s
 	}
 	b := make([]byte, 0, len(s)+8)
@@ -182,4 +209,219 @@ func validString(s string) string {
 		i += size
 	}
 	return string(b)
+}
+
+// goBuilder converts a map[string]any or []any tree in one walk. A Go
+// container knows its length before its elements are visited, so each one
+// takes its exact span from a chunk of Values or Members (chunks are sized
+// from the previous document built with this builder, so that a steady
+// stream of similar documents costs one chunk of each). Number literals
+// are written into one buffer that becomes one string at the end.
+type goBuilder struct {
+	vals  []Value  // the unused rest of the current chunk
+	mems  []Member // the unused rest of the current chunk
+	nums  []byte
+	fixes []numFix
+	// keys and elems are stacks of the entries of the maps being visited,
+	// perm a stack of their sorted orders.
+	keys  []string
+	elems []any
+	perm  []int32
+	// usedV and usedM count what this document took; hintV and hintM
+	// size the first chunks of the next one.
+	usedV, usedM, hintV, hintM int
+}
+
+// numFix is a Number whose literal is nums[a:b].
+type numFix struct {
+	v    *Value
+	a, b int
+}
+
+var goPool = sync.Pool{New: func() any { return &goBuilder{hintV: 16, hintM: 16} }}
+
+// maxChunk is the largest chunk sized from a hint; a single container
+// larger than that gets a chunk of its own size.
+const maxChunk = 4096
+
+func buildGo(x any) (Value, error) {
+	g := goPool.Get().(*goBuilder)
+	var out Value
+	var err error
+	switch t := x.(type) {
+	case map[string]any:
+		out.Kind = Object
+		out.Obj, err = g.object(t, 0)
+	case []any:
+		out.Kind = Array
+		out.Arr, err = g.array(t, 0)
+	}
+	if err == nil && len(g.nums) > 0 {
+		lits := string(g.nums)
+		for _, f := range g.fixes {
+			f.v.Str = lits[f.a:f.b]
+		}
+	}
+	g.release()
+	if err != nil {
+		return Value{}, err
+	}
+	return out, nil
+}
+
+// release readies g for the next document and returns it to the pool. The
+// rest of the current chunks is dropped: handing it to the next document
+// would tie the lifetimes of unrelated trees together.
+func (g *goBuilder) release() {
+	g.hintV = min(max(g.usedV, 16), maxChunk)
+	g.hintM = min(max(g.usedM, 16), maxChunk)
+	g.usedV, g.usedM = 0, 0
+	g.vals, g.mems = nil, nil
+	// Drop every reference to the caller's values.
+	clear(g.fixes)
+	clear(g.keys[:cap(g.keys)])
+	clear(g.elems[:cap(g.elems)])
+	if cap(g.nums) > 1<<16 || cap(g.fixes) > 1<<14 || cap(g.keys) > 1<<14 || cap(g.perm) > 1<<14 {
+		return
+	}
+	g.nums, g.fixes = g.nums[:0], g.fixes[:0]
+	g.keys, g.elems, g.perm = g.keys[:0], g.elems[:0], g.perm[:0]
+	goPool.Put(g)
+}
+
+func (g *goBuilder) takeVals(n int) []Value {
+	g.usedV += n
+	if n == 0 {
+		return []Value{} // as Parse reads [], without allocating
+	}
+	if n > len(g.vals) {
+		if n >= g.hintV {
+			return make([]Value, n)
+		}
+		g.vals = make([]Value, g.hintV)
+		g.hintV = min(2*g.hintV, maxChunk)
+	}
+	r := g.vals[:n:n]
+	g.vals = g.vals[n:]
+	return r
+}
+
+func (g *goBuilder) takeMems(n int) []Member {
+	g.usedM += n
+	if n == 0 {
+		return []Member{}
+	}
+	if n > len(g.mems) {
+		if n >= g.hintM {
+			return make([]Member, n)
+		}
+		g.mems = make([]Member, g.hintM)
+		g.hintM = min(2*g.hintM, maxChunk)
+	}
+	r := g.mems[:n:n]
+	g.mems = g.mems[n:]
+	return r
+}
+
+func (g *goBuilder) array(t []any, depth int) ([]Value, error) {
+	arr := g.takeVals(len(t))
+	for i, x := range t {
+		if err := g.fill(&arr[i], x, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return arr, nil
+}
+
+func (g *goBuilder) object(t map[string]any, depth int) ([]Member, error) {
+	// encoding/json sorts a map by its Go keys, before replacing invalid
+	// UTF-8 in them. The entries go to two stacks and only a permutation
+	// of int32s is sorted, so that sorting moves no pointers.
+	base := len(g.keys)
+	for k, x := range t {
+		g.keys = append(g.keys, k)
+		g.elems = append(g.elems, x)
+	}
+	n := len(g.keys) - base
+	pbase := len(g.perm)
+	for i := range n {
+		g.perm = append(g.perm, int32(base+i))
+	}
+	keys, perm := g.keys, g.perm[pbase:]
+	if n <= 12 {
+		for i := 1; i < n; i++ {
+			x := perm[i]
+			j := i
+			for ; j > 0 && keys[perm[j-1]] > keys[x]; j-- {
+				perm[j] = perm[j-1]
+			}
+			perm[j] = x
+		}
+	} else {
+		slices.SortFunc(perm, func(a, b int32) int { return strings.Compare(keys[a], keys[b]) })
+	}
+	obj := g.takeMems(n)
+	for i := range obj {
+		// Index again each time: visiting a child may grow the stacks.
+		x := g.perm[pbase+i]
+		obj[i].Key = validString(g.keys[x])
+		if err := g.fill(&obj[i].Value, g.elems[x], depth+1); err != nil {
+			return nil, err
+		}
+	}
+	g.keys, g.elems, g.perm = g.keys[:base], g.elems[:base], g.perm[:pbase]
+	return obj, nil
+}
+
+// fill converts x into *v, which is zero and lives in a chunk.
+func (g *goBuilder) fill(v *Value, x any, depth int) error {
+	if depth > maxGoDepth {
+		return errGoDepth
+	}
+	var err error
+	switch t := x.(type) {
+	case nil:
+	case string:
+		v.Kind, v.Str = String, validString(t)
+	case float64:
+		return g.number(v, appendGoFloat(g.nums, t, 64), x)
+	case bool:
+		v.Kind, v.Bool = Bool, t
+	case map[string]any:
+		if t != nil {
+			v.Kind = Object
+			v.Obj, err = g.object(t, depth)
+		}
+	case []any:
+		if t != nil {
+			v.Kind = Array
+			v.Arr, err = g.array(t, depth)
+		}
+	case []string:
+		if t != nil {
+			arr := g.takeVals(len(t))
+			for i, s := range t {
+				arr[i].Kind, arr[i].Str = String, validString(s)
+			}
+			v.Kind, v.Arr = Array, arr
+		}
+	default:
+		if lit, ok := appendGoNumber(g.nums, x); ok {
+			return g.number(v, lit, x)
+		}
+		*v, err = fromGo(x, depth)
+	}
+	return err
+}
+
+// number records v as the Number whose literal lit has just been appended
+// to g.nums (nil: x is NaN or ±Inf).
+func (g *goBuilder) number(v *Value, lit []byte, x any) error {
+	if lit == nil {
+		return fmt.Errorf("canonical: FromGo: unsupported value %v", x)
+	}
+	v.Kind = Number
+	g.fixes = append(g.fixes, numFix{v, len(g.nums), len(lit)})
+	g.nums = lit
+	return nil
 }

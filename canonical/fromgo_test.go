@@ -22,16 +22,30 @@ func TestFromGoMatchesEncodingJSON(t *testing.T) {
 		nil, true, "", "café \u2028 <&>", "bad \xff utf-8 \xc3", json.Number("1.50"),
 		0, -7, int8(-128), int64(math.MinInt64), uint64(math.MaxUint64), uint8(255),
 		0.0, math.Copysign(0, -1), 1.0, 0.1, 1e20, 1e21, 1e-6, 1e-7, 123456789.125, 5e-324, math.MaxFloat64,
+		float64(1<<53 - 1), float64(-(1<<53 - 1)), float64(1 << 53), float64(1<<53 + 2), 1e15, 4966362120192.0, -1.0, 1048576.0, 1e20 + 65536,
 		float32(0.1), float32(1e21), float32(1e-7), float32(3.4e38),
 		[]any{}, []any(nil), []string{"a", "b"}, []string(nil),
 		map[string]any{}, map[string]any(nil), map[string]any{"b": 1, "a": []any{2.5, "x", nil}, "\xff": true},
 		json.RawMessage(`{"z":1,"a":[1.0]}`), json.RawMessage(nil),
 		inner{N: 0.1}, []inner{{N: 1e-7, Ok: true}}, map[string]inner{"k": {N: 2}},
 		[]byte("bytes become base64"),
+		// Sorted by the Go keys, then cleaned: "\xff" (U+FFFD once
+		// replaced) after U+FFFE, as encoding/json writes them.
+		map[string]any{"\xff": 1, "\ufffe": 2, "a": 3},
+		// Every kind nested in the direct walk.
+		map[string]any{
+			"ints":   []any{0, -1, 99, 100, int8(-8), int16(300), int32(-70000), int64(1 << 40), uint(7), uint8(200), uint16(65535), uint32(1 << 31), uint64(1 << 63), uintptr(12)},
+			"floats": []any{0.0, -0.0, 1.5, 1e21, 1e-7, float32(0.1), float32(-2.5e-8)},
+			"strs":   []string{"x", "bad \xc3", ""}, "nostrs": []string(nil), "nomap": map[string]any(nil), "noarr": []any(nil),
+			"raw": json.RawMessage(`[1.0,{"b":2,"a":1}]`), "num": json.Number("-0.0"), "struct": inner{N: 3},
+			"deep": map[string]any{"a": []any{map[string]any{"b": []any{[]any{}, map[string]any{}}}}}, "t": true, "f": false, "nil": nil,
+		},
+		[]any{map[string]any{"k": "v"}, []any{1, "2", 3.5}, nil, inner{N: 1}},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
-		values = append(values, math.Float64frombits(r.Uint64()), float32(math.Float32frombits(r.Uint32())))
+		values = append(values, math.Float64frombits(r.Uint64()), float32(math.Float32frombits(r.Uint32())),
+			float64(r.Int64N(1<<54)-1<<53), float32(r.Int32()))
 	}
 	for _, v := range values {
 		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {

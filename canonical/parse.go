@@ -3,6 +3,9 @@ package canonical
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -88,35 +91,95 @@ func ParseWith(data []byte, opts *ParseOptions) (Value, error) {
 		return Value{}, &ParseError{Offset: opts.maxBytes(), Err: ErrTooLarge,
 			Detail: fmt.Sprintf("input is %d bytes, limit is %d", len(data), opts.maxBytes())}
 	}
-	// One conversion for the whole input: unescaped strings and number
-	// literals become substrings of it, without further allocation.
-	p := parser{s: string(data), maxDepth: opts.maxDepth()}
+	if len(data) > maxInput {
+		return Value{}, &ParseError{Offset: maxInput, Err: ErrTooLarge,
+			Detail: fmt.Sprintf("input is %d bytes, the reader's limit is %d", len(data), maxInput)}
+	}
+	p := parserPool.Get().(*parser)
+	defer p.release()
+	// One conversion for the whole input: strings without escapes and
+	// number literals become substrings of it, without further allocation.
+	p.s, p.i, p.maxDepth = string(data), 0, opts.maxDepth()
 	p.skipWS()
 	if len(p.s) >= 3 && p.s[0] == 0xEF && p.s[1] == 0xBB && p.s[2] == 0xBF {
 		return Value{}, p.fail(ErrSyntax, "byte-order mark (U+FEFF) before the JSON text")
 	}
-	v, err := p.value(0)
-	if err != nil {
+	if err := p.scan(); err != nil {
 		return Value{}, err
 	}
 	p.skipWS()
 	if p.i < len(p.s) {
 		return Value{}, p.fail(ErrSyntax, fmt.Sprintf("unexpected %s after the JSON value", p.describe()))
 	}
-	return v, nil
+	return p.build(), nil
+}
+
+// The reader works in two passes. The first (parser.value and below)
+// validates the whole text and records it on a tape: one token per value
+// and per object key, each container's token holding its number of
+// children. The second (builder.fill) allocates every array element of the
+// document in one []Value and every object member in one []Member, sized
+// exactly from the counts, and fills them in place from the tape. A
+// document therefore costs at most four allocations whatever its size: the
+// copy of the input as a string (which every unescaped string and number
+// literal is a substring of), the elements, the members, and one string
+// holding the decoded text of all strings that had escapes. (Objects of
+// more than smallObject members add a map for the duplicate check.)
+//
+// The price of sharing: any part of the tree — one string, one sub-array —
+// keeps the whole input and the whole document's backing arrays alive.
+// Callers that keep a small piece of a large document for long should
+// copy it (strings.Clone, or FromGo of a copy).
+
+// maxInput is the largest input the tape's 32-bit offsets can address.
+const maxInput = math.MaxUint32 - 1
+
+// Token kinds on the tape.
+const (
+	tNull uint8 = iota
+	tFalse
+	tTrue
+	tNum    // literal p.s[a:b]
+	tStr    // string p.s[a:b], no escapes
+	tStrEsc // string p.esc[a:b], decoded
+	tArr    // a elements follow
+	tObj    // a members follow, each a key token then its value
+)
+
+// tok is one tape entry.
+type tok struct {
+	kind uint8
+	a, b uint32
 }
 
 type parser struct {
 	s        string
 	i        int
 	maxDepth int
-	// stack holds the children of the containers being parsed; each
-	// container copies its own span into an exactly sized slice when it
-	// closes, so a tree costs one allocation per container.
-	vals []Value
-	mems []Member
-	// buf collects the bytes of strings that contain escapes.
-	buf []byte
+	tape     []tok
+	// keys holds the key tokens of the objects being read, for the
+	// duplicate check; each object pops its own when it closes.
+	keys  []tok
+	stack []frame
+	// esc collects the decoded bytes of every string that has escapes.
+	esc []byte
+	// nVals and nMems count array elements and object members.
+	nVals, nMems int
+}
+
+var parserPool = sync.Pool{New: func() any { return new(parser) }}
+
+// release returns p to the pool without anything that refers to the
+// caller's document, unless its buffers grew too large to keep.
+func (p *parser) release() {
+	p.s = ""
+	clear(p.stack[:cap(p.stack)]) // maps of large objects
+	if cap(p.tape) > 1<<16 || cap(p.esc) > 1<<20 || cap(p.keys) > 1<<12 || cap(p.stack) > 1<<12 {
+		return
+	}
+	p.tape, p.keys, p.esc = p.tape[:0], p.keys[:0], p.esc[:0]
+	p.nVals, p.nMems = 0, 0
+	parserPool.Put(p)
 }
 
 func (p *parser) fail(kind error, detail string) error {
@@ -139,92 +202,185 @@ func (p *parser) describe() string {
 	return fmt.Sprintf("byte 0x%02x", c)
 }
 
-func (p *parser) skipWS() {
-	for p.i < len(p.s) {
-		switch p.s[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
+// skipWS returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func skipWS(s string, i int) int {
+	for i < len(s) {
+		if c := s[i]; c > ' ' || (c != ' ' && c != '\n' && c != '\t' && c != '\r') {
+			return i
 		}
+		i++
 	}
+	return i
 }
 
-func (p *parser) value(depth int) (Value, error) {
-	if p.i >= len(p.s) {
-		return Value{}, p.fail(ErrSyntax, "unexpected end of input, want a value")
-	}
-	switch c := p.s[p.i]; {
-	case c == '{':
-		return p.object(depth + 1)
-	case c == '[':
-		return p.array(depth + 1)
-	case c == '"':
-		s, err := p.str()
-		return Value{Kind: String, Str: s}, err
-	case c == '-' || (c >= '0' && c <= '9'):
-		lit, err := p.number()
-		return Value{Kind: Number, Str: lit}, err
-	case c == 't':
-		return Value{Kind: Bool, Bool: true}, p.literal("true")
-	case c == 'f':
-		return Value{Kind: Bool}, p.literal("false")
-	case c == 'n':
-		return Value{Kind: Null}, p.literal("null")
-	default:
-		return Value{}, p.fail(ErrSyntax, fmt.Sprintf("unexpected %s, want a value", p.describe()))
-	}
+func (p *parser) skipWS() { p.i = skipWS(p.s, p.i) }
+
+// frame is one container open during the scan.
+type frame struct {
+	at   int32 // index of its token on the tape
+	n    int32 // children read so far
+	keys int32 // where its keys start in p.keys (objects)
+	obj  bool
+	seen map[string]struct{} // an object's keys, once it has smallObject
 }
 
-func (p *parser) literal(word string) error {
-	if len(p.s)-p.i >= len(word) && p.s[p.i:p.i+len(word)] == word {
-		p.i += len(word)
-		return nil
-	}
-	return p.fail(ErrSyntax, fmt.Sprintf("invalid literal, want %q", word))
-}
+// The states of the scan.
+const (
+	wantValue  = iota // a value must start here
+	wantKey           // an object key must start here
+	afterValue        // a value has ended
+)
 
-func (p *parser) enter(depth int) error {
-	if depth > p.maxDepth {
-		return p.fail(ErrTooDeep, fmt.Sprintf("nesting deeper than %d", p.maxDepth))
-	}
-	return nil
-}
-
-func (p *parser) array(depth int) (Value, error) {
-	if err := p.enter(depth); err != nil {
-		return Value{}, err
-	}
-	p.i++ // '['
-	base := len(p.vals)
-	p.skipWS()
-	if p.i < len(p.s) && p.s[p.i] == ']' {
-		p.i++
-		return Value{Kind: Array, Arr: []Value{}}, nil
-	}
+// scan reads one value at the cursor onto the tape, with an explicit stack
+// of open containers instead of recursion. Its checks, their order, the
+// offsets and the messages are those of a plain recursive-descent reader
+// (FuzzParseMatchesReference holds it to one).
+func (p *parser) scan() error {
+	s := p.s
+	i := p.i
+	tape := p.tape
+	stack := p.stack[:0]
+	defer func() { p.tape, p.stack = tape, stack }()
+	state := wantValue
 	for {
-		p.skipWS()
-		v, err := p.value(depth)
-		if err != nil {
-			return Value{}, err
-		}
-		p.vals = append(p.vals, v)
-		p.skipWS()
-		if p.i >= len(p.s) {
-			return Value{}, p.fail(ErrSyntax, "unexpected end of input in array, want ',' or ']'")
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			arr := make([]Value, len(p.vals)-base)
-			copy(arr, p.vals[base:])
-			clear(p.vals[base:])
-			p.vals = p.vals[:base]
-			return Value{Kind: Array, Arr: arr}, nil
-		default:
-			return Value{}, p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in array, want ',' or ']'", p.describe()))
+		switch state {
+		case wantValue:
+			i = skipWS(s, i)
+			if i >= len(s) {
+				p.i = i
+				return p.fail(ErrSyntax, "unexpected end of input, want a value")
+			}
+			switch c := s[i]; {
+			case c == '"':
+				t, next, err := p.str(i)
+				if err != nil {
+					return err
+				}
+				tape = append(tape, t)
+				i = next
+				state = afterValue
+			case c == '{' || c == '[':
+				if len(stack) >= p.maxDepth {
+					p.i = i
+					return p.fail(ErrTooDeep, fmt.Sprintf("nesting deeper than %d", p.maxDepth))
+				}
+				f := frame{at: int32(len(tape)), obj: c == '{', keys: int32(len(p.keys))}
+				end := byte(']')
+				if f.obj {
+					tape = append(tape, tok{kind: tObj})
+					end = '}'
+				} else {
+					tape = append(tape, tok{kind: tArr})
+				}
+				i = skipWS(s, i+1)
+				if i < len(s) && s[i] == end {
+					i++
+					state = afterValue
+					break
+				}
+				stack = append(stack, f)
+				if f.obj {
+					state = wantKey
+				}
+			case c == '-' || (c >= '0' && c <= '9'):
+				n, detail := scanNumber(s[i:])
+				if detail != "" {
+					p.i = i + n
+					return p.fail(ErrSyntax, detail)
+				}
+				tape = append(tape, tok{kind: tNum, a: uint32(i), b: uint32(i + n)})
+				i += n
+				state = afterValue
+			case c == 't' || c == 'f' || c == 'n':
+				word, kind := "null", tNull
+				if c == 't' {
+					word, kind = "true", tTrue
+				} else if c == 'f' {
+					word, kind = "false", tFalse
+				}
+				if len(s)-i < len(word) || s[i:i+len(word)] != word {
+					p.i = i
+					return p.fail(ErrSyntax, fmt.Sprintf("invalid literal, want %q", word))
+				}
+				tape = append(tape, tok{kind: kind})
+				i += len(word)
+				state = afterValue
+			default:
+				p.i = i
+				return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s, want a value", p.describe()))
+			}
+
+		case afterValue:
+			if len(stack) == 0 {
+				p.i = i
+				return nil
+			}
+			f := &stack[len(stack)-1]
+			f.n++
+			i = skipWS(s, i)
+			if i >= len(s) {
+				p.i = i
+				if f.obj {
+					return p.fail(ErrSyntax, "unexpected end of input in object, want ',' or '}'")
+				}
+				return p.fail(ErrSyntax, "unexpected end of input in array, want ',' or ']'")
+			}
+			switch c := s[i]; {
+			case c == ',':
+				i++
+				if f.obj {
+					state = wantKey
+				} else {
+					state = wantValue
+				}
+			case c == '}' && f.obj:
+				i++
+				tape[f.at].a = uint32(f.n)
+				p.nMems += int(f.n)
+				p.keys = p.keys[:f.keys]
+				f.seen = nil
+				stack = stack[:len(stack)-1]
+			case c == ']' && !f.obj:
+				i++
+				tape[f.at].a = uint32(f.n)
+				p.nVals += int(f.n)
+				stack = stack[:len(stack)-1]
+			default:
+				p.i = i
+				if f.obj {
+					return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in object, want ',' or '}'", p.describe()))
+				}
+				return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in array, want ',' or ']'", p.describe()))
+			}
+
+		case wantKey:
+			i = skipWS(s, i)
+			if i >= len(s) || s[i] != '"' {
+				p.i = i
+				return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in object, want a string key", p.describe()))
+			}
+			keyAt := i
+			k, next, err := p.str(i)
+			if err != nil {
+				return err
+			}
+			i = next
+			// Duplicate keys make the canonical form depend on which
+			// member a reader keeps; reject them rather than guess.
+			f := &stack[len(stack)-1]
+			if err := p.checkKey(f, k, keyAt); err != nil {
+				return err
+			}
+			p.keys = append(p.keys, k)
+			tape = append(tape, k)
+			i = skipWS(s, i)
+			if i >= len(s) || s[i] != ':' {
+				p.i = i
+				return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s after object key, want ':'", p.describe()))
+			}
+			i++
+			state = wantValue
 		}
 	}
 }
@@ -233,92 +389,57 @@ func (p *parser) array(depth int) (Value, error) {
 // linear search; larger objects use a map.
 const smallObject = 16
 
-func (p *parser) object(depth int) (Value, error) {
-	if err := p.enter(depth); err != nil {
-		return Value{}, err
+// checkKey reports k, the key at offset keyAt, if the object f already has
+// it.
+func (p *parser) checkKey(f *frame, k tok, keyAt int) error {
+	prev := p.keys[f.keys:]
+	if len(prev) < smallObject {
+		n := k.b - k.a
+		for _, o := range prev {
+			if o.b-o.a == n && p.sameKey(o, k) {
+				return p.failAt(keyAt, ErrDuplicateKey, fmt.Sprintf("duplicate key %q", p.keyString(k)))
+			}
+		}
+		return nil
 	}
-	p.i++ // '{'
-	base := len(p.mems)
-	p.skipWS()
-	if p.i < len(p.s) && p.s[p.i] == '}' {
-		p.i++
-		return Value{Kind: Object, Obj: []Member{}}, nil
-	}
-	var seen map[string]struct{}
-	for {
-		p.skipWS()
-		if p.i >= len(p.s) || p.s[p.i] != '"' {
-			return Value{}, p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in object, want a string key", p.describe()))
-		}
-		keyAt := p.i
-		k, err := p.str()
-		if err != nil {
-			return Value{}, err
-		}
-		// Duplicate keys make the canonical form depend on which member a
-		// reader keeps; reject them rather than guess.
-		n := len(p.mems) - base
-		switch {
-		case n < smallObject:
-			for _, m := range p.mems[base:] {
-				if m.Key == k {
-					return Value{}, p.failAt(keyAt, ErrDuplicateKey, fmt.Sprintf("duplicate key %q", k))
-				}
-			}
-		default:
-			if seen == nil {
-				seen = make(map[string]struct{}, 2*n)
-				for _, m := range p.mems[base:] {
-					seen[m.Key] = struct{}{}
-				}
-			}
-			if _, dup := seen[k]; dup {
-				return Value{}, p.failAt(keyAt, ErrDuplicateKey, fmt.Sprintf("duplicate key %q", k))
-			}
-			seen[k] = struct{}{}
-		}
-		p.skipWS()
-		if p.i >= len(p.s) || p.s[p.i] != ':' {
-			return Value{}, p.fail(ErrSyntax, fmt.Sprintf("unexpected %s after object key, want ':'", p.describe()))
-		}
-		p.i++
-		p.skipWS()
-		v, err := p.value(depth)
-		if err != nil {
-			return Value{}, err
-		}
-		p.mems = append(p.mems, Member{Key: k, Value: v})
-		p.skipWS()
-		if p.i >= len(p.s) {
-			return Value{}, p.fail(ErrSyntax, "unexpected end of input in object, want ',' or '}'")
-		}
-		switch p.s[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			obj := make([]Member, len(p.mems)-base)
-			copy(obj, p.mems[base:])
-			clear(p.mems[base:])
-			p.mems = p.mems[:base]
-			return Value{Kind: Object, Obj: obj}, nil
-		default:
-			return Value{}, p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in object, want ',' or '}'", p.describe()))
+	if f.seen == nil {
+		f.seen = make(map[string]struct{}, 2*len(prev))
+		for _, o := range prev {
+			f.seen[p.keyString(o)] = struct{}{}
 		}
 	}
+	ks := p.keyString(k)
+	if _, dup := f.seen[ks]; dup {
+		return p.failAt(keyAt, ErrDuplicateKey, fmt.Sprintf("duplicate key %q", ks))
+	}
+	f.seen[ks] = struct{}{}
+	return nil
 }
 
-// number scans an RFC 8259 number and returns its literal:
-// -? (0 | [1-9][0-9]*) (\.[0-9]+)? ([eE][+-]?[0-9]+)?
-func (p *parser) number() (string, error) {
-	n, detail := scanNumber(p.s[p.i:])
-	if detail != "" {
-		p.i += n
-		return "", p.fail(ErrSyntax, detail)
+// keyString returns the decoded text of a string token (allocating only
+// for one with escapes).
+func (p *parser) keyString(t tok) string {
+	if t.kind == tStrEsc {
+		return string(p.esc[t.a:t.b])
 	}
-	lit := p.s[p.i : p.i+n]
-	p.i += n
-	return lit, nil
+	return p.s[t.a:t.b]
+}
+
+// sameKey reports whether two string tokens decode to the same text,
+// without allocating.
+func (p *parser) sameKey(x, y tok) bool {
+	if x.b-x.a != y.b-y.a {
+		return false
+	}
+	switch {
+	case x.kind == tStr && y.kind == tStr:
+		return p.s[x.a:x.b] == p.s[y.a:y.b]
+	case x.kind == tStr:
+		return string(p.esc[y.a:y.b]) == p.s[x.a:x.b]
+	case y.kind == tStr:
+		return string(p.esc[x.a:x.b]) == p.s[y.a:y.b]
+	}
+	return string(p.esc[x.a:x.b]) == string(p.esc[y.a:y.b])
 }
 
 // scanNumber returns the length of the RFC 8259 number at the start of s, or
@@ -371,67 +492,93 @@ func validNumber(lit string) bool {
 	return detail == "" && n == len(lit)
 }
 
-// str scans a string starting at the opening quote and returns its decoded
-// text. Strings without escapes are returned as substrings of the input.
-func (p *parser) str() (string, error) {
-	p.i++ // opening quote
-	start := p.i
-	// Fast path: plain ASCII without escapes.
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		if c == '"' {
-			s := p.s[start:p.i]
-			p.i++
-			return s, nil
-		}
-		if c == '\\' || c < 0x20 || c >= 0x80 {
-			break
-		}
-		p.i++
+// strPlain marks the bytes a string may hold as they are: 0x20..0x7F
+// except '"' and '\'. Control characters are errors, and bytes from 0x80
+// start a UTF-8 sequence to validate.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = true
 	}
-	// Slow path: validate UTF-8; once an escape appears, decode into p.buf.
+	t['"'], t['\\'] = false, false
+	return t
+}()
+
+// specialMask flags, in the high bit of each byte of w (eight string
+// bytes, the first in the low byte), the bytes a string cannot hold as they
+// are: '"', '\\', controls below 0x20, and every byte from 0x80. Bytes
+// above a flagged one may be flagged too (a borrow), but the lowest flagged
+// byte is always a special one: a borrow only starts at a byte below 0x20
+// or at one equal to '"' or '\\'.
+func specialMask(w uint64) uint64 {
+	lt20 := w - lsb*0x20
+	quote := (w ^ (lsb * '"')) - lsb
+	backslash := (w ^ (lsb * '\\')) - lsb
+	return (lt20 | quote | backslash | w) & msb
+}
+
+// str scans a string starting at the opening quote and returns its token:
+// a span of the input when it has no escapes, else a span of p.esc holding
+// its decoded text.
+func (p *parser) str(open int) (t tok, next int, err error) {
+	s := p.s
+	i := open + 1
+	start := i
 	escaped := false
+	escStart := 0
+	run := start // in an escaped string: first byte not yet copied to p.esc
 	for {
-		if p.i >= len(p.s) {
-			return "", p.failAt(start-1, ErrSyntax, "unterminated string")
-		}
-		c := p.s[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			if !escaped {
-				return p.s[start : p.i-1], nil
+		// Eight bytes at a time while none is special; the lowest flagged
+		// byte of a word is always a special one (see specialMask).
+		for len(s)-i >= 8 {
+			w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			if m := specialMask(w); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				goto special
 			}
-			return string(p.buf), nil
+			i += 8
+		}
+		for i < len(s) && strPlain[s[i]] {
+			i++
+		}
+	special:
+		if i >= len(s) {
+			return tok{}, 0, p.failAt(open, ErrSyntax, "unterminated string")
+		}
+		switch c := s[i]; {
+		case c == '"':
+			if !escaped {
+				return tok{kind: tStr, a: uint32(start), b: uint32(i)}, i + 1, nil
+			}
+			p.esc = append(p.esc, s[run:i]...)
+			return tok{kind: tStrEsc, a: uint32(escStart), b: uint32(len(p.esc))}, i + 1, nil
 		case c == '\\':
 			if !escaped {
 				escaped = true
-				p.buf = append(p.buf[:0], p.s[start:p.i]...)
+				escStart = len(p.esc)
 			}
+			p.esc = append(p.esc, s[run:i]...)
+			p.i = i
 			if err := p.escape(); err != nil {
-				return "", err
+				return tok{}, 0, err
 			}
+			i = p.i
+			run = i
 		case c < 0x20:
-			return "", p.fail(ErrSyntax, fmt.Sprintf("raw control character 0x%02x in string (escape it)", c))
-		case c < 0x80:
-			if escaped {
-				p.buf = append(p.buf, c)
-			}
-			p.i++
+			p.i = i
+			return tok{}, 0, p.fail(ErrSyntax, fmt.Sprintf("raw control character 0x%02x in string (escape it)", c))
 		default:
-			r, size := utf8.DecodeRuneInString(p.s[p.i:])
+			r, size := utf8.DecodeRuneInString(s[i:])
 			if r == utf8.RuneError && size <= 1 {
-				return "", p.fail(ErrInvalidUTF8, fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", c))
+				p.i = i
+				return tok{}, 0, p.fail(ErrInvalidUTF8, fmt.Sprintf("invalid UTF-8 byte 0x%02x in string", c))
 			}
-			if escaped {
-				p.buf = append(p.buf, p.s[p.i:p.i+size]...)
-			}
-			p.i += size
+			i += size
 		}
 	}
 }
 
-// escape decodes one backslash escape at the cursor into p.buf.
+// escape decodes the backslash escape at the cursor into p.esc.
 func (p *parser) escape() error {
 	at := p.i
 	if p.i+1 >= len(p.s) {
@@ -441,17 +588,17 @@ func (p *parser) escape() error {
 	p.i += 2
 	switch c {
 	case '"', '\\', '/':
-		p.buf = append(p.buf, c)
+		p.esc = append(p.esc, c)
 	case 'b':
-		p.buf = append(p.buf, '\b')
+		p.esc = append(p.esc, '\b')
 	case 'f':
-		p.buf = append(p.buf, '\f')
+		p.esc = append(p.esc, '\f')
 	case 'n':
-		p.buf = append(p.buf, '\n')
+		p.esc = append(p.esc, '\n')
 	case 'r':
-		p.buf = append(p.buf, '\r')
+		p.esc = append(p.esc, '\r')
 	case 't':
-		p.buf = append(p.buf, '\t')
+		p.esc = append(p.esc, '\t')
 	case 'u':
 		r, ok := hex4(p.s[p.i:])
 		if !ok {
@@ -464,12 +611,12 @@ func (p *parser) escape() error {
 			if len(p.s)-p.i >= 6 && p.s[p.i] == '\\' && p.s[p.i+1] == 'u' {
 				if lo, ok := hex4(p.s[p.i+2:]); ok && lo >= 0xDC00 && lo < 0xE000 {
 					p.i += 6
-					p.buf = utf8.AppendRune(p.buf, 0x10000+(r-0xD800)<<10+(lo-0xDC00))
+					p.esc = utf8.AppendRune(p.esc, 0x10000+(r-0xD800)<<10+(lo-0xDC00))
 					return nil
 				}
 			}
 		}
-		p.buf = appendWTF8(p.buf, r)
+		p.esc = appendWTF8(p.esc, r)
 	default:
 		return p.failAt(at, ErrSyntax, fmt.Sprintf("invalid escape \\%c", c))
 	}
@@ -495,4 +642,72 @@ func hex4(s string) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// build makes the tree from the tape of a document that has been read
+// without error.
+func (p *parser) build() Value {
+	// make of length 0 does not allocate, and gives empty containers the
+	// non-nil empty slices they had before.
+	b := builder{tape: p.tape, s: p.s, vals: make([]Value, p.nVals), mems: make([]Member, p.nMems)}
+	if len(p.esc) > 0 {
+		b.esc = string(p.esc)
+	}
+	var v Value
+	b.fill(&v)
+	return v
+}
+
+// builder fills a tree in place from a tape.
+type builder struct {
+	tape []tok
+	t    int
+	s    string
+	esc  string
+	vals []Value  // not yet handed out
+	mems []Member // not yet handed out
+}
+
+// fill writes the value at the tape cursor into *v, which is zero.
+func (b *builder) fill(v *Value) {
+	t := b.tape[b.t]
+	b.t++
+	switch t.kind {
+	case tNull:
+	case tFalse:
+		v.Kind = Bool
+	case tTrue:
+		v.Kind, v.Bool = Bool, true
+	case tNum:
+		v.Kind, v.Str = Number, b.s[t.a:t.b]
+	case tStr:
+		v.Kind, v.Str = String, b.s[t.a:t.b]
+	case tStrEsc:
+		v.Kind, v.Str = String, b.esc[t.a:t.b]
+	case tArr:
+		// Each container gets exactly its span of the shared array, with
+		// its capacity cut so that an append cannot overwrite a neighbour.
+		n := int(t.a)
+		arr := b.vals[:n:n]
+		b.vals = b.vals[n:]
+		v.Kind, v.Arr = Array, arr
+		for i := range arr {
+			b.fill(&arr[i])
+		}
+	case tObj:
+		n := int(t.a)
+		obj := b.mems[:n:n]
+		b.mems = b.mems[n:]
+		v.Kind, v.Obj = Object, obj
+		for i := range obj {
+			k := b.tape[b.t]
+			b.t++
+			if k.kind == tStrEsc {
+				obj[i].Key = b.esc[k.a:k.b]
+			} else {
+				obj[i].Key = b.s[k.a:k.b]
+			}
+			b.fill(&obj[i].Value)
+		}
+	}
 }

@@ -1,7 +1,10 @@
 package canonical
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -188,5 +191,91 @@ func TestAppendJSONRoundTrip(t *testing.T) {
 	}
 	if want := `{"z":[1.0,-0,1E+2,"\ud800xé` + "\u2028" + `😀",{"\u0000":"` + "\x7f" + `"}],"a":{"":null,"t":true}}`; string(out) != want {
 		t.Errorf("AppendJSON = %s\nwant          %s", out, want)
+	}
+}
+
+// TestParseAllocations pins the reader's allocations: the input copied
+// once as a string, one array for every element of the document, one for
+// every member, one string for all decoded escapes — whatever the size.
+func TestParseAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	for _, tc := range []struct {
+		doc  string
+		want float64
+	}{
+		{`"plain"`, 1},
+		{`[1,2,3]`, 2},
+		{`{"a":1}`, 2},
+		{`{"a":[1,{"b":"\u00e9"}],"c":[]}`, 4},
+		{string(sampleDoc), 3},
+	} {
+		data := []byte(tc.doc)
+		if n := testing.AllocsPerRun(50, func() { Parse(data) }); n != tc.want {
+			t.Errorf("Parse(%.40q) allocates %.1f times, want %.0f", tc.doc, n, tc.want)
+		}
+	}
+	_, generic := benchDocs(t)
+	FromGo(generic) // size the chunks
+	if n := testing.AllocsPerRun(50, func() { FromGo(generic) }); n > 3 {
+		t.Errorf("FromGo of the sample document allocates %.1f times, want at most 3", n)
+	}
+}
+
+// TestSharedArraysAreIsolated: containers of one document share backing
+// arrays, but an append to one can never write into another.
+func TestSharedArraysAreIsolated(t *testing.T) {
+	v, err := Parse([]byte(`{"a":[1,2],"b":[3],"c":{"x":1},"d":{"y":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := FromGo(map[string]any{"a": []any{1.0, 2.0}, "b": []any{3.0}, "c": map[string]any{"x": 1.0}, "d": map[string]any{"y": 2.0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tree := range map[string]Value{"Parse": v, "FromGo": g} {
+		before, _ := tree.AppendJSON(nil)
+		a, _ := tree.Get("a")
+		_ = append(a.Arr, num("99"))
+		c, _ := tree.Get("c")
+		_ = append(c.Obj, Member{"z", num("99")})
+		after, _ := tree.AppendJSON(nil)
+		if string(before) != string(after) {
+			t.Errorf("%s: appending to one container changed another:\n%s\n%s", name, before, after)
+		}
+	}
+}
+
+// TestSpecialMask: the lowest flagged byte of a word is the first byte a
+// string cannot hold as it is, for every position and kind of such byte.
+func TestSpecialMask(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	plain := func() byte { return byte(0x20 + r.IntN(0x60)) } // 0x20..0x7F
+	for range 20000 {
+		var w [8]byte
+		for i := range w {
+			w[i] = plain()
+			for w[i] == '"' || w[i] == '\\' {
+				w[i] = plain()
+			}
+		}
+		first := 8
+		if r.IntN(8) > 0 {
+			first = r.IntN(8)
+			specials := []byte{'"', '\\', 0x00, 0x1f, 0x80, 0xff, 0xc3, 0xed, byte(r.IntN(0x20)), byte(0x80 + r.IntN(0x80))}
+			w[first] = specials[r.IntN(len(specials))]
+			for i := first + 1; i < 8; i++ {
+				w[i] = byte(r.IntN(256)) // anything may follow
+			}
+		}
+		m := specialMask(binary.LittleEndian.Uint64(w[:]))
+		got := 8
+		if m != 0 {
+			got = bits.TrailingZeros64(m) >> 3
+		}
+		if got != first {
+			t.Fatalf("specialMask(% x) flags byte %d first, want %d", w, got, first)
+		}
 	}
 }
