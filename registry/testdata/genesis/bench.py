@@ -8,7 +8,8 @@ It enrols KEYS node keys (admin invite + POST /join, as the reference node
 does it), then, per round, times REGISTRATIONS sequential POST /agents of
 pre-signed descriptors (each newer than the last for its key, spread over
 the keys) and QUERIES sequential GET /agents?capability=TAG, each of which returns
-all KEYS agents (TAG is unique to the run). One keep-alive connection; descriptors are built
+all KEYS agents (TAG is unique to the run), and as the floor of one
+round trip through this client QUERIES GET /healthz. One keep-alive connection; descriptors are built
 and signed before the clock starts. Every request carries its own
 X-Forwarded-For so that the reference's per-client rate limits (30
 registrations a minute), which sit behind its ProxyFix, do not cut the run
@@ -104,7 +105,12 @@ for rnd in range(rounds):
         get.append(time.perf_counter() - a)
         if r.status_code != 200 or r.json()["count"] != n_keys:
             sys.exit(f"GET /agents: {r.status_code} {r.text[:200]}")
-    res = {"round": rnd, "register_per_s": n_reg / reg_total,
+    floor = []
+    for _ in range(n_get):
+        a = time.perf_counter()
+        r = s.get(na + "/healthz", headers=hdr(), timeout=30)
+        floor.append(time.perf_counter() - a)
+    res = {"round": rnd, "register_per_s": n_reg / reg_total, "healthz_p50_ms": pct(floor, 0.5) * 1e3,
            "register_p50_ms": pct(reg, 0.5) * 1e3, "register_p99_ms": pct(reg, 0.99) * 1e3,
            "find_p50_ms": pct(get, 0.5) * 1e3, "find_p99_ms": pct(get, 0.99) * 1e3, "agents": n_keys}
     results.append(res)
