@@ -20,11 +20,12 @@ import (
 // maxBody bounds an HTTP request body.
 const maxBody = 1 << 20
 
-// HTTPRoutes lists the path patterns HTTPHandler serves (a trailing "/"
-// covers a subtree), for a server that mounts the handler beside others on
-// one mux.
+// HTTPRoutes lists the path patterns a server must route to HTTPHandler
+// when it mounts it beside other handlers on one mux (a trailing "/"
+// covers a subtree). The handler's GET /health (the reference NA's) is not
+// listed: on a capmesh host /health belongs to the CHP binding.
 func HTTPRoutes() []string {
-	return []string{"/agents", "/agents/", "/crl", "/genesis", "/policy", "/healthz", "/health", "/join", "/renew", "/heartbeat", "/admin/"}
+	return []string{"/agents", "/agents/", "/crl", "/genesis", "/policy", "/healthz", "/join", "/renew", "/heartbeat", "/admin/"}
 }
 
 // HTTPHandler returns the Genesis-Mesh Network-Authority HTTP surface, so
