@@ -69,6 +69,9 @@ type invocation struct {
 	ids     []string
 	started *string
 	last    uint64
+	// recorded is the encoded result written to a durable store; the
+	// replay cache keeps it instead of a copy of the result.
+	recorded []byte
 
 	// Backing arrays for the common case (two events), so that an
 	// invocation allocates neither slice.
@@ -135,7 +138,7 @@ func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*Invoca
 		if err != nil {
 			res = nil
 		}
-		b.results.settle(lead, res)
+		b.results.settle(lead, res, inv.recorded)
 		return res, err
 	}
 }
@@ -428,7 +431,9 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		Success:           o == OutcomeSuccess,
 	}
 	if b.rstore != nil {
-		raw, err := appendResult(make([]byte, 0, 512+len(data)), res, inv.hdr.corr)
+		size := 512 + len(data) + len(inv.hdr.corr) + 48*len(inv.ids)
+		raw, err := appendResult(make([]byte, 0, size), res, inv.hdr.corr)
+		inv.recorded = raw
 		if err == nil {
 			err = b.rstore.PutResult(ctx, evidence.Result{InvocationID: res.InvocationID, At: now, Data: raw})
 		}

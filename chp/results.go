@@ -45,8 +45,8 @@ type resultShard struct {
 type resultEntry struct {
 	id   string
 	res  *InvocationResult // the recorded result (nil: in flight, or raw)
-	raw  []byte            // an encoded result loaded from the store
-	at   time.Time
+	raw  []byte            // or its encoded form, as written to a durable store
+	at   int64             // when it was recorded, unix ns
 	done bool
 	wait chan struct{} // made when a duplicate waits for the leader
 }
@@ -77,7 +77,7 @@ func (c *resultCache) claim(id string) (recorded *InvocationResult, wait <-chan 
 				e.wait = make(chan struct{})
 			}
 			return nil, e.wait, nil, nil
-		case c.now().Sub(e.at) <= c.window:
+		case c.now().UnixNano()-e.at <= int64(c.window):
 			if e.res == nil && e.raw != nil {
 				var r InvocationResult
 				if err := json.Unmarshal(e.raw, &r); err != nil {
@@ -119,14 +119,21 @@ func (s *resultShard) insert(e *resultEntry, per int) {
 }
 
 // settle records the leader's outcome; a failed invocation (res == nil)
-// leaves nothing to replay.
-func (c *resultCache) settle(e *resultEntry, res *InvocationResult) {
+// leaves nothing to replay. raw, when the result was written to a durable
+// store, is its encoded form: the cache keeps that (one allocation the
+// garbage collector need not look into) and decodes it on a replay.
+func (c *resultCache) settle(e *resultEntry, res *InvocationResult, raw []byte) {
 	s := c.shard(e.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if res != nil {
-		cp := *res
-		e.res, e.at = &cp, c.now()
+		e.at = c.now().UnixNano()
+		if raw != nil {
+			e.raw = raw
+		} else {
+			cp := *res
+			e.res = &cp
+		}
 	} else if s.m[e.id] == e {
 		delete(s.m, e.id)
 	}
@@ -152,7 +159,7 @@ func (c *resultCache) load(ctx context.Context, rs evidence.ResultStore) (int, e
 		r := recent[i]
 		s := c.shard(r.InvocationID)
 		s.mu.Lock()
-		s.insert(&resultEntry{id: r.InvocationID, raw: r.Data, at: r.At, done: true}, c.per)
+		s.insert(&resultEntry{id: r.InvocationID, raw: r.Data, at: r.At.UnixNano(), done: true}, c.per)
 		s.mu.Unlock()
 	}
 	return len(recent), nil

@@ -174,7 +174,7 @@ func TestResultCacheBounded(t *testing.T) {
 		if err != nil || lead == nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
-		c.settle(lead, &InvocationResult{InvocationID: fmt.Sprint("id", i)})
+		c.settle(lead, &InvocationResult{InvocationID: fmt.Sprint("id", i)}, nil)
 	}
 	total := 0
 	for i := range c.shards {
