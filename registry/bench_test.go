@@ -445,3 +445,71 @@ func BenchmarkRegisterSignedSQLite(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFindDuringSQLiteWrites: FindFunc on a tag with 300 providers
+// while another goroutine registers descriptors (of other keys) as fast as
+// the SQLite store commits them. Reads must not wait for the disk.
+func BenchmarkFindDuringSQLiteWrites(b *testing.B) {
+	const readers, writers = 300, 1000
+	st, err := sqlite.Open(filepath.Join(b.TempDir(), "registry.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	n, err := registry.NewNode(registry.Config{Network: "N", Store: st, TrustedKeys: pins(readers + writers), SweepInterval: time.Hour, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	for _, w := range signedPool(readers, readers, func(int) []string { return []string{"t"} }) {
+		d, _ := descriptor.Parse(w)
+		if _, err := n.Register(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Writers use keys readers.. (benchKey(readers+i)); pre-sign plenty.
+	var ws [][]byte
+	base := time.Now()
+	for i := 0; i < 20000; i++ {
+		k := benchKey(readers + i%writers)
+		d := descriptor.New("w", "N", k.Public().(ed25519.PublicKey), []string{"w"}, descriptor.Endpoint{Host: "h", Port: 1, Scheme: "tcp"}, base.Add(time.Duration(i/writers)*time.Microsecond), time.Hour)
+		_ = d.Sign(k)
+		w, _ := d.MarshalJSON()
+		ws = append(ws, w)
+	}
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		c := 0
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- c
+				return
+			default:
+			}
+			d, _ := descriptor.Parse(ws[i%len(ws)])
+			if _, err := n.Register(ctx, d); err == nil {
+				c++
+			}
+		}
+	}()
+	lat := make([]time.Duration, 0, b.N)
+	start := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t := time.Now()
+		c := 0
+		n.FindFunc("t", registry.FindOptions{}, func(registry.Entry) bool { c++; return true })
+		if c != readers {
+			b.Fatalf("%d providers", c)
+		}
+		lat = append(lat, time.Since(t))
+		time.Sleep(50 * time.Microsecond) // leave room to the writer
+	}
+	b.StopTimer()
+	close(stop)
+	b.ReportMetric(float64(<-done)/time.Since(start).Seconds(), "writes/s")
+	latencies(b, "", lat)
+}

@@ -229,8 +229,8 @@ func (n *Node) httpDelete(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, withStatus(descriptor.CodeInvalidSignature, 401, CodeUnauthorized, "%v", err))
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	e, ok := n.entries[key]
 	if !ok || e.Source != SourceDescriptor {
 		writeErr(w, r, refuse(CodeWordNotRegistered, "agent not registered"))
@@ -332,8 +332,8 @@ func (n *Node) httpJoin(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, withStatus("missing_invite_token", 403, CodeForbidden, "invite_token required"))
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	// Proof of possession first: nothing about the key is revealed to a
 	// caller who does not hold it.
 	if err := n.verifyNodeRequest(r.Context(), o, key, "join:"+key); err != nil {
@@ -377,8 +377,8 @@ func (n *Node) httpRenew(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, withStatus("missing_certificate_identity", 400, -32602, "cert_id and node_public_key required"))
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	if err := n.verifyNodeRequest(r.Context(), o, key, "node:"+key); err != nil {
 		writeErr(w, r, err)
 		return
@@ -455,8 +455,8 @@ func (n *Node) httpHeartbeat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, withStatus("missing_certificate_identity", 400, -32602, "cert_id and node_public_key required"))
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	cs, ok := n.trust.certs[certID]
 	if !ok || cs.cert.NodePublicKey != key {
 		writeErr(w, r, withStatus("certificate_not_found", 403, CodeForbidden, "unknown certificate"))
@@ -521,9 +521,9 @@ func (n *Node) httpInvite(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, err)
 		return
 	}
-	n.mu.Lock()
+	n.wmu.Lock()
 	err = n.verifyAdmin(r, o)
-	n.mu.Unlock()
+	n.wmu.Unlock()
 	if err != nil {
 		writeErr(w, r, err)
 		return
@@ -553,9 +553,9 @@ func (n *Node) httpRevoke(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, err)
 		return
 	}
-	n.mu.Lock()
+	n.wmu.Lock()
 	err = n.verifyAdmin(r, o)
-	n.mu.Unlock()
+	n.wmu.Unlock()
 	if err != nil {
 		writeErr(w, r, err)
 		return

@@ -107,8 +107,8 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 		RegisteredAt: now.UTC(), ExpiresAt: now.Add(n.cfg.LocalTTL).UTC()}
 	raw, _ := json.Marshal(lr)
 	e := localEntry(lr, raw)
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	kind := EventRegistered
 	if cur, ok := n.entries[e.Key]; ok && n.live(cur, now) {
 		kind = EventReplaced
@@ -117,7 +117,7 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 		Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
 		return Entry{}, err
 	}
-	n.index(e)
+	n.publish(func() { n.index(e) })
 	return n.view(e, now), nil
 }
 
@@ -156,8 +156,8 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name string) (t
 		return time.Time{}, refuse(CodeWordInvalidParams, "name (or primal_id) is required")
 	}
 	now := n.cfg.Now()
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	e, ok := n.entries[localKey(name)]
 	if !ok || !n.live(e, now) {
 		return time.Time{}, refuse(CodeWordNotRegistered, "%q is not registered (register again)", name)
@@ -173,7 +173,7 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name string) (t
 		return time.Time{}, fmt.Errorf("registry: %w", err)
 	}
 	ne := localEntry(lr, raw)
-	n.index(ne)
+	n.publish(func() { n.index(ne) })
 	return lr.ExpiresAt, nil
 }
 
@@ -182,8 +182,8 @@ func (n *Node) Unregister(ctx context.Context, peer jsonrpc.Peer, name string) e
 	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
 		return refuse(CodeWordForeignUser, "only the node's own user may remove a local registration over the Unix socket")
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	ok, err := n.deregisterLocked(ctx, localKey(name), EventDeregistered, "ipc.unregister")
 	if err != nil {
 		return err

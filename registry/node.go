@@ -135,6 +135,12 @@ type Node struct {
 	log *slog.Logger
 	st  Store
 
+	// Two locks, so that reads never wait for the disk. wmu serializes
+	// every change from its checks to its end, including the Store write;
+	// mu guards the in-memory state readers see and is write-locked only
+	// for the moment a committed change is published (publish). A writer
+	// reads shared state under wmu alone: no one else changes it.
+	wmu      sync.Mutex
 	mu       sync.RWMutex
 	entries  map[string]*entry
 	byCap    map[string][]*entry  // capability → providers in discovery order (newer)
@@ -217,13 +223,13 @@ func NewNode(cfg Config) (*Node, error) {
 // Close stops the sweeper. It does not close the Store, which the caller
 // owns.
 func (n *Node) Close() error {
-	n.mu.Lock()
+	n.wmu.Lock()
 	if n.closed {
-		n.mu.Unlock()
+		n.wmu.Unlock()
 		return nil
 	}
 	n.closed = true
-	n.mu.Unlock()
+	n.wmu.Unlock()
 	n.stopLoop()
 	<-n.loopDone
 	return nil
@@ -579,8 +585,8 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	if n.cfg.MaxDescriptorTTL > 0 && d.ExpiresAt.Instant().Sub(d.RegisteredAt.Instant()) > n.cfg.MaxDescriptorTTL {
 		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	if n.closed {
 		return Entry{}, errors.New("registry: closed")
 	}
@@ -621,13 +627,15 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	if err := n.commit(ctx, ops, Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
 		return Entry{}, err
 	}
-	n.marks[e.Key] = reg
-	n.index(e)
+	n.publish(func() {
+		n.marks[e.Key] = reg
+		n.index(e)
+	})
 	return n.view(e, now), nil
 }
 
-// Deregister removes an entry by key and records why (EventDeregistered
-// or EventRevoked).
+// deregisterLocked removes an entry by key and records why
+// (EventDeregistered or EventRevoked); the caller holds wmu.
 func (n *Node) deregisterLocked(ctx context.Context, key, kind, reason string) (bool, error) {
 	e, ok := n.entries[key]
 	if !ok {
@@ -641,12 +649,20 @@ func (n *Node) deregisterLocked(ctx context.Context, key, kind, reason string) (
 		Event{Kind: kind, Key: key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source, Reason: reason}); err != nil {
 		return false, err
 	}
-	n.unindex(e)
+	n.publish(func() { n.unindex(e) })
 	return true, nil
 }
 
-// commit writes ops plus the new version and records ev; the caller holds
-// mu.
+// publish applies an in-memory change that is already durable, under the
+// readers' lock; the caller holds wmu.
+func (n *Node) publish(f func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f()
+}
+
+// commit writes ops plus the new version, then publishes the events; the
+// caller holds wmu (not mu: readers go on during the Store write).
 func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
 	next := n.version + uint64(len(evs))
 	vb, _ := json.Marshal(next)
@@ -654,6 +670,8 @@ func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
 	if err := n.st.Apply(ctx, ops...); err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	now := n.cfg.Now()
 	for _, ev := range evs {
 		n.version++
@@ -694,14 +712,21 @@ func (n *Node) sweepLoop(ctx context.Context) {
 // reads are correct without it.
 func (n *Node) Sweep(ctx context.Context) {
 	now := n.cfg.Now()
-	n.mu.Lock()
-	var dead []*entry
+	n.wmu.Lock()
+	var dead, lapsed []*entry
 	for _, e := range n.entries {
 		if !now.Before(e.ExpiresAt) {
 			dead = append(dead, e)
 		} else if e.Source == SourceDescriptor && !now.Before(e.vUntil) {
-			n.refreshVerdict(e, now)
+			lapsed = append(lapsed, e)
 		}
+	}
+	if len(lapsed) > 0 {
+		n.publish(func() {
+			for _, e := range lapsed {
+				n.refreshVerdict(e, now)
+			}
+		})
 	}
 	if len(dead) > 0 {
 		evs := make([]Event, 0, len(dead))
@@ -713,9 +738,11 @@ func (n *Node) Sweep(ctx context.Context) {
 		if err := n.commit(ctx, nil, evs...); err != nil {
 			n.log.Warn("registry: sweep", "err", err)
 		} else {
-			for _, e := range dead {
-				n.unindex(e)
-			}
+			n.publish(func() {
+				for _, e := range dead {
+					n.unindex(e)
+				}
+			})
 		}
 	}
 	for k, exp := range n.nonces {
@@ -723,7 +750,7 @@ func (n *Node) Sweep(ctx context.Context) {
 			delete(n.nonces, k)
 		}
 	}
-	n.mu.Unlock()
+	n.wmu.Unlock()
 	if _, err := n.st.Purge(ctx, now); err != nil {
 		n.log.Warn("registry: purge", "err", err)
 	}
@@ -736,8 +763,9 @@ func short(key string) string {
 	return key
 }
 
-// useNonce records a one-time value under scope until exp; false when it
-// was already used. The caller holds mu.
+// useNonceLocked records a one-time value under scope until exp; false
+// when it was already used. The caller holds wmu (nonces are writers'
+// state only).
 func (n *Node) useNonceLocked(ctx context.Context, scope, nonce string, exp time.Time) (bool, error) {
 	k := scope + "\x00" + nonce
 	if e, ok := n.nonces[k]; ok && n.cfg.Now().Before(e) {

@@ -17,8 +17,8 @@ const kindPolicy = "policy"
 // restricts no ports or services through it: allowed_services is empty and
 // allowed_ports is the reference's default.
 func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	if n.trust.policy != nil {
 		return n.trust.policy, nil
 	}

@@ -196,3 +196,69 @@ func TestPolicyManifest(t *testing.T) {
 		t.Errorf("policy changed across a restart:\n%s\n%s", raw, raw2)
 	}
 }
+
+// TestConcurrentReadersAndWriters exercises the two-lock scheme (writers
+// serialized by one lock and publishing under the readers' lock) with
+// every reader and writer at once; run with -race.
+func TestConcurrentReadersAndWriters(t *testing.T) {
+	n := newNode(t, registry.Config{Network: "N", SweepInterval: 5 * time.Millisecond, Logger: quiet})
+	ctx := t.Context()
+	const keys = 8
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	loop := func(f func(i int)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+					f(i)
+				}
+			}
+		}()
+	}
+	keyOf := func(i int) (ed25519.PrivateKey, string) {
+		k := benchKey(3000 + i%keys)
+		return k, base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey))
+	}
+	for i := 0; i < keys; i++ {
+		_, key := keyOf(i)
+		if _, err := n.Enroll(ctx, key, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w := 0; w < 2; w++ {
+		loop(func(i int) {
+			k, _ := keyOf(i*2 + w) // each writer its own keys
+			_, _ = n.Register(ctx, signed(t, k, "N", []string{"x", fmt.Sprint(i % 3)}, time.Now(), 20*time.Millisecond))
+		})
+	}
+	// Trust churn on half the keys: revoke, enrol again.
+	loop(func(i int) {
+		_, key := keyOf(keys/2 + i%(keys/2))
+		if i%2 == 0 {
+			_, _ = n.Revoke(ctx, "", key, registry.ReasonSuperseded)
+		} else {
+			_, _ = n.Enroll(ctx, key, nil, time.Hour)
+		}
+	})
+	loop(func(int) { n.Find("x", registry.FindOptions{IncludeUntrusted: true}) })
+	loop(func(int) { n.FindFunc("x", registry.FindOptions{}, func(registry.Entry) bool { return true }) })
+	loop(func(int) { n.List(true); n.Certificates("") })
+	loop(func(int) { _, _, _ = n.Watch(ctx, 0, nil, 0) })
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	if n.Version() == 0 {
+		t.Fatal("no change was made")
+	}
+	// Everything that is listed is live and trusted.
+	for _, e := range n.List(false) {
+		if !e.Trust.Trusted || !time.Now().Before(e.ExpiresAt) {
+			t.Errorf("listed: %+v", e)
+		}
+	}
+}

@@ -345,8 +345,8 @@ func (n *Node) Enroll(ctx context.Context, nodeKey string, roles []string, valid
 	if validity <= 0 {
 		validity = 168 * time.Hour
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	return n.issueLocked(ctx, nodeKey, roles, validity, int(validity/time.Hour), nil)
 }
 
@@ -368,7 +368,7 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 	if err := n.st.Apply(ctx, ops...); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	t.addCert(cs)
+	n.publish(func() { t.addCert(cs) })
 	return c, nil
 }
 
@@ -425,8 +425,8 @@ func (n *Node) useInviteLocked(ctx context.Context, token string) (*inviteState,
 // CurrentCRL returns the active signed CRL, creating the empty sequence-0
 // one on first use.
 func (n *Node) CurrentCRL(ctx context.Context) (*CRL, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	if n.trust.crl != nil {
 		return n.trust.crl, nil
 	}
@@ -474,8 +474,8 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 	default:
 		return RevokeResult{}, withStatus("invalid_revocation_reason", 400, 0-32602, "invalid revocation reason %q", reason)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
 	t := n.trust
 	var targets []*certState
 	switch {
@@ -523,6 +523,7 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		}
 		return RevokeResult{CRLSequence: cur.Sequence, RevokedCount: len(cur.Revoked)}, nil
 	}
+	var blocked *certState
 	if blockKey {
 		// A pinned key without certificates: record the compromise as a
 		// pseudo-certificate so it persists.
@@ -530,19 +531,24 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		cs.Cert, _ = cs.cert.MarshalJSON()
 		val, _ := json.Marshal(cs)
 		ops = append(ops, Op{Record: Record{Kind: kindCert, Key: cs.cert.CertID, Value: val}})
-		t.addCert(cs)
+		blocked = cs
 	}
 	crl := n.newCRLLocked(cur.Sequence+1, revoked)
 	if err := n.saveCRLLocked(ctx, crl, ops); err != nil {
 		return RevokeResult{}, err
 	}
-	for _, cs := range changed {
-		cs.Status, cs.RevocationReason = "revoked", reason
-		if reason == ReasonKeyCompromise {
-			t.compromised[cs.cert.NodePublicKey] = true
+	n.publish(func() {
+		if blocked != nil {
+			t.addCert(blocked)
 		}
-		t.changed(cs.cert.NodePublicKey)
-	}
+		for _, cs := range changed {
+			cs.Status, cs.RevocationReason = "revoked", reason
+			if reason == ReasonKeyCompromise {
+				t.compromised[cs.cert.NodePublicKey] = true
+			}
+			t.changed(cs.cert.NodePublicKey)
+		}
+	})
 	res := RevokeResult{CRLSequence: crl.Sequence, RevokedCount: len(crl.Revoked)}
 	if ok, err := n.deregisterLocked(ctx, nodeKey, EventRevoked, "certificate revoked: "+reason); err != nil {
 		return res, err
