@@ -31,7 +31,7 @@ type Event struct {
 // Watch returns the events after revision since, restricted to entries
 // having one of caps when caps is non-empty, and the current revision to
 // resume from. When there are none yet and wait > 0, it blocks until one
-// arrives, wait passes or ctx ends. A since older than the retained
+// arrives, wait passes, ctx ends or the node is closed. A since older than the retained
 // history is refused with CodeWordCompacted: the caller re-reads the full
 // state (List) and resumes from the revision in the error details.
 func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time.Duration) (uint64, []Event, error) {
@@ -77,6 +77,8 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 		select {
 		case <-changed:
 		case <-deadline:
+			return rev, nil, nil
+		case <-n.done:
 			return rev, nil, nil
 		case <-ctx.Done():
 			return rev, nil, ctx.Err()

@@ -151,6 +151,7 @@ type Node struct {
 	changed  chan struct{}
 	nonces   map[string]time.Time
 	closed   bool
+	done     chan struct{} // closed by Close: ends pending watches
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 }
@@ -209,6 +210,7 @@ func NewNode(cfg Config) (*Node, error) {
 		marks:   map[string]time.Time{},
 		changed: make(chan struct{}),
 		nonces:  map[string]time.Time{},
+		done:    make(chan struct{}),
 	}
 	if err := n.load(context.Background()); err != nil {
 		return nil, err
@@ -220,8 +222,10 @@ func NewNode(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// Close stops the sweeper. It does not close the Store, which the caller
-// owns.
+// Close stops the sweeper and ends pending watches at once (a server
+// should close the node when its shutdown begins, so that ipc.watch long
+// polls do not hold up the drain). It does not close the Store, which the
+// caller owns.
 func (n *Node) Close() error {
 	n.wmu.Lock()
 	if n.closed {
@@ -229,6 +233,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
+	close(n.done)
 	n.wmu.Unlock()
 	n.stopLoop()
 	<-n.loopDone

@@ -262,3 +262,34 @@ func TestConcurrentReadersAndWriters(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseEndsWatches: a pending long poll returns as soon as the node is
+// closed, so a server's drain is not held up by watchers.
+func TestCloseEndsWatches(t *testing.T) {
+	n, err := registry.NewNode(registry.Config{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, evs, err := n.Watch(t.Context(), 0, nil, time.Minute)
+		if err == nil && len(evs) != 0 {
+			err = fmt.Errorf("events %v", evs)
+		}
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	n.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("watch ended %s after Close", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch still pending 10 s after Close")
+	}
+}
