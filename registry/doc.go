@@ -8,16 +8,18 @@
 //   - A signed descriptor (POST /agents, or ipc.register {"descriptor": …})
 //     is parsed and its signature verified first (registry/descriptor);
 //     then liveness, network, trust (enrolment, CRL, key_compromise) and
-//     anti-rollback are checked; only then is it indexed and written
-//     through to the Store.
+//     anti-rollback are checked; only then is it written to the Store and,
+//     once durable, published to the index.
 //   - An unsigned local registration (ipc.register {name, capabilities,
 //     endpoint}) is accepted only from a Unix-socket peer of the node's own
 //     user, after the registry has called identity.get on the endpoint and
 //     the names match. It lives for its TTL and is renewed by ipc.heartbeat.
-//   - Reads (ipc.discover, ipc.find_capability, GET /agents?capability=)
-//     come from the in-memory capability index, filtered by liveness and by
-//     the trust policy before anything is returned; each result carries its
-//     trust verdict.
+//   - Reads (Find, FindFunc, ipc.discover, ipc.find_capability,
+//     GET /agents?capability=) come from the in-memory capability index —
+//     providers kept sorted per tag, verdicts cached per provider — filtered
+//     by liveness and by the trust policy before anything is returned; each
+//     result carries its trust verdict. Stored descriptor bytes are served
+//     as they are.
 //   - Every change bumps a monotonic registry version and is recorded as an
 //     event (registered, replaced, expired, revoked, deregistered) that
 //     ipc.watch delivers from a resumable cursor.
@@ -26,4 +28,7 @@
 //
 // Storage is the Store interface (durable records with expiry); the
 // in-memory index is authoritative for reads, the Store for restarts.
+// Changes are serialized by a writer lock through their Store write and
+// published under the readers' lock only then, so reads never wait for the
+// disk.
 package registry
