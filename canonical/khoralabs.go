@@ -53,12 +53,30 @@ func (khoralabs) Name() string { return "khoralabs" }
 // pointers (a Value is 72 bytes; copying one per node costs more than
 // writing most scalars).
 type khEncoder struct {
-	idx []int32 // stack of member permutations, as in encoder
-	ko  keyOrderer
+	// ents is a stack of member orders: each object being written pushes
+	// its members in khoralabs order and pops them when done.
+	ents []khEnt
+	idx  []int32 // scratch for the general key order
+	ko   keyOrderer
 	// stop, when set, is asked about the key of every single-member object
 	// (see AppendKhoralabsUntil).
 	stop func(key string) bool
 }
+
+// khEnt is one member of an object being ordered: its sort key and its
+// index in the object.
+type khEnt struct {
+	// key is the value of an array-index key, or else nameBit plus the
+	// primary ranks of the key's first eight bytes (collate.PrimaryPrefix,
+	// whose ranks are all below 0x80), so that one integer comparison
+	// puts index keys first, in numeric order.
+	key   uint64
+	x     int32
+	exact bool // key decides (an index, or an exact prefix)
+}
+
+// nameBit marks the sort key of a member whose key is not an array index.
+const nameBit = 1 << 63
 
 // errStopped unwinds AppendKhoralabsUntil's walk.
 var errStopped = errors.New("stopped")
@@ -69,7 +87,7 @@ type keyOrderer struct {
 	keys   []string
 }
 
-var khPool = sync.Pool{New: func() any { return &khEncoder{idx: make([]int32, 0, 64)} }}
+var khPool = sync.Pool{New: func() any { return &khEncoder{ents: make([]khEnt, 0, 64)} }}
 
 // AppendCanonical appends the khoralabs canonical form of v to dst.
 func (khoralabs) AppendCanonical(dst []byte, v Value) ([]byte, error) {
@@ -101,8 +119,8 @@ func appendKhoralabs(dst []byte, v *Value, stop func(string) bool) ([]byte, bool
 		}
 	}
 	e.stop = nil
-	if cap(e.idx) <= 1<<16 && cap(e.ko.keys) <= 1<<16 {
-		e.idx = e.idx[:0]
+	if cap(e.ents) <= 1<<16 && cap(e.idx) <= 1<<16 && cap(e.ko.keys) <= 1<<16 {
+		e.ents, e.idx = e.ents[:0], e.idx[:0]
 		clear(e.ko.keys[:cap(e.ko.keys)]) // do not keep documents alive
 		khPool.Put(e)
 	}
@@ -123,17 +141,18 @@ func khAt(err error, step string) error {
 
 func (e *khEncoder) value(b []byte, v *Value, depth int) ([]byte, error) {
 	switch v.Kind {
-	case Null:
-		return append(b, "null"...), nil
-	case Bool:
-		if v.Bool {
-			return append(b, "true"...), nil
+	case String:
+		if out, ok := appendPlainJSString(b, v.Str); ok {
+			return out, nil
 		}
-		return append(b, "false"...), nil
+		return AppendJSString(b, v.Str)
 	case Number:
 		return appendJSNumber(b, v.Str)
-	case String:
-		return AppendJSString(b, v.Str)
+	case Object:
+		if depth >= maxEncodeDepth {
+			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+		}
+		return e.object(b, v.Obj, depth)
 	case Array:
 		if depth >= maxEncodeDepth {
 			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
@@ -149,11 +168,13 @@ func (e *khEncoder) value(b []byte, v *Value, depth int) ([]byte, error) {
 			}
 		}
 		return append(b, ']'), nil
-	case Object:
-		if depth >= maxEncodeDepth {
-			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+	case Null:
+		return append(b, "null"...), nil
+	case Bool:
+		if v.Bool {
+			return append(b, "true"...), nil
 		}
-		return e.object(b, v.Obj, depth)
+		return append(b, "false"...), nil
 	default:
 		return b, fmt.Errorf("%w: %d", ErrInvalidKind, v.Kind)
 	}
@@ -167,33 +188,156 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	if n == 1 && e.stop != nil && e.stop(obj[0].Key) {
 		return b, errStopped
 	}
-	base := len(e.idx)
-	for i := range n {
-		e.idx = append(e.idx, int32(i))
-	}
-	if err := e.ko.order(obj, e.idx[base:base+n]); err != nil {
-		e.idx = e.idx[:base]
+	base := len(e.ents)
+	if err := e.order(obj); err != nil {
+		e.ents = e.ents[:base]
 		return b, khAt(err, "")
 	}
 	b = append(b, '{')
 	for j := range n {
-		m := &obj[e.idx[base+j]] // re-slice: children may grow e.idx
+		ent := e.ents[base+j] // index again: children may grow e.ents
+		m := &obj[ent.x]
+		var err error
 		if j > 0 {
 			b = append(b, ',')
 		}
-		var err error
-		if b, err = AppendJSString(b, m.Key); err != nil {
-			e.idx = e.idx[:base]
-			return b, khAt(fmt.Errorf("key: %w", err), keyStep(m.Key))
+		var ok bool
+		if b, ok = appendPlainJSString(b, m.Key); !ok {
+			if b, err = AppendJSString(b, m.Key); err != nil {
+				e.ents = e.ents[:base]
+				return b, khAt(fmt.Errorf("key: %w", err), keyStep(m.Key))
+			}
 		}
 		b = append(b, ':')
-		if b, err = e.value(b, &m.Value, depth+1); err != nil {
-			e.idx = e.idx[:base]
+		switch v := &m.Value; v.Kind {
+		case String:
+			if b, ok = appendPlainJSString(b, v.Str); !ok {
+				b, err = AppendJSString(b, v.Str)
+			}
+		case Number:
+			b, err = appendJSNumber(b, v.Str)
+		default:
+			b, err = e.value(b, v, depth+1)
+		}
+		if err != nil {
+			e.ents = e.ents[:base]
 			return b, khAt(err, keyStep(m.Key))
 		}
 	}
-	e.idx = e.idx[:base]
+	e.ents = e.ents[:base]
 	return append(b, '}'), nil
+}
+
+// maxQuickOrder is the largest object order sorts by insertion; larger
+// ones take the general path (collate.Sorter), as do objects with more
+// than maxInexact keys that are not simple ASCII at the start.
+const (
+	maxQuickOrder = 32
+	maxInexact    = 2
+)
+
+// order pushes the members of obj onto e.ents in khoralabs order: the
+// array-index keys by value, then the others by collation, stably.
+//
+// The quick path covers almost every object: each key gets a 64-bit sort
+// key — its value if it is an array index, else the primary ranks of its
+// first eight bytes (collate.PrimaryPrefix) — and an insertion sort
+// compares those integers. Only pairs whose prefixes are equal, or not
+// exact (a byte that is not simple ASCII among the first eight), ask
+// collate.QuickCompare, and only the pairs it cannot decide pay for
+// collate.Compare. Objects with many inexact keys, or many members, go
+// to the general path (keyOrderer), which computes each sort key once.
+func (e *khEncoder) order(obj []Member) error {
+	n := len(obj)
+	base := len(e.ents)
+	e.ents = slices.Grow(e.ents, n)[:base+n]
+	ents := e.ents[base:]
+	if n == 1 {
+		ents[0] = khEnt{} // nothing to order; the writer checks the key
+		return nil
+	}
+	inexact := 0
+	if n <= maxQuickOrder {
+		for i := range obj {
+			k := obj[i].Key
+			if len(k) > 0 && k[0] <= '9' && k[0] >= '0' {
+				if x, ok := ArrayIndex(k); ok {
+					ents[i] = khEnt{key: uint64(x), x: int32(i), exact: true}
+					continue
+				}
+			}
+			p, exact := collate.PrimaryPrefix(k)
+			ents[i] = khEnt{key: nameBit | p, x: int32(i), exact: exact}
+			if !exact {
+				inexact++
+			}
+		}
+	}
+	if n > maxQuickOrder || inexact > maxInexact {
+		return e.orderGeneral(obj, ents)
+	}
+	ties := false
+	for i := 1; i < n; i++ {
+		x := ents[i]
+		j := i
+		for ; j > 0; j-- {
+			y := &ents[j-1]
+			if x.key != y.key && (x.exact && y.exact || (x.key^y.key)&nameBit != 0) {
+				// Decided by the sort keys: almost every pair.
+				if x.key > y.key {
+					break
+				}
+			} else if r := compareEnts(obj, &x, y); r >= 0 {
+				// An element equal to an earlier one meets it or another
+				// equal one on its way left.
+				ties = ties || r == 0
+				break
+			}
+			ents[j] = ents[j-1]
+		}
+		ents[j] = x
+	}
+	if ties {
+		// Keys that compare equal are adjacent; the same key twice is a
+		// duplicate, distinct equal keys (a collation tie) are not.
+		for i := 1; i < n; i++ {
+			for j := i - 1; j >= 0 && compareEnts(obj, &ents[j], &ents[i]) == 0; j-- {
+				if obj[ents[j].x].Key == obj[ents[i].x].Key {
+					return fmt.Errorf("%w %q", ErrDuplicateKey, obj[ents[i].x].Key)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// compareEnts orders two members in khoralabs order.
+func compareEnts(obj []Member, a, b *khEnt) int {
+	if (a.key^b.key)&nameBit != 0 || a.key&nameBit == 0 || a.key != b.key && a.exact && b.exact {
+		// An index key and a name, two index keys, or two exact prefixes
+		// that differ.
+		return cmp.Compare(a.key, b.key)
+	}
+	ka, kb := obj[a.x].Key, obj[b.x].Key
+	if r, ok := collate.QuickCompare(ka, kb); ok {
+		return r
+	}
+	return collate.Compare(ka, kb)
+}
+
+// orderGeneral orders ents by the general path, from input order.
+func (e *khEncoder) orderGeneral(obj []Member, ents []khEnt) error {
+	e.idx = e.idx[:0]
+	for i := range obj {
+		e.idx = append(e.idx, int32(i))
+	}
+	if err := e.ko.order(obj, e.idx); err != nil {
+		return err
+	}
+	for i, x := range e.idx {
+		ents[i] = khEnt{x: x}
+	}
+	return nil
 }
 
 var keyOrderPool = sync.Pool{New: func() any { return new(keyOrderer) }}

@@ -1,7 +1,9 @@
 package canonical
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -24,29 +26,16 @@ var jsPlain = func() (t [256]bool) {
 // ErrInvalidUTF8. The output is the same as Value.AppendJSON's for a
 // string.
 func AppendJSString(b []byte, s string) ([]byte, error) {
-	// Most strings (keys, identifiers, prose) need no escape: find out with
-	// one table scan and copy them whole.
-	i := 0
-	for ; len(s)-i >= 8; i += 8 {
-		// Eight bytes at a time: any byte below 0x20, '"', '\\' or
-		// non-ASCII sets a high bit (a borrow can also flag a plain byte
-		// just above a special one; the byte loop below sorts that out).
-		t := s[i : i+8]
-		w := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24 |
-			uint64(t[4])<<32 | uint64(t[5])<<40 | uint64(t[6])<<48 | uint64(t[7])<<56
-		if ((w-lsb*0x20)|(w^(lsb*'"')-lsb)|(w^(lsb*'\\')-lsb)|w)&msb != 0 {
-			break
-		}
+	// Most strings (keys, identifiers, prose) need no escape: check and
+	// copy them in one pass over machine words.
+	if out, ok := appendPlainJSString(b, s); ok {
+		return out, nil
 	}
+	i := 0
 	for i < len(s) && jsPlain[s[i]] {
 		i++
 	}
-	b = append(b, '"')
-	if i == len(s) {
-		b = append(b, s...)
-		return append(b, '"'), nil
-	}
-	return appendJSStringFrom(b, s, i)
+	return appendJSStringFrom(append(b, '"'), s, i)
 }
 
 // appendJSStringFrom writes the rest of AppendJSString from s[i], the
@@ -92,3 +81,68 @@ const (
 	lsb = 0x0101010101010101
 	msb = 0x8080808080808080
 )
+
+// appendPlainJSString appends s as a JSON string if JSON.stringify writes
+// it as it is (no byte needs an escape or a check: printable ASCII and DEL
+// except '"' and '\'), checking and copying short strings with the same
+// word loads. ok is false, with b unchanged, for any other string.
+func appendPlainJSString(b []byte, s string) (out []byte, ok bool) {
+	n := len(s)
+	at := len(b)
+	if cap(b)-at < n+2 {
+		b = slices.Grow(b, n+2)
+	}
+	switch {
+	case n > 16:
+		i := 0
+		for ; n-i > 8; i += 8 {
+			if specialMask(load64(s, i)) != 0 {
+				return b, false
+			}
+		}
+		if specialMask(load64(s, n-8)) != 0 {
+			return b, false
+		}
+		b = b[:at+n+2]
+		copy(b[at+1:], s)
+	case n >= 8:
+		w1, w2 := load64(s, 0), load64(s, n-8)
+		if specialMask(w1)|specialMask(w2) != 0 {
+			return b, false
+		}
+		b = b[:at+n+2]
+		binary.LittleEndian.PutUint64(b[at+1:], w1)
+		binary.LittleEndian.PutUint64(b[at+n-7:], w2)
+	case n >= 4:
+		w1, w2 := load32(s, 0), load32(s, n-4)
+		if specialMask(w1|w2<<32) != 0 {
+			return b, false
+		}
+		b = b[:at+n+2]
+		binary.LittleEndian.PutUint32(b[at+1:], uint32(w1))
+		binary.LittleEndian.PutUint32(b[at+n-3:], uint32(w2))
+	case n > 0:
+		c0, c1, c2 := s[0], s[n>>1], s[n-1]
+		if !jsPlain[c0] || !jsPlain[c1] || !jsPlain[c2] {
+			return b, false
+		}
+		b = b[:at+n+2]
+		b[at+1], b[at+1+n>>1], b[at+n] = c0, c1, c2
+	default:
+		b = b[:at+2]
+	}
+	b[at] = '"'
+	b[at+n+1] = '"'
+	return b, true
+}
+
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func load32(s string, i int) uint64 {
+	s = s[i : i+4]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
+}

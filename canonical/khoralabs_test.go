@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -355,4 +356,112 @@ func FuzzShortDecimal(f *testing.F) {
 			t.Fatalf("%q: fast path %q, float path %q", lit, got, want)
 		}
 	})
+}
+
+// TestKhoralabsQuickOrderMatchesGeneral: the encoder's quick member order
+// (integer prefixes, insertion sort) gives exactly the order, tie order and
+// duplicate verdicts of the general path (KhoralabsKeyOrder), over random
+// objects of up to 40 keys drawn from index keys, simple ASCII keys that
+// share long prefixes or differ only in case, keys with controls or
+// non-ASCII before and after the eighth byte, collation ties and
+// duplicates.
+func TestKhoralabsQuickOrderMatchesGeneral(t *testing.T) {
+	atoms := []string{"a", "A", "b", "B", "z", "_", "-", " ", "\t", "0", "1", "9", "~", "\x7f", "\x01", "é", "e\u0301", "ß", "😀", "\xed\xa0\x80"}
+	r := rand.New(rand.NewPCG(11, 12))
+	word := func() string {
+		switch r.IntN(6) {
+		case 0:
+			return strconv.Itoa(r.IntN(30)) // index keys (and "0" …)
+		case 1:
+			return []string{"4294967294", "4294967295", "01", "-1", "1.5", ""}[r.IntN(6)]
+		case 2:
+			return "capability_" + atoms[r.IntN(len(atoms))] // a shared 11-byte prefix
+		}
+		var b strings.Builder
+		for range 1 + r.IntN(10) {
+			if r.IntN(4) == 0 {
+				b.WriteString(atoms[r.IntN(len(atoms))])
+			} else {
+				b.WriteByte("abcdefgABCDEFG_"[r.IntN(15)])
+			}
+		}
+		return b.String()
+	}
+	for range 20000 {
+		n := 1 + r.IntN(12)
+		if r.IntN(20) == 0 {
+			n = 20 + r.IntN(21)
+		}
+		obj := make([]Member, n)
+		for i := range obj {
+			obj[i].Key = word()
+			if i > 0 && r.IntN(8) == 0 {
+				obj[i].Key = obj[r.IntN(i)].Key // a duplicate
+			}
+		}
+		want := make([]int32, n)
+		for i := range want {
+			want[i] = int32(i)
+		}
+		wantErr := KhoralabsKeyOrder(obj, want)
+		e := khPool.Get().(*khEncoder)
+		gotErr := e.order(obj)
+		got := make([]int32, 0, n)
+		for _, x := range e.ents {
+			got = append(got, x.x)
+		}
+		e.ents = e.ents[:0]
+		khPool.Put(e)
+		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+			t.Fatalf("keys %q: order error %v, general path %v", keysOf(obj), gotErr, wantErr)
+		}
+		if gotErr == nil && !slices.Equal(got, want) {
+			t.Fatalf("keys %q:\norder   %v\ngeneral %v", keysOf(obj), got, want)
+		}
+	}
+}
+
+func keysOf(obj []Member) []string {
+	var ks []string
+	for _, m := range obj {
+		ks = append(ks, m.Key)
+	}
+	return ks
+}
+
+// TestAppendPlainJSString: the fused check-and-copy writes exactly what
+// AppendJSString writes whenever it accepts a string, and accepts exactly
+// the strings made only of printable ASCII and DEL other than '"' and '\',
+// for every length up to 40 and every byte value at every position.
+func TestAppendPlainJSString(t *testing.T) {
+	base := []byte("The quick brown fox jumps over lazy dogs!")
+	prefix := []byte("x,")
+	for n := 0; n <= 40; n++ {
+		for pos := 0; pos < max(n, 1); pos++ {
+			for c := range 256 {
+				s := append([]byte(nil), base[:n]...)
+				if n > 0 {
+					s[pos] = byte(c)
+				}
+				got, ok := appendPlainJSString(append([]byte(nil), prefix...), string(s))
+				wantOK := true
+				for _, x := range s {
+					wantOK = wantOK && jsPlain[x]
+				}
+				if ok != wantOK {
+					t.Fatalf("appendPlainJSString(%q) ok = %v, want %v", s, ok, wantOK)
+				}
+				if !ok {
+					if string(got[:len(prefix)]) != string(prefix) || len(got) != len(prefix) {
+						t.Fatalf("appendPlainJSString(%q) changed b on refusal: %q", s, got)
+					}
+					continue
+				}
+				want, _ := AppendJSString(append([]byte(nil), prefix...), string(s))
+				if string(got) != string(want) {
+					t.Fatalf("appendPlainJSString(%q) = %q, want %q", s, got, want)
+				}
+			}
+		}
+	}
 }

@@ -278,6 +278,21 @@ func (s *Sorter) compare(a, b *sortEnt, strs []string) int {
 	return bytes.Compare(s.key(a.p, sa), s.key(b.p, sb))
 }
 
+// PrimaryPrefix summarizes s for fast sorting: p packs the primary ranks
+// of its first eight bytes, big-endian and padded with 0, and exact
+// reports whether all of those bytes are "simple" (printable ASCII, TAB,
+// LF, VT, FF or CR). When exact holds for two strings and their prefixes
+// differ, the strings compare as their prefixes do; equal prefixes decide
+// nothing (QuickCompare or Compare then does). Sorting code uses it to
+// decide most pairs with one integer comparison.
+func PrimaryPrefix(s string) (p uint64, exact bool) { return prefix(s) }
+
+// SimpleRank is the rank PrimaryPrefix packs for byte c: the order of its
+// primary weight among the simple characters, or 0 when c is not simple.
+// Callers that compute prefixes together with their own per-byte facts
+// build on it.
+func SimpleRank(c byte) uint8 { return simplePrim[c] }
+
 // prefix summarizes s for fast sorting: the primary ranks of its first 8
 // bytes, packed big-endian and padded with 0 (below every rank), and
 // whether all of those bytes are "simple" (printable ASCII, TAB, LF, VT, FF
@@ -288,16 +303,32 @@ func (s *Sorter) compare(a, b *sortEnt, strs []string) int {
 // string has ended, so its primary weights are a proper prefix of the
 // other's. Equal prefixes (or !ok) decide nothing.
 func prefix(s string) (p uint64, ok bool) {
-	n := min(len(s), 8)
-	for i := 0; i < n; i++ {
-		r := simplePrim[s[i]]
-		if r == 0 {
-			return 0, false
-		}
-		p |= uint64(r) << (56 - 8*i)
+	t := &simplePrim
+	if len(s) >= 8 {
+		// Unrolled, with constant shifts; a zero rank (a byte that is not
+		// simple) shows as a zero byte of p.
+		p = uint64(t[s[0]])<<56 | uint64(t[s[1]])<<48 | uint64(t[s[2]])<<40 | uint64(t[s[3]])<<32 |
+			uint64(t[s[4]])<<24 | uint64(t[s[5]])<<16 | uint64(t[s[6]])<<8 | uint64(t[s[7]])
+		return p, (p-lsb) & ^p & msb == 0
 	}
-	return p, true
+	for i := 0; i < len(s); i++ {
+		p = p<<8 | uint64(t[s[i]])
+	}
+	pad := 8 * uint(8-len(s))
+	p <<= pad
+	// The padding is 0 by design; only the len(s) leading bytes must be
+	// non-zero ranks.
+	q := p | (1<<pad - 1)
+	if len(s) == 0 {
+		q = ^uint64(0)
+	}
+	return p, (q-lsb) & ^q & msb == 0
 }
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
 
 // key returns the sort key of str, the string at input position p,
 // computing it on first use.

@@ -340,3 +340,40 @@ func TestKeyConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixMatchesBytewise: the unrolled prefix equals the byte-by-byte
+// definition (ranks of the first eight bytes, big-endian, 0-padded; exact
+// when every one of them is simple) for strings of every length up to 12
+// over every byte value at every position.
+func TestPrefixMatchesBytewise(t *testing.T) {
+	ref := func(s string) (uint64, bool) {
+		var p uint64
+		ok := true
+		for i := range 8 {
+			var r uint8
+			if i < len(s) {
+				r = simplePrim[s[i]]
+				ok = ok && r != 0
+			}
+			p = p<<8 | uint64(r)
+		}
+		return p, ok
+	}
+	base := []byte("aZ_9 ~b\tQr-x")
+	for n := 0; n <= len(base); n++ {
+		for pos := 0; pos < max(n, 1); pos++ {
+			for c := range 256 {
+				b := append([]byte(nil), base[:n]...)
+				if n > 0 {
+					b[pos] = byte(c)
+				}
+				s := string(b)
+				gp, gok := prefix(s)
+				wp, wok := ref(s)
+				if gok != wok || (gok && gp != wp) {
+					t.Fatalf("prefix(%q) = %016x, %v; want %016x, %v", s, gp, gok, wp, wok)
+				}
+			}
+		}
+	}
+}
