@@ -21,6 +21,10 @@ func (h *Host) LocalClient(ctx context.Context) *jsonrpc.Client {
 	opts.Logger = h.log
 	srv := jsonrpc.NewServer(h, &opts)
 	sc, cc := net.Pipe()
-	go srv.ServeConn(ctx, sc)
+	go func() {
+		srv.ServeConn(ctx, sc)
+		// The connection is over: release the server's worker goroutines.
+		_ = srv.Shutdown(context.WithoutCancel(ctx))
+	}()
 	return jsonrpc.NewClient(cc, nil)
 }

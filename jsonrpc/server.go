@@ -223,7 +223,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 }
 
 // ServeConn serves one established connection until it closes or the
-// server shuts down, then closes it.
+// server shuts down, then closes it. A server used only through ServeConn
+// should still be shut down when done, to release its worker goroutines.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
 	s.connsWG.Add(1)
 	defer s.connsWG.Done()

@@ -188,7 +188,7 @@ func exitCode(ctx context.Context, err error, stderr io.Writer) int {
 // plain errors.
 func isUsageError(err error) bool {
 	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "requires exactly", "invalid argument", "flag needs an argument"} {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "requires exactly", "invalid argument", "flag needs an argument", "if any flags in the group", "at least one of the flags in the group"} {
 		if strings.Contains(msg, p) {
 			return true
 		}

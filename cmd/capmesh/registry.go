@@ -327,7 +327,9 @@ func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since 
 		}
 		if err != nil {
 			var je *jsonrpc.Error
-			if errors.As(err, &je) {
+			// A draining node is going away: treat it like a lost
+			// connection and wait for its successor.
+			if errors.As(err, &je) && je.Code != jsonrpc.ServiceDraining {
 				var data struct {
 					Code    string `json:"code"`
 					Details struct {

@@ -161,11 +161,6 @@ func (f *serverFlags) registryConfig() (registry.Config, error) {
 	return cfg, nil
 }
 
-// registryHTTPRoutes are the Genesis-Mesh Network-Authority routes of the
-// registry on the node's HTTP listener. The registry's own GET /health is
-// left to the CHP binding, which owns /health on every capmesh host.
-var registryHTTPRoutes = []string{"/agents", "/agents/", "/crl", "/genesis", "/healthz", "/join", "/renew", "/heartbeat", "/admin/"}
-
 func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	if err := f.validate(); err != nil {
 		return err
@@ -232,6 +227,11 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 		return fmt.Errorf("registry: %w", err)
 	}
 	defer node.Close()
+	// Close the node as soon as shutdown begins, not after the drain: an
+	// open `registry watch` long-poll would otherwise hold the drain for its
+	// full timeout. Calls still in flight get a clear "node closed" error.
+	stopNode := context.AfterFunc(ctx, func() { _ = node.Close() })
+	defer stopNode()
 
 	h, err := host.New(host.Info{
 		Name:        f.name,
@@ -277,8 +277,11 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 		}
 	}
 	if f.httpAddr != "" {
+		// The Genesis-Mesh Network-Authority routes; the registry's own GET
+		// /health is left to the CHP binding, which owns /health on every
+		// capmesh host.
 		rh := node.HTTPHandler()
-		for _, p := range registryHTTPRoutes {
+		for _, p := range registry.HTTPRoutes() {
 			if err := h.MountHTTP(p, rh); err != nil {
 				_ = h.Close()
 				return err

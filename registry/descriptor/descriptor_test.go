@@ -16,10 +16,13 @@ import (
 
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
+
+	"github.com/capmesh/capmesh/internal/specdata"
 )
 
-// samplesDir holds the Genesis-Mesh reference samples (shared/spec).
-const samplesDir = "../../../shared/spec/genesis-mesh/samples"
+// samplesDir holds the Genesis-Mesh reference samples (copied into
+// internal/specdata).
+var samplesDir = specdata.Path("genesis-mesh/samples")
 
 type sample struct {
 	NodeKey struct {
