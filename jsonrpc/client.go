@@ -389,55 +389,77 @@ func (c *Client) readLoop(fr FrameReader) {
 	}
 }
 
-// deliver routes one incoming frame: a response (or batch of responses) to
-// its waiting call, a notification to OnNotify.
+// deliver routes one incoming frame — a response, a batch of responses or
+// a notification — validating and decoding it in one pass.
 func (c *Client) deliver(line []byte) {
 	i := skipSpace(line, 0)
-	end, err := scanValue(line, i, 0)
-	if err != nil {
-		c.log.Warn("jsonrpc: client received invalid JSON", "err", err)
+	if i >= len(line) {
 		return
 	}
-	if line[i] == '[' {
+	switch line[i] {
+	case '{':
+		m, end, err := decodeClientMsg(line, i)
+		if err == nil {
+			if j := skipSpace(line, end); j != len(line) {
+				err = &syntaxError{"invalid character after top-level value", j}
+			}
+		}
+		if err != nil {
+			c.log.Warn("jsonrpc: client received invalid JSON", "err", err)
+			return
+		}
+		c.deliverOne(&m)
+	case '[':
+		// Validate the whole batch before acting on any element.
+		end, err := scanValue(line, i, 0)
+		if err != nil {
+			c.log.Warn("jsonrpc: client received invalid JSON", "err", err)
+			return
+		}
 		j := skipSpace(line, i+1)
 		for j < end && line[j] != ']' {
-			e, _ := scanValue(line, j, 1)
-			c.deliverOne(line[j:e])
+			var e int
+			if line[j] == '{' {
+				var m clientMsg
+				m, e, _ = decodeClientMsg(line, j)
+				c.deliverOne(&m)
+			} else {
+				e, _ = scanValue(line, j, 1)
+			}
 			j = skipSpace(line, e)
 			if line[j] == ',' {
 				j = skipSpace(line, j+1)
 			}
 		}
-		return
+	default:
+		c.log.Debug("jsonrpc: client ignored a message that is neither object nor array")
 	}
-	c.deliverOne(line[i:end])
 }
 
-func (c *Client) deliverOne(msg []byte) {
-	if c.onNotify != nil && msg[0] == '{' {
-		if in := decodeRequest(msg); in.err == nil && in.req.ID == nil {
-			params := append(json.RawMessage(nil), in.req.Params...)
-			c.onNotify(in.req.Method, params)
-			return
+func (c *Client) deliverOne(m *clientMsg) {
+	if m.hasMethod && m.id == nil {
+		if c.onNotify != nil {
+			c.onNotify(m.method, append(json.RawMessage(nil), m.params...))
 		}
-	}
-	r, err := decodeResponse(msg)
-	if err != nil {
-		c.log.Debug("jsonrpc: client ignored a message", "err", err)
 		return
 	}
-	id, err := strconv.ParseUint(string(r.id), 10, 64)
+	if m.errDecoded != nil || (!m.hasResult && m.err == nil) {
+		c.log.Debug("jsonrpc: client ignored a message", "err", m.errDecoded)
+		return
+	}
+	id, err := strconv.ParseUint(string(m.id), 10, 64)
 	if err != nil {
-		if r.err != nil && string(r.id) == "null" {
+		if m.err != nil && string(m.id) == "null" {
 			// An error the server could not tie to a request (parse error,
 			// over-long line, handshake required): nothing waits for it by
 			// id, so fail the connection with it.
-			c.fail(r.err)
+			c.fail(m.err)
 			return
 		}
-		c.log.Debug("jsonrpc: response with unknown id", "id", string(r.id))
+		c.log.Debug("jsonrpc: response with unknown id", "id", string(m.id))
 		return
 	}
+	r := m.response
 	if r.result != nil {
 		r.result = append(json.RawMessage(nil), r.result...)
 	}

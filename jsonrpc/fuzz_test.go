@@ -130,3 +130,24 @@ func FuzzUnquote(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeClientMsg checks the client's one-pass decoder against
+// encoding/json: an object is accepted exactly when json.Valid accepts it,
+// and decoding never panics.
+func FuzzDecodeClientMsg(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","result":{"a":[1,2]},"id":1}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","error":{"code":-32601,"message":"x","data":null},"id":"a"}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"ev\u0065nt","params":{"seq":1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		i := skipSpace(data, 0)
+		if i >= len(data) || data[i] != '{' {
+			return
+		}
+		_, end, err := decodeClientMsg(data, i)
+		valid := json.Valid(data)
+		ok := err == nil && skipSpace(data, end) == len(data)
+		if ok != valid {
+			t.Fatalf("decodeClientMsg ok=%v, json.Valid=%v for %q", ok, valid, data)
+		}
+	})
+}

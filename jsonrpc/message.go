@@ -390,46 +390,106 @@ type response struct {
 	err    *Error
 }
 
-// decodeResponse decodes one response object.
-func decodeResponse(v []byte) (response, error) {
-	var r response
-	i := skipSpace(v, 0)
-	end, err := scanValue(v, i, 0)
-	if err != nil {
-		return r, err
+// clientMsg is one message as received by a client: a response, or a
+// notification the server sent (method set, no id).
+type clientMsg struct {
+	response
+	method     string
+	params     json.RawMessage
+	hasMethod  bool
+	hasResult  bool
+	errDecoded error
+}
+
+// decodeClientMsg validates the object at data[i] == '{' and decodes it in
+// the same pass, returning the offset just past it.
+func decodeClientMsg(data []byte, i int) (clientMsg, int, error) {
+	var m clientMsg
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return m, i + 1, nil
 	}
-	if v[i] != '{' {
-		return r, fmt.Errorf("response is %s, not an object", kindOf(v[i]))
-	}
-	v = v[i:end]
-	j := skipSpace(v, 1)
-	var haveResult bool
-	for v[j] != '}' {
-		ks := j
-		ke, _ := scanString(v, j)
-		j = skipSpace(v, ke)
-		j = skipSpace(v, j+1)
-		vs := j
-		ve, _ := scanValue(v, vs, 1)
-		switch unquote(v[ks:ke]) {
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return m, i, &syntaxError{"expected string for object key", i}
+		}
+		ks := i
+		ke, err := scanString(data, i)
+		if err != nil {
+			return m, ke, err
+		}
+		i = skipSpace(data, ke)
+		if i >= len(data) || data[i] != ':' {
+			return m, i, &syntaxError{"expected ':' after object key", i}
+		}
+		vs := skipSpace(data, i+1)
+		ve, err := scanValue(data, vs, 1)
+		if err != nil {
+			return m, ve, err
+		}
+		key := data[ks+1 : ke-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(unquote(data[ks:ke]))
+		}
+		val := data[vs:ve:ve]
+		switch string(key) {
 		case "id":
-			r.id = json.RawMessage(v[vs:ve])
+			m.id = val
 		case "result":
-			r.result, haveResult = json.RawMessage(v[vs:ve]), true
+			m.result, m.hasResult = val, true
 		case "error":
 			var e Error
-			if err := json.Unmarshal(v[vs:ve], &e); err != nil {
-				return r, fmt.Errorf("malformed error object: %w", err)
+			if err := json.Unmarshal(val, &e); err != nil {
+				m.errDecoded = fmt.Errorf("malformed error object: %w", err)
+			} else {
+				m.err = &e
 			}
-			r.err = &e
+		case "method":
+			if val[0] == '"' {
+				m.method, m.hasMethod = unquoteMethod(val), true
+			}
+		case "params":
+			m.params = val
 		}
-		j = skipSpace(v, ve)
-		if v[j] == ',' {
-			j = skipSpace(v, j+1)
+		i = skipSpace(data, ve)
+		if i >= len(data) {
+			return m, i, &syntaxError{"unexpected end of input in object", i}
 		}
+		if data[i] == ',' {
+			i = skipSpace(data, i+1)
+			continue
+		}
+		if data[i] != '}' {
+			return m, i, &syntaxError{"expected ',' or '}' in object", i}
+		}
+		return m, i + 1, nil
 	}
-	if !haveResult && r.err == nil {
-		return r, errors.New("response has neither result nor error")
+}
+
+// decodeResponse decodes one response object (used by the HTTP client).
+func decodeResponse(v []byte) (response, error) {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != '{' {
+		if i < len(v) {
+			if _, err := scanValue(v, i, 0); err != nil {
+				return response{}, err
+			}
+			return response{}, fmt.Errorf("response is %s, not an object", kindOf(v[i]))
+		}
+		return response{}, errors.New("empty response")
 	}
-	return r, nil
+	m, end, err := decodeClientMsg(v, i)
+	if err != nil {
+		return response{}, err
+	}
+	if j := skipSpace(v, end); j != len(v) {
+		return response{}, &syntaxError{"invalid character after top-level value", j}
+	}
+	if m.errDecoded != nil {
+		return response{}, m.errDecoded
+	}
+	if !m.hasResult && m.err == nil {
+		return response{}, errors.New("response has neither result nor error")
+	}
+	return m.response, nil
 }
