@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -58,6 +59,10 @@ type khEncoder struct {
 	ents []khEnt
 	idx  []int32 // scratch for the general key order
 	ko   keyOrderer
+	// slot and grp are bucketOrder's scratch: the member in each bucket,
+	// and the members of the buckets that hold more than one.
+	slot [128]int32
+	grp  []khEnt
 	// stop, when set, is asked about the key of every single-member object
 	// (see AppendKhoralabsUntil).
 	stop func(key string) bool
@@ -256,19 +261,16 @@ func (e *khEncoder) order(obj []Member) error {
 		ents[0] = khEnt{} // nothing to order; the writer checks the key
 		return nil
 	}
+	if n <= maxBucketOrder {
+		if done, err := e.bucketOrder(obj, ents); done {
+			return err
+		}
+	}
 	inexact := 0
 	if n <= maxQuickOrder {
 		for i := range obj {
-			k := obj[i].Key
-			if len(k) > 0 && k[0] <= '9' && k[0] >= '0' {
-				if x, ok := ArrayIndex(k); ok {
-					ents[i] = khEnt{key: uint64(x), x: int32(i), exact: true}
-					continue
-				}
-			}
-			p, exact := collate.PrimaryPrefix(k)
-			ents[i] = khEnt{key: nameBit | p, x: int32(i), exact: exact}
-			if !exact {
+			ents[i] = prefixEnt(obj, i)
+			if !ents[i].exact {
 				inexact++
 			}
 		}
@@ -276,18 +278,165 @@ func (e *khEncoder) order(obj []Member) error {
 	if n > maxQuickOrder || inexact > maxInexact {
 		return e.orderGeneral(obj, ents)
 	}
-	ties := false
-	for i := 1; i < n; i++ {
+	return sortEnts(obj, ents, inexact == 0)
+}
+
+// prefixEnt is the sort entry of member i: its index value, or nameBit
+// and the primary prefix of its key.
+func prefixEnt(obj []Member, i int) khEnt {
+	k := obj[i].Key
+	if len(k) > 0 && k[0] <= '9' && k[0] >= '0' {
+		if x, ok := ArrayIndex(k); ok {
+			return khEnt{key: uint64(x), x: int32(i), exact: true}
+		}
+	}
+	p, exact := collate.PrimaryPrefix(k)
+	return khEnt{key: nameBit | p, x: int32(i), exact: exact}
+}
+
+// sortEnts sorts entries made by prefixEnt into khoralabs order, stably,
+// and reports a duplicate key. allExact says every sort key is exact.
+func sortEnts(obj []Member, ents []khEnt, allExact bool) error {
+	n := len(ents)
+	if allExact {
+		// Every sort key decides unless it equals another: sort by the
+		// keys, then settle each run of equal keys by the strings.
+		eq := false
+		for i := 1; i < n; i++ {
+			x := ents[i]
+			j := i
+			for ; j > 0 && ents[j-1].key > x.key; j-- {
+				ents[j] = ents[j-1]
+			}
+			ents[j] = x
+			eq = eq || j > 0 && ents[j-1].key == x.key
+		}
+		if !eq {
+			return nil
+		}
+		ties := false
+		for i := 0; i < n; {
+			j := i + 1
+			for j < n && ents[j].key == ents[i].key {
+				j++
+			}
+			if j-i > 1 {
+				ties = insertEnts(obj, ents[i:j]) || ties
+			}
+			i = j
+		}
+		if ties {
+			return checkDuplicates(obj, ents)
+		}
+		return nil
+	}
+	if insertEnts(obj, ents) {
+		return checkDuplicates(obj, ents)
+	}
+	return nil
+}
+
+// maxBucketOrder is the largest object bucketOrder handles (its slots are
+// int8-free int32s, but its cost is linear only while collisions are few).
+const maxBucketOrder = 64
+
+// bucketOrder orders an object whose keys all start with a simple ASCII
+// character (or are empty, or are array indexes) without comparing most
+// of them: such a key's first primary weight is its first character's, so
+// keys whose first characters have different primary ranks are ordered by
+// those ranks alone. Each key goes into the bucket of its first rank (a
+// bit in a 128-bit set, its index in e.slot); buckets come out in rank
+// order, and only keys that share a bucket ("type"/"tags", "a"/"A") are
+// sorted by prefixes and strings. done is false, with nothing decided,
+// when a key starts with any other character.
+func (e *khEncoder) bucketOrder(obj []Member, ents []khEnt) (done bool, err error) {
+	var used, shared [2]uint64
+	nIdx := 0
+	for i := range obj {
+		k := obj[i].Key
+		var r uint8 // the empty key sorts first, in bucket 0
+		if len(k) > 0 {
+			c := k[0]
+			if c <= '9' && c >= '0' {
+				if x, ok := ArrayIndex(k); ok {
+					ents[nIdx] = khEnt{key: uint64(x), x: int32(i), exact: true}
+					nIdx++
+					continue
+				}
+			}
+			if r = collate.SimpleRank(c); r == 0 {
+				return false, nil
+			}
+		}
+		w, m := r>>6, uint64(1)<<(r&63)
+		if used[w]&m != 0 {
+			shared[w] |= m
+		} else {
+			used[w] |= m
+			e.slot[r] = int32(i)
+		}
+	}
+	if nIdx > 1 {
+		if err := sortEnts(obj, ents[:nIdx], true); err != nil {
+			return true, err
+		}
+	}
+	// Keys in shared buckets: sorted together by prefixes (all of them
+	// share a first rank with another, so their order is their bucket's
+	// order, then their own).
+	grp := e.grp[:0]
+	if shared[0]|shared[1] != 0 {
+		inexact := false
+		for i := range obj {
+			k := obj[i].Key
+			var r uint8
+			if len(k) > 0 {
+				if k[0] <= '9' && k[0] >= '0' {
+					if _, ok := ArrayIndex(k); ok {
+						continue // placed already
+					}
+				}
+				r = collate.SimpleRank(k[0])
+			}
+			if shared[r>>6]&(1<<(r&63)) != 0 {
+				x := prefixEnt(obj, i)
+				inexact = inexact || !x.exact
+				grp = append(grp, x)
+			}
+		}
+		if err := sortEnts(obj, grp, !inexact); err != nil {
+			e.grp = grp
+			return true, err
+		}
+	}
+	out, g := nIdx, 0
+	for w := range 2 {
+		for set := used[w]; set != 0; set &= set - 1 {
+			r := w<<6 | bits.TrailingZeros64(set)
+			if shared[w]&(1<<(r&63)) == 0 {
+				ents[out] = khEnt{x: e.slot[r]}
+				out++
+				continue
+			}
+			for ; g < len(grp) && int(grp[g].key>>56&0x7f) == r; g++ {
+				ents[out] = grp[g]
+				out++
+			}
+		}
+	}
+	e.grp = grp
+	return true, nil
+}
+
+// insertEnts sorts ents stably by compareEnts (insertion sort) and reports
+// whether two of them compare equal.
+func insertEnts(obj []Member, ents []khEnt) (ties bool) {
+	for i := 1; i < len(ents); i++ {
 		x := ents[i]
 		j := i
 		for ; j > 0; j-- {
-			y := &ents[j-1]
-			if x.key != y.key && (x.exact && y.exact || (x.key^y.key)&nameBit != 0) {
-				// Decided by the sort keys: almost every pair.
-				if x.key > y.key {
-					break
-				}
-			} else if r := compareEnts(obj, &x, y); r >= 0 {
+			r := compareEnts(obj, &x, &ents[j-1])
+			if r >= 0 {
 				// An element equal to an earlier one meets it or another
 				// equal one on its way left.
 				ties = ties || r == 0
@@ -297,14 +446,17 @@ func (e *khEncoder) order(obj []Member) error {
 		}
 		ents[j] = x
 	}
-	if ties {
-		// Keys that compare equal are adjacent; the same key twice is a
-		// duplicate, distinct equal keys (a collation tie) are not.
-		for i := 1; i < n; i++ {
-			for j := i - 1; j >= 0 && compareEnts(obj, &ents[j], &ents[i]) == 0; j-- {
-				if obj[ents[j].x].Key == obj[ents[i].x].Key {
-					return fmt.Errorf("%w %q", ErrDuplicateKey, obj[ents[i].x].Key)
-				}
+	return ties
+}
+
+// checkDuplicates reports a key that occurs twice in sorted ents. Keys
+// that compare equal are adjacent; the same key twice is a duplicate,
+// distinct equal keys (a collation tie) are not.
+func checkDuplicates(obj []Member, ents []khEnt) error {
+	for i := 1; i < len(ents); i++ {
+		for j := i - 1; j >= 0 && compareEnts(obj, &ents[j], &ents[i]) == 0; j-- {
+			if obj[ents[j].x].Key == obj[ents[i].x].Key {
+				return fmt.Errorf("%w %q", ErrDuplicateKey, obj[ents[i].x].Key)
 			}
 		}
 	}
@@ -463,17 +615,20 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 	return AppendJSNumber(b, f), nil
 }
 
-// appendShortDecimal writes a plain decimal literal -?(0|[1-9]d*).d+ with
-// at most 15 significant digits whose value is 0 or at least 1e-6 the way
-// Number::toString writes its double, without going through float64: such
-// a literal is the shortest decimal that round-trips its double (a double
-// keeps any 15 significant digits), and toString writes values in
-// [1e-6, 1e21) in plain notation. So the output is the literal minus
-// trailing fraction zeros ("1.50" → 1.5, "2.0" → 2, "-0.0" → 0). ok is
-// false for any other literal.
+// appendShortDecimal writes a number literal -?(0|[1-9]d*)(.d+)?([eE][+-]?d{1,4})?
+// with at most 15 significant digits and a value of 0 or between 1e-300
+// and 1e300 the way Number::toString writes its double, without going
+// through float64. Such a literal's significant digits (trailing zeros
+// dropped) are the shortest decimal that round-trips its double: a normal
+// double keeps any 15 significant digits, so no other decimal of 15 digits
+// or fewer reads as the same double. What remains is placing the decimal
+// point as ECMAScript does (see appendES): "1.50" → 1.5, "-0.0" → 0,
+// "1E+2" → 100, "1e-7" → 1e-7, "12.5e20" → 1.25e+21. ok is false for any
+// other literal, which takes the float path.
 func appendShortDecimal(b []byte, lit string) ([]byte, bool) {
 	i := 0
-	if i < len(lit) && lit[i] == '-' {
+	neg := i < len(lit) && lit[i] == '-'
+	if neg {
 		i++
 	}
 	intStart := i
@@ -481,46 +636,88 @@ func appendShortDecimal(b []byte, lit string) ([]byte, bool) {
 		i++
 	}
 	intEnd := i
-	if intEnd == intStart || (lit[intStart] == '0' && intEnd > intStart+1) || i >= len(lit) || lit[i] != '.' {
+	if intEnd == intStart || (lit[intStart] == '0' && intEnd > intStart+1) {
 		return b, false
 	}
-	i++
-	fracStart := i
-	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+	fracStart, fracEnd := i, i
+	if i < len(lit) && lit[i] == '.' {
 		i++
-	}
-	if i != len(lit) || i == fracStart {
-		return b, false // an exponent, junk, or no fraction digits
-	}
-	fracEnd := len(lit)
-	for fracEnd > fracStart && lit[fracEnd-1] == '0' {
-		fracEnd--
-	}
-	intZero := intEnd-intStart == 1 && lit[intStart] == '0'
-	sig := intEnd - intStart
-	if intZero {
-		lead := fracStart
-		for lead < fracEnd && lit[lead] == '0' {
-			lead++
+		fracStart = i
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+			i++
 		}
-		if lead == fracEnd {
-			return append(b, '0'), true // ±0.000…
+		fracEnd = i
+		if fracEnd == fracStart {
+			return b, false
 		}
-		if lead-fracStart > 5 {
-			return b, false // below 1e-6: exponent notation
+	}
+	exp := 0
+	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
+		i++
+		expNeg := false
+		if i < len(lit) && (lit[i] == '+' || lit[i] == '-') {
+			expNeg = lit[i] == '-'
+			i++
 		}
-		sig = fracEnd - lead
-	} else {
-		sig += fracEnd - fracStart
+		expStart := i
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' && i-expStart < 4 {
+			exp = exp*10 + int(lit[i]-'0')
+			i++
+		}
+		if i == expStart {
+			return b, false
+		}
+		if expNeg {
+			exp = -exp
+		}
 	}
-	if sig > 15 {
-		return b, false
+	if i != len(lit) {
+		return b, false // junk, or an exponent of more than 4 digits
 	}
-	b = append(b, lit[:intEnd]...)
-	if fracEnd > fracStart {
-		b = append(b, lit[intEnd:fracEnd]...)
+	// The significant digits: the integer and fraction digits without
+	// leading and trailing zeros; the value is 0.digits × 10^n.
+	var dbuf [15]byte
+	digits := dbuf[:0]
+	n := intEnd - intStart + exp
+	leading := true
+	zeros := 0 // zeros seen since the last non-zero digit
+	for j := intStart; j < fracEnd; j++ {
+		if j == intEnd {
+			j = fracStart
+			if j == fracEnd {
+				break
+			}
+		}
+		c := lit[j]
+		if leading {
+			if c == '0' {
+				n--
+				continue
+			}
+			leading = false
+		}
+		if c == '0' {
+			zeros++
+			continue
+		}
+		if len(digits)+zeros >= len(dbuf) {
+			return b, false // more than 15 significant digits
+		}
+		for ; zeros > 0; zeros-- {
+			digits = append(digits, '0')
+		}
+		digits = append(digits, c)
 	}
-	return b, true
+	if len(digits) == 0 {
+		return append(b, '0'), true // ±0
+	}
+	if n < -300 || n > 300 {
+		return b, false // near or beyond the subnormal and overflow ends
+	}
+	if neg {
+		b = append(b, '-')
+	}
+	return appendESDigits(b, digits, n), true
 }
 
 // AppendJSNumber appends f as JSON.stringify writes a number: ECMAScript

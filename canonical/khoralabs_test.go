@@ -303,7 +303,9 @@ func FuzzJSString(f *testing.F) {
 func TestShortDecimalMatchesFloat(t *testing.T) {
 	lits := []string{"0.0", "-0.0", "-0.000", "1.0", "1.50", "12.5", "180.25", "0.1", "0.000001", "0.0000010", "0.0000001", "0.00000123", "-3.14159",
 		"123456789012345.0", "12345678901234.5", "1234567890123456.0", "0.123456789012345", "0.1234567890123456", "999999999999999.9",
-		"100000000000000000000.5", "1.", ".5", "01.5", "1.5e3", "1.5E-3", "-", "-.5", "1.5x", "9007199254740993.0"}
+		"100000000000000000000.5", "1.", ".5", "01.5", "1.5e3", "1.5E-3", "-", "-.5", "1.5x", "9007199254740993.0",
+		"1e-7", "1E+2", "12.5e20", "1e21", "1e20", "1.5e-7", "0.000001e0", "1e-6", "1e-300", "1e-301", "1e300", "1e301", "9.99e300",
+		"123456789012345e-300", "0e5", "-0e-5", "1e", "1e+", "1e0400", "1e00001", "1.0e-0", "100e-2", "0.00100e3", "4.9e-324", "1.7976931348623157e308"}
 	r := rand.New(rand.NewPCG(5, 6))
 	for range 20000 {
 		var s strings.Builder
@@ -311,9 +313,16 @@ func TestShortDecimalMatchesFloat(t *testing.T) {
 			s.WriteByte('-')
 		}
 		s.WriteString(strconv.Itoa(r.IntN(1000000) * (r.IntN(3) % 2)))
-		s.WriteByte('.')
-		for range 1 + r.IntN(17) {
-			s.WriteByte(byte('0' + r.IntN(10)))
+		if r.IntN(4) > 0 {
+			s.WriteByte('.')
+			for range 1 + r.IntN(17) {
+				s.WriteByte(byte('0' + r.IntN(10)))
+			}
+		}
+		if r.IntN(2) == 0 {
+			s.WriteByte("eE"[r.IntN(2)])
+			s.WriteString([]string{"", "+", "-"}[r.IntN(3)])
+			s.WriteString(strconv.Itoa(r.IntN(330)))
 		}
 		lits = append(lits, s.String())
 	}
@@ -332,15 +341,16 @@ func TestShortDecimalMatchesFloat(t *testing.T) {
 			t.Errorf("%q: fast path %q, float path %q", lit, got, want)
 		}
 	}
-	if hits < 5000 {
+	if hits < 10000 {
 		t.Errorf("fast path taken only %d times", hits)
 	}
 }
 
-// FuzzShortDecimal: whenever the literal fast path accepts a string, it
-// writes what ParseFloat + Number::toString writes.
+// FuzzShortDecimal: whenever the literal fast path (decimals and
+// exponents of up to 15 significant digits) accepts a string, it writes
+// what ParseFloat + Number::toString writes.
 func FuzzShortDecimal(f *testing.F) {
-	for _, s := range []string{"1.50", "-0.0", "0.000001", "0.0000001", "123456789012345.0", "0.1234567890123456", "1e5", "01.5"} {
+	for _, s := range []string{"1.50", "-0.0", "0.000001", "0.0000001", "123456789012345.0", "0.1234567890123456", "1e5", "01.5", "1e-7", "12.5e20", "1e-300", "0.00100e3"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, lit string) {

@@ -56,6 +56,11 @@ func (e *encoder) number(b []byte, lit string) ([]byte, error) {
 			}
 			return append(b, lit...), nil
 		}
+		// Literals of up to 15 significant digits are written from their
+		// digits (see appendShortDecimal).
+		if out, ok := appendShortDecimal(b, lit); ok {
+			return out, nil
+		}
 		f, err := parseDouble(lit)
 		if err != nil {
 			return b, err
@@ -170,7 +175,14 @@ func appendES(b []byte, f float64) []byte {
 	if ePos > 1 {
 		digits = append(digits, s[2:ePos]...)
 	}
-	k, n := len(digits), exp+1
+	return appendESDigits(b, digits, exp+1)
+}
+
+// appendESDigits writes the non-negative number 0.digits × 10^n (digits
+// without leading or trailing zeros) as Number::toString places its
+// decimal point; see appendES.
+func appendESDigits(b []byte, digits []byte, n int) []byte {
+	k := len(digits)
 	switch {
 	case k <= n && n <= 21:
 		b = append(b, digits...)
