@@ -82,12 +82,18 @@ type silentExit int
 
 func (s silentExit) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
 
+// versionString is the version capmesh reports (--version, health.check,
+// capabilities.list): the link-time version, else the module version Go
+// stamped into the build (a release tag, or a pseudo-version such as
+// 0.0.0-20261122013938-7e1037dee50d+dirty for a checkout), without the
+// leading "v" so that it is plain SemVer as the Capability Wire Standard
+// asks.
 func versionString() string {
 	v := version
 	if bi, ok := debug.ReadBuildInfo(); ok && v == "0.1.0-dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		v = bi.Main.Version
 	}
-	return v
+	return strings.TrimPrefix(v, "v")
 }
 
 func newRootCmd(a *app) *cobra.Command {
