@@ -21,6 +21,9 @@ type Memory struct {
 	arenas [][]byte
 	chains map[string]*Chain
 	chain  BatchChain // scratch for Append
+
+	next      []byte // an arena prepared ahead, pages faulted in
+	preparing bool
 }
 
 const arenaSize = 1 << 20
@@ -68,7 +71,7 @@ func (m *Memory) Append(ctx context.Context, batch ...Pending) ([]Record, error)
 		}
 		last := len(m.arenas) - 1
 		if last < 0 || cap(m.arenas[last])-len(m.arenas[last]) < minRoom {
-			m.arenas = append(m.arenas, make([]byte, 0, arenaSize))
+			m.arenas = append(m.arenas, m.takeArena())
 			last++
 		}
 		a := m.arenas[last]
@@ -103,6 +106,31 @@ func (m *Memory) Append(ctx context.Context, batch ...Pending) ([]Record, error)
 	}
 	m.seq += uint64(len(out))
 	return out, nil
+}
+
+// takeArena returns a fresh arena, the one prepared in the background when
+// there is one, and has the next one prepared; call with mu held. A new
+// arena's pages are faulted in outside the lock: touching fresh memory
+// inside it made every append wait for the kernel.
+func (m *Memory) takeArena() []byte {
+	a := m.next
+	m.next = nil
+	if a == nil {
+		a = make([]byte, 0, arenaSize)
+	}
+	if !m.preparing {
+		m.preparing = true
+		go func() {
+			b := make([]byte, arenaSize)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 0
+			}
+			m.mu.Lock()
+			m.next, m.preparing = b[:0], false
+			m.mu.Unlock()
+		}()
+	}
+	return a
 }
 
 // minRoom is the space an arena must have left to take a record; a larger
