@@ -222,7 +222,10 @@ type frame struct {
 	n    int32 // children read so far
 	keys int32 // where its keys start in p.keys (objects)
 	obj  bool
-	seen map[string]struct{} // an object's keys, once it has smallObject
+	// bloom has a bit set for each key summary (keyBit) of the object's
+	// keys so far: a key whose bit is clear is new without a search.
+	bloom uint64
+	seen  map[string]struct{} // an object's keys, once it has smallObject
 }
 
 // The states of the scan.
@@ -394,6 +397,11 @@ const smallObject = 16
 func (p *parser) checkKey(f *frame, k tok, keyAt int) error {
 	prev := p.keys[f.keys:]
 	if len(prev) < smallObject {
+		bit := p.keyBit(k)
+		if f.bloom&bit == 0 {
+			f.bloom |= bit
+			return nil
+		}
 		n := k.b - k.a
 		for _, o := range prev {
 			if o.b-o.a == n && p.sameKey(o, k) {
@@ -414,6 +422,21 @@ func (p *parser) checkKey(f *frame, k tok, keyAt int) error {
 	}
 	f.seen[ks] = struct{}{}
 	return nil
+}
+
+// keyBit summarizes a key's decoded text as one of 64 bits, from its
+// length and last byte: equal keys have equal bits.
+func (p *parser) keyBit(t tok) uint64 {
+	n := t.b - t.a
+	h := n * 7
+	if n > 0 {
+		if t.kind == tStrEsc {
+			h += uint32(p.esc[t.b-1])
+		} else {
+			h += uint32(p.s[t.b-1])
+		}
+	}
+	return 1 << (h & 63)
 }
 
 // keyString returns the decoded text of a string token (allocating only
