@@ -86,6 +86,14 @@ func Parse(data []byte) (Value, error) { return ParseWith(data, nil) }
 // byte-order mark, trailing data, and anything deeper or larger than opts
 // allows are errors. Escaped lone UTF-16 surrogates ("\ud800") are accepted
 // and held as WTF-8 (see Value). Errors are *ParseError values.
+//
+// The tree shares memory with itself: every string without escapes and
+// every number literal is a substring of one copy of data, and the
+// elements of all arrays, and the members of all objects, each live in one
+// backing array (with capacities cut, so appending to one container never
+// writes into another). Holding any part of the tree therefore keeps the
+// whole document's memory alive; copy what you keep from a large document
+// (strings.Clone, or a fresh tree) if the rest is to be freed.
 func ParseWith(data []byte, opts *ParseOptions) (Value, error) {
 	if len(data) > opts.maxBytes() {
 		return Value{}, &ParseError{Offset: opts.maxBytes(), Err: ErrTooLarge,
