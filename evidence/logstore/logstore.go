@@ -12,10 +12,13 @@
 // Data flow: Append seals the records under the store lock, indexes them and
 // copies them into an in-memory buffer (no system call) — they are visible to
 // Replay and Count at once. Sync(seq) makes them durable: the first caller
-// to arrive becomes the leader, writes the whole buffer (everything appended
-// by anyone so far) with one write(2) and fsyncs, while later callers wait
-// for that commit or the next. Replay of a record still in the buffer writes
-// the buffer first, so every read is a pread of the file.
+// to arrive becomes the leader, lets goroutines that are still appending
+// finish, writes the whole buffer (everything appended by anyone so far) with
+// one write(2) and fdatasyncs, while later callers wait for that commit or
+// the next. Replay of a record still in the buffer writes the buffer first,
+// so every read is a pread of the file. A background extender keeps zeros
+// written ahead of the data, so a commit's fdatasync has no file-size or
+// extent metadata to journal.
 //
 // File format (evidence.log, mode 0600 in a 0700 directory): a sequence of
 // records, each
@@ -28,11 +31,13 @@
 // all integers big-endian. Evidence sequences are contiguous from 1; a
 // result record (sequence 0: an idempotent-replay result, serving state that
 // is never part of a chain, see evidence.ResultStore) may sit between them.
-// On open the file is scanned; the first record that is short, fails its
-// checksum or breaks the sequence ends the log: the bytes from there on (a
-// torn final write) are copied to evidence.log.torn-<offset> for inspection
-// and cut off, and the store carries on from the last good record. Only
-// records that were never reported durable can be lost that way.
+// After the last record come zeros (the space prepared ahead); a zero header
+// ends the log. On open the file is scanned; the first record that is short,
+// fails its checksum or breaks the sequence ends the log too: the non-zero
+// bytes from there on (a torn final write, or the remains of one beyond a
+// gap) are copied to evidence.log.torn-<offset> for inspection and cut off,
+// and the store carries on from the last good record. Only records that were
+// never reported durable can be lost that way.
 package logstore
 
 import (
