@@ -196,6 +196,12 @@ func BenchmarkVsFloor(b *testing.B) {
 		{"object-write-floor", func() { sha256.Sum256(objBytes) }, func() {
 			sha256.Sum256(writeUnsorted(jsonBuf[:0], &v))
 		}},
+		// The copying floor: the same tree in input order with every
+		// string and number literal copied as it is, unchecked — what any
+		// writer of this tree must at least do.
+		{"object-copy-floor", func() { sha256.Sum256(objBytes) }, func() {
+			sha256.Sum256(copyUnchecked(jsonBuf[:0], &v))
+		}},
 		// The fingerprint against the writing floor directly.
 		{"object-vs-write-floor", func() { sha256.Sum256(writeUnsorted(jsonBuf[:0], &v)) }, func() { HashPlainObject(v) }},
 		{"object-from-text", func() { sha256.Sum256(objBytes) }, func() {
@@ -285,6 +291,49 @@ func writeUnsorted(b []byte, v *canonical.Value) []byte {
 		b, _ = canonical.AppendJSString(b, v.Obj[i].Key)
 		b = append(b, ':')
 		b = writeUnsorted(b, &v.Obj[i].Value)
+	}
+	return append(b, '}')
+}
+
+// copyUnchecked writes v as compact JSON in input order, copying strings
+// and number literals as they are without checking or converting them:
+// the copying floor under writeUnsorted (which checks every string and
+// converts every number as the khoralabs profile does). Its output is the
+// canonical text only for trees that need neither.
+func copyUnchecked(b []byte, v *canonical.Value) []byte {
+	switch v.Kind {
+	case canonical.Null:
+		return append(b, "null"...)
+	case canonical.Bool:
+		if v.Bool {
+			return append(b, "true"...)
+		}
+		return append(b, "false"...)
+	case canonical.Number:
+		return append(b, v.Str...)
+	case canonical.String:
+		b = append(b, '"')
+		b = append(b, v.Str...)
+		return append(b, '"')
+	case canonical.Array:
+		b = append(b, '[')
+		for i := range v.Arr {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = copyUnchecked(b, &v.Arr[i])
+		}
+		return append(b, ']')
+	}
+	b = append(b, '{')
+	for i := range v.Obj {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, v.Obj[i].Key...)
+		b = append(b, '"', ':')
+		b = copyUnchecked(b, &v.Obj[i].Value)
 	}
 	return append(b, '}')
 }
