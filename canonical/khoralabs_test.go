@@ -475,3 +475,41 @@ func TestAppendPlainJSString(t *testing.T) {
 		}
 	}
 }
+
+// FuzzKhoralabsOrder: for any list of keys (the input split at '|'), the
+// encoder's member order — buckets, prefixes, the general path — equals
+// KhoralabsKeyOrder's, duplicates and ties included.
+func FuzzKhoralabsOrder(f *testing.F) {
+	for _, s := range []string{"b|10|2|a", "type|tags|Type|t", "é|e\u0301|a\u0001|a", "|a||b", "capability_id|capability_version|capability_", "0|01|-1|4294967294|4294967295"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		keys := strings.Split(s, "|")
+		if len(keys) > 80 {
+			keys = keys[:80]
+		}
+		obj := make([]Member, len(keys))
+		for i, k := range keys {
+			obj[i].Key = k
+		}
+		want := make([]int32, len(obj))
+		for i := range want {
+			want[i] = int32(i)
+		}
+		wantErr := KhoralabsKeyOrder(obj, want)
+		e := khPool.Get().(*khEncoder)
+		defer khPool.Put(e)
+		gotErr := e.order(obj)
+		got := make([]int32, 0, len(obj))
+		for _, x := range e.ents {
+			got = append(got, x.x)
+		}
+		e.ents = e.ents[:0]
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("keys %q: order error %v, general path %v", keys, gotErr, wantErr)
+		}
+		if gotErr == nil && len(obj) > 1 && !slices.Equal(got, want) {
+			t.Fatalf("keys %q:\norder   %v\ngeneral %v", keys, got, want)
+		}
+	})
+}
