@@ -244,14 +244,17 @@ const (
 // order pushes the members of obj onto e.ents in khoralabs order: the
 // array-index keys by value, then the others by collation, stably.
 //
-// The quick path covers almost every object: each key gets a 64-bit sort
-// key — its value if it is an array index, else the primary ranks of its
-// first eight bytes (collate.PrimaryPrefix) — and an insertion sort
-// compares those integers. Only pairs whose prefixes are equal, or not
-// exact (a byte that is not simple ASCII among the first eight), ask
-// collate.QuickCompare, and only the pairs it cannot decide pay for
-// collate.Compare. Objects with many inexact keys, or many members, go
-// to the general path (keyOrderer), which computes each sort key once.
+// Three paths, cheapest first. When every key starts with a simple ASCII
+// character (or is an array index, or empty), bucketOrder orders the keys
+// by their first character's rank and compares only those that share one.
+// Otherwise each key gets a 64-bit sort key — its value if it is an array
+// index, else the primary ranks of its first eight bytes
+// (collate.PrimaryPrefix) — and an insertion sort compares those
+// integers; only pairs whose prefixes are equal, or not exact (a byte that
+// is not simple ASCII among the first eight), ask collate.QuickCompare,
+// and only the pairs it cannot decide pay for collate.Compare. Objects
+// with many inexact keys, or many members, go to the general path
+// (keyOrderer), which computes each sort key at most once.
 func (e *khEncoder) order(obj []Member) error {
 	n := len(obj)
 	base := len(e.ents)
