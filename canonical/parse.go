@@ -122,7 +122,7 @@ func ParseWith(data []byte, opts *ParseOptions) (Value, error) {
 	return p.build(), nil
 }
 
-// The reader works in two passes. The first (parser.value and below)
+// The reader works in two passes. The first (parser.scan)
 // validates the whole text and records it on a tape: one token per value
 // and per object key, each container's token holding its number of
 // children. The second (builder.fill) allocates every array element of the
@@ -226,9 +226,9 @@ func (p *parser) skipWS() { p.i = skipWS(p.s, p.i) }
 
 // frame is one container open during the scan.
 type frame struct {
-	at   int32 // index of its token on the tape
-	n    int32 // children read so far
-	keys int32 // where its keys start in p.keys (objects)
+	at   int // index of its token on the tape
+	n    int // children read so far
+	keys int // where its keys start in p.keys (objects)
 	obj  bool
 	// bloom has a bit set for each key summary (keyBit) of the object's
 	// keys so far: a key whose bit is clear is new without a search.
@@ -276,7 +276,7 @@ func (p *parser) scan() error {
 					p.i = i
 					return p.fail(ErrTooDeep, fmt.Sprintf("nesting deeper than %d", p.maxDepth))
 				}
-				f := frame{at: int32(len(tape)), obj: c == '{', keys: int32(len(p.keys))}
+				f := frame{at: len(tape), obj: c == '{', keys: len(p.keys)}
 				end := byte(']')
 				if f.obj {
 					tape = append(tape, tok{kind: tObj})
@@ -348,14 +348,14 @@ func (p *parser) scan() error {
 			case c == '}' && f.obj:
 				i++
 				tape[f.at].a = uint32(f.n)
-				p.nMems += int(f.n)
+				p.nMems += f.n
 				p.keys = p.keys[:f.keys]
 				f.seen = nil
 				stack = stack[:len(stack)-1]
 			case c == ']' && !f.obj:
 				i++
 				tape[f.at].a = uint32(f.n)
-				p.nVals += int(f.n)
+				p.nVals += f.n
 				stack = stack[:len(stack)-1]
 			default:
 				p.i = i
