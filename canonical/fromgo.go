@@ -213,10 +213,12 @@ full:
 
 // goBuilder converts a map[string]any or []any tree in one walk. A Go
 // container knows its length before its elements are visited, so each one
-// takes its exact span from a chunk of Values or Members (chunks are sized
-// from the previous document built with this builder, so that a steady
-// stream of similar documents costs one chunk of each). Number literals
-// are written into one buffer that becomes one string at the end.
+// takes its exact span from a chunk of Values or Members. The first chunks
+// are sized from the previous document built with this builder, so that a
+// steady stream of similar documents costs one chunk of each, but at most
+// 16 elements per member of the root (capHints); later chunks double.
+// Number literals are written into one buffer that becomes one string at
+// the end.
 type goBuilder struct {
 	vals  []Value  // the unused rest of the current chunk
 	mems  []Member // the unused rest of the current chunk
@@ -240,9 +242,10 @@ type numFix struct {
 
 var goPool = sync.Pool{New: func() any { return &goBuilder{hintV: 16, hintM: 16} }}
 
-// maxChunk is the largest chunk sized from a hint; a single container
-// larger than that gets a chunk of its own size.
-const maxChunk = 4096
+// maxChunk is the largest chunk sized from a hint (72 KiB of Values, 88
+// KiB of Members); a single container larger than that gets a chunk of its
+// own size.
+const maxChunk = 1024
 
 func buildGo(x any) (Value, error) {
 	g := goPool.Get().(*goBuilder)
@@ -250,9 +253,11 @@ func buildGo(x any) (Value, error) {
 	var err error
 	switch t := x.(type) {
 	case map[string]any:
+		g.capHints(len(t))
 		out.Kind = Object
 		out.Obj, err = g.object(t, 0)
 	case []any:
+		g.capHints(len(t))
 		out.Kind = Array
 		out.Arr, err = g.array(t, 0)
 	}
@@ -267,6 +272,15 @@ func buildGo(x any) (Value, error) {
 		return Value{}, err
 	}
 	return out, nil
+}
+
+// capHints bounds the first chunks by the size of the root container, so
+// that a small document built after a large one does not get (and keep
+// alive) a chunk sized for the large one.
+func (g *goBuilder) capHints(rootLen int) {
+	c := 16 * (rootLen + 1)
+	g.hintV = min(g.hintV, c)
+	g.hintM = min(g.hintM, c)
 }
 
 // release readies g for the next document and returns it to the pool. The

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -92,5 +94,33 @@ func TestFromGoErrors(t *testing.T) {
 	_, err := FromGo(cyclic)
 	if err == nil || !strings.Contains(err.Error(), "cyclic") {
 		t.Errorf("cycle: %v, want a message naming the likely cycle", err)
+	}
+}
+
+// TestFromGoChunksFollowTheDocument: a small document converted right
+// after a large one gets chunks sized for itself, not for the large one
+// (which it would keep alive).
+func TestFromGoChunksFollowTheDocument(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	big := map[string]any{}
+	for i := range 3000 {
+		big[strconv.Itoa(i)] = []any{1.0, "x"}
+	}
+	small := map[string]any{"a": []any{1.0, 2.0}}
+	var before, after runtime.MemStats
+	for range 3 {
+		if _, err := FromGo(big); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&before)
+		if _, err := FromGo(small); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 8<<10 {
+			t.Errorf("FromGo of a 1-member map after a 3000-member one allocated %d bytes", n)
+		}
 	}
 }
