@@ -283,14 +283,16 @@ func (s *Sorter) compare(a, b *sortEnt, strs []string) int {
 // reports whether all of those bytes are "simple" (printable ASCII, TAB,
 // LF, VT, FF or CR). When exact holds for two strings and their prefixes
 // differ, the strings compare as their prefixes do; equal prefixes decide
-// nothing (QuickCompare or Compare then does). Sorting code uses it to
-// decide most pairs with one integer comparison.
+// nothing (QuickCompare or Compare then does), and p means nothing when
+// exact is false. Sorting code uses it to decide most pairs with one
+// integer comparison.
 func PrimaryPrefix(s string) (p uint64, exact bool) { return prefix(s) }
 
 // SimpleRank is the rank PrimaryPrefix packs for byte c: the order of its
-// primary weight among the simple characters, or 0 when c is not simple.
-// Callers that compute prefixes together with their own per-byte facts
-// build on it.
+// primary weight among the simple characters (1..74), or 0 when c is not
+// simple. A string that starts with a simple character has that
+// character's primary weight first, so strings whose first ranks differ
+// are ordered by them: the khoralabs encoder buckets keys on it.
 func SimpleRank(c byte) uint8 { return simplePrim[c] }
 
 // prefix summarizes s for fast sorting: the primary ranks of its first 8
