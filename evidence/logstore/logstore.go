@@ -220,6 +220,13 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	s.extend = make(chan struct{}, 1)
 	s.extended = make(chan struct{})
+	if s.opts.NoSync {
+		// Without fsync, zeros ahead buy nothing.
+		s.extStopped = true
+		close(s.extend)
+		close(s.extended)
+		return s, nil
+	}
 	go s.extender()
 	s.extend <- struct{}{}
 	return s, nil
