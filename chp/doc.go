@@ -10,8 +10,14 @@
 //	    → 3 enabled (skip) → 4 mode → 5 mandate → 6 policy → 7 invariants
 //	    → 8 autonomy → 9 input schema → 10 safety → 11 execute → 12 output schema
 //	  → each gate's evidence events are sealed into the evidence.Store
-//	    (chp-event-hash-v2, per-correlation hash chain, capmesh field binding)
+//	    (chp-event-hash-v2, per-correlation hash chain, capmesh field binding;
+//	    seal.go writes stored event, canonical payload and stable object in one pass)
+//	  → the result is recorded for idempotent replay (with a durable store, in
+//	    the same commit as the evidence, so replay survives a restart)
 //	  → Store.Sync: the evidence is durable before the InvocationResult returns.
+//
+// JSON-RPC calls arrive on a fresh goroutine each; the boundary runs them on
+// reused workers whose stacks have already grown (workers.go).
 //
 // Proof: Boundary.Replay reads a correlation in sequence order, Verify
 // recomputes its chain, Export builds a bundle (signed with the host key when
