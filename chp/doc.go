@@ -16,8 +16,8 @@
 //	    the same commit as the evidence, so replay survives a restart)
 //	  → Store.Sync: the evidence is durable before the InvocationResult returns.
 //
-// JSON-RPC calls arrive on a fresh goroutine each; the boundary runs them on
-// reused workers whose stacks have already grown (workers.go).
+// JSON-RPC calls arrive on the jsonrpc server's reused worker goroutines,
+// whose stacks have already grown to what the pipeline needs.
 //
 // Proof: Boundary.Replay reads a correlation in sequence order, Verify
 // recomputes its chain, Export builds a bundle (signed with the host key when

@@ -42,7 +42,7 @@ func (b *Boundary) RPCHandlers() map[string]jsonrpc.Handler {
 			if err != nil {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
 			}
-			res, err := b.invokeOnWorker(rpcCaller(ctx), env)
+			res, err := b.Invoke(rpcCaller(ctx), env)
 			if err != nil {
 				return nil, evidenceError(err)
 			}
@@ -341,7 +341,7 @@ func (b *Boundary) DirectHandler() jsonrpc.Handler {
 		if err != nil {
 			return nil, err
 		}
-		res, err := b.invokeOnWorker(rpcCaller(ctx), env)
+		res, err := b.Invoke(rpcCaller(ctx), env)
 		if err != nil {
 			return nil, evidenceError(err)
 		}

@@ -148,8 +148,13 @@ func TestLocalRegistrationDiscoverCallExpire(t *testing.T) {
 	if err := c.Call(context.Background(), "crypto.sign", map[string]any{"x": 1}, &res); err != nil || res["signed_by"] != "beardog" {
 		t.Fatalf("fallback routing: %v %v", err, res)
 	}
-	if code, word := rpcCode(c.Call(context.Background(), "storage.put", nil, nil)); code != registry.CodeNotFound || word != "no_provider" {
-		t.Fatalf("no provider: %v %s", code, word)
+	// Fallback routing with no provider is an unknown method (-32601) to a
+	// caller that did not ask for routing; capability.call says why.
+	if code, word := rpcCode(c.Call(context.Background(), "storage.put", nil, nil)); code != jsonrpc.MethodNotFound || word != "no_provider" {
+		t.Fatalf("no provider (fallback): %v %s", code, word)
+	}
+	if code, word := rpcCode(c.Call(context.Background(), "capability.call", map[string]any{"capability": "storage", "operation": "put"}, nil)); code != registry.CodeNotFound || word != "no_provider" {
+		t.Fatalf("no provider (capability.call): %v %s", code, word)
 	}
 
 	// Heartbeats keep it alive past its TTL...

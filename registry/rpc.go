@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -31,7 +32,16 @@ func (a *rpcAssigner) Assign(ctx context.Context, method string) jsonrpc.Handler
 	}
 	if routable(method) {
 		return jsonrpc.HandlerFunc(func(ctx context.Context, r *jsonrpc.Request) (any, error) {
-			return a.n.route(ctx, method, method, r.Params)
+			res, err := a.n.route(ctx, method, method, r.Params)
+			if isNoProvider(err) {
+				// Nobody provides the name: to a caller that did not ask for
+				// routing, it is simply a method this endpoint does not
+				// have. JSON-RPC says -32601; the data keeps the reason.
+				var je *jsonrpc.Error
+				errors.As(err, &je)
+				return nil, &jsonrpc.Error{Code: jsonrpc.MethodNotFound, Message: fmt.Sprintf("Method not found: %q (no live, trusted provider)", method), Data: je.Data}
+			}
+			return res, err
 		})
 	}
 	return nil
@@ -45,6 +55,19 @@ func (a *rpcAssigner) Names() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// isNoProvider reports whether err is the router's "no live, trusted
+// provider" refusal (not a provider's own error passed through).
+func isNoProvider(err error) bool {
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != CodeNotFound {
+		return false
+	}
+	var d struct {
+		Code string `json:"code"`
+	}
+	return json.Unmarshal(je.Data, &d) == nil && d.Code == CodeWordNoProvider
 }
 
 // routable: domain.operation with non-empty parts, not one of the
