@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
@@ -16,9 +18,10 @@ import (
 
 // Options configure an audit. A nil *Options means the defaults.
 type Options struct {
-	// ConnectTimeout bounds each connection attempt. Default 50 ms: a
-	// local socket that does not accept within it is reported dead rather
-	// than waited on.
+	// ConnectTimeout bounds the first connection to a stream endpoint.
+	// Default 50 ms: a local socket that does not accept within it is
+	// reported dead rather than waited on. Later connections to a host that
+	// answered, and HTTP connections, get ProbeTimeout.
 	ConnectTimeout time.Duration
 	// ProbeTimeout bounds each call. Default 2 s.
 	ProbeTimeout time.Duration
@@ -128,7 +131,9 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 		caller = jsonrpc.NewClient(conn, nil)
 	case "http", "https":
 		hc = &http.Client{Timeout: o.probeTimeout(), Transport: &http.Transport{
-			DialContext:       (&net.Dialer{Timeout: o.connectTimeout()}).DialContext,
+			// HTTP hosts need not be local: the 50 ms bound is for
+			// discovering local sockets, not for reaching a web server.
+			DialContext:       (&net.Dialer{Timeout: o.probeTimeout()}).DialContext,
 			DisableKeepAlives: false,
 		}}
 		defer hc.CloseIdleConnections()
@@ -233,6 +238,17 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 			desc, err := t.describe(dctx)
 			dcancel()
 			switch {
+			case err == nil && declaresNone(desc):
+				// The CHP binding is served, but nothing is governed by it:
+				// an infrastructure endpoint (a node, a router), not a
+				// capability host. Nothing to judge, and nothing passed.
+				var d struct {
+					ID string `json:"id"`
+				}
+				_ = json.Unmarshal(desc, &d)
+				rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpReqs[0].req, Source: chpReqs[0].src,
+					Status: Skip, Reason: "the host serves the CHP binding but declares no capabilities: not a CHP capability host, nothing to govern"})
+				rep.CHP = &CHPSummary{Binding: t.binding(), HostID: d.ID, NoCapabilities: true}
 			case err == nil:
 				checks, sum := auditCHP(ctx, t, desc, o)
 				rep.Checks = append(rep.Checks, checks...)
@@ -277,4 +293,13 @@ func Level(result []byte) (wire.Report, error) {
 		return wire.Report{}, err
 	}
 	return wire.Level(c, nil), nil
+}
+
+// declaresNone reports whether a HostDescriptor is well formed and lists no
+// capabilities.
+func declaresNone(desc json.RawMessage) bool {
+	var d struct {
+		Capabilities []json.RawMessage `json:"capabilities"`
+	}
+	return json.Unmarshal(desc, &d) == nil && len(d.Capabilities) == 0 && chp.ValidateObject("host-descriptor", desc) == nil
 }

@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/capmesh/capmesh/conformance"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/examples/kvhost/kv"
+	"github.com/capmesh/capmesh/host"
 )
 
 // TestExampleHost: the example host built with the host library passes
@@ -80,5 +82,39 @@ func TestExampleHost(t *testing.T) {
 		if f.Status == conformance.Fail {
 			t.Errorf("over HTTP: %s\n%s", f, sb.String())
 		}
+	}
+}
+
+// TestHostWithoutCapabilities: a host that serves the CHP binding but
+// declares no capabilities (an infrastructure endpoint such as the capmesh
+// node) is reported as hosting none, neither passing nor failing CHP, and
+// fails --require-chp.
+func TestHostWithoutCapabilities(t *testing.T) {
+	dir := biomeos(t)
+	sock := filepath.Join(dir, "empty.sock")
+	h, err := host.New(host.Info{Name: "empty", Version: "1.0.0", Domain: "empty"}, &host.Config{Socket: sock, Ephemeral: true, NoAnnounce: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; _ = h.Close() })
+	select {
+	case <-h.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("host did not start")
+	}
+	rep := conformance.Audit(ctx, endpoint.Address{Scheme: "unix", Path: sock}, nil)
+	if rep.CHP == nil || !rep.CHP.NoCapabilities || rep.CHP.Failed != 0 {
+		t.Fatalf("CHP summary %+v", rep.CHP)
+	}
+	for _, c := range rep.Suite(conformance.SuiteCHP) {
+		if c.Status == conformance.Fail {
+			t.Errorf("a host with nothing to govern failed %s", c)
+		}
+	}
+	if ok, why := rep.Meets(conformance.Requirement{CHP: true}); ok || !strings.Contains(why, "declares no CHP capabilities") {
+		t.Errorf("--require-chp: ok=%v why=%q", ok, why)
 	}
 }

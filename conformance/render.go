@@ -34,6 +34,8 @@ func (h *HostReport) chpCell() string {
 	switch {
 	case h.CHP == nil:
 		return "-"
+	case h.CHP.NoCapabilities:
+		return "- none"
 	case h.CHP.OK():
 		return fmt.Sprintf("✓ %d/9", h.CHP.Passed)
 	}
@@ -128,6 +130,8 @@ func WriteReport(w io.Writer, h *HostReport) error {
 	switch {
 	case h.CHP == nil:
 		row("CHP", "does not speak CHP")
+	case h.CHP.NoCapabilities:
+		row("CHP", "serves the binding over "+h.CHP.Binding+" but declares no capabilities (not a CHP capability host)")
 	default:
 		s := fmt.Sprintf("%d/9 requirements passed, %d failed, over %s", h.CHP.Passed, h.CHP.Failed, h.CHP.Binding)
 		if h.CHP.HostID != "" {

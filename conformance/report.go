@@ -115,11 +115,14 @@ type CHPSummary struct {
 	// that failed. The rest were not applicable or not observable.
 	Passed int `json:"passed"`
 	Failed int `json:"failed"`
+	// NoCapabilities: the host serves the CHP binding but declares no
+	// capabilities, so there was nothing to audit (and nothing passed).
+	NoCapabilities bool `json:"no_capabilities,omitempty"`
 }
 
-// OK reports whether the host speaks CHP and failed none of its checks
-// (CHP requirements and the chain check).
-func (s *CHPSummary) OK() bool { return s != nil && s.Failed == 0 }
+// OK reports whether the host speaks CHP, governs at least one capability
+// and failed none of its checks (CHP requirements and the chain check).
+func (s *CHPSummary) OK() bool { return s != nil && s.Failed == 0 && !s.NoCapabilities }
 
 // Failed returns the failed checks (not the warnings).
 func (r *HostReport) Failed() []Check { return r.filter(Fail) }
@@ -190,6 +193,8 @@ func (rep *HostReport) Meets(r Requirement) (bool, string) {
 		switch {
 		case rep.CHP == nil:
 			why = append(why, "does not speak CHP")
+		case rep.CHP.NoCapabilities:
+			why = append(why, "declares no CHP capabilities")
 		case !rep.CHP.OK():
 			why = append(why, fmt.Sprintf("CHP: %d requirement(s) failed", rep.CHP.Failed))
 		}
