@@ -199,6 +199,7 @@ func NewBoundary(cfg Config) (*Boundary, error) {
 // invocation time.
 func (b *Boundary) Register(c Capability) error {
 	d := c.Descriptor
+	var err error
 	if strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Version) == "" {
 		return errors.New("chp: capability id and version are required")
 	}
@@ -233,13 +234,26 @@ func (b *Boundary) Register(c Capability) error {
 	if !utf8.ValidString(d.ID) || !utf8.ValidString(d.Version) {
 		return errors.New("chp: capability id and version must be valid UTF-8")
 	}
+	// A disabled mark in the descriptor (any form Disabled reads) disables
+	// the capability; the live state is emitted by wireDescriptor, so the
+	// marks are dropped here.
+	disabled := c.Disabled || d.Disabled()
+	if strings.EqualFold(d.Status, "disabled") {
+		d.Status = ""
+	}
+	if d.Status != "" && !slices.Contains(statuses, d.Status) {
+		return fmt.Errorf("chp: capability %s: status %q: want one of %s", d.URI(), d.Status, strings.Join(statuses, ", "))
+	}
+	d.Enabled = nil
+	if d.Metadata, err = withoutMember(d.Metadata, EnabledKey); err != nil {
+		return fmt.Errorf("chp: capability %s: metadata: %w", d.URI(), err)
+	}
 	r := &registered{desc: d, uri: d.URI(), handler: c.Handler}
-	r.enabled.Store(!c.Disabled)
-	var err error
-	if r.input, err = compilePayloadSchema(d.URI()+"#input", d.InputSchema); err != nil {
+	r.enabled.Store(!disabled)
+	if r.input, err = compilePayloadSchema(payloadSchemaURL(d.ID, d.Version, "input"), d.InputSchema); err != nil {
 		return fmt.Errorf("chp: capability %s: input_schema: %w", d.URI(), err)
 	}
-	if r.output, err = compilePayloadSchema(d.URI()+"#output", d.OutputSchema); err != nil {
+	if r.output, err = compilePayloadSchema(payloadSchemaURL(d.ID, d.Version, "output"), d.OutputSchema); err != nil {
 		return fmt.Errorf("chp: capability %s: output_schema: %w", d.URI(), err)
 	}
 	for i := range d.Invariants {
@@ -276,7 +290,9 @@ func (b *Boundary) Register(c Capability) error {
 	return nil
 }
 
-// SetEnabled enables or disables a registered capability.
+// SetEnabled enables or disables a registered capability. A disabled one
+// stays registered and discoverable, marked disabled (see Capabilities);
+// invoking it is skipped (gate 3).
 func (b *Boundary) SetEnabled(id, version string, enabled bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -290,7 +306,9 @@ func (b *Boundary) SetEnabled(id, version string, enabled bool) error {
 }
 
 // Capabilities returns the registered descriptors in id order, as emitted
-// on the wire (autonomy moved under metadata.autonomy).
+// on the wire: autonomy moved under metadata.autonomy and a disabled
+// capability marked metadata[EnabledKey] = false, as of this call (SetEnabled
+// changes what the next call returns).
 func (b *Boundary) Capabilities() []CapabilityDescriptor {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
@@ -302,16 +320,17 @@ func (b *Boundary) Capabilities() []CapabilityDescriptor {
 	out := []CapabilityDescriptor{}
 	for _, id := range ids {
 		for _, r := range b.caps[id] {
-			out = append(out, wireDescriptor(r.desc))
+			out = append(out, wireDescriptor(r.desc, r.enabled.Load()))
 		}
 	}
 	return out
 }
 
-// wireDescriptor moves autonomy into metadata: the descriptor schema has no
-// autonomy member (docs/DECISIONS.md).
-func wireDescriptor(d CapabilityDescriptor) CapabilityDescriptor {
-	if d.Autonomy == nil {
+// wireDescriptor moves autonomy into metadata — the descriptor schema has
+// no autonomy member — and marks a disabled capability with
+// metadata[EnabledKey] = false (docs/DECISIONS.md).
+func wireDescriptor(d CapabilityDescriptor, enabled bool) CapabilityDescriptor {
+	if d.Autonomy == nil && enabled {
 		if isNull(d.Metadata) {
 			d.Metadata = json.RawMessage("{}")
 		}
@@ -321,11 +340,33 @@ func wireDescriptor(d CapabilityDescriptor) CapabilityDescriptor {
 	if !isNull(d.Metadata) {
 		_ = json.Unmarshal(d.Metadata, &meta)
 	}
-	a, _ := json.Marshal(d.Autonomy)
-	meta["autonomy"] = a
+	if d.Autonomy != nil {
+		a, _ := json.Marshal(d.Autonomy)
+		meta["autonomy"] = a
+		d.Autonomy = nil
+	}
+	if !enabled {
+		meta[EnabledKey] = json.RawMessage("false")
+	}
 	d.Metadata, _ = json.Marshal(meta)
-	d.Autonomy = nil
 	return d
+}
+
+// withoutMember returns the JSON object obj without its member key (obj
+// itself when it has none; null stays null).
+func withoutMember(obj json.RawMessage, key string) (json.RawMessage, error) {
+	if isNull(obj) {
+		return obj, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, fmt.Errorf("must be a JSON object: %w", err)
+	}
+	if _, ok := m[key]; !ok {
+		return obj, nil
+	}
+	delete(m, key)
+	return json.Marshal(m)
 }
 
 // Assurance is the tier the host declares.

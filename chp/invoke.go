@@ -224,7 +224,7 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 	if r.input != nil {
 		if path, msg, ok := r.input.validate(env.Payload); !ok {
 			return b.finishDenied(ctx, inv, b.denial(CodeInputSchemaValidationFailed,
-				fmt.Sprintf("payload fails the input schema at %s: %s", path, msg),
+				"payload fails the input schema "+msg,
 				map[string]any{"schema_id": d.URI() + "#input_schema", "path": path}))
 		}
 	}
@@ -385,10 +385,10 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*I
 		if path, msg, ok := r.validate(data); !ok {
 			if b.cfg.StrictOutputSchema {
 				return b.finishDenied(ctx, inv, b.denial(CodeOutputSchemaValidationFailed,
-					fmt.Sprintf("result fails the output schema at %s: %s", path, msg),
+					"result fails the output schema "+msg,
 					map[string]any{"schema_id": d.URI() + "#output_schema", "path": path}))
 			}
-			completed = map[string]any{"output_schema_valid": false, "output_schema_error": fmt.Sprintf("%s: %s", path, msg)}
+			completed = map[string]any{"output_schema_valid": false, "output_schema_error": msg}
 		}
 	}
 	b.emit(inv, evt{typ: EventCompleted, outcome: OutcomeSuccess, uri: uri, payload: completed})

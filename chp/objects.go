@@ -1,7 +1,9 @@
 package chp
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // Protocol versions. ProtocolVersion is what a capmesh host prefers; it also
@@ -120,12 +122,19 @@ type AutonomyProfile struct {
 // (schemas/capability-descriptor.schema.json). Autonomy is accepted on input
 // (the reference hosts put it at top level) but the schema has no such member,
 // so capmesh emits it as metadata.autonomy; see docs/DECISIONS.md.
+//
+// Enabled is accepted on input too (the TypeScript reference host's member;
+// false registers the capability disabled) and never emitted: the schema
+// has no such member and its status enum is a maturity level, so a capmesh
+// host marks a disabled capability with metadata[EnabledKey] = false.
+// Disabled reads every one of these marks.
 type CapabilityDescriptor struct {
 	Assurance     *AssuranceMetadata    `json:"assurance,omitempty"`
 	Autonomy      *AutonomyProfile      `json:"autonomy,omitempty"`
 	CapabilityURI string                `json:"capability_uri,omitempty"`
 	Description   string                `json:"description"`
 	Emits         []string              `json:"emits"`
+	Enabled       *bool                 `json:"enabled,omitempty"`
 	ID            string                `json:"id"`
 	Idempotency   string                `json:"idempotency,omitempty"`
 	InputSchema   json.RawMessage       `json:"input_schema,omitempty"`
@@ -143,6 +152,36 @@ type CapabilityDescriptor struct {
 
 // URI is the stable capability URI id:version.
 func (d *CapabilityDescriptor) URI() string { return d.ID + ":" + d.Version }
+
+// EnabledKey is the metadata member with which a capmesh host marks a
+// registered but disabled capability (value false) in its descriptors, so
+// an auditor can find one and check that invoking it is skipped
+// (chp-v0.1.md §11 requirement 9).
+const EnabledKey = "io.github.capmesh.enabled"
+
+// Disabled reports whether the descriptor marks its capability as
+// registered but disabled: metadata[EnabledKey] false (what capmesh emits),
+// a top-level enabled false (the TypeScript reference's member) or status
+// "disabled" (not a schema value, accepted from hosts that write it).
+func (d *CapabilityDescriptor) Disabled() bool {
+	if d.Enabled != nil && !*d.Enabled {
+		return true
+	}
+	if strings.EqualFold(d.Status, "disabled") {
+		return true
+	}
+	if isNull(d.Metadata) {
+		return false
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(d.Metadata, &meta) != nil {
+		return false
+	}
+	return string(bytes.TrimSpace(meta[EnabledKey])) == "false"
+}
+
+// statuses are the schema's capability maturity levels.
+var statuses = []string{"draft", "experimental", "certified", "deprecated"}
 
 // EvidenceStoreInfo is HostDescriptor.evidence.
 type EvidenceStoreInfo struct {

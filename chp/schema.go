@@ -7,10 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/big"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 //go:embed schemas/*.schema.json
@@ -100,14 +107,21 @@ func ValidateObject(name string, v any) error {
 }
 
 // payloadSchema is a compiled capability input or output schema.
-type payloadSchema struct {
-	id string
-	s  *jsonschema.Schema
+type payloadSchema struct{ s *jsonschema.Schema }
+
+// payloadSchemaURL is the URL a capability's input or output schema is
+// compiled under: unique per capability, version and direction, and without
+// a fragment — the validator reads a fragment as an anchor the schema would
+// have to declare (docs/DECISIONS.md).
+func payloadSchemaURL(id, version, which string) string {
+	return "capmesh:capability/" + url.PathEscape(id) + "/" + url.PathEscape(version) + "/" + which
 }
 
 // compilePayloadSchema compiles a capability's declared schema; nil when the
-// schema is absent or the empty object (no constraint).
-func compilePayloadSchema(id string, raw json.RawMessage) (*payloadSchema, error) {
+// schema is absent or the empty object (no constraint). A schema must be
+// self-contained: a $ref may point inside it or at an embedded CHP protocol
+// schema, never at a file or the network.
+func compilePayloadSchema(u string, raw json.RawMessage) (*payloadSchema, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -120,40 +134,166 @@ func compilePayloadSchema(id string, raw json.RawMessage) (*payloadSchema, error
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	url := "capmesh:" + id
-	if err := c.AddResource(url, doc); err != nil {
+	c.UseLoader(protocolLoader{})
+	if err := c.AddResource(u, doc); err != nil {
 		return nil, err
 	}
-	s, err := c.Compile(url)
+	s, err := c.Compile(u)
 	if err != nil {
 		return nil, err
 	}
-	return &payloadSchema{id: id, s: s}, nil
+	return &payloadSchema{s: s}, nil
 }
 
-// validate checks data; it returns the JSON pointer of the first failing
-// location and a message, or ok.
+// protocolLoader resolves a capability schema's external $ref: the CHP
+// protocol schemas by their $id, and nothing else — registering a
+// capability never reads a file or the network.
+type protocolLoader struct{}
+
+func (protocolLoader) Load(ref string) (any, error) {
+	if name, ok := protocolSchemaIDs()[ref]; ok {
+		b, err := schemaFS.ReadFile("schemas/" + name)
+		if err != nil {
+			return nil, err
+		}
+		return jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	}
+	return nil, fmt.Errorf("external $ref %q: a capability schema must be self-contained (only the CHP protocol schemas may be referenced)", ref)
+}
+
+var protocolSchemaIDs = sync.OnceValue(func() map[string]string {
+	ids := map[string]string{}
+	entries, _ := fs.ReadDir(schemaFS, "schemas")
+	for _, e := range entries {
+		b, err := schemaFS.ReadFile("schemas/" + e.Name())
+		if err != nil {
+			continue
+		}
+		var head struct {
+			ID string `json:"$id"`
+		}
+		if json.Unmarshal(b, &head) == nil && head.ID != "" {
+			ids[head.ID] = e.Name()
+		}
+	}
+	return ids
+})
+
+// english words validation failures (the validator's own messages).
+var english = message.NewPrinter(language.English)
+
+// maxSchemaFailures bounds how many failing locations a message names.
+const maxSchemaFailures = 3
+
+// validate checks data. When it fails, path is the JSON pointer of the first
+// failing location (in instance-location order) and msg says what is wrong
+// there and at up to two more locations, in the validator's English — e.g.
+// "at /key: missing property 'value'". A message never quotes a value of
+// data, only member names and what the schema wants: it is recorded in the
+// evidence, which never holds payloads (docs/DECISIONS.md).
 func (p *payloadSchema) validate(data json.RawMessage) (path, msg string, ok bool) {
 	if isNull(data) {
 		data = json.RawMessage("null")
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		return "", "not JSON: " + err.Error(), false
+		return "/", "at /: not JSON", false
 	}
 	err = p.s.Validate(inst)
 	if err == nil {
 		return "", "", true
 	}
 	var ve *jsonschema.ValidationError
-	if errors.As(err, &ve) {
-		leaf := ve
-		for len(leaf.Causes) > 0 {
-			leaf = leaf.Causes[0]
-		}
-		path = "/" + strings.Join(leaf.InstanceLocation, "/")
-		msg = fmt.Sprint(leaf.ErrorKind)
-		return path, msg, false
+	if !errors.As(err, &ve) {
+		return "/", "at /: " + err.Error(), false
 	}
-	return "", err.Error(), false
+	type failure struct{ path, msg string }
+	var leaves []failure
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			leaves = append(leaves, failure{pointer(e.InstanceLocation), describeFailure(e.ErrorKind)})
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	// The validator visits an object's members in map order: sort, so the
+	// same payload is always described — and its denial hashed — the same.
+	slices.SortFunc(leaves, func(a, b failure) int {
+		if c := strings.Compare(a.path, b.path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.msg, b.msg)
+	})
+	leaves = slices.Compact(leaves)
+	var sb strings.Builder
+	for i, l := range leaves {
+		if i == maxSchemaFailures {
+			fmt.Fprintf(&sb, "; and %d more", len(leaves)-i)
+			break
+		}
+		if i > 0 {
+			sb.WriteString("; ")
+		}
+		sb.WriteString("at ")
+		sb.WriteString(l.path)
+		sb.WriteString(": ")
+		sb.WriteString(l.msg)
+	}
+	return leaves[0].path, sb.String(), false
+}
+
+// pointer renders an instance location as a JSON pointer (RFC 6901).
+func pointer(loc []string) string {
+	if len(loc) == 0 {
+		return "/"
+	}
+	var sb strings.Builder
+	for _, tok := range loc {
+		sb.WriteByte('/')
+		sb.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(tok))
+	}
+	return sb.String()
+}
+
+// describeFailure words one failure without quoting the instance's values:
+// the kinds whose library message would echo a value of the payload are
+// worded from the schema side only.
+func describeFailure(k jsonschema.ErrorKind) string {
+	rat := func(r *big.Rat) string {
+		if r == nil {
+			return "?"
+		}
+		if r.IsInt() {
+			return r.Num().String()
+		}
+		f, _ := r.Float64()
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	switch k := k.(type) {
+	case *kind.Pattern:
+		return fmt.Sprintf("string does not match pattern %s", strconv.Quote(k.Want))
+	case *kind.Format:
+		return fmt.Sprintf("value is not a valid %s", k.Want)
+	case *kind.Minimum:
+		return "value must be >= " + rat(k.Want)
+	case *kind.Maximum:
+		return "value must be <= " + rat(k.Want)
+	case *kind.ExclusiveMinimum:
+		return "value must be > " + rat(k.Want)
+	case *kind.ExclusiveMaximum:
+		return "value must be < " + rat(k.Want)
+	case *kind.MultipleOf:
+		return "value must be a multiple of " + rat(k.Want)
+	case *kind.ContentMediaType:
+		return fmt.Sprintf("value is not of media type %s", strconv.Quote(k.Want))
+	case *kind.ContentEncoding:
+		return fmt.Sprintf("value is not %s encoded", strconv.Quote(k.Want))
+	case *kind.AdditionalProperties:
+		k.Properties = slices.Sorted(slices.Values(k.Properties))
+	}
+	return k.LocalizedString(english)
 }

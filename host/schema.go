@@ -45,15 +45,17 @@ func InferSchema(t reflect.Type) (json.RawMessage, error) {
 	return b, nil
 }
 
-// anchored returns schema with "$anchor": name at its root. The CHP
-// boundary compiles a capability's schemas under the URL
-// "capmesh:<id>:<version>#input" (and #output); the validator reads that
-// fragment as a plain-name anchor and finds nothing unless the schema
-// declares it. Until the boundary compiles schemas under a fragment-free
-// URL, the host adds the anchor, which changes nothing else about the
-// schema. A missing or empty schema stays nil (no constraint); a schema
-// that already has an anchor of that name is kept as is.
-func anchored(schema json.RawMessage, name string) (json.RawMessage, error) {
+// anchored returns the schema a capability declares as the CHP boundary
+// receives it: nil when there is none (absent, null, true or {} — no
+// constraint), else the schema unchanged, which must be a JSON object.
+//
+// The name is historical: the boundary used to compile a capability's
+// schemas under "capmesh:<id>:<version>#input", a fragment the validator
+// reads as an anchor, so this function added "$anchor": name to every
+// schema. The boundary now compiles them under fragment-free URLs
+// (chp.Boundary.Register) and the schema is passed through as written; name
+// is unused.
+func anchored(schema json.RawMessage, _ string) (json.RawMessage, error) {
 	if len(schema) == 0 || string(schema) == "null" || string(schema) == "true" {
 		return nil, nil
 	}
@@ -64,14 +66,7 @@ func anchored(schema json.RawMessage, name string) (json.RawMessage, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
-	if a, ok := m["$anchor"]; ok {
-		if string(a) == `"`+name+`"` {
-			return schema, nil
-		}
-		return nil, fmt.Errorf("the root $anchor is reserved for %q", name)
-	}
-	m["$anchor"] = json.RawMessage(`"` + name + `"`)
-	return json.Marshal(m)
+	return schema, nil
 }
 
 // paramsValidator is a capability's input schema compiled by the project's
