@@ -331,3 +331,25 @@ func FuzzParseCapabilities(f *testing.F) {
 		}
 	})
 }
+
+// TestPlanTotalIsRounded pins a display bug: summed decimal latencies
+// printed as 0.15000000000000002 ms.
+func TestPlanTotalIsRounded(t *testing.T) {
+	hosts, err := compose.ParseCapabilities([]byte(`{"primal":"kv","version":"1.0.0","methods":["kv.put","kv.digest"],
+		"cost_estimates":{"kv.put":{"cpu":"low","latency_ms":0.05},"kv.digest":{"cpu":"low","latency_ms":0.1}},
+		"operation_dependencies":{"kv.digest":["kv.put"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &compose.Composition{}
+	for _, h := range hosts {
+		c.Add(h)
+	}
+	p, err := c.Plan("kv.digest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Total.LatencyMS != 0.15 || p.Total.String() != "low, 0.15 ms" {
+		t.Fatalf("total %v (%s)", p.Total.LatencyMS, p.Total)
+	}
+}

@@ -2,6 +2,7 @@ package compose
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -96,6 +97,10 @@ func total(steps []PlanStep) (Cost, []string) {
 			t.CPU = s.Cost.CPU
 		}
 	}
+	// Sums of decimal fractions pick up binary noise (0.05 + 0.1 =
+	// 0.15000000000000002); estimates are nowhere near that precise, so
+	// round to a nanosecond.
+	t.LatencyMS = math.Round(t.LatencyMS*1e6) / 1e6
 	return t, unknown
 }
 
