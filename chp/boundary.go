@@ -93,8 +93,8 @@ type Boundary struct {
 	ident   *HostIdentity
 	started string
 
-	mu   sync.RWMutex
-	caps map[string][]*registered // by id, sorted by version
+	mu   sync.Mutex                               // serializes Register
+	caps atomic.Pointer[map[string][]*registered] // by id, sorted by version; copied on write, read without a lock
 
 	stripes [64]sync.Mutex // autonomy check-and-start, by correlation
 
@@ -164,11 +164,11 @@ func NewBoundary(cfg Config) (*Boundary, error) {
 	}
 	b := &Boundary{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
-		caps:    map[string][]*registered{},
 		results: newResultCache(cfg.ResultCacheSize, cfg.ResultWindow, cfg.Now),
 		started: FormatTime(cfg.Now()),
 		hostStr: appendStableString(nil, cfg.HostID),
 	}
+	b.caps.Store(&map[string][]*registered{})
 	b.subjects.m = make(map[string]subjectInfo)
 	if rs, ok := cfg.Store.(evidence.ResultStore); ok {
 		b.rstore = rs
@@ -278,15 +278,20 @@ func (b *Boundary) Register(c Capability) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	list := b.caps[d.ID]
-	for _, o := range list {
+	old := *b.caps.Load()
+	for _, o := range old[d.ID] {
 		if o.desc.Version == d.Version {
 			return fmt.Errorf("chp: capability %s already registered", d.URI())
 		}
 	}
-	list = append(list, r)
+	caps := make(map[string][]*registered, len(old)+1)
+	for id, l := range old {
+		caps[id] = l
+	}
+	list := append(slices.Clone(old[d.ID]), r)
 	sort.Slice(list, func(i, j int) bool { return list[i].desc.Version < list[j].desc.Version })
-	b.caps[d.ID] = list
+	caps[d.ID] = list
+	b.caps.Store(&caps)
 	return nil
 }
 
@@ -294,9 +299,7 @@ func (b *Boundary) Register(c Capability) error {
 // stays registered and discoverable, marked disabled (see Capabilities);
 // invoking it is skipped (gate 3).
 func (b *Boundary) SetEnabled(id, version string, enabled bool) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, r := range b.caps[id] {
+	for _, r := range (*b.caps.Load())[id] {
 		if r.desc.Version == version {
 			r.enabled.Store(enabled)
 			return nil
@@ -310,16 +313,15 @@ func (b *Boundary) SetEnabled(id, version string, enabled bool) error {
 // capability marked metadata[EnabledKey] = false, as of this call (SetEnabled
 // changes what the next call returns).
 func (b *Boundary) Capabilities() []CapabilityDescriptor {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	ids := make([]string, 0, len(b.caps))
-	for id := range b.caps {
+	caps := *b.caps.Load()
+	ids := make([]string, 0, len(caps))
+	for id := range caps {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	out := []CapabilityDescriptor{}
 	for _, id := range ids {
-		for _, r := range b.caps[id] {
+		for _, r := range caps[id] {
 			out = append(out, wireDescriptor(r.desc, r.enabled.Load()))
 		}
 	}
@@ -406,9 +408,8 @@ func (b *Boundary) Identity() *IdentityDocument {
 
 // resolve implements gate 2.
 func (b *Boundary) resolve(id string, version *string) (*registered, *DenialReason) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	list := b.caps[id]
+	caps := *b.caps.Load()
+	list := caps[id]
 	if version != nil && *version != "" {
 		for _, r := range list {
 			if r.desc.Version == *version {
@@ -427,7 +428,7 @@ func (b *Boundary) resolve(id string, version *string) (*registered, *DenialReas
 	}
 	var sugg []any
 	prefix, _, _ := strings.Cut(id, ".")
-	for other := range b.caps {
+	for other := range caps {
 		if prefix != "" && strings.HasPrefix(other, prefix+".") && len(sugg) < 5 {
 			sugg = append(sugg, other)
 		}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 )
@@ -34,20 +33,39 @@ func FormatTime(t time.Time) string {
 // tens of nanoseconds instead of a trip through the FIPS DRBG per id
 // (docs/DECISIONS.md).
 func NewID(prefix string) string {
-	g := idPool.Get().(*mrand.ChaCha8)
-	var raw [16]byte
-	binary.LittleEndian.PutUint64(raw[:8], g.Uint64())
-	binary.LittleEndian.PutUint64(raw[8:], g.Uint64())
-	idPool.Put(g)
-	var hx [32]byte
-	hex.Encode(hx[:], raw[:])
-	var sb strings.Builder
-	sb.Grow(len(prefix) + 1 + len(hx))
-	sb.WriteString(prefix)
-	sb.WriteByte('_')
-	sb.Write(hx[:])
-	return sb.String()
+	a, _ := newIDPair(prefix, "")
+	return a
 }
+
+// newIDPair returns two ids (NewID(p1), NewID(p2)) drawn with one trip to
+// the generator pool and sharing one allocation; p2 == "" draws one.
+func newIDPair(p1, p2 string) (string, string) {
+	var raw [32]byte
+	n := 16
+	if p2 != "" {
+		n = 32
+	}
+	g := idPool.Get().(*mrand.ChaCha8)
+	for i := 0; i < n; i += 8 {
+		binary.LittleEndian.PutUint64(raw[i:], g.Uint64())
+	}
+	idPool.Put(g)
+	var buf [2*(maxIDPrefix+1) + 64]byte
+	b := append(buf[:0], p1...)
+	b = append(b, '_')
+	b = hex.AppendEncode(b, raw[:16])
+	split := len(b)
+	if p2 != "" {
+		b = append(b, p2...)
+		b = append(b, '_')
+		b = hex.AppendEncode(b, raw[16:])
+	}
+	s := string(b)
+	return s[:split], s[split:]
+}
+
+// maxIDPrefix bounds the prefixes newIDPair writes without allocating.
+const maxIDPrefix = 8
 
 var idPool = sync.Pool{New: func() any {
 	var seed [32]byte
@@ -163,6 +181,9 @@ var localSubject = json.RawMessage(`{"id":"local","type":"user"}`)
 // generated correlation id when the caller gave none (or an empty one).
 // A caller-provided correlation id is never changed.
 func Normalize(env *InvocationEnvelope, now time.Time) {
+	if env.InvocationID == "" && env.Correlation.CorrelationID == "" {
+		env.InvocationID, env.Correlation.CorrelationID = newIDPair("inv", "corr")
+	}
 	if env.InvocationID == "" {
 		env.InvocationID = NewID("inv")
 	}

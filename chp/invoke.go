@@ -20,9 +20,10 @@ type Caller struct {
 	Type  string // "api_key", "unix_peer", …
 	Scope []string
 
-	// subj caches the subject of a Caller the package made and never
-	// changes (a Unix peer's).
+	// subj and info cache the subject, and its rendering in evidence, of
+	// a Caller the package made and never changes (a Unix peer's).
 	subj json.RawMessage
+	info *subjectInfo
 }
 
 type callerKey struct{}
@@ -73,10 +74,53 @@ type invocation struct {
 	// replay cache keeps it instead of a copy of the result.
 	recorded []byte
 
+	// startedAt backs started.
+	startedAt string
+	// spareID is an event id drawn with the previous one.
+	spareID string
+	// lastTS is the timestamp of the latest event: execution_started's is
+	// started_at, the final event's completed_at.
+	lastTS time.Time
+	// ctx is the handler's context: the caller's, carrying the envelope
+	// and the bound caller without allocating a context of its own.
+	ctx invCtx
+
 	// Backing arrays for the common case (two events), so that an
-	// invocation allocates neither slice.
+	// invocation allocates neither the slices nor the events' sealers.
 	pendArr [2]evidence.Pending
 	idArr   [2]string
+	sealArr [2]sealer
+	sealers int // sealArr entries in use
+}
+
+// invCtx is the context a handler runs with: the invocation's, answering
+// InvocationFromContext and CallerFromContext itself.
+type invCtx struct {
+	context.Context
+	env    *InvocationEnvelope
+	caller *Caller
+}
+
+// Value implements context.Context.
+func (c *invCtx) Value(key any) any {
+	switch key {
+	case invocationKey{}:
+		return c.env
+	case callerKey{}:
+		if c.caller != nil {
+			return c.caller
+		}
+	}
+	return c.Context.Value(key)
+}
+
+// newSealer returns a sealer for the invocation's next event.
+func (inv *invocation) newSealer() *sealer {
+	if inv.sealers < len(inv.sealArr) {
+		inv.sealers++
+		return &inv.sealArr[inv.sealers-1]
+	}
+	return new(sealer)
 }
 
 // Invoke runs env through the gate pipeline (chp-invocation-pipeline.md §2)
@@ -85,6 +129,13 @@ type invocation struct {
 // only when evidence could not be recorded (or ctx ended first), in which
 // case no result may be trusted. env is normalized in place (see Normalize).
 func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*InvocationResult, error) {
+	caller, _ := CallerFromContext(ctx)
+	return b.invoke(ctx, env, caller)
+}
+
+// invoke is Invoke with the bound caller (nil: none) passed in rather than
+// carried by ctx.
+func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *Caller) (*InvocationResult, error) {
 	if env == nil {
 		return nil, fmt.Errorf("%w: nil envelope", ErrBadEnvelope)
 	}
@@ -93,14 +144,15 @@ func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*Invoca
 	if env.Correlation.Environment == "" {
 		env.Correlation.Environment = b.cfg.Environment
 	}
-	caller, hasCaller := CallerFromContext(ctx)
+	hasCaller := caller != nil
 	if hasCaller {
 		env.Subject = caller.subject()
 	}
 	inv := &invocation{env: env}
 	inv.pending, inv.ids = inv.pendArr[:0], inv.idArr[:0]
+	inv.ctx = invCtx{Context: ctx, env: env, caller: caller}
 	var err error
-	if inv.hdr, err = b.header(env); err != nil {
+	if inv.hdr, err = b.header(env, caller); err != nil {
 		return nil, err
 	}
 
@@ -138,7 +190,7 @@ func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*Invoca
 		if err != nil {
 			res = nil
 		}
-		b.results.settle(lead, res, inv.recorded)
+		b.results.settle(lead, res, inv.recorded, inv.lastTS)
 		return res, err
 	}
 }
@@ -319,14 +371,14 @@ func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome
 func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*InvocationResult, error) {
 	d := &inv.cap.desc
 	b.emit(inv, evt{typ: EventStarted, uri: uri})
-	ts := FormatTime(b.now())
-	inv.started = &ts
+	inv.startedAt = FormatTime(inv.lastTS)
+	inv.started = &inv.startedAt
 	// execution_started reaches the store before the handler runs, so the
 	// autonomy count and a concurrent replay see it.
 	if err := b.flush(ctx, inv); err != nil {
 		return nil, err
 	}
-	hctx := context.WithValue(ctx, invocationKey{}, inv.env)
+	var hctx context.Context = &inv.ctx
 	var out handlerOutcome
 	var timeout time.Duration
 	if d.TimeoutS != nil && *d.TimeoutS > 0 {
@@ -415,7 +467,11 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 	if capID == "" {
 		capID = "<missing>"
 	}
-	now := b.now()
+	now := inv.lastTS // the final event's
+	if now.IsZero() {
+		now = b.now()
+		inv.lastTS = now
+	}
 	res := &InvocationResult{
 		CapabilityID:      capID,
 		CapabilityVersion: inv.version,
@@ -449,7 +505,12 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 
 // emit queues one event; flush appends the queue.
 func (b *Boundary) emit(inv *invocation, e evt) {
-	id := NewID("evt")
+	id := inv.spareID
+	if id == "" {
+		id, inv.spareID = newIDPair("evt", "evt")
+	} else {
+		inv.spareID = ""
+	}
 	inv.ids = append(inv.ids, id)
 	inv.pending = append(inv.pending, b.pendingEvent(inv, id, e))
 }
@@ -458,12 +519,13 @@ func (b *Boundary) flush(ctx context.Context, inv *invocation) error {
 	if len(inv.pending) == 0 {
 		return nil
 	}
-	recs, err := b.store.Append(ctx, inv.pending...)
+	last, err := evidence.AppendSeq(ctx, b.store, inv.pending...)
+	clear(inv.pending) // the sealers, now spent
+	inv.pending = inv.pending[:0]
 	if err != nil {
 		return fmt.Errorf("chp: recording evidence: %w", err)
 	}
-	inv.pending = inv.pending[:0]
-	inv.last = recs[len(recs)-1].Sequence
+	inv.last = last
 	return nil
 }
 

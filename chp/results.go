@@ -118,16 +118,16 @@ func (s *resultShard) insert(e *resultEntry, per int) {
 	}
 }
 
-// settle records the leader's outcome; a failed invocation (res == nil)
-// leaves nothing to replay. raw, when the result was written to a durable
+// settle records the leader's outcome, recorded at at; a failed invocation
+// (res == nil) leaves nothing to replay. raw, when the result was written to a durable
 // store, is its encoded form: the cache keeps that (one allocation the
 // garbage collector need not look into) and decodes it on a replay.
-func (c *resultCache) settle(e *resultEntry, res *InvocationResult, raw []byte) {
+func (c *resultCache) settle(e *resultEntry, res *InvocationResult, raw []byte, at time.Time) {
 	s := c.shard(e.id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if res != nil {
-		e.at = c.now().UnixNano()
+		e.at = at.UnixNano()
 		if raw != nil {
 			e.raw = raw
 		} else {

@@ -174,7 +174,7 @@ func TestResultCacheBounded(t *testing.T) {
 		if err != nil || lead == nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
-		c.settle(lead, &InvocationResult{InvocationID: fmt.Sprint("id", i)}, nil)
+		c.settle(lead, &InvocationResult{InvocationID: fmt.Sprint("id", i)}, nil, now())
 	}
 	total := 0
 	for i := range c.shards {

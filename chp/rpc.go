@@ -42,7 +42,7 @@ func (b *Boundary) RPCHandlers() map[string]jsonrpc.Handler {
 			if err != nil {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
 			}
-			res, err := b.Invoke(rpcCaller(ctx), env)
+			res, err := b.invoke(ctx, env, rpcCaller(ctx))
 			if err != nil {
 				return nil, evidenceError(err)
 			}
@@ -113,22 +113,26 @@ func evidenceError(err error) error {
 	return jsonrpc.Errorf(RPCEvidenceUnavailable, "evidence could not be recorded: %v", err)
 }
 
-// rpcCaller binds a Unix-socket peer's kernel-reported uid as the verified
-// caller, unless a caller is bound already.
-func rpcCaller(ctx context.Context) context.Context {
-	if _, ok := CallerFromContext(ctx); ok {
-		return ctx
+// rpcCaller returns the caller a JSON-RPC call is bound to: one bound
+// already (WithCaller), else a Unix-socket peer's kernel-reported uid as the
+// verified caller, else none (nil).
+func rpcCaller(ctx context.Context) *Caller {
+	if c, ok := CallerFromContext(ctx); ok {
+		return c
 	}
 	if p, ok := jsonrpc.PeerFromContext(ctx); ok && p.HasCred {
 		c, ok := peerCallers.Load(p.UID)
 		if !ok {
 			nc := &Caller{ID: "uid:" + strconv.FormatUint(uint64(p.UID), 10), Type: "unix_peer"}
 			nc.subj = nc.subject()
+			if si, err := renderSubject(nc.subj); err == nil {
+				nc.info = &si
+			}
 			c, _ = peerCallers.LoadOrStore(p.UID, nc)
 		}
-		return WithCaller(ctx, c.(*Caller))
+		return c.(*Caller)
 	}
-	return ctx
+	return nil
 }
 
 // peerCallers holds one immutable Caller per Unix uid seen (a host sees few).
@@ -341,7 +345,7 @@ func (b *Boundary) DirectHandler() jsonrpc.Handler {
 		if err != nil {
 			return nil, err
 		}
-		res, err := b.Invoke(rpcCaller(ctx), env)
+		res, err := b.invoke(ctx, env, rpcCaller(ctx))
 		if err != nil {
 			return nil, evidenceError(err)
 		}

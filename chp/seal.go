@@ -68,12 +68,31 @@ type subjectCache struct {
 const subjectCacheSize = 1024
 
 func (c *subjectCache) get(raw []byte) (subjectInfo, error) {
+	if len(raw) > 0 && &raw[0] == &localSubject[0] {
+		return localSubjectInfo()
+	}
 	c.mu.RLock()
 	si, ok := c.m[string(raw)]
 	c.mu.RUnlock()
 	if ok {
 		return si, nil
 	}
+	si, err := renderSubject(raw)
+	if err != nil {
+		return si, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= subjectCacheSize {
+		clear(c.m)
+	}
+	c.m[string(raw)] = si
+	c.mu.Unlock()
+	return si, nil
+}
+
+// renderSubject returns a subject's stored form and digest.
+func renderSubject(raw []byte) (subjectInfo, error) {
+	var si subjectInfo
 	v, err := canonical.Parse(raw)
 	if err != nil {
 		return si, err
@@ -87,22 +106,23 @@ func (c *subjectCache) get(raw []byte) (subjectInfo, error) {
 	if si.digest, err = hashValue(canonical.PythonSortKeys, v); err != nil {
 		return si, err
 	}
-	c.mu.Lock()
-	if len(c.m) >= subjectCacheSize {
-		clear(c.m)
-	}
-	c.m[string(raw)] = si
-	c.mu.Unlock()
 	return si, nil
 }
+
+// localSubjectInfo is the rendering of localSubject, the subject of most
+// calls made in process.
+var localSubjectInfo = sync.OnceValues(func() (subjectInfo, error) { return renderSubject(localSubject) })
 
 // header renders the invocation-wide parts of its events. It fails only for
 // a subject or baggage that is not a JSON object (ParseEnvelope rejects
 // those earlier; an envelope built in Go may carry anything).
-func (b *Boundary) header(env *InvocationEnvelope) (invHeader, error) {
+func (b *Boundary) header(env *InvocationEnvelope, caller *Caller) (invHeader, error) {
 	var h invHeader
-	si, err := b.subjects.get(env.Subject)
-	if err != nil {
+	var si subjectInfo
+	var err error
+	if caller != nil && caller.info != nil {
+		si = *caller.info
+	} else if si, err = b.subjects.get(env.Subject); err != nil {
 		return h, fmt.Errorf("%w: subject: %v", ErrBadEnvelope, err)
 	}
 	h.subject, h.subjectD = si.stored, si.digest
@@ -182,10 +202,11 @@ var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return
 // once.
 var errSealedTwice = errors.New("chp: evidence event sealed twice")
 
-// sealTo renders the event at sequence seq, chained to prev ("" = first),
-// appending the stored bytes to dst (the store's own buffer). Its buffer
-// goes back to the pool: a sealer seals once.
-func (s *sealer) sealTo(dst []byte, seq uint64, prev string) (string, []byte, error) {
+// SealTo implements evidence.Sealer: it renders the event at sequence seq,
+// chained to prev ("" = first), appending the stored bytes to dst (the
+// store's own buffer). Its buffer goes back to the pool: a sealer seals
+// once.
+func (s *sealer) SealTo(dst []byte, seq uint64, prev string) (string, []byte, error) {
 	if s.err != nil {
 		return "", dst, s.err
 	}
@@ -260,9 +281,10 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 		// (docs/DECISIONS.md).
 		capID = "<missing>"
 	}
-	s := &sealer{}
+	s := inv.newSealer()
 	var ts [32]byte
-	tsB := appendTime(ts[:0], b.now())
+	inv.lastTS = b.now()
+	tsB := appendTime(ts[:0], inv.lastTS)
 	var denialJSON, errJSON []byte
 	denialD, errD := nullValue, nullValue
 	if e.denial != nil {
@@ -284,7 +306,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	*sp, *kp = d.c, d.k
 	canon := d.c
 	if s.err != nil {
-		return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, SealTo: s.sealTo}
+		return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
 	}
 
 	s.bp = sealerPool.Get().(*[]byte)
@@ -365,7 +387,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	buf = append(buf, `"}`...)
 	s.stablePost = len(buf)
 	s.buf = buf
-	return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, SealTo: s.sealTo}
+	return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
 }
 
 // dual writes a payload twice in one pass: its chp-stable-v1 form (c, which

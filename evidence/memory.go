@@ -3,109 +3,439 @@ package evidence
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // Memory is an in-memory Store: the reference implementation for tests and
 // for hosts that need no durability. Sync is a no-op.
 //
 // Records are kept encoded, back to back, in large byte arenas rather than
-// as Go values: the garbage collector never scans them (they hold no
-// pointers), a million events cost little more than their bytes, and an
-// append never moves earlier records. Only the per-correlation index holds
-// pointers.
+// as Go values, and so is the index: a correlation is a fixed-size,
+// pointer-free chain entry (where its id is, its last record, its counts
+// by event type) found through a map from a 64-bit hash of its id to the
+// entry's number, and each record links to the previous record of its
+// chain. The garbage collector scans none of it — neither the arenas nor
+// the map nor the chain entries hold pointers — so a million events cost
+// little more than their bytes and nothing per collection, and an append
+// never moves earlier records.
+//
+// On Unix the arenas are mapped outside the Go heap (populated by the
+// kernel ahead of use), from 64 KiB doubling up to 4 MiB, and unmapped by
+// Close — or, for a store dropped without Close, once the garbage collector
+// finds it unreachable. The store's growth then does not raise the
+// collector's heap goal, which would otherwise let garbage spread over ever
+// more fresh memory (measured: twice the page faults of the arenas
+// themselves), and no collection ever looks at it. Nothing a caller
+// receives points into an arena: records and strings handed out are copies.
 type Memory struct {
 	mu     sync.RWMutex
 	closed bool
 	seq    uint64
 	arenas [][]byte
-	chains map[string]*Chain
-	chain  BatchChain // scratch for Append
+
+	seed       maphash.Seed
+	allCollide bool              // tests: every id hashes alike
+	idx        map[uint64]uint32 // hash of a correlation id → chain number + 1
+	dup        map[string]uint32 // an id whose hash an earlier chain holds → chain number + 1
+	chains     [][]memChain      // chain n is chains[n>>chainShift][n&chainMask]
+	nchain     uint32
+	types      map[string]uint16  // interned event types, numbered from 1
+	typeNames  []string           // by number (0 unused)
+	extra      map[uint64]uint32  // chain<<16 | type → count, beyond a chain's inline counts
+	long       map[uint32][]int64 // record locations of chains longer than walkMax
+
+	scratch []memPending // Append's per-record state, reused under mu
 
 	next      []byte // an arena prepared ahead, pages faulted in
-	preparing bool
+	nextSize  int    // the size of the arena to prepare next
+	preparing bool   // a goroutine is preparing next
+	mapped    *mappedArenas
 }
 
-const arenaSize = 1 << 20
+// mappedArenas are the arenas a Memory mapped outside the heap. They are
+// kept apart from the Memory so that a cleanup can release them once the
+// Memory is unreachable.
+type mappedArenas struct {
+	mu sync.Mutex
+	b  [][]byte
+}
+
+// mappedBytes counts the bytes of every arena mapped and not yet released,
+// in all stores (tests check that dropped stores give theirs back).
+var mappedBytes atomic.Int64
+
+func (a *mappedArenas) add(b []byte) {
+	a.mu.Lock()
+	a.b = append(a.b, b)
+	a.mu.Unlock()
+	mappedBytes.Add(int64(cap(b)))
+}
+
+func (a *mappedArenas) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, b := range a.b {
+		unmapArena(b)
+		mappedBytes.Add(-int64(cap(b)))
+	}
+	a.b = nil
+}
+
+// memChain is the index entry of one correlation. It holds no pointers.
+type memChain struct {
+	name  int64  // location of the correlation id's bytes
+	nameN uint32 // their length
+	n     uint32 // records
+	last  int64  // location of the last record
+	typ   [4]uint16
+	cnt   [4]uint32
+}
+
+const (
+	chainShift = 12
+	chainMask  = 1<<chainShift - 1
+	// walkMax is the chain length up to which Replay walks the chain's
+	// links; a longer chain also keeps its record locations in a slice,
+	// searched by sequence.
+	walkMax = 32
+	// A store's first arena has minArena bytes, each next one twice its
+	// predecessor's up to maxArena.
+	minArena = 64 << 10
+	maxArena = 4 << 20
+	// minRoom is the space an arena must have left to take a record; a
+	// larger record grows its arena.
+	minRoom = 8 << 10
+	// tailSize is the fixed part of a record's tail (see rec).
+	tailSize = 1 + 2 + 8 + 8 + 4
+)
+
+// memPending is one record of the batch being appended.
+type memPending struct {
+	corr  string
+	chain uint32 // its chain's number (new chains: numbered from nchain on)
+	isNew bool   // the first record of a chain the batch creates
+	name  int64  // isNew: where the correlation id was written
+	loc   int64
+	typ   uint16
+}
 
 // NewMemory returns an empty in-memory store.
-func NewMemory() *Memory { return &Memory{chains: map[string]*Chain{}} }
+func NewMemory() *Memory {
+	m := &Memory{seed: maphash.MakeSeed(), idx: map[uint64]uint32{}, types: map[string]uint16{}, typeNames: []string{""},
+		nextSize: minArena, mapped: &mappedArenas{}}
+	runtime.AddCleanup(m, (*mappedArenas).release, m.mapped)
+	return m
+}
 
 // Name implements Store.
 func (m *Memory) Name() string { return "memory" }
 
+// A record in an arena, located by the offset just past it (loc = arena
+// index << 32 | that offset):
+//
+//	data | content hash | u8 len(hash) | u16 event type | i64 loc of the
+//	chain's previous record (-1: none) | u64 sequence | u32 len(data)
+//
+// The previous record's content hash is the record's prev hash.
+type memRec struct {
+	data []byte
+	hash string // points into the arena
+	typ  uint16
+	prev int64
+	seq  uint64
+}
+
+func (m *Memory) rec(loc int64) memRec {
+	a := m.arenas[loc>>32]
+	end := int(loc & 0xffffffff)
+	t := a[end-tailSize : end]
+	r := memRec{
+		typ:  binary.LittleEndian.Uint16(t[1:]),
+		prev: int64(binary.LittleEndian.Uint64(t[3:])),
+		seq:  binary.LittleEndian.Uint64(t[11:]),
+	}
+	hn := int(t[0])
+	dn := int(binary.LittleEndian.Uint32(t[19:]))
+	hashAt := end - tailSize - hn
+	r.hash = view(a[hashAt : hashAt+hn])
+	r.data = a[hashAt-dn : hashAt : hashAt]
+	return r
+}
+
+// view returns b as a string without copying; b must never change.
+func view(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func (m *Memory) prevHash(loc int64) string {
+	if loc < 0 {
+		return ""
+	}
+	return m.rec(loc).hash
+}
+
+func (m *Memory) chain(n uint32) *memChain { return &m.chains[n>>chainShift][n&chainMask] }
+
+func (m *Memory) hash(id string) uint64 {
+	if m.allCollide {
+		return 1
+	}
+	return maphash.String(m.seed, id)
+}
+
+// lookup returns the chain number of a correlation.
+func (m *Memory) lookup(id string) (uint32, bool) {
+	n, ok := m.idx[m.hash(id)]
+	if !ok {
+		return 0, false
+	}
+	if c := m.chain(n - 1); m.str(c.name, c.nameN) == id {
+		return n - 1, true
+	}
+	n, ok = m.dup[id]
+	return n - 1, ok
+}
+
+// str returns the n bytes at loc (an offset, not an end) as a string view.
+func (m *Memory) str(loc int64, n uint32) string {
+	off := int(loc & 0xffffffff)
+	return view(m.arenas[loc>>32][off : off+int(n)])
+}
+
+// room returns the index of an arena with at least n bytes free, taking a
+// fresh one when the current one has less than minRoom left.
+func (m *Memory) room(n int) int {
+	last := len(m.arenas) - 1
+	if last < 0 || cap(m.arenas[last])-len(m.arenas[last]) < max(n, minRoom) {
+		m.arenas = append(m.arenas, m.takeArena())
+		last++
+	}
+	return last
+}
+
+// typeID interns an event type; call with mu held.
+func (m *Memory) typeID(t string) (uint16, error) {
+	if id, ok := m.types[t]; ok {
+		return id, nil
+	}
+	if len(m.typeNames) > 0xffff {
+		return 0, errors.Join(ErrInvalid, errors.New("more than 65535 event types"))
+	}
+	id := uint16(len(m.typeNames))
+	m.types[t] = id
+	m.typeNames = append(m.typeNames, t)
+	return id, nil
+}
+
 // Append implements Store. Each record is sealed straight into the arena.
 func (m *Memory) Append(ctx context.Context, batch ...Pending) ([]Record, error) {
-	if err := Validate(batch); err != nil {
+	out := make([]Record, 0, len(batch))
+	_, err := m.append(ctx, &out, batch)
+	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// AppendSeq implements SeqAppender.
+func (m *Memory) AppendSeq(ctx context.Context, batch ...Pending) (uint64, error) {
+	return m.append(ctx, nil, batch)
+}
+
+// append appends batch, adding its records to *dst unless dst is nil, and
+// returns the last sequence.
+func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (uint64, error) {
+	if err := Validate(batch); err != nil {
+		return 0, err
+	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return 0, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil, ErrClosed
+		return 0, ErrClosed
 	}
 	// Where the batch starts, to undo it if a record fails.
 	arenas0, len0 := len(m.arenas), 0
 	if arenas0 > 0 {
 		len0 = len(m.arenas[arenas0-1])
 	}
-	undo := func() {
+	fail := func(err error) (uint64, error) {
 		m.arenas = m.arenas[:arenas0]
 		if arenas0 > 0 {
 			m.arenas[arenas0-1] = m.arenas[arenas0-1][:len0]
 		}
+		clear(m.scratch)
+		if dst != nil {
+			*dst = (*dst)[:0]
+		}
+		return 0, err
 	}
-	out := make([]Record, len(batch))
-	locs := make([]ChainEntry, len(batch))
-	m.chain.Reset(len(batch))
+	sc := m.scratch[:0]
+	var inBatch map[string]int // large batches: corr → its last index in sc
+	if len(batch) > 16 {
+		inBatch = make(map[string]int, len(batch))
+	}
+	created := uint32(0)
 	for i := range batch {
 		p := &batch[i]
-		prev, ok := m.chain.Prev(p.CorrelationID)
-		if !ok {
-			if c := m.chains[p.CorrelationID]; c != nil {
-				prev = c.Head
+		r := memPending{corr: p.CorrelationID, name: -1}
+		prevLoc := int64(-1)
+		j := -1
+		if inBatch != nil {
+			if k, ok := inBatch[p.CorrelationID]; ok {
+				j = k
+			}
+		} else {
+			for k := len(sc) - 1; k >= 0; k-- {
+				if sc[k].corr == p.CorrelationID {
+					j = k
+					break
+				}
 			}
 		}
-		last := len(m.arenas) - 1
-		if last < 0 || cap(m.arenas[last])-len(m.arenas[last]) < minRoom {
-			m.arenas = append(m.arenas, m.takeArena())
-			last++
+		if j >= 0 {
+			r.chain, prevLoc = sc[j].chain, sc[j].loc
+		} else if n, ok := m.lookup(p.CorrelationID); ok {
+			r.chain, prevLoc = n, m.chain(n).last
+		} else {
+			r.chain, r.isNew = m.nchain+created, true
+			created++
+			ai := m.room(len(p.CorrelationID))
+			a := m.arenas[ai]
+			r.name = int64(ai)<<32 | int64(len(a))
+			m.arenas[ai] = append(a, p.CorrelationID...)
 		}
-		a := m.arenas[last]
+		var err error
+		if r.typ, err = m.typeID(p.EventType); err != nil {
+			return fail(err)
+		}
+		prev := m.prevHash(prevLoc)
+		ai := m.room(0)
+		a := m.arenas[ai]
 		start := len(a)
 		seq := m.seq + uint64(i) + 1
 		h, a, err := SealAppend(a, p, seq, prev)
 		if err == nil {
 			err = CheckHash(i, h)
 		}
+		if err == nil && len(a)-start > 0xffffffff {
+			err = errors.Join(ErrInvalid, errors.New("record larger than 4 GiB"))
+		}
 		if err != nil {
-			undo()
-			return nil, err
+			return fail(err) // a must not be used; m.arenas[ai] is as it was
 		}
-		end := len(a)
-		for _, s := range [...]string{p.EventType, h, prev} {
-			a = append(a, byte(len(s)))
-			a = append(a, s...)
+		dataN := len(a) - start
+		a = append(a, h...)
+		a = append(a, byte(len(h)))
+		a = binary.LittleEndian.AppendUint16(a, r.typ)
+		a = binary.LittleEndian.AppendUint64(a, uint64(prevLoc))
+		a = binary.LittleEndian.AppendUint64(a, seq)
+		a = binary.LittleEndian.AppendUint32(a, uint32(dataN))
+		m.arenas[ai] = a
+		r.loc = int64(ai)<<32 | int64(len(a))
+		if inBatch != nil {
+			inBatch[p.CorrelationID] = len(sc)
 		}
-		a = binary.BigEndian.AppendUint32(a, uint32(end-start))
-		m.arenas[last] = a
-		m.chain.Add(p.CorrelationID, h)
-		out[i] = Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: h, PrevHash: prev, Data: a[start:end:end]}
-		locs[i] = ChainEntry{Seq: seq, Loc: int64(last)<<32 | int64(start), Size: uint32(len(a) - start)}
+		sc = append(sc, r)
+		if dst != nil {
+			*dst = append(*dst, Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType,
+				ContentHash: h, PrevHash: strings.Clone(prev), Data: slices.Clone(a[start : start+dataN])})
+		}
 	}
-	for i, r := range out {
-		c := m.chains[r.CorrelationID]
-		if c == nil {
-			c = &Chain{}
-			m.chains[r.CorrelationID] = c
+	// Every record is in place: index them.
+	for i := range sc {
+		r := &sc[i]
+		if r.isNew {
+			m.newChain(r.corr, r.name)
 		}
-		c.Add(r.Sequence, locs[i].Loc, locs[i].Size, r.EventType, r.ContentHash)
+		c := m.chain(r.chain)
+		c.n++
+		c.last = r.loc
+		m.count(r.chain, c, r.typ)
+		if c.n > walkMax {
+			locs, ok := m.long[r.chain]
+			if !ok {
+				locs = m.walk(c.last, 0, int(c.n))
+			} else {
+				locs = append(locs, r.loc)
+			}
+			if m.long == nil {
+				m.long = map[uint32][]int64{}
+			}
+			m.long[r.chain] = locs
+		}
 	}
-	m.seq += uint64(len(out))
-	return out, nil
+	m.seq += uint64(len(sc))
+	clear(sc) // drop the correlation ids
+	m.scratch = sc[:0]
+	return m.seq, nil
+}
+
+// newChain adds the index entry of a new correlation whose id is at name.
+func (m *Memory) newChain(id string, name int64) {
+	n := m.nchain
+	if int(n>>chainShift) == len(m.chains) {
+		m.chains = append(m.chains, make([]memChain, chainMask+1))
+	}
+	*m.chain(n) = memChain{name: name, nameN: uint32(len(id))}
+	m.nchain++
+	h := m.hash(id)
+	if _, taken := m.idx[h]; taken {
+		if m.dup == nil {
+			m.dup = map[string]uint32{}
+		}
+		m.dup[id] = n + 1
+		return
+	}
+	m.idx[h] = n + 1
+}
+
+// count adds one record of type t to chain n.
+func (m *Memory) count(n uint32, c *memChain, t uint16) {
+	for i := range c.typ {
+		switch c.typ[i] {
+		case t:
+			c.cnt[i]++
+			return
+		case 0:
+			c.typ[i], c.cnt[i] = t, 1
+			return
+		}
+	}
+	if m.extra == nil {
+		m.extra = map[uint64]uint32{}
+	}
+	m.extra[uint64(n)<<16|uint64(t)]++
+}
+
+// walk returns, in ascending order, the locations of the records of the
+// chain ending at last whose sequence is above after — at most n of them
+// (the newest).
+func (m *Memory) walk(last int64, after uint64, n int) []int64 {
+	var out []int64
+	for loc := last; loc >= 0 && len(out) < n; {
+		r := m.rec(loc)
+		if r.seq <= after {
+			break
+		}
+		out = append(out, loc)
+		loc = r.prev
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // takeArena returns a fresh arena, the one prepared in the background when
@@ -116,40 +446,38 @@ func (m *Memory) takeArena() []byte {
 	a := m.next
 	m.next = nil
 	if a == nil {
-		a = make([]byte, 0, arenaSize)
+		a = m.newArena(m.nextSize)
+		m.nextSize = min(2*m.nextSize, maxArena)
 	}
 	if !m.preparing {
 		m.preparing = true
+		size := m.nextSize
+		m.nextSize = min(2*m.nextSize, maxArena)
 		go func() {
-			b := make([]byte, arenaSize)
-			for i := 0; i < len(b); i += 4096 {
-				b[i] = 0
-			}
+			b := m.newArena(size)
 			m.mu.Lock()
-			m.next, m.preparing = b[:0], false
-			m.mu.Unlock()
+			defer m.mu.Unlock()
+			m.preparing = false
+			if !m.closed {
+				m.next = b
+			}
 		}()
 	}
 	return a
 }
 
-// minRoom is the space an arena must have left to take a record; a larger
-// record grows its arena.
-const minRoom = 8 << 10
-
-// A record in an arena: data | u8 len + event type | u8 len + content hash
-// | u8 len + prev hash | u32 len(data). The correlation id is the chain's
-// key and the sequence is in the chain's entry.
-func decodeMemRecord(b []byte, corr string, seq uint64) Record {
-	r := Record{Sequence: seq, CorrelationID: corr}
-	n := int(binary.BigEndian.Uint32(b[len(b)-4:]))
-	r.Data = append([]byte(nil), b[:n]...)
-	meta := b[n : len(b)-4]
-	for _, dst := range [...]*string{&r.EventType, &r.ContentHash, &r.PrevHash} {
-		k := int(meta[0])
-		*dst, meta = string(meta[1:1+k]), meta[1+k:]
+// newArena returns an empty arena of size bytes, mapped outside the heap
+// when the system allows, faulted in.
+func (m *Memory) newArena(size int) []byte {
+	if b := mapArena(size); b != nil {
+		m.mapped.add(b)
+		return b[:0]
 	}
-	return r
+	b := make([]byte, size)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
+	}
+	return b[:0]
 }
 
 // Sync implements Store; memory is as durable as it gets.
@@ -162,17 +490,32 @@ func (m *Memory) Replay(ctx context.Context, q Query) ([]Record, error) {
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	c := m.chains[q.CorrelationID]
-	if c == nil {
+	if m.closed {
+		return nil, ErrClosed
+	}
+	n, ok := m.lookup(q.CorrelationID)
+	if !ok {
 		return nil, nil
 	}
-	from, to := c.Select(q)
-	out := make([]Record, 0, to-from)
-	for i := from; i < to; i++ {
-		e := c.At(i)
-		a := m.arenas[e.Loc>>32]
-		off := e.Loc & 0xffffffff
-		out = append(out, decodeMemRecord(a[off:off+int64(e.Size)], q.CorrelationID, e.Seq))
+	c := m.chain(n)
+	var locs []int64
+	if all, ok := m.long[n]; ok {
+		from := sort.Search(len(all), func(i int) bool { return m.rec(all[i]).seq > q.After })
+		locs = all[from:]
+	} else {
+		locs = m.walk(c.last, q.After, int(c.n))
+	}
+	if q.Limit > 0 && len(locs) > q.Limit {
+		locs = locs[:q.Limit]
+	}
+	if len(locs) == 0 {
+		return nil, nil
+	}
+	out := make([]Record, len(locs))
+	for i, loc := range locs {
+		r := m.rec(loc)
+		out[i] = Record{Sequence: r.seq, CorrelationID: q.CorrelationID, EventType: m.typeNames[r.typ],
+			ContentHash: strings.Clone(r.hash), PrevHash: strings.Clone(m.prevHash(r.prev)), Data: slices.Clone(r.data)}
 	}
 	return out, nil
 }
@@ -181,10 +524,21 @@ func (m *Memory) Replay(ctx context.Context, q Query) ([]Record, error) {
 func (m *Memory) Count(ctx context.Context, correlationID, eventType string) (int, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if c := m.chains[correlationID]; c != nil {
-		return c.Count(eventType), nil
+	if m.closed {
+		return 0, ErrClosed
 	}
-	return 0, nil
+	n, ok := m.lookup(correlationID)
+	t := m.types[eventType]
+	if !ok || t == 0 {
+		return 0, nil
+	}
+	c := m.chain(n)
+	for i, ct := range c.typ {
+		if ct == t {
+			return int(c.cnt[i]), nil
+		}
+	}
+	return int(m.extra[uint64(n)<<16|uint64(t)]), nil
 }
 
 // LastSequence implements Store.
@@ -194,10 +548,16 @@ func (m *Memory) LastSequence() uint64 {
 	return m.seq
 }
 
-// Close implements Store.
+// Close implements Store. It releases the arenas: the store answers
+// ErrClosed from then on.
 func (m *Memory) Close() error {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
 	m.closed = true
-	m.mu.Unlock()
+	m.mapped.release()
+	m.arenas, m.next = nil, nil
 	return nil
 }

@@ -39,19 +39,37 @@ type Pending struct {
 	// first). It returns the record's content hash and its encoded bytes. It
 	// runs under the store's append lock: keep it short, never block.
 	Seal func(seq uint64, prev string) (contentHash string, data []byte, err error)
-	// SealTo is Seal appending the record's bytes to dst (as append does)
-	// instead of returning new memory, so that a store writes each record
-	// straight into its own buffers. On error the returned slice must not
-	// be used. A Pending needs Seal or SealTo; with both, they must produce
-	// the same bytes. A store seals each Pending at most once.
-	SealTo func(dst []byte, seq uint64, prev string) (contentHash string, out []byte, err error)
+	// Sealer is Seal appending the record's bytes to a buffer of the
+	// store's (see Sealer), so that a store writes each record straight
+	// into its own memory. A Pending needs Seal or Sealer; with both, they
+	// must produce the same bytes. A store seals each Pending at most once.
+	Sealer Sealer
+}
+
+// A Sealer renders one record at its place, appending its bytes to dst (as
+// append does): seq is the record's global sequence and prev the content
+// hash of the correlation's previous record ("" for the first). It returns
+// the content hash and the extended slice; on error the slice must not be
+// used. It runs under the store's append lock: keep it short, never block.
+// An interface rather than a func field, so that a caller's sealer —
+// usually a pointer to state it has already prepared — needs no closure.
+type Sealer interface {
+	SealTo(dst []byte, seq uint64, prev string) (contentHash string, out []byte, err error)
+}
+
+// SealerFunc adapts a function to Sealer.
+type SealerFunc func(dst []byte, seq uint64, prev string) (contentHash string, out []byte, err error)
+
+// SealTo implements Sealer.
+func (f SealerFunc) SealTo(dst []byte, seq uint64, prev string) (string, []byte, error) {
+	return f(dst, seq, prev)
 }
 
 // SealAppend seals p at seq after prev and appends its bytes to dst, with
-// SealTo when p has it.
+// its Sealer when p has one.
 func SealAppend(dst []byte, p *Pending, seq uint64, prev string) (contentHash string, out []byte, err error) {
-	if p.SealTo != nil {
-		return p.SealTo(dst, seq, prev)
+	if p.Sealer != nil {
+		return p.Sealer.SealTo(dst, seq, prev)
 	}
 	h, data, err := p.Seal(seq, prev)
 	return h, append(dst, data...), err
@@ -139,6 +157,28 @@ type Store interface {
 	Close() error
 }
 
+// SeqAppender is implemented by stores that can append a batch without
+// returning its records (Memory): an invocation, which needs only the last
+// sequence (for Sync), then appends its evidence without allocating.
+type SeqAppender interface {
+	// AppendSeq is Append returning only the sequence of the batch's last
+	// record.
+	AppendSeq(ctx context.Context, batch ...Pending) (last uint64, err error)
+}
+
+// AppendSeq appends batch to s and returns the sequence of its last
+// record, through s's AppendSeq when it has one.
+func AppendSeq(ctx context.Context, s Store, batch ...Pending) (uint64, error) {
+	if a, ok := s.(SeqAppender); ok {
+		return a.AppendSeq(ctx, batch...)
+	}
+	recs, err := s.Append(ctx, batch...)
+	if err != nil || len(recs) == 0 {
+		return 0, err
+	}
+	return recs[len(recs)-1].Sequence, nil
+}
+
 // Result is one recorded invocation result kept for idempotent replay
 // (chp-v0.2.md §13): serving state stored beside the evidence, never part of
 // a chain, never returned by Replay and never exported.
@@ -179,7 +219,7 @@ const (
 // Validate checks a batch before it is sealed.
 func Validate(batch []Pending) error {
 	for i, p := range batch {
-		if p.CorrelationID == "" || p.EventType == "" || (p.Seal == nil && p.SealTo == nil) {
+		if p.CorrelationID == "" || p.EventType == "" || (p.Seal == nil && p.Sealer == nil) {
 			return errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": correlation id, event type and seal are required"))
 		}
 		if len(p.CorrelationID) > MaxCorrelationID || len(p.EventType) > MaxEventType {

@@ -809,6 +809,9 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 func (s *Store) Count(ctx context.Context, correlationID, eventType string) (int, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, evidence.ErrClosed
+	}
 	if c := s.chains[correlationID]; c != nil {
 		return c.Count(eventType), nil
 	}

@@ -500,6 +500,12 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 func (s *Store) Count(ctx context.Context, correlationID, eventType string) (int, error) {
 	s.cm.RLock()
 	defer s.cm.RUnlock()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return 0, evidence.ErrClosed
+	}
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE corr = ? AND type = ?`, correlationID, eventType).Scan(&n); err != nil {
 		return 0, fmt.Errorf("evidence sqlite: count: %w", err)

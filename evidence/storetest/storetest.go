@@ -35,18 +35,18 @@ func Event(corr, typ, body string) evidence.Pending {
 	}}
 }
 
-// EventTo is Event sealed through SealTo only (no Seal), the way the CHP
+// EventTo is Event sealed through a Sealer only (no Seal), the way the CHP
 // boundary hands records to a store. short makes the content hash 8 hex
 // digits instead of 64, to exercise a store's handling of other lengths.
 func EventTo(corr, typ, body string, short bool) evidence.Pending {
-	return evidence.Pending{CorrelationID: corr, EventType: typ, SealTo: func(dst []byte, seq uint64, prev string) (string, []byte, error) {
+	return evidence.Pending{CorrelationID: corr, EventType: typ, Sealer: evidence.SealerFunc(func(dst []byte, seq uint64, prev string) (string, []byte, error) {
 		sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%s", prev, seq, body))
 		h := hex.EncodeToString(sum[:])
 		if short {
 			h = h[:8]
 		}
 		return h, fmt.Appendf(dst, "%d:%s:%s", seq, prev, body), nil
-	}}
+	})}
 }
 
 // VerifyChain checks that recs link from genesis and recomputes each hash.
@@ -158,14 +158,14 @@ func Run(t *testing.T, open func(t *testing.T) evidence.Store) {
 		if recs, _ := s.Replay(ctx, evidence.Query{CorrelationID: "C"}); len(recs) != 0 {
 			t.Fatalf("failed batch left %d records", len(recs))
 		}
-		badTo := evidence.Pending{CorrelationID: "C", EventType: "e", SealTo: func(dst []byte, _ uint64, _ string) (string, []byte, error) {
+		badTo := evidence.Pending{CorrelationID: "C", EventType: "e", Sealer: evidence.SealerFunc(func(dst []byte, _ uint64, _ string) (string, []byte, error) {
 			return "", nil, boom
-		}}
+		})}
 		if _, err := s.Append(ctx, EventTo("C", "e", "1", false), badTo); !errors.Is(err, boom) {
-			t.Fatalf("Append = %v, want SealTo error", err)
+			t.Fatalf("Append = %v, want Sealer error", err)
 		}
 		if s.LastSequence() != 0 {
-			t.Fatalf("failed SealTo batch left sequence %d", s.LastSequence())
+			t.Fatalf("failed Sealer batch left sequence %d", s.LastSequence())
 		}
 		if _, err := s.Append(ctx, evidence.Pending{CorrelationID: "", EventType: "e", Seal: bad.Seal}); !errors.Is(err, evidence.ErrInvalid) {
 			t.Fatalf("empty correlation accepted: %v", err)
@@ -227,7 +227,7 @@ func Run(t *testing.T, open func(t *testing.T) evidence.Store) {
 			t.Fatalf("replayed %d records, want %d", total, workers*each)
 		}
 	})
-	t.Run("SealTo", func(t *testing.T) {
+	t.Run("Sealer", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()
 		recs, err := s.Append(ctx, EventTo("T", "e", "a", false), Event("T", "e", "b"), EventTo("T", "e", "c", true), EventTo("U", "e", "d", true))
@@ -256,13 +256,125 @@ func Run(t *testing.T, open func(t *testing.T) evidence.Store) {
 			t.Fatalf("replayed %d records", len(got))
 		}
 	})
+	t.Run("LongChains", func(t *testing.T) {
+		// Three correlations interleaved, in batches of varying size (some
+		// larger than any small-batch path), records of six event types:
+		// replay pages through chains far longer than a short
+		// correlation's, and counts cover every type.
+		s := open(t)
+		defer s.Close()
+		corrs := []string{"L0", "L1", "L2"}
+		types := []string{"t0", "t1", "t2", "t3", "t4", "t5"}
+		seqs := map[string][]uint64{}
+		bodies := map[string][]string{}
+		counts := map[string]map[string]int{}
+		n := 0
+		for batch := 1; n < 600; batch = batch%40 + 7 {
+			var ps []evidence.Pending
+			for range batch {
+				c, typ := corrs[n%3], types[n/3%len(types)]
+				b := fmt.Sprint("long-", n)
+				if n%2 == 0 {
+					ps = append(ps, Event(c, typ, b))
+				} else {
+					ps = append(ps, EventTo(c, typ, b, false))
+				}
+				bodies[c] = append(bodies[c], b)
+				if counts[c] == nil {
+					counts[c] = map[string]int{}
+				}
+				counts[c][typ]++
+				n++
+			}
+			recs, err := s.Append(ctx, ps...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				seqs[r.CorrelationID] = append(seqs[r.CorrelationID], r.Sequence)
+			}
+		}
+		for _, c := range corrs {
+			all, err := s.Replay(ctx, evidence.Query{CorrelationID: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := VerifyChain(all, bodies[c]); err != nil {
+				t.Fatalf("%s: %v", c, err)
+			}
+			want := seqs[c]
+			for _, q := range []evidence.Query{{Limit: 7}, {After: want[5]}, {After: want[100], Limit: 50},
+				{After: want[len(want)-2]}, {After: want[len(want)-1]}, {After: want[0] - 1, Limit: 1}, {After: want[150] + 1, Limit: 3}} {
+				q.CorrelationID = c
+				recs, err := s.Replay(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got, exp []uint64
+				for _, r := range recs {
+					got = append(got, r.Sequence)
+				}
+				for _, sq := range want {
+					if sq > q.After && (q.Limit == 0 || len(exp) < q.Limit) {
+						exp = append(exp, sq)
+					}
+				}
+				if diff := cmp.Diff(exp, got); diff != "" {
+					t.Errorf("%s after %d limit %d (-want +got):\n%s", c, q.After, q.Limit, diff)
+				}
+			}
+			for _, typ := range append(types, "none") {
+				if got, _ := s.Count(ctx, c, typ); got != counts[c][typ] {
+					t.Errorf("Count(%s, %s) = %d, want %d", c, typ, got, counts[c][typ])
+				}
+			}
+		}
+	})
+	t.Run("AppendSeq", func(t *testing.T) {
+		// evidence.AppendSeq (the store's fast path when it has one)
+		// appends exactly what Append would.
+		s := open(t)
+		defer s.Close()
+		var bodies []string
+		for i := range 5 {
+			a, b := fmt.Sprint("s", 2*i), fmt.Sprint("s", 2*i+1)
+			bodies = append(bodies, a, b)
+			last, err := evidence.AppendSeq(ctx, s, EventTo("S", "e", a, false), Event("S", "f", b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := uint64(2*i + 2); last != want || s.LastSequence() != want {
+				t.Fatalf("AppendSeq = %d, LastSequence %d, want %d", last, s.LastSequence(), want)
+			}
+		}
+		recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "S"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := VerifyChain(recs, bodies); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := evidence.AppendSeq(ctx, s, Event("", "e", "x")); !errors.Is(err, evidence.ErrInvalid) {
+			t.Fatalf("AppendSeq of an invalid record = %v", err)
+		}
+	})
 	t.Run("Closed", func(t *testing.T) {
 		s := open(t)
+		if _, err := s.Append(ctx, Event("Z", "e", "0")); err != nil {
+			t.Fatal(err)
+		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Append(ctx, Event("Z", "e", "1")); !errors.Is(err, evidence.ErrClosed) {
 			t.Fatalf("Append after Close = %v", err)
+		}
+		// Reading a closed store fails cleanly, whatever it held.
+		if recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "Z"}); !errors.Is(err, evidence.ErrClosed) {
+			t.Fatalf("Replay after Close = %d records, %v", len(recs), err)
+		}
+		if _, err := s.Count(ctx, "Z", "e"); !errors.Is(err, evidence.ErrClosed) {
+			t.Fatalf("Count after Close = %v", err)
 		}
 	})
 }
