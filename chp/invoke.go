@@ -90,7 +90,8 @@ type invocation struct {
 	pendArr [2]evidence.Pending
 	idArr   [2]string
 	sealArr [2]sealer
-	sealers int // sealArr entries in use
+	sealers int    // sealArr entries in use
+	st      *stage // where pending events are staged (nil until the first)
 }
 
 // invCtx is the context a handler runs with: the invocation's, answering
@@ -151,6 +152,7 @@ func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *
 	inv := &invocation{env: env}
 	inv.pending, inv.ids = inv.pendArr[:0], inv.idArr[:0]
 	inv.ctx = invCtx{Context: ctx, env: env, caller: caller}
+	defer inv.releaseStage()
 	var err error
 	if inv.hdr, err = b.header(env, caller); err != nil {
 		return nil, err
@@ -486,10 +488,19 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		StartedAt:         inv.started,
 		Success:           o == OutcomeSuccess,
 	}
-	if b.rstore != nil {
-		size := 512 + len(data) + len(inv.hdr.corr) + 48*len(inv.ids)
-		raw, err := appendResult(make([]byte, 0, size), res, inv.hdr.corr)
+	// The result recorded for idempotent replay is kept encoded: beside
+	// the evidence in a durable store, and in the replay cache, where a
+	// byte slice costs the garbage collector nothing to scan (a copy of
+	// the struct cost it a dozen objects per cached result).
+	size := 288 + len(capID) + len(res.InvocationID) + len(inv.hdr.corr) + len(data) + 40*len(inv.ids)
+	if inv.version != nil {
+		size += len(*inv.version)
+	}
+	raw, err := appendResult(make([]byte, 0, size), res, inv.hdr.corr)
+	if err == nil {
 		inv.recorded = raw
+	}
+	if b.rstore != nil {
 		if err == nil {
 			err = b.rstore.PutResult(ctx, evidence.Result{InvocationID: res.InvocationID, At: now, Data: raw})
 		}
@@ -522,6 +533,9 @@ func (b *Boundary) flush(ctx context.Context, inv *invocation) error {
 	last, err := evidence.AppendSeq(ctx, b.store, inv.pending...)
 	clear(inv.pending) // the sealers, now spent
 	inv.pending = inv.pending[:0]
+	if inv.st != nil {
+		inv.st.buf = inv.st.buf[:0] // their staged bytes too
+	}
 	if err != nil {
 		return fmt.Errorf("chp: recording evidence: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capmesh/capmesh/canonical"
@@ -183,48 +184,78 @@ type evt struct {
 }
 
 // sealer is one event ready to be placed: every byte except those that
-// depend on its sequence and predecessor.
+// depend on its sequence and predecessor, staged in its invocation's stage.
 type sealer struct {
-	buf []byte
-	bp  *[]byte // buf's pool entry
-	// Segments of buf, as end offsets: stored head (up to the content hash),
-	// stored middle (up to the sequence inside the payload), stored post (up
-	// to the commitment), stored tail (subject, timestamp); canonical payload
-	// before and after the sequence; stable object before the commitment and
-	// after prev_hash.
-	head, mid, post, tail, canonPre, canonPost, stablePre, stablePost int
-	err                                                               error
+	inv *invocation
+	// Segments of inv.st.buf, as end offsets: stored head (from start, up
+	// to the content hash), stored middle (up to the sequence inside the
+	// payload), stored post (up to the commitment), stored tail (subject,
+	// timestamp); canonical payload before and after the sequence; stable
+	// object before the commitment and after prev_hash.
+	start, head, mid, post, tail, canonPre, canonPost, stablePre, stablePost int
+	sealed                                                                   bool
+	err                                                                      error
 }
 
-var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+// stage holds what an invocation's events need while they are staged and
+// sealed: one pool round trip per invocation, not several per event.
+type stage struct {
+	buf     []byte // the staged events, back to back
+	scratch []byte // an event's canonical payload while it is staged; the hashed forms while it is sealed
+}
 
-// errSealedTwice guards the pooled buffer: a store must seal each Pending
+var stagePool = sync.Pool{New: func() any { return &stage{buf: make([]byte, 0, 8<<10), scratch: make([]byte, 0, 2<<10)} }}
+
+// stage returns the invocation's stage, taking one from the pool first.
+func (inv *invocation) stage() *stage {
+	if inv.st == nil {
+		inv.st = stagePool.Get().(*stage)
+	}
+	return inv.st
+}
+
+// releaseStage returns the stage to the pool, once no sealer of the
+// invocation can run any more.
+func (inv *invocation) releaseStage() {
+	st := inv.st
+	if st == nil {
+		return
+	}
+	inv.st = nil
+	if cap(st.buf) > 256<<10 || cap(st.scratch) > 64<<10 {
+		return // let an outsized stage go
+	}
+	st.buf, st.scratch = st.buf[:0], st.scratch[:0]
+	stagePool.Put(st)
+}
+
+// errSealedTwice guards the staged bytes: a store must seal each Pending
 // once.
 var errSealedTwice = errors.New("chp: evidence event sealed twice")
 
 // SealTo implements evidence.Sealer: it renders the event at sequence seq,
 // chained to prev ("" = first), appending the stored bytes to dst (the
-// store's own buffer). Its buffer goes back to the pool: a sealer seals
-// once.
+// store's own buffer). A sealer seals once.
 func (s *sealer) SealTo(dst []byte, seq uint64, prev string) (string, []byte, error) {
 	if s.err != nil {
 		return "", dst, s.err
 	}
-	if s.buf == nil {
+	if s.sealed || s.inv.st == nil {
 		return "", dst, errSealedTwice
 	}
-	defer s.release()
+	s.sealed = true
+	st := s.inv.st
+	buf := st.buf
 	var num [20]byte
 	seqB := strconv.AppendUint(num[:0], seq, 10)
-	sp := scratchPool.Get().(*[]byte)
-	x := append((*sp)[:0], s.buf[s.tail:s.canonPre]...)
+	x := append(st.scratch[:0], buf[s.tail:s.canonPre]...)
 	x = append(x, seqB...)
-	x = append(x, s.buf[s.canonPre:s.canonPost]...)
+	x = append(x, buf[s.canonPre:s.canonPost]...)
 	var commit, hash [64]byte
 	sum := sha256.Sum256(x)
 	hex.Encode(commit[:], sum[:])
 
-	x = append(x[:0], s.buf[s.canonPost:s.stablePre]...)
+	x = append(x[:0], buf[s.canonPost:s.stablePre]...)
 	x = append(x, commit[:]...)
 	x = append(x, `", "prev_hash": `...)
 	if prev == "" {
@@ -232,18 +263,17 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) (string, []byte, er
 	} else {
 		x = appendStableString(x, prev)
 	}
-	x = append(x, s.buf[s.stablePre:s.stablePost]...)
+	x = append(x, buf[s.stablePre:s.stablePost]...)
 	sum = sha256.Sum256(x)
 	hex.Encode(hash[:], sum[:])
-	*sp = x
-	scratchPool.Put(sp)
+	st.scratch = x[:0]
 
-	data := slices.Grow(dst, s.tail+2*64+2*len(seqB)+len(prev)+64)
-	data = append(data, s.buf[:s.head]...)
+	data := slices.Grow(dst, s.tail-s.start+2*64+2*len(seqB)+len(prev)+64)
+	data = append(data, buf[s.start:s.head]...)
 	data = append(data, hash[:]...)
-	data = append(data, s.buf[s.head:s.mid]...)
+	data = append(data, buf[s.head:s.mid]...)
 	data = append(data, seqB...)
-	data = append(data, s.buf[s.mid:s.post]...)
+	data = append(data, buf[s.mid:s.post]...)
 	data = append(data, commit[:]...)
 	data = append(data, `","prev_hash":`...)
 	if prev == "" {
@@ -253,19 +283,8 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) (string, []byte, er
 	}
 	data = append(data, `,"redacted":true,"sequence":`...)
 	data = append(data, seqB...)
-	data = append(data, s.buf[s.post:s.tail]...)
+	data = append(data, buf[s.post:s.tail]...)
 	return string(hash[:]), data, nil
-}
-
-// sealerPool recycles sealer buffers; an event needs 1–2 KiB.
-var sealerPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-func (s *sealer) release() {
-	if s.bp != nil && cap(s.buf) <= 64<<10 {
-		*s.bp = s.buf[:0]
-		sealerPool.Put(s.bp)
-	}
-	s.buf, s.bp = nil, nil
 }
 
 // pendingEvent prepares one event of inv for the store.
@@ -282,6 +301,8 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 		capID = "<missing>"
 	}
 	s := inv.newSealer()
+	s.inv = inv
+	pending := evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
 	var ts [32]byte
 	inv.lastTS = b.now()
 	tsB := appendTime(ts[:0], inv.lastTS)
@@ -293,24 +314,13 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	if e.err != nil && s.err == nil {
 		errJSON, errD, s.err = memberJSON(e.err)
 	}
-
-	// The payload in both forms, split around the sequence.
-	sp, kp := scratchPool.Get().(*[]byte), scratchPool.Get().(*[]byte)
-	defer scratchPool.Put(sp)
-	defer scratchPool.Put(kp)
-	d := dual{c: (*sp)[:0], k: (*kp)[:0]}
-	var split, splitK int
-	if s.err == nil {
-		split, splitK, s.err = b.appendPayload(&d, inv, &e, denialD, errD)
-	}
-	*sp, *kp = d.c, d.k
-	canon := d.c
 	if s.err != nil {
-		return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
+		return pending
 	}
 
-	s.bp = sealerPool.Get().(*[]byte)
-	buf := (*s.bp)[:0]
+	st := inv.stage()
+	buf := st.buf
+	s.start = len(buf)
 	// Stored head.
 	buf = append(buf, assurancePrefix...)
 	capStart := len(buf)
@@ -348,9 +358,18 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	}
 	outEnd := len(buf)
 	buf = append(buf, `,"payload":`...)
-	buf = append(buf, d.k[:splitK]...)
-	s.mid = len(buf)
-	buf = append(buf, d.k[splitK:]...)
+	// The payload in both forms, split around the sequence: the compact
+	// form in place, the canonical form aside.
+	d := dual{c: st.scratch[:0], k: buf}
+	split, splitK, err := b.appendPayload(&d, inv, &e, denialD, errD)
+	st.scratch = d.c[:0]
+	if err != nil {
+		s.err = err
+		st.buf = buf[:s.start]
+		return pending
+	}
+	buf, canon := d.k, d.c
+	s.mid = splitK
 	buf = append(buf, `,"payload_commitment":"`...)
 	s.post = len(buf)
 	// Stored tail.
@@ -386,8 +405,8 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	buf = append(buf, tsB...)
 	buf = append(buf, `"}`...)
 	s.stablePost = len(buf)
-	s.buf = buf
-	return evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
+	st.buf = buf
+	return pending
 }
 
 // dual writes a payload twice in one pass: its chp-stable-v1 form (c, which
@@ -545,22 +564,42 @@ func memberJSON(v any) ([]byte, canonical.Value, error) {
 	return raw, d, err
 }
 
-// appendTime appends t in TimeFormat without allocating.
+// appendTime appends t in TimeFormat without allocating. The date part of
+// the day last rendered is kept (timeDay): most timestamps fall on it, and
+// splitting a time into a calendar date is most of the cost.
 func appendTime(dst []byte, t time.Time) []byte {
-	t = t.UTC()
-	y, mo, d := t.Date()
-	if y < 0 || y > 9999 {
-		return t.AppendFormat(dst, TimeFormat)
+	sec := t.Unix()
+	if sec < 0 || sec >= maxFastTime {
+		return t.UTC().AppendFormat(dst, TimeFormat)
 	}
-	hh, mm, ss := t.Clock()
+	day := sec / 86400
+	d := timeDay.Load()
+	if d == nil || d.day != day {
+		d = &dayPrefix{day: day}
+		t.UTC().AppendFormat(d.prefix[:0], "2006-01-02T")
+		timeDay.Store(d)
+	}
+	s := int(sec % 86400)
+	hh, mm, ss := s/3600, s/60%60, s%60
 	us := t.Nanosecond() / 1000
-	dst = append(dst, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
-		byte('0'+int(mo)/10), byte('0'+int(mo)%10), '-', byte('0'+d/10), byte('0'+d%10), 'T',
-		byte('0'+hh/10), byte('0'+hh%10), ':', byte('0'+mm/10), byte('0'+mm%10), ':',
-		byte('0'+ss/10), byte('0'+ss%10), '.')
-	return append(dst, byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
+	dst = append(dst, d.prefix[:]...)
+	return append(dst, byte('0'+hh/10), byte('0'+hh%10), ':', byte('0'+mm/10), byte('0'+mm%10), ':',
+		byte('0'+ss/10), byte('0'+ss%10), '.',
+		byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
 		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
 }
+
+// dayPrefix is the rendered date ("2006-01-02T") of a day since the Unix
+// epoch.
+type dayPrefix struct {
+	day    int64
+	prefix [11]byte
+}
+
+var timeDay atomic.Pointer[dayPrefix]
+
+// maxFastTime is 10000-01-01T00:00:00Z: later years need more digits.
+const maxFastTime = 253402300800
 
 // appendResult appends res as JSON with the members encoding/json writes
 // (the result is recorded for idempotent replay; reading it back with
