@@ -176,6 +176,9 @@ func ParseEnvelope(data []byte) (*InvocationEnvelope, error) {
 // modified.
 var localSubject = json.RawMessage(`{"id":"local","type":"user"}`)
 
+// emptyObject is the default baggage. Shared, never modified.
+var emptyObject = json.RawMessage(`{}`)
+
 // Normalize fills the defaults of an envelope built in Go: invocation id,
 // mode sync, requested_at now, the local subject, an empty payload, and a
 // generated correlation id when the caller gave none (or an empty one).
@@ -183,9 +186,11 @@ var localSubject = json.RawMessage(`{"id":"local","type":"user"}`)
 func Normalize(env *InvocationEnvelope, now time.Time) {
 	if env.InvocationID == "" && env.Correlation.CorrelationID == "" {
 		env.InvocationID, env.Correlation.CorrelationID = newIDPair("inv", "corr")
+		env.freshID = true
 	}
 	if env.InvocationID == "" {
 		env.InvocationID = NewID("inv")
+		env.freshID = true
 	}
 	if env.Mode == "" {
 		env.Mode = "sync"
@@ -203,6 +208,6 @@ func Normalize(env *InvocationEnvelope, now time.Time) {
 		env.Correlation.CorrelationID = NewID("corr")
 	}
 	if isNull(env.Correlation.Baggage) {
-		env.Correlation.Baggage = json.RawMessage("{}")
+		env.Correlation.Baggage = emptyObject
 	}
 }

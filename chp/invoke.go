@@ -142,6 +142,11 @@ func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *
 	}
 	now := b.now()
 	Normalize(env, now)
+	// An id Normalize generated for this envelope cannot have been
+	// recorded; once invoked, it is an id like any other (a caller may
+	// invoke the same envelope again, and must get the recorded result).
+	fresh := env.freshID
+	env.freshID = false
 	if env.Correlation.Environment == "" {
 		env.Correlation.Environment = b.cfg.Environment
 	}
@@ -169,7 +174,7 @@ func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *
 
 	// Gate 0: idempotent replay by invocation_id.
 	for {
-		recorded, wait, lead, err := b.results.claim(env.InvocationID)
+		recorded, wait, err := b.results.claim(env.InvocationID, fresh)
 		if err != nil {
 			return nil, err
 		}
@@ -183,16 +188,18 @@ func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *
 			// recorded nothing (its evidence failed), the next claim leads.
 			select {
 			case <-wait:
+				fresh = false // it may have been recorded meanwhile
 				continue
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		}
+		// Neither recorded nor in flight: this call leads.
 		res, err := b.pipeline(ctx, inv)
 		if err != nil {
 			res = nil
 		}
-		b.results.settle(lead, res, inv.recorded, inv.lastTS)
+		b.results.settle(env.InvocationID, res, inv.recorded, inv.lastTS)
 		return res, err
 	}
 }

@@ -222,6 +222,10 @@ type InvocationEnvelope struct {
 	RequestedAt  string             `json:"requested_at"`
 	Subject      json.RawMessage    `json:"subject"`
 	Version      *string            `json:"version,omitempty"`
+
+	// freshID says Normalize generated InvocationID and the envelope has
+	// not been invoked since.
+	freshID bool
 }
 
 // InvocationResult is the outcome of one invocation

@@ -23,12 +23,16 @@ import (
 // replays instead of executing again.
 //
 // The cache is sharded by id so that concurrent callers rarely meet on a
-// lock, and an entry allocates nothing beyond itself unless a duplicate has
-// to wait for it.
+// lock. A shard keeps the ids in flight in a small map, and the recorded
+// results — encoded — in a ring of slots indexed by a 64-bit hash of the id,
+// so that recording a result allocates nothing but its bytes and the
+// garbage collector finds no pointer in the index. An id this host has just
+// generated cannot have been recorded (128 random bits): its claim skips the
+// index and only marks it in flight.
 type resultCache struct {
 	seed   maphash.Seed
 	window time.Duration
-	per    int // entries per shard
+	per    int // recorded results per shard
 	now    func() time.Time
 	shards [resultShards]resultShard
 }
@@ -36,111 +40,146 @@ type resultCache struct {
 const resultShards = 16
 
 type resultShard struct {
-	mu   sync.Mutex
-	m    map[string]*resultEntry
-	fifo []*resultEntry // insertion order; fifo[head:] are live
-	head int
+	mu     sync.Mutex
+	flying map[string]chan struct{} // ids in flight → closed when settled (made when a duplicate waits)
+	idx    map[uint64]int32         // hash of a recorded id → its slot
+	coll   map[string]int32         // a recorded id whose hash another recorded id holds → its slot
+	ring   []resultSlot             // recorded results, in the order recorded; a ring once it holds per
+	next   int                      // the slot the next result takes once the ring is full
 }
 
-type resultEntry struct {
-	id   string
-	res  *InvocationResult // the recorded result (nil: in flight, or raw)
-	raw  []byte            // or its encoded form, as written to a durable store
-	at   int64             // when it was recorded, unix ns
-	done bool
-	wait chan struct{} // made when a duplicate waits for the leader
+// resultSlot is one recorded result (id == "": empty).
+type resultSlot struct {
+	id     string
+	h      uint64
+	raw    []byte            // the encoded result
+	res    *InvocationResult // or decoded (on its first replay, or when it could not be encoded)
+	at     int64             // when it was recorded, unix ns
+	inColl bool              // indexed by coll, not idx
 }
 
 func newResultCache(size int, window time.Duration, now func() time.Time) *resultCache {
 	c := &resultCache{seed: maphash.MakeSeed(), window: window, per: max(1, size/resultShards), now: now}
 	for i := range c.shards {
-		c.shards[i].m = make(map[string]*resultEntry)
+		c.shards[i].flying = make(map[string]chan struct{})
+		c.shards[i].idx = make(map[uint64]int32)
 	}
 	return c
 }
 
-func (c *resultCache) shard(id string) *resultShard {
-	return &c.shards[maphash.String(c.seed, id)%resultShards]
+func (c *resultCache) locate(id string) (*resultShard, uint64) {
+	h := maphash.String(c.seed, id)
+	return &c.shards[h%resultShards], h
 }
 
 // claim looks id up. It returns the recorded result to replay, or a channel
 // to wait on while another call with the same id is in flight (then claim
-// again), or — when neither — a new entry the caller leads and must settle.
-func (c *resultCache) claim(id string) (recorded *InvocationResult, wait <-chan struct{}, lead *resultEntry, err error) {
-	s := c.shard(id)
+// again), or — when neither — marks id in flight: the caller leads, and
+// must settle. fresh says the id was generated for this call: it can be in
+// flight (a caller who read it in the evidence may present it) but not
+// recorded.
+func (c *resultCache) claim(id string, fresh bool) (recorded *InvocationResult, wait <-chan struct{}, err error) {
+	s, h := c.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.m[id]; ok {
-		switch {
-		case !e.done:
-			if e.wait == nil {
-				e.wait = make(chan struct{})
-			}
-			return nil, e.wait, nil, nil
-		case c.now().UnixNano()-e.at <= int64(c.window):
-			if e.res == nil && e.raw != nil {
-				var r InvocationResult
-				if err := json.Unmarshal(e.raw, &r); err != nil {
-					return nil, nil, nil, fmt.Errorf("chp: recorded result of %s: %w", id, err)
+	if ch, ok := s.flying[id]; ok {
+		if ch == nil {
+			ch = make(chan struct{})
+			s.flying[id] = ch
+		}
+		return nil, ch, nil
+	}
+	if !fresh {
+		if i, ok := s.find(h, id); ok {
+			sl := &s.ring[i]
+			if c.now().UnixNano()-sl.at <= int64(c.window) {
+				if sl.res == nil {
+					var r InvocationResult
+					if err := json.Unmarshal(sl.raw, &r); err != nil {
+						return nil, nil, fmt.Errorf("chp: recorded result of %s: %w", id, err)
+					}
+					sl.res, sl.raw = &r, nil
 				}
-				e.res, e.raw = &r, nil
+				return sl.res, nil, nil
 			}
-			if e.res != nil {
-				return e.res, nil, nil, nil
-			}
+			s.drop(i) // expired
 		}
-		delete(s.m, id) // expired
 	}
-	e := &resultEntry{id: id}
-	s.insert(e, c.per)
-	return nil, nil, e, nil
+	s.flying[id] = nil
+	return nil, nil, nil
 }
 
-// insert adds e and evicts the oldest settled entries beyond per.
-func (s *resultShard) insert(e *resultEntry, per int) {
-	s.m[e.id] = e
-	s.fifo = append(s.fifo, e)
-	for len(s.fifo)-s.head > per {
-		old := s.fifo[s.head]
-		if !old.done {
-			break // never evict an entry in flight
-		}
-		s.fifo[s.head] = nil
-		s.head++
-		if s.m[old.id] == old {
-			delete(s.m, old.id)
-		}
-	}
-	if s.head > 1024 && s.head > len(s.fifo)/2 {
-		n := copy(s.fifo, s.fifo[s.head:])
-		clear(s.fifo[n:])
-		s.fifo, s.head = s.fifo[:n], 0
-	}
-}
-
-// settle records the leader's outcome, recorded at at; a failed invocation
-// (res == nil) leaves nothing to replay. raw, when the result was written to a durable
-// store, is its encoded form: the cache keeps that (one allocation the
-// garbage collector need not look into) and decodes it on a replay.
-func (c *resultCache) settle(e *resultEntry, res *InvocationResult, raw []byte, at time.Time) {
-	s := c.shard(e.id)
+// settle ends the leader's flight and records its outcome, recorded at at:
+// the encoded result raw or, when nil, a copy of res. A failed invocation
+// (res == nil) leaves nothing to replay.
+func (c *resultCache) settle(id string, res *InvocationResult, raw []byte, at time.Time) {
+	s, h := c.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ch := s.flying[id]
+	delete(s.flying, id)
 	if res != nil {
-		e.at = at.UnixNano()
-		if raw != nil {
-			e.raw = raw
-		} else {
+		sl := resultSlot{id: id, h: h, raw: raw, at: at.UnixNano()}
+		if raw == nil {
 			cp := *res
-			e.res = &cp
+			sl.res = &cp
 		}
-	} else if s.m[e.id] == e {
-		delete(s.m, e.id)
+		s.record(sl, c.per)
 	}
-	e.done = true
-	if e.wait != nil {
-		close(e.wait)
+	if ch != nil {
+		close(ch)
 	}
+}
+
+// find returns the slot of recorded id.
+func (s *resultShard) find(h uint64, id string) (int32, bool) {
+	if i, ok := s.idx[h]; ok && s.ring[i].id == id {
+		return i, true
+	}
+	if len(s.coll) > 0 {
+		i, ok := s.coll[id]
+		return i, ok
+	}
+	return 0, false
+}
+
+// record adds sl, whose id is not recorded, evicting the oldest result
+// when the ring is full.
+func (s *resultShard) record(sl resultSlot, per int) {
+	var i int32
+	if len(s.ring) < per {
+		i = int32(len(s.ring))
+		s.ring = append(s.ring, resultSlot{})
+	} else {
+		i = int32(s.next)
+		s.next = (s.next + 1) % len(s.ring)
+		s.drop(i)
+	}
+	if j, taken := s.idx[sl.h]; taken && j != i {
+		// Another recorded id has this hash.
+		if s.coll == nil {
+			s.coll = make(map[string]int32)
+		}
+		s.coll[sl.id] = i
+		sl.inColl = true
+	} else {
+		s.idx[sl.h] = i
+	}
+	s.ring[i] = sl
+}
+
+// drop empties slot i.
+func (s *resultShard) drop(i int32) {
+	sl := &s.ring[i]
+	if sl.id == "" {
+		return
+	}
+	if sl.inColl {
+		delete(s.coll, sl.id)
+	} else {
+		delete(s.idx, sl.h)
+	}
+	*sl = resultSlot{}
 }
 
 // load fills the cache from a durable store's recorded results: the newest
@@ -155,12 +194,17 @@ func (c *resultCache) load(ctx context.Context, rs evidence.ResultStore) (int, e
 	if err != nil {
 		return 0, err
 	}
+	n := 0
 	for i := len(recent) - 1; i >= 0; i-- { // oldest first, so the newest stay
 		r := recent[i]
-		s := c.shard(r.InvocationID)
+		s, h := c.locate(r.InvocationID)
 		s.mu.Lock()
-		s.insert(&resultEntry{id: r.InvocationID, raw: r.Data, at: r.At.UnixNano(), done: true}, c.per)
+		if j, ok := s.find(h, r.InvocationID); ok {
+			s.drop(j) // a store may hold an id twice; the newer wins
+		}
+		s.record(resultSlot{id: r.InvocationID, h: h, raw: r.Data, at: r.At.UnixNano()}, c.per)
 		s.mu.Unlock()
+		n++
 	}
-	return len(recent), nil
+	return n, nil
 }

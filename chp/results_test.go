@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,26 +171,145 @@ func TestResultCacheBounded(t *testing.T) {
 	now := time.Now
 	c := newResultCache(resultShards*4, time.Hour, now)
 	for i := range 1000 {
-		_, _, lead, err := c.claim(fmt.Sprint("id", i))
-		if err != nil || lead == nil {
-			t.Fatalf("claim %d: %v", i, err)
+		id := fmt.Sprint("id", i)
+		rec, wait, err := c.claim(id, i%2 == 0)
+		if err != nil || rec != nil || wait != nil {
+			t.Fatalf("claim %d: %v %v %v", i, rec, wait, err)
 		}
-		c.settle(lead, &InvocationResult{InvocationID: fmt.Sprint("id", i)}, nil, now())
+		c.settle(id, &InvocationResult{InvocationID: id}, nil, now())
 	}
 	total := 0
 	for i := range c.shards {
-		total += len(c.shards[i].m)
-		if n := len(c.shards[i].fifo) - c.shards[i].head; n > 4 {
-			t.Errorf("shard %d holds %d entries", i, n)
+		s := &c.shards[i]
+		n := 0
+		for _, sl := range s.ring {
+			if sl.id != "" {
+				n++
+			}
 		}
+		if n > 4 || len(s.idx)+len(s.coll) != n || len(s.flying) != 0 {
+			t.Errorf("shard %d holds %d results, indexes %d+%d, %d in flight", i, n, len(s.idx), len(s.coll), len(s.flying))
+		}
+		total += n
 	}
 	if total > resultShards*4 {
 		t.Fatalf("cache holds %d results", total)
 	}
-	if rec, _, _, _ := c.claim("id999"); rec == nil {
+	if rec, _, _ := c.claim("id999", false); rec == nil {
 		t.Error("newest result evicted")
 	}
-	if rec, _, lead, _ := c.claim("id0"); rec != nil || lead == nil {
+	if rec, wait, _ := c.claim("id0", false); rec != nil || wait != nil {
 		t.Error("oldest result kept")
+	}
+}
+
+// TestResultCacheCollisions: ids whose 64-bit hashes collide are told apart
+// by the id itself, recorded, found and evicted independently.
+func TestResultCacheCollisions(t *testing.T) {
+	c := newResultCache(resultShards*3, time.Hour, time.Now)
+	s := &c.shards[0]
+	put := func(id string, h uint64) {
+		s.record(resultSlot{id: id, h: h, res: &InvocationResult{InvocationID: id}, at: time.Now().UnixNano()}, c.per)
+	}
+	put("a", 7)
+	put("b", 7) // collides with a
+	put("c", 8)
+	for _, id := range []string{"a", "b", "c"} {
+		h := uint64(7)
+		if id == "c" {
+			h = 8
+		}
+		if i, ok := s.find(h, id); !ok || s.ring[i].id != id {
+			t.Errorf("%s not found", id)
+		}
+	}
+	if _, ok := s.find(7, "d"); ok {
+		t.Error("an unrecorded id with a colliding hash was found")
+	}
+	put("d", 9) // evicts a: b stays findable through coll
+	if _, ok := s.find(7, "a"); ok {
+		t.Error("evicted a still found")
+	}
+	if i, ok := s.find(7, "b"); !ok || s.ring[i].id != "b" {
+		t.Error("b lost when a was evicted")
+	}
+	put("e", 7) // evicts b; e takes the free hash
+	if i, ok := s.find(7, "e"); !ok || s.ring[i].id != "e" || len(s.coll) != 0 {
+		t.Errorf("e: ok=%v coll=%v", ok, s.coll)
+	}
+}
+
+// TestGeneratedIDsReplay: an id the host generated is recorded like any
+// other — invoking the same envelope again replays it — and while its call
+// is in flight, a caller who read the id in the evidence and presents it
+// waits for the outcome instead of executing again.
+func TestGeneratedIDsReplay(t *testing.T) {
+	b, err := NewBoundary(Config{HostID: "gen", Store: evidence.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var calls atomic.Int32
+	if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "slow", Version: "1", Description: "x"},
+		Handler: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+			calls.Add(1)
+			if strings.Contains(string(p), "wait") {
+				<-release
+			}
+			return json.RawMessage(`{"n":1}`), nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	env := &InvocationEnvelope{CapabilityID: "slow"}
+	first, err := b.Invoke(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Invoke(ctx, env)
+	if err != nil || first.Replayed || !second.Replayed || second.InvocationID != first.InvocationID || calls.Load() != 1 {
+		t.Fatalf("same envelope twice: first %+v, second %+v, %d calls", first, second, calls.Load())
+	}
+	parsed, err := ParseEnvelope([]byte(`{"capability_id":"slow"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		res, err := b.Invoke(ctx, parsed)
+		if err != nil || res.Replayed != (i == 1) {
+			t.Fatalf("parsed envelope, call %d: %+v %v", i, res, err)
+		}
+	}
+
+	// In flight: the id is in the evidence before the handler returns.
+	calls.Store(0)
+	done := make(chan *InvocationResult)
+	go func() {
+		res, _ := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: "slow", Payload: json.RawMessage(`{"wait":true}`),
+			Correlation: CorrelationContext{CorrelationID: "inflight"}})
+		done <- res
+	}()
+	var id string
+	for deadline := time.Now().Add(5 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		rr, err := b.Replay(ctx, ReplayQuery{CorrelationID: "inflight"})
+		if err == nil && len(rr.Events) > 0 {
+			var ev EvidenceEvent
+			_ = json.Unmarshal(rr.Events[0], &ev)
+			id = ev.InvocationID
+		}
+	}
+	if id == "" {
+		t.Fatal("execution_started never appeared")
+	}
+	dup := make(chan *InvocationResult)
+	go func() {
+		res, _ := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: "slow", InvocationID: id, Payload: json.RawMessage(`{"wait":true}`)})
+		dup <- res
+	}()
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	orig, again := <-done, <-dup
+	if orig == nil || again == nil || orig.Replayed || !again.Replayed || calls.Load() != 1 {
+		t.Fatalf("in flight: original %+v, duplicate %+v, %d calls", orig, again, calls.Load())
 	}
 }
