@@ -74,8 +74,9 @@ type invocation struct {
 	// replay cache keeps it instead of a copy of the result.
 	recorded []byte
 
-	// startedAt backs started.
+	// startedAt backs started, rendered with completed_at from startedTS.
 	startedAt string
+	startedTS time.Time
 	// spareID is an event id drawn with the previous one.
 	spareID string
 	// lastTS is the timestamp of the latest event: execution_started's is
@@ -159,7 +160,7 @@ func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *
 	inv.ctx = invCtx{Context: ctx, env: env, caller: caller}
 	defer inv.releaseStage()
 	var err error
-	if inv.hdr, err = b.header(env, caller); err != nil {
+	if inv.hdr, err = b.header(inv, env, caller); err != nil {
 		return nil, err
 	}
 
@@ -380,7 +381,7 @@ func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome
 func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*InvocationResult, error) {
 	d := &inv.cap.desc
 	b.emit(inv, evt{typ: EventStarted, uri: uri})
-	inv.startedAt = FormatTime(inv.lastTS)
+	inv.startedTS = inv.lastTS // execution_started's timestamp
 	inv.started = &inv.startedAt
 	// execution_started reaches the store before the handler runs, so the
 	// autonomy count and a concurrent replay see it.
@@ -484,7 +485,7 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 	res := &InvocationResult{
 		CapabilityID:      capID,
 		CapabilityVersion: inv.version,
-		CompletedAt:       FormatTime(now),
+		CompletedAt:       inv.times(now),
 		Correlation:       inv.env.Correlation,
 		Data:              data,
 		Denial:            d,
@@ -496,16 +497,14 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		Success:           o == OutcomeSuccess,
 	}
 	// The result recorded for idempotent replay is kept encoded: beside
-	// the evidence in a durable store, and in the replay cache, where a
-	// byte slice costs the garbage collector nothing to scan (a copy of
-	// the struct cost it a dozen objects per cached result).
-	size := 288 + len(capID) + len(res.InvocationID) + len(inv.hdr.corr) + len(data) + 40*len(inv.ids)
-	if inv.version != nil {
-		size += len(*inv.version)
-	}
-	raw, err := appendResult(make([]byte, 0, size), res, inv.hdr.corr)
+	// the evidence in a durable store, and in the replay cache (which
+	// copies it out of the heap). It is encoded into the invocation's
+	// stage, free once the evidence is appended.
+	st := inv.stage()
+	raw, err := appendResult(st.scratch[:0], res, inv.hdr.corr)
 	if err == nil {
 		inv.recorded = raw
+		st.scratch = raw[:0]
 	}
 	if b.rstore != nil {
 		if err == nil {
@@ -519,6 +518,21 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		return nil, fmt.Errorf("chp: evidence not durable: %w", err)
 	}
 	return res, nil
+}
+
+// times renders completed_at (returned) and, when execution started,
+// started_at (into startedAt) in one allocation.
+func (inv *invocation) times(completed time.Time) string {
+	var buf [2 * len(TimeFormat)]byte
+	b := appendTime(buf[:0], completed)
+	n := len(b)
+	if inv.started == nil {
+		return string(b)
+	}
+	b = appendTime(b, inv.startedTS)
+	s := string(b)
+	inv.startedAt = s[n:]
+	return s[:n]
 }
 
 // emit queues one event; flush appends the queue.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
+	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -24,18 +26,68 @@ import (
 //
 // The cache is sharded by id so that concurrent callers rarely meet on a
 // lock. A shard keeps the ids in flight in a small map, and the recorded
-// results — encoded — in a ring of slots indexed by a 64-bit hash of the id,
-// so that recording a result allocates nothing but its bytes and the
-// garbage collector finds no pointer in the index. An id this host has just
-// generated cannot have been recorded (128 random bits): its claim skips the
-// index and only marks it in flight.
+// results in a ring of slots indexed by a 64-bit hash of the id. Their
+// bytes — the id and the encoded result — are copied into chunks of memory
+// outside the Go heap (mapBytes), filled in order and reused once every
+// result in them is gone: recording a result allocates nothing, and a full
+// cache adds nothing to the heap the garbage collector paces itself by. An
+// id this host has just generated cannot have been recorded (128 random
+// bits): its claim skips the index and only marks it in flight.
 type resultCache struct {
 	seed   maphash.Seed
 	window time.Duration
 	per    int // recorded results per shard
 	now    func() time.Time
+	mapped *chunkSet
 	shards [resultShards]resultShard
 }
+
+// resultChunk is a block of memory holding recorded ids and results back
+// to back.
+type resultChunk struct {
+	b      []byte // len(b) bytes used
+	mapped bool   // outside the heap (in the cache's chunkSet)
+	live   int    // slots whose bytes are here
+}
+
+// chunkSet holds a cache's mapped chunks, apart from the cache, so that a
+// cleanup can release them once the cache is unreachable.
+type chunkSet struct {
+	mu sync.Mutex
+	m  map[*resultChunk]struct{}
+}
+
+func (cs *chunkSet) add(c *resultChunk) {
+	cs.mu.Lock()
+	cs.m[c] = struct{}{}
+	cs.mu.Unlock()
+}
+
+// free releases c, which no slot uses.
+func (cs *chunkSet) free(c *resultChunk) {
+	cs.mu.Lock()
+	delete(cs.m, c)
+	cs.mu.Unlock()
+	unmapBytes(c.b)
+	c.b = nil
+}
+
+func (cs *chunkSet) releaseAll() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for c := range cs.m {
+		unmapBytes(c.b)
+	}
+	clear(cs.m)
+}
+
+// A shard's first chunk has minChunk bytes, each new one twice its
+// predecessor's up to maxChunk; a result larger than maxChunk/4 is kept on
+// the heap.
+const (
+	minChunk = 16 << 10
+	maxChunk = 1 << 20
+)
 
 const resultShards = 16
 
@@ -46,25 +98,103 @@ type resultShard struct {
 	coll   map[string]int32         // a recorded id whose hash another recorded id holds → its slot
 	ring   []resultSlot             // recorded results, in the order recorded; a ring once it holds per
 	next   int                      // the slot the next result takes once the ring is full
+	chunks []*resultChunk           // in the order filled; the last takes new results
+	spare  *resultChunk             // an emptied chunk kept for reuse
+	size   int                      // the size of the next new chunk
+	mapped *chunkSet
 }
 
-// resultSlot is one recorded result (id == "": empty).
+// resultSlot is one recorded result (id == "": empty). id and raw point
+// into chunk (or, for a large result, the heap); they never leave the
+// cache.
 type resultSlot struct {
 	id     string
 	h      uint64
 	raw    []byte            // the encoded result
 	res    *InvocationResult // or decoded (on its first replay, or when it could not be encoded)
-	at     int64             // when it was recorded, unix ns
-	inColl bool              // indexed by coll, not idx
+	chunk  *resultChunk
+	at     int64 // when it was recorded, unix ns
+	inColl bool  // indexed by coll, not idx
 }
 
 func newResultCache(size int, window time.Duration, now func() time.Time) *resultCache {
-	c := &resultCache{seed: maphash.MakeSeed(), window: window, per: max(1, size/resultShards), now: now}
+	c := &resultCache{seed: maphash.MakeSeed(), window: window, per: max(1, size/resultShards), now: now,
+		mapped: &chunkSet{m: map[*resultChunk]struct{}{}}}
 	for i := range c.shards {
-		c.shards[i].flying = make(map[string]chan struct{})
-		c.shards[i].idx = make(map[uint64]int32)
+		s := &c.shards[i]
+		s.flying = make(map[string]chan struct{})
+		s.idx = make(map[uint64]int32)
+		s.size = minChunk
+		s.mapped = c.mapped
 	}
+	runtime.AddCleanup(c, (*chunkSet).releaseAll, c.mapped)
 	return c
+}
+
+// keep copies id and raw into the shard's chunks and returns the copies
+// (raw nil stays nil) and the chunk holding them (nil: the heap).
+func (s *resultShard) keep(id string, raw []byte) (string, []byte, *resultChunk) {
+	n := len(id) + len(raw)
+	if n > maxChunk/4 {
+		b := make([]byte, 0, n)
+		b = append(append(b, id...), raw...)
+		if raw == nil {
+			return string(b), nil, nil
+		}
+		return string(b[:len(id)]), b[len(id):], nil
+	}
+	var c *resultChunk
+	if k := len(s.chunks); k > 0 && cap(s.chunks[k-1].b)-len(s.chunks[k-1].b) >= n {
+		c = s.chunks[k-1]
+	} else {
+		c = s.newChunk()
+		s.chunks = append(s.chunks, c)
+	}
+	off := len(c.b)
+	c.b = append(append(c.b, id...), raw...)
+	c.live++
+	idv := unsafe.String(unsafe.SliceData(c.b[off:]), len(id))
+	if raw == nil {
+		return idv, nil, c
+	}
+	return idv, c.b[off+len(id) : off+n : off+n], c
+}
+
+// newChunk returns an empty chunk: the spare, or a new one.
+func (s *resultShard) newChunk() *resultChunk {
+	if c := s.spare; c != nil {
+		s.spare = nil
+		return c
+	}
+	size := s.size
+	s.size = min(2*s.size, maxChunk)
+	if b := mapBytes(size); b != nil {
+		c := &resultChunk{b: b[:0], mapped: true}
+		s.mapped.add(c)
+		return c
+	}
+	return &resultChunk{b: make([]byte, 0, size)}
+}
+
+// unkeep releases what keep returned for a slot: a chunk no result uses any
+// more, once it is the oldest, becomes the spare or is freed.
+func (s *resultShard) unkeep(c *resultChunk) {
+	if c == nil {
+		return
+	}
+	c.live--
+	for len(s.chunks) > 1 && s.chunks[0].live == 0 {
+		old := s.chunks[0]
+		s.chunks[0] = nil
+		s.chunks = s.chunks[1:]
+		switch {
+		case s.spare == nil && cap(old.b) == maxChunk:
+			old.b = old.b[:0]
+			s.spare = old
+		case old.mapped:
+			s.mapped.free(old)
+		}
+	}
 }
 
 func (c *resultCache) locate(id string) (*resultShard, uint64) {
@@ -119,7 +249,8 @@ func (c *resultCache) settle(id string, res *InvocationResult, raw []byte, at ti
 	ch := s.flying[id]
 	delete(s.flying, id)
 	if res != nil {
-		sl := resultSlot{id: id, h: h, raw: raw, at: at.UnixNano()}
+		sl := resultSlot{h: h, at: at.UnixNano()}
+		sl.id, sl.raw, sl.chunk = s.keep(id, raw)
 		if raw == nil {
 			cp := *res
 			sl.res = &cp
@@ -179,7 +310,9 @@ func (s *resultShard) drop(i int32) {
 	} else {
 		delete(s.idx, sl.h)
 	}
+	c := sl.chunk
 	*sl = resultSlot{}
+	s.unkeep(c)
 }
 
 // load fills the cache from a durable store's recorded results: the newest
@@ -202,7 +335,9 @@ func (c *resultCache) load(ctx context.Context, rs evidence.ResultStore) (int, e
 		if j, ok := s.find(h, r.InvocationID); ok {
 			s.drop(j) // a store may hold an id twice; the newer wins
 		}
-		s.record(resultSlot{id: r.InvocationID, h: h, raw: r.Data, at: r.At.UnixNano()}, c.per)
+		sl := resultSlot{h: h, at: r.At.UnixNano()}
+		sl.id, sl.raw, sl.chunk = s.keep(r.InvocationID, r.Data)
+		s.record(sl, c.per)
 		s.mu.Unlock()
 		n++
 	}

@@ -313,3 +313,65 @@ func TestGeneratedIDsReplay(t *testing.T) {
 		t.Fatalf("in flight: original %+v, duplicate %+v, %d calls", orig, again, calls.Load())
 	}
 }
+
+// TestResultCacheChunks: recorded results live in chunks that are reused
+// or freed once every result in them is evicted — the cache's memory stays
+// bounded by its size, whatever passes through it — and each replay gives
+// back exactly the result recorded, large ones (kept on the heap) included.
+func TestResultCacheChunks(t *testing.T) {
+	c := newResultCache(resultShards*4, time.Hour, time.Now)
+	result := func(i int) []byte {
+		pad := 200 + i%700
+		if i%97 == 0 {
+			pad = maxChunk/4 + 1 // larger than a chunk takes
+		}
+		return fmt.Appendf(nil, `{"capability_id":"x","data":{"n":%d,"pad":%q},"invocation_id":"id%d","outcome":"success","success":true}`,
+			i, strings.Repeat("p", pad), i)
+	}
+	const n = 20000
+	for i := range n {
+		id := fmt.Sprint("id", i)
+		if _, wait, err := c.claim(id, true); err != nil || wait != nil {
+			t.Fatal(err)
+		}
+		c.settle(id, &InvocationResult{InvocationID: id}, result(i), time.Now())
+	}
+	c.mapped.mu.Lock()
+	mapped := len(c.mapped.m)
+	c.mapped.mu.Unlock()
+	for i := range c.shards {
+		s := &c.shards[i]
+		live := 0
+		for _, ch := range s.chunks {
+			live += ch.live
+		}
+		if len(s.chunks) > 3 || live > 4 {
+			t.Errorf("shard %d: %d chunks with %d results", i, len(s.chunks), live)
+		}
+	}
+	if mapped > 4*resultShards {
+		t.Errorf("%d chunks mapped for %d results", mapped, resultShards*4)
+	}
+	found := 0
+	for i := n - 200; i < n; i++ {
+		rec, _, err := c.claim(fmt.Sprint("id", i), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec == nil {
+			continue // evicted: shards are not filled evenly
+		}
+		found++
+		want := map[string]any{}
+		_ = json.Unmarshal(result(i), &want)
+		var gotData, wantData any
+		_ = json.Unmarshal(rec.Data, &gotData)
+		wantData = want["data"]
+		if rec.InvocationID != fmt.Sprint("id", i) || fmt.Sprint(gotData) != fmt.Sprint(wantData) {
+			t.Fatalf("id%d replayed %s, want %v", i, rec.Data, wantData)
+		}
+	}
+	if found < resultShards*2 {
+		t.Errorf("only %d of the newest 200 results replay", found)
+	}
+}

@@ -117,7 +117,7 @@ var localSubjectInfo = sync.OnceValues(func() (subjectInfo, error) { return rend
 // header renders the invocation-wide parts of its events. It fails only for
 // a subject or baggage that is not a JSON object (ParseEnvelope rejects
 // those earlier; an envelope built in Go may carry anything).
-func (b *Boundary) header(env *InvocationEnvelope, caller *Caller) (invHeader, error) {
+func (b *Boundary) header(inv *invocation, env *InvocationEnvelope, caller *Caller) (invHeader, error) {
 	var h invHeader
 	var si subjectInfo
 	var err error
@@ -131,8 +131,8 @@ func (b *Boundary) header(env *InvocationEnvelope, caller *Caller) (invHeader, e
 	if len(c.CorrelationID) > evidence.MaxCorrelationID {
 		return h, fmt.Errorf("%w: correlation_id longer than %d bytes", ErrBadEnvelope, evidence.MaxCorrelationID)
 	}
-	buf := make([]byte, 0, 256)
-	buf = append(buf, '{')
+	st := inv.stage()
+	buf := append(st.hdr[:0], '{')
 	if len(c.Baggage) > 0 {
 		buf = append(buf, `"baggage":`...)
 		if string(c.Baggage) == "{}" {
@@ -168,6 +168,7 @@ func (b *Boundary) header(env *InvocationEnvelope, caller *Caller) (invHeader, e
 	o := len(buf)
 	buf = appendStableString(buf, env.InvocationID)
 	h.corr, h.causation, h.corrID, h.invID = buf[:n:n], buf[n:m:m], buf[m:o:o], buf[o:]
+	st.hdr = buf
 	return h, nil
 }
 
@@ -195,6 +196,7 @@ type sealer struct {
 	start, head, mid, post, tail, canonPre, canonPost, stablePre, stablePost int
 	sealed                                                                   bool
 	err                                                                      error
+	hash                                                                     [64]byte // the content hash, once sealed
 }
 
 // stage holds what an invocation's events need while they are staged and
@@ -202,9 +204,12 @@ type sealer struct {
 type stage struct {
 	buf     []byte // the staged events, back to back
 	scratch []byte // an event's canonical payload while it is staged; the hashed forms while it is sealed
+	hdr     []byte // the invocation-wide parts of its events (invHeader)
 }
 
-var stagePool = sync.Pool{New: func() any { return &stage{buf: make([]byte, 0, 8<<10), scratch: make([]byte, 0, 2<<10)} }}
+var stagePool = sync.Pool{New: func() any {
+	return &stage{buf: make([]byte, 0, 8<<10), scratch: make([]byte, 0, 2<<10), hdr: make([]byte, 0, 512)}
+}}
 
 // stage returns the invocation's stage, taking one from the pool first.
 func (inv *invocation) stage() *stage {
@@ -215,17 +220,17 @@ func (inv *invocation) stage() *stage {
 }
 
 // releaseStage returns the stage to the pool, once no sealer of the
-// invocation can run any more.
+// invocation can run any more and its header is no longer read.
 func (inv *invocation) releaseStage() {
 	st := inv.st
 	if st == nil {
 		return
 	}
 	inv.st = nil
-	if cap(st.buf) > 256<<10 || cap(st.scratch) > 64<<10 {
+	if cap(st.buf) > 256<<10 || cap(st.scratch) > 64<<10 || cap(st.hdr) > 64<<10 {
 		return // let an outsized stage go
 	}
-	st.buf, st.scratch = st.buf[:0], st.scratch[:0]
+	st.buf, st.scratch, st.hdr = st.buf[:0], st.scratch[:0], st.hdr[:0]
 	stagePool.Put(st)
 }
 
@@ -236,12 +241,12 @@ var errSealedTwice = errors.New("chp: evidence event sealed twice")
 // SealTo implements evidence.Sealer: it renders the event at sequence seq,
 // chained to prev ("" = first), appending the stored bytes to dst (the
 // store's own buffer). A sealer seals once.
-func (s *sealer) SealTo(dst []byte, seq uint64, prev string) (string, []byte, error) {
+func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, error) {
 	if s.err != nil {
-		return "", dst, s.err
+		return nil, dst, s.err
 	}
 	if s.sealed || s.inv.st == nil {
-		return "", dst, errSealedTwice
+		return nil, dst, errSealedTwice
 	}
 	s.sealed = true
 	st := s.inv.st
@@ -251,7 +256,8 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) (string, []byte, er
 	x := append(st.scratch[:0], buf[s.tail:s.canonPre]...)
 	x = append(x, seqB...)
 	x = append(x, buf[s.canonPre:s.canonPost]...)
-	var commit, hash [64]byte
+	var commit [64]byte
+	hash := &s.hash
 	sum := sha256.Sum256(x)
 	hex.Encode(commit[:], sum[:])
 
@@ -284,7 +290,7 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) (string, []byte, er
 	data = append(data, `,"redacted":true,"sequence":`...)
 	data = append(data, seqB...)
 	data = append(data, buf[s.post:s.tail]...)
-	return string(hash[:]), data, nil
+	return hash[:], data, nil
 }
 
 // pendingEvent prepares one event of inv for the store.

@@ -221,7 +221,7 @@ func TestAppendResult(t *testing.T) {
 		env := &InvocationEnvelope{CapabilityID: res.CapabilityID, InvocationID: res.InvocationID,
 			Correlation: CorrelationContext{CorrelationID: "corr \u00fc", CausationID: &cause, Baggage: json.RawMessage(`{"k": [1, "v"]}`), Environment: "e"}}
 		Normalize(env, time.Now())
-		h, err := b.header(env, nil)
+		h, err := b.header(&invocation{}, env, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -327,7 +327,7 @@ func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (ui
 		a := m.arenas[ai]
 		start := len(a)
 		seq := m.seq + uint64(i) + 1
-		h, a, err := SealAppend(a, p, seq, prev)
+		h, a, err := SealAppendHash(a, p, seq, prev)
 		if err == nil {
 			err = CheckHash(i, h)
 		}
@@ -352,7 +352,7 @@ func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (ui
 		sc = append(sc, r)
 		if dst != nil {
 			*dst = append(*dst, Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType,
-				ContentHash: h, PrevHash: strings.Clone(prev), Data: slices.Clone(a[start : start+dataN])})
+				ContentHash: string(h), PrevHash: strings.Clone(prev), Data: slices.Clone(a[start : start+dataN])})
 		}
 	}
 	// Every record is in place: index them.

@@ -50,29 +50,39 @@ type Pending struct {
 // append does): seq is the record's global sequence and prev the content
 // hash of the correlation's previous record ("" for the first). It returns
 // the content hash and the extended slice; on error the slice must not be
-// used. It runs under the store's append lock: keep it short, never block.
-// An interface rather than a func field, so that a caller's sealer —
-// usually a pointer to state it has already prepared — needs no closure.
+// used. The hash may be the sealer's own memory: it is valid until the
+// store's Append returns, and a store that keeps it copies it. SealTo runs
+// under the store's append lock: keep it short, never block. An interface
+// rather than a func field, so that a caller's sealer — usually a pointer
+// to state it has already prepared — needs no closure.
 type Sealer interface {
-	SealTo(dst []byte, seq uint64, prev string) (contentHash string, out []byte, err error)
+	SealTo(dst []byte, seq uint64, prev string) (contentHash, out []byte, err error)
 }
 
 // SealerFunc adapts a function to Sealer.
-type SealerFunc func(dst []byte, seq uint64, prev string) (contentHash string, out []byte, err error)
+type SealerFunc func(dst []byte, seq uint64, prev string) (contentHash, out []byte, err error)
 
 // SealTo implements Sealer.
-func (f SealerFunc) SealTo(dst []byte, seq uint64, prev string) (string, []byte, error) {
+func (f SealerFunc) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, error) {
 	return f(dst, seq, prev)
 }
 
 // SealAppend seals p at seq after prev and appends its bytes to dst, with
 // its Sealer when p has one.
 func SealAppend(dst []byte, p *Pending, seq uint64, prev string) (contentHash string, out []byte, err error) {
+	h, out, err := SealAppendHash(dst, p, seq, prev)
+	return string(h), out, err
+}
+
+// SealAppendHash is SealAppend returning the content hash as bytes that
+// may alias the sealer's memory, valid until the batch's Append returns:
+// for a store that copies the hash into its own buffer.
+func SealAppendHash(dst []byte, p *Pending, seq uint64, prev string) (contentHash, out []byte, err error) {
 	if p.Sealer != nil {
 		return p.Sealer.SealTo(dst, seq, prev)
 	}
 	h, data, err := p.Seal(seq, prev)
-	return h, append(dst, data...), err
+	return []byte(h), append(dst, data...), err
 }
 
 // BatchChain finds, while a batch is sealed in order, the previous record of
@@ -196,7 +206,8 @@ type Result struct {
 // restart. A result put before a Sync call is durable when that Sync
 // returns: it shares the evidence's group commit.
 type ResultStore interface {
-	// PutResult records r.
+	// PutResult records r. It copies what it keeps: the caller may reuse
+	// r.Data once PutResult returns.
 	PutResult(ctx context.Context, r Result) error
 	// Results calls fn for each result recorded at or after since, newest
 	// first, until fn returns false.
@@ -259,7 +270,7 @@ func SealBatch(last uint64, batch []Pending, head func(correlationID string) str
 }
 
 // CheckHash checks the content hash a Seal returned for record i.
-func CheckHash(i int, h string) error {
+func CheckHash[H string | []byte](i int, h H) error {
 	if len(h) > MaxEventType {
 		return errors.Join(ErrInvalid, errors.New("record "+itoa(i)+": content hash too long"))
 	}

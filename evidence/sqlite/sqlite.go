@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -276,6 +277,7 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 		return err
 	}
 	s.pos++
+	r.Data = slices.Clone(r.Data) // the caller may reuse its buffer
 	s.queue = append(s.queue, item{pos: s.pos, res: &r})
 	return nil
 }

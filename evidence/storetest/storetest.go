@@ -39,9 +39,9 @@ func Event(corr, typ, body string) evidence.Pending {
 // boundary hands records to a store. short makes the content hash 8 hex
 // digits instead of 64, to exercise a store's handling of other lengths.
 func EventTo(corr, typ, body string, short bool) evidence.Pending {
-	return evidence.Pending{CorrelationID: corr, EventType: typ, Sealer: evidence.SealerFunc(func(dst []byte, seq uint64, prev string) (string, []byte, error) {
+	return evidence.Pending{CorrelationID: corr, EventType: typ, Sealer: evidence.SealerFunc(func(dst []byte, seq uint64, prev string) ([]byte, []byte, error) {
 		sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%s", prev, seq, body))
-		h := hex.EncodeToString(sum[:])
+		h := hex.AppendEncode(nil, sum[:])
 		if short {
 			h = h[:8]
 		}
@@ -158,8 +158,8 @@ func Run(t *testing.T, open func(t *testing.T) evidence.Store) {
 		if recs, _ := s.Replay(ctx, evidence.Query{CorrelationID: "C"}); len(recs) != 0 {
 			t.Fatalf("failed batch left %d records", len(recs))
 		}
-		badTo := evidence.Pending{CorrelationID: "C", EventType: "e", Sealer: evidence.SealerFunc(func(dst []byte, _ uint64, _ string) (string, []byte, error) {
-			return "", nil, boom
+		badTo := evidence.Pending{CorrelationID: "C", EventType: "e", Sealer: evidence.SealerFunc(func(dst []byte, _ uint64, _ string) ([]byte, []byte, error) {
+			return nil, nil, boom
 		})}
 		if _, err := s.Append(ctx, EventTo("C", "e", "1", false), badTo); !errors.Is(err, boom) {
 			t.Fatalf("Append = %v, want Sealer error", err)

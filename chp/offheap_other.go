@@ -1,0 +1,8 @@
+//go:build !unix
+
+package chp
+
+// mapBytes returns nil: the heap holds the replay cache.
+func mapBytes(int) []byte { return nil }
+
+func unmapBytes([]byte) {}
