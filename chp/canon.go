@@ -30,14 +30,41 @@ import (
 // not come from JSON) is written as U+FFFD, so the stored event and its hash
 // agree with what any verifier decodes.
 func appendStableString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if !plainASCII[s[i]] {
-			return appendStableStringSlow(dst, s)
-		}
+	if !isPlainASCII(s) {
+		return appendStableStringSlow(dst, s)
 	}
 	dst = append(dst, '"')
 	dst = append(dst, s...)
 	return append(dst, '"')
+}
+
+// isPlainASCII reports whether every byte of s is printable ASCII other
+// than '"' and '\\' (plainASCII), eight bytes at a time.
+func isPlainASCII(s string) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	// zero is non-zero exactly when x has a zero byte.
+	zero := func(x uint64) uint64 { return (x - ones) &^ x & highs }
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		bad := v & highs                    // >= 0x80
+		bad |= (v - ones*0x20) &^ v & highs // < 0x20 (a borrow only follows a flagged byte)
+		bad |= (v + ones) &^ v & highs      // 0x7f (a carry only follows a flagged 0xff)
+		bad |= zero(v^(ones*'"')) | zero(v^(ones*'\\'))
+		if bad != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if !plainASCII[s[i]] {
+			return false
+		}
+	}
+	return true
 }
 
 // plainASCII marks the bytes every profile writes unescaped inside a string.

@@ -39,3 +39,41 @@ func FuzzVerifyBundle(f *testing.F) {
 		}
 	})
 }
+
+// plainASCIIByTable is isPlainASCII one byte at a time.
+func plainASCIIByTable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !plainASCII[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestIsPlainASCII: every byte value, at every position of a word and of
+// the tail, is judged as the table judges it.
+func TestIsPlainASCII(t *testing.T) {
+	for n := range 20 {
+		for p := range n {
+			for c := range 256 {
+				b := []byte("abcdefghijklmnopqrstuvwxyz"[:n])
+				b[p] = byte(c)
+				if got, want := isPlainASCII(string(b)), plainASCIIByTable(string(b)); got != want {
+					t.Fatalf("%q: %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+}
+
+// FuzzIsPlainASCII: the word-at-a-time scan agrees with the table.
+func FuzzIsPlainASCII(f *testing.F) {
+	f.Add("evt_0123456789abcdef0123456789abcdef")
+	f.Add("2026-11-22T02:12:29.092387Z\x7f")
+	f.Add("\x1f\x20\"\\~\x80\xff")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isPlainASCII(s), plainASCIIByTable(s); got != want {
+			t.Fatalf("%q: %v, want %v", s, got, want)
+		}
+	})
+}

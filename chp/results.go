@@ -99,7 +99,7 @@ type resultShard struct {
 	ring   []resultSlot             // recorded results, in the order recorded; a ring once it holds per
 	next   int                      // the slot the next result takes once the ring is full
 	chunks []*resultChunk           // in the order filled; the last takes new results
-	spare  *resultChunk             // an emptied chunk kept for reuse
+	spares []*resultChunk           // emptied full-size chunks, kept for reuse
 	size   int                      // the size of the next new chunk
 	mapped *chunkSet
 }
@@ -160,10 +160,12 @@ func (s *resultShard) keep(id string, raw []byte) (string, []byte, *resultChunk)
 	return idv, c.b[off+len(id) : off+n : off+n], c
 }
 
-// newChunk returns an empty chunk: the spare, or a new one.
+// newChunk returns an empty chunk: a spare, or a new one.
 func (s *resultShard) newChunk() *resultChunk {
-	if c := s.spare; c != nil {
-		s.spare = nil
+	if k := len(s.spares); k > 0 {
+		c := s.spares[k-1]
+		s.spares[k-1] = nil
+		s.spares = s.spares[:k-1]
 		return c
 	}
 	size := s.size
@@ -177,7 +179,9 @@ func (s *resultShard) newChunk() *resultChunk {
 }
 
 // unkeep releases what keep returned for a slot: a chunk no result uses any
-// more, once it is the oldest, becomes the spare or is freed.
+// more, once it is the oldest, becomes a spare (a full-size one: the cache
+// keeps the memory its size needs, as a heap would, instead of faulting
+// fresh pages in for every chunk) or is freed.
 func (s *resultShard) unkeep(c *resultChunk) {
 	if c == nil {
 		return
@@ -188,9 +192,9 @@ func (s *resultShard) unkeep(c *resultChunk) {
 		s.chunks[0] = nil
 		s.chunks = s.chunks[1:]
 		switch {
-		case s.spare == nil && cap(old.b) == maxChunk:
+		case cap(old.b) == maxChunk:
 			old.b = old.b[:0]
-			s.spare = old
+			s.spares = append(s.spares, old)
 		case old.mapped:
 			s.mapped.free(old)
 		}
