@@ -93,6 +93,9 @@ type invocation struct {
 	sealArr [2]sealer
 	sealers int    // sealArr entries in use
 	st      *stage // where pending events are staged (nil until the first)
+
+	// envBuf holds the envelope of a direct call (DirectHandler).
+	envBuf InvocationEnvelope
 }
 
 // invCtx is the context a handler runs with: the invocation's, answering
@@ -138,6 +141,12 @@ func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*Invoca
 // invoke is Invoke with the bound caller (nil: none) passed in rather than
 // carried by ctx.
 func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *Caller) (*InvocationResult, error) {
+	return b.invokeIn(ctx, new(invocation), env, caller)
+}
+
+// invokeIn is invoke with the invocation's state in inv (zero, or holding
+// env in envBuf).
+func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *InvocationEnvelope, caller *Caller) (*InvocationResult, error) {
 	if env == nil {
 		return nil, fmt.Errorf("%w: nil envelope", ErrBadEnvelope)
 	}
@@ -155,7 +164,7 @@ func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *
 	if hasCaller {
 		env.Subject = caller.subject()
 	}
-	inv := &invocation{env: env}
+	inv.env = env
 	inv.pending, inv.ids = inv.pendArr[:0], inv.idArr[:0]
 	inv.ctx = invCtx{Context: ctx, env: env, caller: caller}
 	defer inv.releaseStage()

@@ -153,7 +153,16 @@ type rpcMeta struct {
 // params._meta when given (`_meta.correlation_id` or a full
 // `_meta.correlation`). An invalid request is an InvalidParams *jsonrpc.Error.
 func EnvelopeFromRequest(req *jsonrpc.Request) (*InvocationEnvelope, error) {
-	env := &InvocationEnvelope{CapabilityID: req.Method, Mode: "sync"}
+	env := new(InvocationEnvelope)
+	if err := envelopeFromRequest(req, env); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// envelopeFromRequest is EnvelopeFromRequest filling *env.
+func envelopeFromRequest(req *jsonrpc.Request, env *InvocationEnvelope) error {
+	*env = InvocationEnvelope{CapabilityID: req.Method, Mode: "sync"}
 	params := bytes.TrimSpace(req.Params)
 	switch {
 	case len(params) == 0 || string(params) == "null":
@@ -168,13 +177,13 @@ func EnvelopeFromRequest(req *jsonrpc.Request) (*InvocationEnvelope, error) {
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(params, &m); err != nil {
-			return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "params: %v", err)
+			return jsonrpc.Errorf(jsonrpc.InvalidParams, "params: %v", err)
 		}
 		if raw, ok := m["_meta"]; ok {
 			delete(m, "_meta")
 			var meta rpcMeta
 			if err := json.Unmarshal(raw, &meta); err != nil {
-				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "params._meta: %v", err)
+				return jsonrpc.Errorf(jsonrpc.InvalidParams, "params._meta: %v", err)
 			}
 			if meta.Correlation != nil {
 				env.Correlation = *meta.Correlation
@@ -189,9 +198,9 @@ func EnvelopeFromRequest(req *jsonrpc.Request) (*InvocationEnvelope, error) {
 			env.Payload = append(json.RawMessage(nil), params...)
 		}
 	default:
-		return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "params must be an object or an array")
+		return jsonrpc.Errorf(jsonrpc.InvalidParams, "params must be an object or an array")
 	}
-	return env, nil
+	return nil
 }
 
 // ResultToRPC maps an InvocationResult to a direct call's JSON-RPC answer:
@@ -341,11 +350,12 @@ func errMsg(e *ErrorInfo) string {
 // call through the boundary: EnvelopeFromRequest → Invoke → ResultToRPC.
 func (b *Boundary) DirectHandler() jsonrpc.Handler {
 	return jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
-		env, err := EnvelopeFromRequest(req)
-		if err != nil {
+		// The envelope lives in the invocation: one allocation for both.
+		inv := new(invocation)
+		if err := envelopeFromRequest(req, &inv.envBuf); err != nil {
 			return nil, err
 		}
-		res, err := b.invoke(ctx, env, rpcCaller(ctx))
+		res, err := b.invokeIn(ctx, inv, &inv.envBuf, rpcCaller(ctx))
 		if err != nil {
 			return nil, evidenceError(err)
 		}

@@ -193,18 +193,18 @@ type sealer struct {
 	// payload), stored post (up to the commitment), stored tail (subject,
 	// timestamp); canonical payload before and after the sequence; stable
 	// object before the commitment and after prev_hash.
-	start, head, mid, post, tail, canonPre, canonPost, stablePre, stablePost int
+	start, head, mid, post, tail, canonPre, canonPost, stablePre, stablePost int32
 	sealed                                                                   bool
 	err                                                                      error
-	hash                                                                     [64]byte // the content hash, once sealed
 }
 
 // stage holds what an invocation's events need while they are staged and
 // sealed: one pool round trip per invocation, not several per event.
 type stage struct {
-	buf     []byte // the staged events, back to back
-	scratch []byte // an event's canonical payload while it is staged; the hashed forms while it is sealed
-	hdr     []byte // the invocation-wide parts of its events (invHeader)
+	buf     []byte   // the staged events, back to back
+	scratch []byte   // an event's canonical payload while it is staged; the hashed forms while it is sealed
+	hdr     []byte   // the invocation-wide parts of its events (invHeader)
+	hash    [64]byte // the content hash of the event sealed last
 }
 
 var stagePool = sync.Pool{New: func() any {
@@ -257,7 +257,7 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, er
 	x = append(x, seqB...)
 	x = append(x, buf[s.canonPre:s.canonPost]...)
 	var commit [64]byte
-	hash := &s.hash
+	hash := &st.hash
 	sum := sha256.Sum256(x)
 	hex.Encode(commit[:], sum[:])
 
@@ -274,7 +274,7 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, er
 	hex.Encode(hash[:], sum[:])
 	st.scratch = x[:0]
 
-	data := slices.Grow(dst, s.tail-s.start+2*64+2*len(seqB)+len(prev)+64)
+	data := slices.Grow(dst, int(s.tail-s.start)+2*64+2*len(seqB)+len(prev)+64)
 	data = append(data, buf[s.start:s.head]...)
 	data = append(data, hash[:]...)
 	data = append(data, buf[s.head:s.mid]...)
@@ -326,7 +326,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 
 	st := inv.stage()
 	buf := st.buf
-	s.start = len(buf)
+	s.start = int32(len(buf))
 	// Stored head.
 	buf = append(buf, assurancePrefix...)
 	capStart := len(buf)
@@ -335,7 +335,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	buf = append(buf, `,"capability_version":`...)
 	buf = appendNullableString(buf, inv.version)
 	buf = append(buf, `,"content_hash":"`...)
-	s.head = len(buf)
+	s.head = int32(len(buf))
 	// Stored middle.
 	buf = append(buf, `","correlation":`...)
 	buf = append(buf, h.corr...)
@@ -375,21 +375,21 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 		return pending
 	}
 	buf, canon := d.k, d.c
-	s.mid = splitK
+	s.mid = int32(splitK)
 	buf = append(buf, `,"payload_commitment":"`...)
-	s.post = len(buf)
+	s.post = int32(len(buf))
 	// Stored tail.
 	buf = append(buf, `,"subject":`...)
 	buf = append(buf, h.subject...)
 	buf = append(buf, `,"timestamp":"`...)
 	buf = append(buf, tsB...)
 	buf = append(buf, `"}`...)
-	s.tail = len(buf)
+	s.tail = int32(len(buf))
 	// Canonical payload.
 	buf = append(buf, canon[:split]...)
-	s.canonPre = len(buf)
+	s.canonPre = int32(len(buf))
 	buf = append(buf, canon[split:]...)
-	s.canonPost = len(buf)
+	s.canonPost = int32(len(buf))
 	// Stable object.
 	buf = append(buf, `{"capability_id": `...)
 	buf = append(buf, buf[capStart:capEnd]...)
@@ -406,11 +406,11 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	buf = append(buf, `, "outcome": `...)
 	buf = append(buf, buf[outStart:outEnd]...)
 	buf = append(buf, `, "payload_commitment": "`...)
-	s.stablePre = len(buf)
+	s.stablePre = int32(len(buf))
 	buf = append(buf, `, "timestamp": "`...)
 	buf = append(buf, tsB...)
 	buf = append(buf, `"}`...)
-	s.stablePost = len(buf)
+	s.stablePost = int32(len(buf))
 	st.buf = buf
 	return pending
 }

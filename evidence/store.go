@@ -50,8 +50,9 @@ type Pending struct {
 // append does): seq is the record's global sequence and prev the content
 // hash of the correlation's previous record ("" for the first). It returns
 // the content hash and the extended slice; on error the slice must not be
-// used. The hash may be the sealer's own memory: it is valid until the
-// store's Append returns, and a store that keeps it copies it. SealTo runs
+// used. The hash may be the sealer's own memory, valid only until the next
+// SealTo of the batch (or Append's return): a store copies what it keeps
+// before sealing the next record. SealTo runs
 // under the store's append lock: keep it short, never block. An interface
 // rather than a func field, so that a caller's sealer — usually a pointer
 // to state it has already prepared — needs no closure.
@@ -75,7 +76,7 @@ func SealAppend(dst []byte, p *Pending, seq uint64, prev string) (contentHash st
 }
 
 // SealAppendHash is SealAppend returning the content hash as bytes that
-// may alias the sealer's memory, valid until the batch's Append returns:
+// may alias the sealer's memory, valid until the next record is sealed:
 // for a store that copies the hash into its own buffer.
 func SealAppendHash(dst []byte, p *Pending, seq uint64, prev string) (contentHash, out []byte, err error) {
 	if p.Sealer != nil {
