@@ -176,42 +176,32 @@ func BenchmarkCHPRPC(b *testing.B) {
 	}
 }
 
-func benchHandler(b *testing.B, h jsonrpc.Handler) {
-	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprint("callers", callers), func(b *testing.B) { benchHandlerN(b, h, callers) })
-	}
-}
-
+// benchHandlerN serves h as kv.get on a Unix socket and measures callers
+// clients, each on its own connection, sharing b.N calls.
 func benchHandlerN(b *testing.B, h jsonrpc.Handler, callers int) {
-	{
-		{
-			{
-				sock := filepath.Join(b.TempDir(), "s.sock")
-				ln, err := net.Listen("unix", sock)
-				if err != nil {
-					b.Fatal(err)
-				}
-				srv := jsonrpc.NewServer(jsonrpc.Map{"kv.get": h}, &jsonrpc.ServerOptions{MaxConns: 256})
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() { _ = srv.Serve(ctx, ln); close(done) }()
-				defer func() { cancel(); <-done }()
-				cs := make([]*chpCaller, callers)
-				for i := range cs {
-					c, err := net.Dial("unix", sock)
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					cs[i] = &chpCaller{c: c, br: bufio.NewReaderSize(c, 16<<10)}
-					if err := cs[i].call(); err != nil { // warm up, and check the answer
-						b.Fatal(err)
-					}
-				}
-				measure(b, func() { split(b, callers, func(i int) error { return cs[i].call() }) })
-			}
+	sock := filepath.Join(b.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := jsonrpc.NewServer(jsonrpc.Map{"kv.get": h}, &jsonrpc.ServerOptions{MaxConns: 256})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+	cs := make([]*chpCaller, callers)
+	for i := range cs {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		cs[i] = &chpCaller{c: c, br: bufio.NewReaderSize(c, 16<<10)}
+		if err := cs[i].call(); err != nil { // warm up, and check the answer
+			b.Fatal(err)
 		}
 	}
+	measure(b, func() { split(b, callers, func(i int) error { return cs[i].call() }) })
 }
 
 // BenchmarkCHPInvoke: the pipeline in process, without a transport.
