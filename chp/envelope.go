@@ -33,38 +33,40 @@ func FormatTime(t time.Time) string {
 // tens of nanoseconds instead of a trip through the FIPS DRBG per id
 // (docs/DECISIONS.md).
 func NewID(prefix string) string {
-	a, _ := newIDPair(prefix, "")
-	return a
+	var id [1]string
+	newIDs(id[:], prefix)
+	return id[0]
 }
 
-// newIDPair returns two ids (NewID(p1), NewID(p2)) drawn with one trip to
-// the generator pool and sharing one allocation; p2 == "" draws one.
-func newIDPair(p1, p2 string) (string, string) {
-	var raw [32]byte
-	n := 16
-	if p2 != "" {
-		n = 32
-	}
+// newIDs sets out[i] to NewID(prefixes[i]) for up to four prefixes, drawing
+// the bits with one trip to the generator pool and the strings in one
+// allocation.
+func newIDs(out []string, prefixes ...string) {
+	var raw [64]byte
+	n := min(len(prefixes), 4)
 	g := idPool.Get().(*mrand.ChaCha8)
-	for i := 0; i < n; i += 8 {
+	for i := 0; i < 16*n; i += 8 {
 		binary.LittleEndian.PutUint64(raw[i:], g.Uint64())
 	}
 	idPool.Put(g)
-	var buf [2*(maxIDPrefix+1) + 64]byte
-	b := append(buf[:0], p1...)
-	b = append(b, '_')
-	b = hex.AppendEncode(b, raw[:16])
-	split := len(b)
-	if p2 != "" {
-		b = append(b, p2...)
+	var buf [4*(maxIDPrefix+1) + 128]byte
+	var ends [4]int
+	b := buf[:0]
+	for i, p := range prefixes[:n] {
+		b = append(b, p...)
 		b = append(b, '_')
-		b = hex.AppendEncode(b, raw[16:])
+		b = hex.AppendEncode(b, raw[16*i:16*i+16])
+		ends[i] = len(b)
 	}
 	s := string(b)
-	return s[:split], s[split:]
+	start := 0
+	for i := range n {
+		out[i] = s[start:ends[i]]
+		start = ends[i]
+	}
 }
 
-// maxIDPrefix bounds the prefixes newIDPair writes without allocating.
+// maxIDPrefix bounds the prefixes newIDs writes without allocating.
 const maxIDPrefix = 8
 
 var idPool = sync.Pool{New: func() any {
@@ -185,7 +187,9 @@ var emptyObject = json.RawMessage(`{}`)
 // A caller-provided correlation id is never changed.
 func Normalize(env *InvocationEnvelope, now time.Time) {
 	if env.InvocationID == "" && env.Correlation.CorrelationID == "" {
-		env.InvocationID, env.Correlation.CorrelationID = newIDPair("inv", "corr")
+		var ids [2]string
+		newIDs(ids[:], "inv", "corr")
+		env.InvocationID, env.Correlation.CorrelationID = ids[0], ids[1]
 		env.freshID = true
 	}
 	if env.InvocationID == "" {

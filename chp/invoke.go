@@ -77,8 +77,9 @@ type invocation struct {
 	// startedAt backs started, rendered with completed_at from startedTS.
 	startedAt string
 	startedTS time.Time
-	// spareID is an event id drawn with the previous one.
-	spareID string
+	// spare holds event ids drawn ahead, taken from the end.
+	spare  [2]string
+	nspare int
 	// lastTS is the timestamp of the latest event: execution_started's is
 	// started_at, the final event's completed_at.
 	lastTS time.Time
@@ -94,8 +95,11 @@ type invocation struct {
 	sealers int    // sealArr entries in use
 	st      *stage // where pending events are staged (nil until the first)
 
-	// envBuf holds the envelope of a direct call (DirectHandler).
+	// A direct call (DirectHandler) keeps its envelope and its result in
+	// its invocation: they do not outlive its answer.
+	direct bool
 	envBuf InvocationEnvelope
+	resBuf InvocationResult
 }
 
 // invCtx is the context a handler runs with: the invocation's, answering
@@ -151,6 +155,14 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *Invocatio
 		return nil, fmt.Errorf("%w: nil envelope", ErrBadEnvelope)
 	}
 	now := b.now()
+	if env.InvocationID == "" && env.Correlation.CorrelationID == "" {
+		// The common direct call: its two ids and the ids of its first two
+		// events drawn at once.
+		var ids [4]string
+		newIDs(ids[:], "inv", "corr", "evt", "evt")
+		env.InvocationID, env.Correlation.CorrelationID, env.freshID = ids[0], ids[1], true
+		inv.spare, inv.nspare = [2]string{ids[3], ids[2]}, 2
+	}
 	Normalize(env, now)
 	// An id Normalize generated for this envelope cannot have been
 	// recorded; once invoked, it is an id like any other (a caller may
@@ -491,7 +503,11 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		now = b.now()
 		inv.lastTS = now
 	}
-	res := &InvocationResult{
+	res := new(InvocationResult)
+	if inv.direct {
+		res = &inv.resBuf
+	}
+	*res = InvocationResult{
 		CapabilityID:      capID,
 		CapabilityVersion: inv.version,
 		CompletedAt:       inv.times(now),
@@ -546,12 +562,12 @@ func (inv *invocation) times(completed time.Time) string {
 
 // emit queues one event; flush appends the queue.
 func (b *Boundary) emit(inv *invocation, e evt) {
-	id := inv.spareID
-	if id == "" {
-		id, inv.spareID = newIDPair("evt", "evt")
-	} else {
-		inv.spareID = ""
+	if inv.nspare == 0 {
+		newIDs(inv.spare[:], "evt", "evt")
+		inv.nspare = 2
 	}
+	inv.nspare--
+	id := inv.spare[inv.nspare]
 	inv.ids = append(inv.ids, id)
 	inv.pending = append(inv.pending, b.pendingEvent(inv, id, e))
 }

@@ -350,8 +350,9 @@ func errMsg(e *ErrorInfo) string {
 // call through the boundary: EnvelopeFromRequest → Invoke → ResultToRPC.
 func (b *Boundary) DirectHandler() jsonrpc.Handler {
 	return jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
-		// The envelope lives in the invocation: one allocation for both.
-		inv := new(invocation)
+		// The envelope and the result live in the invocation: one
+		// allocation for the three.
+		inv := &invocation{direct: true}
 		if err := envelopeFromRequest(req, &inv.envBuf); err != nil {
 			return nil, err
 		}
