@@ -53,6 +53,7 @@ type Memory struct {
 	long       map[uint32][]int64 // record locations of chains longer than walkMax
 
 	scratch []memPending // Append's per-record state, reused under mu
+	recent  [256]recentChain
 
 	next      []byte // an arena prepared ahead, pages faulted in
 	nextSize  int    // the size of the arena to prepare next
@@ -124,6 +125,8 @@ type memPending struct {
 	isNew bool   // the first record of a chain the batch creates
 	name  int64  // isNew: where the correlation id was written
 	loc   int64
+	h     uint64 // hash of corr
+	free  bool   // isNew: the index held no chain with hash h at lookup
 	typ   uint16
 }
 
@@ -196,15 +199,39 @@ func (m *Memory) hash(id string) uint64 {
 
 // lookup returns the chain number of a correlation.
 func (m *Memory) lookup(id string) (uint32, bool) {
-	n, ok := m.idx[m.hash(id)]
+	n, found, _ := m.lookupHash(m.hash(id), id)
+	return n, found
+}
+
+// lookupHash is lookup of an id whose hash is h; free says, when it is not
+// found, that no chain holds h in the index. The chains looked up last are
+// remembered by hash (recent): an invocation appends to its chain twice
+// within microseconds, and the second lookup then skips the map.
+func (m *Memory) lookupHash(h uint64, id string) (n uint32, found, free bool) {
+	r := &m.recent[h%uint64(len(m.recent))]
+	if r.n != 0 && r.h == h {
+		if c := m.chain(r.n - 1); m.str(c.name, c.nameN) == id {
+			return r.n - 1, true, false
+		}
+	}
+	n, ok := m.idx[h]
 	if !ok {
-		return 0, false
+		return 0, false, true
 	}
-	if c := m.chain(n - 1); m.str(c.name, c.nameN) == id {
-		return n - 1, true
+	if c := m.chain(n - 1); m.str(c.name, c.nameN) != id {
+		if n, ok = m.dup[id]; !ok {
+			return 0, false, false
+		}
 	}
-	n, ok = m.dup[id]
-	return n - 1, ok
+	*r = recentChain{h: h, n: n}
+	return n - 1, true, false
+}
+
+// recentChain remembers where the chain of a correlation with hash h is
+// (number + 1; 0: empty).
+type recentChain struct {
+	h uint64
+	n uint32
 }
 
 // str returns the n bytes at loc (an offset, not an end) as a string view.
@@ -291,7 +318,7 @@ func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (ui
 	created := uint32(0)
 	for i := range batch {
 		p := &batch[i]
-		r := memPending{corr: p.CorrelationID, name: -1}
+		r := memPending{corr: p.CorrelationID, name: -1, h: m.hash(p.CorrelationID)}
 		prevLoc := int64(-1)
 		j := -1
 		if inBatch != nil {
@@ -308,10 +335,10 @@ func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (ui
 		}
 		if j >= 0 {
 			r.chain, prevLoc = sc[j].chain, sc[j].loc
-		} else if n, ok := m.lookup(p.CorrelationID); ok {
+		} else if n, ok, free := m.lookupHash(r.h, p.CorrelationID); ok {
 			r.chain, prevLoc = n, m.chain(n).last
 		} else {
-			r.chain, r.isNew = m.nchain+created, true
+			r.chain, r.isNew, r.free = m.nchain+created, true, free
 			created++
 			ai := m.room(len(p.CorrelationID))
 			a := m.arenas[ai]
@@ -359,7 +386,9 @@ func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (ui
 	for i := range sc {
 		r := &sc[i]
 		if r.isNew {
-			m.newChain(r.corr, r.name)
+			// A batch creating one chain indexes nothing between its
+			// lookup and here.
+			m.newChain(r.h, r.corr, r.name, r.free && created == 1)
 		}
 		c := m.chain(r.chain)
 		c.n++
@@ -384,21 +413,25 @@ func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (ui
 	return m.seq, nil
 }
 
-// newChain adds the index entry of a new correlation whose id is at name.
-func (m *Memory) newChain(id string, name int64) {
+// newChain adds the index entry of a new correlation whose id, with hash h,
+// is at name. known says the index was just seen without h, and nothing
+// has been indexed since: the hash need not be checked before it is taken.
+func (m *Memory) newChain(h uint64, id string, name int64, known bool) {
 	n := m.nchain
 	if int(n>>chainShift) == len(m.chains) {
 		m.chains = append(m.chains, make([]memChain, chainMask+1))
 	}
 	*m.chain(n) = memChain{name: name, nameN: uint32(len(id))}
 	m.nchain++
-	h := m.hash(id)
-	if _, taken := m.idx[h]; taken {
-		if m.dup == nil {
-			m.dup = map[string]uint32{}
+	m.recent[h%uint64(len(m.recent))] = recentChain{h: h, n: n + 1}
+	if !known {
+		if _, taken := m.idx[h]; taken {
+			if m.dup == nil {
+				m.dup = map[string]uint32{}
+			}
+			m.dup[id] = n + 1
+			return
 		}
-		m.dup[id] = n + 1
-		return
 	}
 	m.idx[h] = n + 1
 }
