@@ -36,9 +36,13 @@ import (
 // themselves), and no collection ever looks at it. Nothing a caller
 // receives points into an arena: records and strings handed out are copies.
 type Memory struct {
-	mu     sync.RWMutex
+	// mu guards everything below; a plain mutex, since appends (two per
+	// invocation) far outnumber reads, and a read-write lock's write side
+	// costs them more.
+	mu     sync.Mutex
 	closed bool
 	seq    uint64
+	last   atomic.Uint64 // seq, for LastSequence without the lock
 	arenas [][]byte
 
 	seed       maphash.Seed
@@ -408,6 +412,7 @@ func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (ui
 		}
 	}
 	m.seq += uint64(len(sc))
+	m.last.Store(m.seq)
 	clear(sc) // drop the correlation ids
 	m.scratch = sc[:0]
 	return m.seq, nil
@@ -521,8 +526,8 @@ func (m *Memory) Replay(ctx context.Context, q Query) ([]Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
@@ -555,8 +560,8 @@ func (m *Memory) Replay(ctx context.Context, q Query) ([]Record, error) {
 
 // Count implements Store.
 func (m *Memory) Count(ctx context.Context, correlationID, eventType string) (int, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.closed {
 		return 0, ErrClosed
 	}
@@ -575,11 +580,7 @@ func (m *Memory) Count(ctx context.Context, correlationID, eventType string) (in
 }
 
 // LastSequence implements Store.
-func (m *Memory) LastSequence() uint64 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.seq
-}
+func (m *Memory) LastSequence() uint64 { return m.last.Load() }
 
 // Close implements Store. It releases the arenas: the store answers
 // ErrClosed from then on.
