@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/capmesh/capmesh/evidence"
@@ -84,8 +85,11 @@ type invocation struct {
 	// started_at, the final event's completed_at.
 	lastTS time.Time
 	// ctx is the handler's context: the caller's, carrying the envelope
-	// and the bound caller without allocating a context of its own.
-	ctx invCtx
+	// and the bound caller without allocating a context of its own
+	// (ctxBuf, or — for a pooled invocation, whose handler may keep its
+	// context — the direct call's own).
+	ctx    *invCtx
+	ctxBuf invCtx
 
 	// Backing arrays for the common case (two events), so that an
 	// invocation allocates neither the slices nor the events' sealers.
@@ -95,11 +99,34 @@ type invocation struct {
 	sealers int    // sealArr entries in use
 	st      *stage // where pending events are staged (nil until the first)
 
-	// A direct call (DirectHandler) keeps its envelope and its result in
-	// its invocation: they do not outlive its answer.
+	// A direct call (DirectHandler) keeps its result in its invocation,
+	// which it recycles once the result is answered (see directCall).
 	direct bool
-	envBuf InvocationEnvelope
 	resBuf InvocationResult
+}
+
+// directCall is what a direct call allocates for itself: the envelope and
+// the handler's context, which a handler may keep beyond its return, so
+// they are never part of a recycled invocation.
+type directCall struct {
+	env InvocationEnvelope
+	ctx invCtx
+}
+
+// invocationPool recycles the invocations of direct calls answered with
+// success: at a kilobyte each they were most of what a call allocated.
+var invocationPool = sync.Pool{New: func() any { return new(invocation) }}
+
+// recycle returns a direct call's invocation to the pool once its result
+// has been turned into the answer (ResultToRPC copies what it answers:
+// the handler's data, or the whole result encoded as an error's data).
+// Nothing refers to it any more — not the result (inv.resBuf, whose
+// evidence ids and started_at point into inv), not the handler (its
+// envelope and context are the call's own), not the store (which copied
+// every event), not the replay cache (which copied the result).
+func (inv *invocation) recycle() {
+	*inv = invocation{}
+	invocationPool.Put(inv)
 }
 
 // invCtx is the context a handler runs with: the invocation's, answering
@@ -178,7 +205,10 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *Invocatio
 	}
 	inv.env = env
 	inv.pending, inv.ids = inv.pendArr[:0], inv.idArr[:0]
-	inv.ctx = invCtx{Context: ctx, env: env, caller: caller}
+	if inv.ctx == nil {
+		inv.ctx = &inv.ctxBuf
+	}
+	*inv.ctx = invCtx{Context: ctx, env: env, caller: caller}
 	defer inv.releaseStage()
 	var err error
 	if inv.hdr, err = b.header(inv, env, caller); err != nil {
@@ -409,7 +439,7 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*I
 	if err := b.flush(ctx, inv); err != nil {
 		return nil, err
 	}
-	var hctx context.Context = &inv.ctx
+	var hctx context.Context = inv.ctx
 	var out handlerOutcome
 	var timeout time.Duration
 	if d.TimeoutS != nil && *d.TimeoutS > 0 {

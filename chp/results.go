@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 	"unsafe"
@@ -256,14 +257,26 @@ func (c *resultCache) settle(id string, res *InvocationResult, raw []byte, at ti
 		sl := resultSlot{h: h, at: at.UnixNano()}
 		sl.id, sl.raw, sl.chunk = s.keep(id, raw)
 		if raw == nil {
-			cp := *res
-			sl.res = &cp
+			sl.res = detachResult(res)
 		}
 		s.record(sl, c.per)
 	}
 	if ch != nil {
 		close(ch)
 	}
+}
+
+// detachResult returns a copy of res that shares no memory with the
+// invocation that produced it (whose evidence ids and started_at it points
+// into, and which a direct call recycles).
+func detachResult(res *InvocationResult) *InvocationResult {
+	cp := *res
+	cp.EvidenceIDs = slices.Clone(res.EvidenceIDs)
+	if res.StartedAt != nil {
+		t := *res.StartedAt
+		cp.StartedAt = &t
+	}
+	return &cp
 }
 
 // find returns the slot of recorded id.

@@ -350,16 +350,20 @@ func errMsg(e *ErrorInfo) string {
 // call through the boundary: EnvelopeFromRequest → Invoke → ResultToRPC.
 func (b *Boundary) DirectHandler() jsonrpc.Handler {
 	return jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
-		// The envelope and the result live in the invocation: one
-		// allocation for the three.
-		inv := &invocation{direct: true}
-		if err := envelopeFromRequest(req, &inv.envBuf); err != nil {
+		call := new(directCall)
+		if err := envelopeFromRequest(req, &call.env); err != nil {
 			return nil, err
 		}
-		res, err := b.invokeIn(ctx, inv, &inv.envBuf, rpcCaller(ctx))
+		inv := invocationPool.Get().(*invocation)
+		inv.direct, inv.ctx = true, &call.ctx
+		res, err := b.invokeIn(ctx, inv, &call.env, rpcCaller(ctx))
 		if err != nil {
 			return nil, evidenceError(err)
 		}
-		return ResultToRPC(res)
+		out, rerr := ResultToRPC(res) // copies what it answers
+		if res == &inv.resBuf {       // not a replayed result
+			inv.recycle()
+		}
+		return out, rerr
 	})
 }

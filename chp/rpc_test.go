@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,5 +132,77 @@ func TestObjectHasKey(t *testing.T) {
 		if [2]bool{found, ok} != want {
 			t.Errorf("%s: found=%v ok=%v, want %v", in, found, ok, want)
 		}
+	}
+}
+
+// TestDirectCallsRecycle: direct calls recycle their invocations, yet what a
+// handler keeps — its context, the envelope, the payload — and every answer
+// stay intact while other calls run, concurrently, through every outcome.
+func TestDirectCallsRecycle(t *testing.T) {
+	b, err := NewBoundary(Config{HostID: "recycle", Store: evidence.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type kept struct {
+		ctx     context.Context
+		env     *InvocationEnvelope
+		corr    string
+		payload string
+	}
+	keep := make(chan kept, 4096)
+	handler := func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		env, _ := InvocationFromContext(ctx)
+		keep <- kept{ctx, env, env.Correlation.CorrelationID, string(p)}
+		if string(p) == `{"fail":true}` {
+			return nil, errors.New("asked to fail")
+		}
+		return p, nil
+	}
+	if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "k.echo", Version: "1", Description: "x"}, Handler: handler}); err != nil {
+		t.Fatal(err)
+	}
+	h := b.DirectHandler()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				params := fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
+				if i%10 == 0 {
+					params = `{"fail":true}`
+				}
+				out, err := h.Handle(context.Background(), &jsonrpc.Request{Method: "k.echo", Params: json.RawMessage(params)})
+				if i%10 == 0 {
+					var je *jsonrpc.Error
+					if !errors.As(err, &je) || je.Code != RPCFailed {
+						t.Errorf("failure answered %v %v", out, err)
+						return
+					}
+					var res InvocationResult
+					if err := json.Unmarshal(je.Data, &res); err != nil || res.Outcome != OutcomeFailure || len(res.EvidenceIDs) != 2 || res.StartedAt == nil {
+						t.Errorf("failure result %+v", res)
+					}
+					continue
+				}
+				if raw, _ := out.(json.RawMessage); string(raw) != params || err != nil {
+					t.Errorf("answer %s %v, want %s", out, err, params)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(keep)
+	seen := map[string]bool{}
+	for k := range keep {
+		env, _ := InvocationFromContext(k.ctx)
+		if env != k.env || k.env.Correlation.CorrelationID != k.corr || string(k.env.Payload) != k.payload {
+			t.Fatalf("a kept context or envelope changed after its call: %s/%s vs %s/%s", env.Correlation.CorrelationID, env.Payload, k.corr, k.payload)
+		}
+		if k.payload != `{"fail":true}` && seen[k.payload] {
+			t.Fatalf("payload %s seen twice", k.payload)
+		}
+		seen[k.payload] = true
 	}
 }
