@@ -203,10 +203,10 @@ func (h *Host) registerCHP(name string, fn chp.Handler, in, out json.RawMessage,
 	if d.OutputSchema == nil {
 		d.OutputSchema = out
 	}
-	if d.InputSchema, err = anchored(d.InputSchema, "input"); err != nil {
+	if d.InputSchema, err = boundarySchema(d.InputSchema); err != nil {
 		return fmt.Errorf("host: %s: input schema: %w", name, err)
 	}
-	if d.OutputSchema, err = anchored(d.OutputSchema, "output"); err != nil {
+	if d.OutputSchema, err = boundarySchema(d.OutputSchema); err != nil {
 		return fmt.Errorf("host: %s: output schema: %w", name, err)
 	}
 	pv, err := compileParams(d.InputSchema)

@@ -45,17 +45,10 @@ func InferSchema(t reflect.Type) (json.RawMessage, error) {
 	return b, nil
 }
 
-// anchored returns the schema a capability declares as the CHP boundary
-// receives it: nil when there is none (absent, null, true or {} — no
-// constraint), else the schema unchanged, which must be a JSON object.
-//
-// The name is historical: the boundary used to compile a capability's
-// schemas under "capmesh:<id>:<version>#input", a fragment the validator
-// reads as an anchor, so this function added "$anchor": name to every
-// schema. The boundary now compiles them under fragment-free URLs
-// (chp.Boundary.Register) and the schema is passed through as written; name
-// is unused.
-func anchored(schema json.RawMessage, _ string) (json.RawMessage, error) {
+// boundarySchema returns the schema a capability declares as the CHP
+// boundary receives it: nil when there is none (absent, null, true or {} —
+// no constraint), else the schema unchanged, which must be a JSON object.
+func boundarySchema(schema json.RawMessage) (json.RawMessage, error) {
 	if len(schema) == 0 || string(schema) == "null" || string(schema) == "true" {
 		return nil, nil
 	}
