@@ -99,8 +99,8 @@ func ParseWith(data []byte, opts *ParseOptions) (Value, error) {
 		return Value{}, &ParseError{Offset: opts.maxBytes(), Err: ErrTooLarge,
 			Detail: fmt.Sprintf("input is %d bytes, limit is %d", len(data), opts.maxBytes())}
 	}
-	if len(data) > maxInput {
-		return Value{}, &ParseError{Offset: maxInput, Err: ErrTooLarge,
+	if uint64(len(data)) > maxInput {
+		return Value{}, &ParseError{Offset: int(min(maxInput, uint64(math.MaxInt))), Err: ErrTooLarge,
 			Detail: fmt.Sprintf("input is %d bytes, the reader's limit is %d", len(data), maxInput)}
 	}
 	p := parserPool.Get().(*parser)
@@ -140,7 +140,7 @@ func ParseWith(data []byte, opts *ParseOptions) (Value, error) {
 // copy it (strings.Clone, or FromGo of a copy).
 
 // maxInput is the largest input the tape's 32-bit offsets can address.
-const maxInput = math.MaxUint32 - 1
+const maxInput uint64 = math.MaxUint32 - 1
 
 // Token kinds on the tape.
 const (

@@ -362,7 +362,7 @@ func (m *Memory) append(ctx context.Context, dst *[]Record, batch []Pending) (ui
 		if err == nil {
 			err = CheckHash(i, h)
 		}
-		if err == nil && len(a)-start > 0xffffffff {
+		if err == nil && uint64(len(a)-start) > 0xffffffff {
 			err = errors.Join(ErrInvalid, errors.New("record larger than 4 GiB"))
 		}
 		if err != nil {
