@@ -65,6 +65,7 @@ type ParseError struct {
 	Detail string
 }
 
+// Error describes the failure and the byte offset where it was found.
 func (e *ParseError) Error() string {
 	return fmt.Sprintf("json: at byte %d: %s", e.Offset, e.Detail)
 }

@@ -142,10 +142,12 @@ type DialError struct {
 	Err  error
 }
 
+// Error names the endpoint that could not be reached and why.
 func (e *DialError) Error() string {
 	return fmt.Sprintf("cannot connect to %s: %v", e.Addr, e.Err)
 }
 
+// Unwrap returns the underlying network error.
 func (e *DialError) Unwrap() error { return e.Err }
 
 // Dial connects to addr (any form Parse accepts) and returns a JSON-RPC

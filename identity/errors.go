@@ -11,6 +11,7 @@ type Error struct {
 	class error
 }
 
+// Error returns the message prefixed with "identity: ".
 func (e *Error) Error() string { return "identity: " + e.msg }
 
 // Is reports whether target is e's class.

@@ -365,6 +365,7 @@ type ConnectionLostError struct {
 	Err     error
 }
 
+// Error says the connection was lost and why.
 func (e *ConnectionLostError) Error() string {
 	if e.Pending > 0 {
 		return fmt.Sprintf("jsonrpc: connection lost with %d call(s) pending: %v", e.Pending, e.Err)
@@ -372,6 +373,7 @@ func (e *ConnectionLostError) Error() string {
 	return fmt.Sprintf("jsonrpc: connection lost: %v", e.Err)
 }
 
+// Unwrap returns the error that ended the connection.
 func (e *ConnectionLostError) Unwrap() error { return e.Err }
 
 func (c *Client) readLoop(fr FrameReader) {

@@ -33,6 +33,7 @@ type FrameReader interface {
 // FrameTooLargeError reports a frame longer than the reader's limit.
 type FrameTooLargeError struct{ Limit int }
 
+// Error states the frame limit that was exceeded.
 func (e *FrameTooLargeError) Error() string {
 	return fmt.Sprintf("message exceeds the %d-byte limit", e.Limit)
 }

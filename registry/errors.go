@@ -32,6 +32,7 @@ type Error struct {
 	RPC     jsonrpc.Code
 }
 
+// Error returns "code: message".
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Refusal words beyond the descriptor ones.

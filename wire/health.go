@@ -114,6 +114,7 @@ const (
 	HealthDown
 )
 
+// String returns the state's wire spelling.
 func (s HealthState) String() string {
 	switch s {
 	case HealthUp:

@@ -50,6 +50,7 @@ const (
 	Fail
 )
 
+// String returns the status's wire spelling.
 func (s Status) String() string {
 	switch s {
 	case Pass:

@@ -32,6 +32,7 @@ type MethodNameError struct {
 	Reason string
 }
 
+// Error names the method and the naming rule it breaks.
 func (e *MethodNameError) Error() string {
 	return fmt.Sprintf("method name %q: %s (want domain.operation matching %s)", e.Name, e.Reason, MethodNamePattern)
 }

@@ -50,6 +50,7 @@ var orders = map[Order][]Source{
 	OrderPrimalSpring: {SourceArray, SourceMethodInfo, SourceSemanticMappings, SourceCapabilities, SourceMethods, SourceObjectKeys},
 }
 
+// String returns the order's name.
 func (o Order) String() string {
 	switch o {
 	case OrderStandard:
@@ -137,6 +138,7 @@ const (
 	Present
 )
 
+// String returns the field state's name (absent, malformed, present, …).
 func (f Field) String() string {
 	switch f {
 	case Absent:
@@ -196,6 +198,7 @@ type Deviation struct {
 	Detail string
 }
 
+// String returns "field: detail".
 func (d Deviation) String() string { return d.Field + ": " + d.Detail }
 
 // ErrNotCapabilities is returned (wrapped) by Parse when the result is not a

@@ -84,6 +84,7 @@ type Error struct {
 	Details map[string]any
 }
 
+// Error returns "code: message".
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 func errorf(code, format string, args ...any) *Error {
