@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/internal/groupcommit"
 )
 
 // FileName is the log file inside the store directory.
@@ -110,10 +111,7 @@ type Store struct {
 	extStopped bool          // extend is closed (wmu)
 	extended   chan struct{} // closed when the extender has stopped
 
-	smu     sync.Mutex // group commit
-	synced  int64      // file offset up to which data is durable
-	syncing bool
-	done    chan struct{}
+	gc *groupcommit.Committer // file offsets made durable
 }
 
 // The file is filled with zeros ahead of the data: fdatasync of a write
@@ -181,7 +179,7 @@ var (
 // Open opens (creating if needed) the store in dir, recovering from a torn
 // final write.
 func Open(dir string, opts *Options) (*Store, error) {
-	s := &Store{dir: dir, chains: map[string]*evidence.Chain{}, done: make(chan struct{})}
+	s := &Store{dir: dir, chains: map[string]*evidence.Chain{}}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -214,7 +212,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	s.written.Store(s.end)
-	s.synced = s.end
+	s.gc = groupcommit.New(uint64(s.end), s.commit, s.failure)
 	if s.alloc < s.end {
 		s.alloc = s.end
 	}
@@ -670,55 +668,33 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 	if failed != nil {
 		return failed
 	}
-	s.smu.Lock()
-	for s.synced < target {
-		if !s.syncing {
-			s.syncing = true
-			s.smu.Unlock()
-			s.gather()
-			err := s.write()
-			covered := s.written.Load()
-			if err == nil && !s.opts.NoSync {
-				if err = datasync(s.f); err != nil {
-					// fsync failure leaves the page cache state unknown;
-					// refuse every later durability promise (the
-					// fsyncgate lesson).
-					err = fmt.Errorf("logstore: fsync: %w", err)
-					s.mu.Lock()
-					s.failed = err
-					s.mu.Unlock()
-				}
-			}
-			s.smu.Lock()
-			s.syncing = false
-			if err == nil && covered > s.synced {
-				s.synced = covered
-			}
-			close(s.done)
-			s.done = make(chan struct{})
-			if err != nil {
-				s.smu.Unlock()
-				return err
-			}
-			continue
+	return s.gc.Sync(ctx, uint64(target))
+}
+
+// commit is the group commit's leader: it writes everything buffered and
+// fdatasyncs, and returns the file offset now durable.
+func (s *Store) commit() (uint64, error) {
+	s.gather()
+	err := s.write()
+	covered := uint64(s.written.Load())
+	if err == nil && !s.opts.NoSync {
+		if err = datasync(s.f); err != nil {
+			// fsync failure leaves the page cache state unknown; refuse
+			// every later durability promise (the fsyncgate lesson).
+			err = fmt.Errorf("logstore: fsync: %w", err)
+			s.mu.Lock()
+			s.failed = err
+			s.mu.Unlock()
 		}
-		done := s.done
-		s.smu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		s.mu.RLock()
-		failed = s.failed
-		s.mu.RUnlock()
-		if failed != nil {
-			return failed
-		}
-		s.smu.Lock()
 	}
-	s.smu.Unlock()
-	return nil
+	return covered, err
+}
+
+// failure is why the store can no longer promise durability, or nil.
+func (s *Store) failure() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.failed
 }
 
 // gather lets a commit pick up the appends of callers that are about to

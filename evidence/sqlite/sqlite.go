@@ -37,6 +37,7 @@ import (
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/internal/groupcommit"
 )
 
 // FileName is the database file inside the store directory.
@@ -95,10 +96,7 @@ type Store struct {
 	cm sync.RWMutex // held for writing while a commit becomes visible
 	tx *sql.Tx      // the open transaction, between insert and commitTx (committer only)
 
-	smu     sync.Mutex // group commit
-	synced  uint64     // pos covered by the last commit
-	syncing bool
-	done    chan struct{}
+	gc *groupcommit.Committer // positions committed
 }
 
 // item is one queued record or result.
@@ -152,7 +150,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 		sync = "OFF"
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")&_pragma=busy_timeout(10000)"
-	s := &Store{dir: dir, lock: lock, heads: map[string]head{}, done: make(chan struct{})}
+	s := &Store{dir: dir, lock: lock, heads: map[string]head{}}
+	s.gc = groupcommit.New(0, s.commit, s.failure)
 	fail := func(err error) (*Store, error) {
 		s.closeDBs()
 		lock.Close()
@@ -291,42 +290,14 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	s.smu.Lock()
-	for s.synced < target {
-		if !s.syncing {
-			s.syncing = true
-			s.smu.Unlock()
-			covered, err := s.commit()
-			s.smu.Lock()
-			s.syncing = false
-			if err == nil && covered > s.synced {
-				s.synced = covered
-			}
-			close(s.done)
-			s.done = make(chan struct{})
-			if err != nil {
-				s.smu.Unlock()
-				return err
-			}
-			continue
-		}
-		done := s.done
-		s.smu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		s.mu.Lock()
-		err := s.failed
-		s.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		s.smu.Lock()
-	}
-	s.smu.Unlock()
-	return nil
+	return s.gc.Sync(ctx, target)
+}
+
+// failure is why the store can no longer promise durability, or nil.
+func (s *Store) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
 }
 
 // commit writes everything queued in one transaction and returns the
@@ -573,14 +544,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.smu.Lock() // wait out a commit in progress
-	defer s.smu.Unlock()
-	for s.syncing {
-		done := s.done
-		s.smu.Unlock()
-		<-done
-		s.smu.Lock()
-	}
+	s.gc.Wait() // never close the databases under a commit in progress
 	if rerr := s.r.Close(); err == nil {
 		err = rerr
 	}
