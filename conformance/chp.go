@@ -199,7 +199,7 @@ func auditCHP(ctx context.Context, t chpTransport, descRaw json.RawMessage, o *O
 	denied := a.invoke(ctx, "capmesh_audit.no_such_capability", map[string]any{}, a.corr)
 	invs = append(invs, denied)
 	for _, c := range desc.Capabilities {
-		if strings.EqualFold(c.Status, "disabled") || contains(a.o.CHPDisabled, c.ID) {
+		if c.Disabled() || contains(a.o.CHPDisabled, c.ID) {
 			skipped = a.invoke(ctx, c.ID, map[string]any{}, a.corr)
 			invs = append(invs, skipped)
 			break
@@ -333,7 +333,7 @@ func auditCHP(ctx context.Context, t chpTransport, descRaw json.RawMessage, o *O
 		}
 	}
 	if skipped == nil {
-		set("CHP.9", Skip, "no disabled capability declared (status \"disabled\") or named with --chp-disabled; required only where the host supports them")
+		set("CHP.9", Skip, "no capability declared disabled (enabled: false, status \"disabled\" or metadata %s: false) or named with --chp-disabled; required only where the host supports them", chp.EnabledKey)
 	} else {
 		expectEvents("CHP.9", skipped, chp.OutcomeSkipped, []string{"execution_skipped"}, "")
 	}
@@ -451,7 +451,7 @@ func candidates(caps []chp.CapabilityDescriptor, limit int) []chp.CapabilityDesc
 	rank := map[string]int{"": 0, "low": 0, "medium": 1, "high": 2, "critical": 3}
 	var out []chp.CapabilityDescriptor
 	for _, c := range caps {
-		if strings.EqualFold(c.Status, "disabled") || strings.HasPrefix(c.ID, "conformance.") {
+		if c.Disabled() || strings.HasPrefix(c.ID, "conformance.") {
 			continue
 		}
 		if len(c.Modes) > 0 && !contains(c.Modes, "sync") {
