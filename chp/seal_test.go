@@ -3,6 +3,7 @@ package chp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +156,16 @@ func FuzzSeal(f *testing.F) {
 			return
 		}
 		res, err := b.Invoke(context.Background(), env)
+		if errors.Is(err, ErrBadEnvelope) {
+			// What ParseEnvelope lets through but cannot be evidenced (a
+			// subject or baggage the strict reader refuses: invalid UTF-8,
+			// a duplicate key; an overlong correlation id) is refused
+			// before anything is written.
+			if seq := store.LastSequence(); seq != 0 {
+				t.Fatalf("a refused envelope (%v) left %d events", err, seq)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("invoke: %v", err)
 		}
