@@ -301,12 +301,14 @@ func (s *Store) failure() error {
 }
 
 // commit writes everything queued in one transaction and returns the
-// position it covers. Only one commit runs at a time (the Sync leader, or
-// Close).
+// position it covers. Only one commit runs at a time (the Sync leader,
+// also when Close syncs).
 func (s *Store) commit() (uint64, error) {
 	s.mu.Lock()
 	batch := s.queue
-	if err := s.failed; err != nil {
+	// After Close (which has made everything durable and waits out only a
+	// commit already running) none may start on databases being closed.
+	if err := s.usable(); err != nil {
 		s.mu.Unlock()
 		return 0, err
 	}
