@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"testing"
+
+	"github.com/capmesh/capmesh/internal/interleave"
 )
 
 // sampleDoc is a ~2 KB CHP-like evidence event: nested objects and arrays,
@@ -179,7 +181,7 @@ func BenchmarkVsFloor(b *testing.B) {
 			{"go", func() { SHA256(p, generic) }},
 		} {
 			b.Run(p.Name()+"/"+c.name, func(b *testing.B) {
-				floorNs, candNs := alternate(b, floor, c.run)
+				floorNs, candNs := interleave.Medians(b, floor, c.run)
 				b.ReportMetric(floorNs, "floor_ns/op")
 				b.ReportMetric(candNs, "canon_ns/op")
 				b.ReportMetric(candNs/floorNs, "x_floor")

@@ -2,13 +2,13 @@ package canonical
 
 import (
 	"os"
-	"slices"
 	"testing"
-	"time"
 
 	"fmt"
-	"github.com/google/go-cmp/cmp"
 	"unicode/utf8"
+
+	"github.com/capmesh/capmesh/internal/interleave"
+	"github.com/google/go-cmp/cmp"
 )
 
 // refParseWith is the straightforward one-pass recursive reader capmesh
@@ -418,7 +418,7 @@ func BenchmarkParseVsReference(b *testing.B) {
 		doc  []byte
 	}{{"evidence-2KB", sampleDoc}, {"fingerprint-object-1.6KB", obj}} {
 		b.Run(c.name, func(b *testing.B) {
-			ref, cand := alternate(b,
+			ref, cand := interleave.Medians(b,
 				func() { refParseWith(c.doc, nil) },
 				func() { Parse(c.doc) })
 			b.ReportMetric(ref, "ref_ns")
@@ -426,33 +426,4 @@ func BenchmarkParseVsReference(b *testing.B) {
 			b.ReportMetric(cand/ref, "x_ref")
 		})
 	}
-}
-
-// alternate runs blocks of 16 calls of floor and of cand for b.N
-// iterations and returns the median per-call nanoseconds of each.
-func alternate(b *testing.B, floor, cand func()) (floorNs, candNs float64) {
-	const block = 16
-	var fs, cs []float64
-	for b.Loop() {
-		t0 := time.Now()
-		for range block {
-			floor()
-		}
-		t1 := time.Now()
-		for range block {
-			cand()
-		}
-		t2 := time.Now()
-		fs = append(fs, float64(t1.Sub(t0))/block)
-		cs = append(cs, float64(t2.Sub(t1))/block)
-	}
-	return medianOf(fs), medianOf(cs)
-}
-
-func medianOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	return xs[len(xs)/2]
 }

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/internal/interleave"
 )
 
 // benchObject is a ~2 KB nested object with unsorted ASCII and non-ASCII
@@ -217,41 +216,12 @@ func BenchmarkVsFloor(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			floor, fp := vsFloor(b, c.floor, c.fp)
+			floor, fp := interleave.Medians(b, c.floor, c.fp)
 			b.ReportMetric(floor, "floor_ns")
 			b.ReportMetric(fp, "fp_ns")
 			b.ReportMetric(fp/floor, "x_floor")
 		})
 	}
-}
-
-// vsFloor alternates blocks of floor and fp calls for b.N iterations and
-// returns the median per-call nanoseconds of each.
-func vsFloor(b *testing.B, floor, fp func()) (floorNs, fpNs float64) {
-	const block = 16
-	var fs, ps []float64
-	for b.Loop() {
-		t0 := time.Now()
-		for range block {
-			floor()
-		}
-		t1 := time.Now()
-		for range block {
-			fp()
-		}
-		t2 := time.Now()
-		fs = append(fs, float64(t1.Sub(t0))/block)
-		ps = append(ps, float64(t2.Sub(t1))/block)
-	}
-	return median(fs), median(ps)
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	return xs[len(xs)/2]
 }
 
 // writeUnsorted writes v as compact JSON in input order, with the string
