@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/capmesh/capmesh/canonical/collate"
@@ -598,11 +599,26 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 		for j < n && lit[j] >= '0' && lit[j] <= '9' {
 			j++
 		}
-		if j == n && j > i && (lit[i] != '0' || j == i+1) {
-			if lit == "-0" {
-				return append(b, '0'), nil
+		if j > i && (lit[i] != '0' || j == i+1) {
+			if j == n {
+				if lit == "-0" {
+					return append(b, '0'), nil
+				}
+				return append(b, lit...), nil
 			}
-			return append(b, lit...), nil
+			// A plain decimal of at most 15 digits — "12.5", "-0.25" — is
+			// written as it is when its last digit is not 0 and, below 1,
+			// at most five zeros follow the point (0.000001 is written so,
+			// 0.0000001 as 1e-7): see appendShortDecimal.
+			if lit[j] == '.' && n-j >= 2 && lit[n-1] != '0' {
+				k := j + 1
+				for k < n && lit[k] >= '0' && lit[k] <= '9' {
+					k++
+				}
+				if k == n && (lit[i] != '0' || !strings.HasPrefix(lit[i+2:], "000000")) {
+					return append(b, lit...), nil
+				}
+			}
 		}
 	}
 	if out, ok := appendShortDecimal(b, lit); ok {

@@ -302,7 +302,7 @@ func FuzzJSString(f *testing.F) {
 // float64 path (ParseFloat + Number::toString) writes, for every literal it
 // accepts among hand-picked edge cases and a random sample.
 func TestShortDecimalMatchesFloat(t *testing.T) {
-	lits := []string{"0.0", "-0.0", "-0.000", "1.0", "1.50", "12.5", "180.25", "0.1", "0.000001", "0.0000010", "0.0000001", "0.00000123", "-3.14159",
+	lits := []string{"0.0", "-0.0", "0.5", "-0.25", "0.000005", "-0.0000005", "0.00000", "10.01", "1.10", "0.1000001", "12345678901.25", "-1234567890123.5", "-0.000", "1.0", "1.50", "12.5", "180.25", "0.1", "0.000001", "0.0000010", "0.0000001", "0.00000123", "-3.14159",
 		"123456789012345.0", "12345678901234.5", "1234567890123456.0", "0.123456789012345", "0.1234567890123456", "999999999999999.9",
 		"100000000000000000000.5", "1.", ".5", "01.5", "1.5e3", "1.5E-3", "-", "-.5", "1.5x", "9007199254740993.0",
 		"1e-7", "1E+2", "12.5e20", "1e21", "1e20", "1.5e-7", "0.000001e0", "1e-6", "1e-300", "1e-301", "1e300", "1e301", "9.99e300",
@@ -329,6 +329,7 @@ func TestShortDecimalMatchesFloat(t *testing.T) {
 	}
 	hits := 0
 	for _, lit := range lits {
+		checkJSNumber(t, lit)
 		got, ok := appendShortDecimal(nil, lit)
 		if !ok {
 			continue
@@ -347,6 +348,27 @@ func TestShortDecimalMatchesFloat(t *testing.T) {
 	}
 }
 
+// checkJSNumber: appendJSNumber, with its literal fast paths, writes what
+// ParseFloat + Number::toString writes for a valid literal, and refuses an
+// invalid one.
+func checkJSNumber(t *testing.T, lit string) {
+	t.Helper()
+	got, err := appendJSNumber(nil, lit)
+	if !validNumber(lit) {
+		if err == nil {
+			t.Fatalf("appendJSNumber(%q) = %q, want ErrInvalidNumber", lit, got)
+		}
+		return
+	}
+	f, perr := strconv.ParseFloat(lit, 64)
+	if perr != nil && !math.IsInf(f, 0) {
+		t.Fatalf("ParseFloat(%q): %v", lit, perr)
+	}
+	if want := string(AppendJSNumber(nil, f)); err != nil || string(got) != want {
+		t.Fatalf("appendJSNumber(%q) = %q, %v; float path %q", lit, got, err, want)
+	}
+}
+
 // FuzzShortDecimal: whenever the literal fast path (decimals and
 // exponents of up to 15 significant digits) accepts a string, it writes
 // what ParseFloat + Number::toString writes.
@@ -355,6 +377,7 @@ func FuzzShortDecimal(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, lit string) {
+		checkJSNumber(t, lit)
 		got, ok := appendShortDecimal(nil, lit)
 		if !ok {
 			return
