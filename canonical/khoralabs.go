@@ -151,7 +151,7 @@ func (e *khEncoder) value(b []byte, v *Value, depth int) ([]byte, error) {
 		if out, ok := appendPlainJSString(b, v.Str); ok {
 			return out, nil
 		}
-		return AppendJSString(b, v.Str)
+		return appendJSStringSlow(b, v.Str)
 	case Number:
 		return appendJSNumber(b, v.Str)
 	case Object:
@@ -199,9 +199,11 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 		e.ents = e.ents[:base]
 		return b, khAt(err, "")
 	}
+	// Children push their orders above base+n, and if that moves e.ents
+	// the old array keeps this object's order unchanged.
+	ents := e.ents[base : base+n : base+n]
 	b = append(b, '{')
-	for j := range n {
-		ent := e.ents[base+j] // index again: children may grow e.ents
+	for j, ent := range ents {
 		m := &obj[ent.x]
 		var err error
 		if j > 0 {
@@ -209,7 +211,7 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 		}
 		var ok bool
 		if b, ok = appendPlainJSString(b, m.Key); !ok {
-			if b, err = AppendJSString(b, m.Key); err != nil {
+			if b, err = appendJSStringSlow(b, m.Key); err != nil {
 				e.ents = e.ents[:base]
 				return b, khAt(fmt.Errorf("key: %w", err), keyStep(m.Key))
 			}
@@ -218,10 +220,16 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 		switch v := &m.Value; v.Kind {
 		case String:
 			if b, ok = appendPlainJSString(b, v.Str); !ok {
-				b, err = AppendJSString(b, v.Str)
+				b, err = appendJSStringSlow(b, v.Str)
 			}
 		case Number:
 			b, err = appendJSNumber(b, v.Str)
+		case Object:
+			if depth+1 >= maxEncodeDepth {
+				err = fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+				break
+			}
+			b, err = e.object(b, v.Obj, depth+1)
 		default:
 			b, err = e.value(b, v, depth+1)
 		}

@@ -31,11 +31,45 @@ func AppendJSString(b []byte, s string) ([]byte, error) {
 	if out, ok := appendPlainJSString(b, s); ok {
 		return out, nil
 	}
+	return appendJSStringSlow(b, s)
+}
+
+// appendJSStringSlow is AppendJSString for a string that is not plain
+// ASCII. Text in other scripts (valid UTF-8 without a control, '"' or
+// '\') is still copied as it is after two word-wise checks: Go's UTF-8
+// validation rejects the WTF-8 lone surrogates that need escaping.
+func appendJSStringSlow(b []byte, s string) ([]byte, error) {
+	if !hasASCIIEscape(s) && utf8.ValidString(s) {
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"'), nil
+	}
 	i := 0
 	for i < len(s) && jsPlain[s[i]] {
 		i++
 	}
 	return appendJSStringFrom(append(b, '"'), s, i)
+}
+
+// hasASCIIEscape reports whether s holds a byte JSON.stringify escapes: a
+// control below 0x20, '"' or '\'. Bytes from 0x80 are not flagged.
+func hasASCIIEscape(s string) bool {
+	i := 0
+	for ; len(s)-i >= 8; i += 8 {
+		// Per byte: below 0x20, or equal to '"' or '\' (a zero after the
+		// XOR), and the high bit clear. A borrow can flag a byte only
+		// above one that is flagged rightly, so "any" is exact.
+		w := load64(s, i)
+		if ((w-lsb*0x20)|((w^lsb*'"')-lsb)|((w^lsb*'\\')-lsb))&^w&msb != 0 {
+			return true
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // appendJSStringFrom writes the rest of AppendJSString from s[i], the

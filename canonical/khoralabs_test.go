@@ -543,3 +543,24 @@ func FuzzKhoralabsOrder(f *testing.F) {
 		}
 	})
 }
+
+// TestHasASCIIEscape: the word-wise check agrees with a byte loop for
+// every byte at every position of strings of up to 17 bytes, between
+// plain ASCII and between bytes from 0x80 (which must never flag, nor let
+// a borrow flag, anything).
+func TestHasASCIIEscape(t *testing.T) {
+	for _, fill := range []byte{'a', 0x80, 0xff, 0x21} {
+		for n := 1; n <= 17; n++ {
+			for at := range n {
+				for c := range 256 {
+					s := []byte(strings.Repeat(string(fill), n))
+					s[at] = byte(c)
+					want := c < 0x20 || c == '"' || c == '\\'
+					if got := hasASCIIEscape(string(s)); got != want {
+						t.Fatalf("hasASCIIEscape(%+q) = %v, want %v", s, got, want)
+					}
+				}
+			}
+		}
+	}
+}
