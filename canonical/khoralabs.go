@@ -195,13 +195,12 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 		return b, errStopped
 	}
 	base := len(e.ents)
-	if err := e.order(obj); err != nil {
+	var small [maxSmallOrder]khEnt
+	ents, err := e.memberOrder(obj, small[:])
+	if err != nil {
 		e.ents = e.ents[:base]
 		return b, khAt(err, "")
 	}
-	// Children push their orders above base+n, and if that moves e.ents
-	// the old array keeps this object's order unchanged.
-	ents := e.ents[base : base+n : base+n]
 	b = append(b, '{')
 	for j, ent := range ents {
 		m := &obj[ent.x]
@@ -240,6 +239,22 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	}
 	e.ents = e.ents[:base]
 	return append(b, '}'), nil
+}
+
+// memberOrder returns the members of obj in khoralabs order. A small
+// object is ordered in small (scratch space on the caller's stack); any
+// other pushes its order onto e.ents, and the caller pops it. Children
+// push theirs above it, and if that moves e.ents the old array keeps this
+// object's order unchanged.
+func (e *khEncoder) memberOrder(obj []Member, small []khEnt) ([]khEnt, error) {
+	if done, err := smallOrder(obj, small); done {
+		return small[:len(obj)], err
+	}
+	base := len(e.ents)
+	if err := e.order(obj); err != nil {
+		return nil, err
+	}
+	return e.ents[base:len(e.ents):len(e.ents)], nil
 }
 
 // maxQuickOrder is the largest object order sorts by insertion; larger
@@ -346,6 +361,81 @@ func sortEnts(obj []Member, ents []khEnt, allExact bool) error {
 		return checkDuplicates(obj, ents)
 	}
 	return nil
+}
+
+// maxSmallOrder is the largest object smallOrder handles.
+const maxSmallOrder = 8
+
+// smallOrder orders a small object whose keys all start with a simple
+// ASCII character other than a digit, as bucketOrder would, with less
+// set-up: each member packs its first rank above its index into a uint16,
+// an insertion sort orders those, and only runs of members that share a
+// first rank are sorted further, by prefixes and strings. done is false,
+// with nothing decided, for any other object (a digit could start an
+// array index, which goes first).
+func smallOrder(obj []Member, ents []khEnt) (done bool, err error) {
+	var p [maxSmallOrder]uint16
+	n := len(obj)
+	if n > len(p) || n > len(ents) {
+		return false, nil
+	}
+	for i := range obj {
+		k := obj[i].Key
+		if len(k) == 0 || k[0] <= '9' && k[0] >= '0' {
+			return false, nil
+		}
+		r := collate.SimpleRank(k[0])
+		if r == 0 {
+			return false, nil
+		}
+		x := uint16(r)<<8 | uint16(i)
+		j := i
+		for ; j > 0 && p[j-1] > x; j-- {
+			p[j] = p[j-1]
+		}
+		p[j] = x
+	}
+	ties := false
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && p[j]>>8 == p[i]>>8 {
+			j++
+		}
+		// Members i…j-1 share a first rank, in input order: sort them by
+		// their keys (stably, so collation ties keep input order).
+		for t := i + 1; t < j; t++ {
+			x := p[t]
+			u := t
+			for ; u > i; u-- {
+				r := compareKeys(obj[p[u-1]&0xff].Key, obj[x&0xff].Key)
+				if r <= 0 {
+					ties = ties || r == 0
+					break
+				}
+				p[u] = p[u-1]
+			}
+			p[u] = x
+		}
+		i = j
+	}
+	for i := range n {
+		ents[i] = khEnt{x: int32(p[i] & 0xff)}
+	}
+	if ties {
+		for i := range ents {
+			ents[i] = prefixEnt(obj, int(ents[i].x))
+		}
+		return true, checkDuplicates(obj, ents[:n])
+	}
+	return true, nil
+}
+
+// compareKeys orders two keys that are not array indexes by collation.
+func compareKeys(a, b string) int {
+	if r, ok := collate.QuickCompare(a, b); ok {
+		return r
+	}
+	return collate.Compare(a, b)
 }
 
 // maxBucketOrder is the largest object bucketOrder handles (its slots are

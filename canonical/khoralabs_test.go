@@ -444,19 +444,31 @@ func TestKhoralabsQuickOrderMatchesGeneral(t *testing.T) {
 			want[i] = int32(i)
 		}
 		wantErr := KhoralabsKeyOrder(obj, want)
-		e := khPool.Get().(*khEncoder)
-		gotErr := e.order(obj)
-		got := make([]int32, 0, n)
-		for _, x := range e.ents {
-			got = append(got, x.x)
-		}
-		e.ents = e.ents[:0]
-		khPool.Put(e)
-		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
-			t.Fatalf("keys %q: order error %v, general path %v", keysOf(obj), gotErr, wantErr)
-		}
-		if gotErr == nil && !slices.Equal(got, want) {
-			t.Fatalf("keys %q:\norder   %v\ngeneral %v", keysOf(obj), got, want)
+		// Both the encoder's path (memberOrder: smallOrder first) and
+		// order alone (bucketOrder, prefixes) must agree with it.
+		for _, small := range []bool{true, false} {
+			e := khPool.Get().(*khEncoder)
+			var scratch [maxSmallOrder]khEnt
+			var ents []khEnt
+			var gotErr error
+			if small {
+				ents, gotErr = e.memberOrder(obj, scratch[:])
+			} else {
+				gotErr = e.order(obj)
+				ents = e.ents
+			}
+			got := make([]int32, 0, n)
+			for _, x := range ents {
+				got = append(got, x.x)
+			}
+			e.ents = e.ents[:0]
+			khPool.Put(e)
+			if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+				t.Fatalf("keys %q (small %v): order error %v, general path %v", keysOf(obj), small, gotErr, wantErr)
+			}
+			if gotErr == nil && !slices.Equal(got, want) {
+				t.Fatalf("keys %q (small %v):\norder   %v\ngeneral %v", keysOf(obj), small, got, want)
+			}
 		}
 	}
 }
@@ -529,9 +541,10 @@ func FuzzKhoralabsOrder(f *testing.F) {
 		wantErr := KhoralabsKeyOrder(obj, want)
 		e := khPool.Get().(*khEncoder)
 		defer khPool.Put(e)
-		gotErr := e.order(obj)
+		var small [maxSmallOrder]khEnt
+		ents, gotErr := e.memberOrder(obj, small[:])
 		got := make([]int32, 0, len(obj))
-		for _, x := range e.ents {
+		for _, x := range ents {
 			got = append(got, x.x)
 		}
 		e.ents = e.ents[:0]
