@@ -169,8 +169,8 @@ func Load(path string) (*PrivateKey, error) {
 		return nil, fmt.Errorf("%w: %s has mode %#o, so others can read or change it; run chmod 600 %s (and consider the key compromised if others could read it)",
 			ErrInsecureKeyFile, path, perm, path)
 	}
-	if err := checkOwner(fi); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInsecureKeyFile, path, err)
+	if err := xdg.CheckOwner(fi); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInsecureKeyFile, path, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {

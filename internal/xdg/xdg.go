@@ -66,10 +66,12 @@ func EnsurePrivateDir(dir string) error {
 	if fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("%s has mode %#o: group or others can write it; run chmod 700 %s", dir, fi.Mode().Perm(), dir)
 	}
-	if err := checkOwner(fi); err != nil {
+	if err := CheckOwner(fi); err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}
 	return nil
 }
 
-var errNotOwner = errors.New("owned by another user")
+// ErrNotOwner is what CheckOwner's errors wrap: a file or directory
+// belongs to another user.
+var ErrNotOwner = errors.New("owned by another user")

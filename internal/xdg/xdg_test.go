@@ -1,8 +1,10 @@
 package xdg
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -49,5 +51,25 @@ func TestEnsurePrivateDirRefusesWritableByOthers(t *testing.T) {
 	err := EnsurePrivateDir(dir)
 	if err == nil || !strings.Contains(err.Error(), "chmod 700") {
 		t.Fatalf("EnsurePrivateDir on a 0777 dir = %v, want an error naming the fix", err)
+	}
+}
+
+// TestEnsurePrivateDirRefusesForeignOwner: an existing directory that
+// belongs to another user is refused (not adopted), with ErrNotOwner.
+// Changing a directory's owner needs root, so the test runs only as root.
+func TestEnsurePrivateDirRefusesForeignOwner(t *testing.T) {
+	if os.Geteuid() != 0 || runtime.GOOS == "windows" {
+		t.Skip("chown to another user needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := EnsurePrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	err := EnsurePrivateDir(dir)
+	if !errors.Is(err, ErrNotOwner) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("directory owned by uid 65534: %v, want ErrNotOwner naming it", err)
 	}
 }
