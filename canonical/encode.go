@@ -41,6 +41,10 @@ func (st *style) Name() string { return st.name }
 // already bounded by ParseOptions.MaxDepth).
 const maxEncodeDepth = 10000
 
+// errEncodeTooDeep is every encoder's refusal of a tree nested deeper than
+// maxEncodeDepth.
+var errEncodeTooDeep = fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+
 type encoder struct {
 	st *style
 	// idx is a stack of member indexes: each object being written pushes a
@@ -84,7 +88,7 @@ func (e *encoder) value(b []byte, v Value, depth int) ([]byte, error) {
 		return appendUTF8String(b, v.Str)
 	case Array:
 		if depth >= maxEncodeDepth {
-			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+			return b, errEncodeTooDeep
 		}
 		b = append(b, '[')
 		for i, x := range v.Arr {
@@ -99,7 +103,7 @@ func (e *encoder) value(b []byte, v Value, depth int) ([]byte, error) {
 		return append(b, ']'), nil
 	case Object:
 		if depth >= maxEncodeDepth {
-			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+			return b, errEncodeTooDeep
 		}
 		return e.object(b, v.Obj, depth)
 	default:

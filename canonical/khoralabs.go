@@ -156,12 +156,12 @@ func (e *khEncoder) value(b []byte, v *Value, depth int) ([]byte, error) {
 		return appendJSNumber(b, v.Str)
 	case Object:
 		if depth >= maxEncodeDepth {
-			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+			return b, errEncodeTooDeep
 		}
 		return e.object(b, v.Obj, depth)
 	case Array:
 		if depth >= maxEncodeDepth {
-			return b, fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+			return b, errEncodeTooDeep
 		}
 		b = append(b, '[')
 		for i := range v.Arr {
@@ -225,7 +225,7 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 			b, err = appendJSNumber(b, v.Str)
 		case Object:
 			if depth+1 >= maxEncodeDepth {
-				err = fmt.Errorf("%w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+				err = errEncodeTooDeep
 				break
 			}
 			b, err = e.object(b, v.Obj, depth+1)
@@ -370,7 +370,7 @@ const maxSmallOrder = 8
 // ASCII character other than a digit, as bucketOrder would, with less
 // set-up: each member packs its first rank above its index into a uint16,
 // an insertion sort orders those, and only runs of members that share a
-// first rank are sorted further, by prefixes and strings. done is false,
+// first rank compare their keys (compareKeys). done is false,
 // with nothing decided, for any other object (a digit could start an
 // array index, which goes first).
 func smallOrder(obj []Member, ents []khEnt) (done bool, err error) {
@@ -422,10 +422,11 @@ func smallOrder(obj []Member, ents []khEnt) (done bool, err error) {
 		ents[i] = khEnt{x: int32(p[i] & 0xff)}
 	}
 	if ties {
+		ents = ents[:n]
 		for i := range ents {
 			ents[i] = prefixEnt(obj, int(ents[i].x))
 		}
-		return true, checkDuplicates(obj, ents[:n])
+		return true, checkDuplicates(obj, ents)
 	}
 	return true, nil
 }
@@ -572,11 +573,7 @@ func compareEnts(obj []Member, a, b *khEnt) int {
 		// that differ.
 		return cmp.Compare(a.key, b.key)
 	}
-	ka, kb := obj[a.x].Key, obj[b.x].Key
-	if r, ok := collate.QuickCompare(ka, kb); ok {
-		return r
-	}
-	return collate.Compare(ka, kb)
+	return compareKeys(obj[a.x].Key, obj[b.x].Key)
 }
 
 // orderGeneral orders ents by the general path, from input order.

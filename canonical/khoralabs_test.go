@@ -447,22 +447,7 @@ func TestKhoralabsQuickOrderMatchesGeneral(t *testing.T) {
 		// Both the encoder's path (memberOrder: smallOrder first) and
 		// order alone (bucketOrder, prefixes) must agree with it.
 		for _, small := range []bool{true, false} {
-			e := khPool.Get().(*khEncoder)
-			var scratch [maxSmallOrder]khEnt
-			var ents []khEnt
-			var gotErr error
-			if small {
-				ents, gotErr = e.memberOrder(obj, scratch[:])
-			} else {
-				gotErr = e.order(obj)
-				ents = e.ents
-			}
-			got := make([]int32, 0, n)
-			for _, x := range ents {
-				got = append(got, x.x)
-			}
-			e.ents = e.ents[:0]
-			khPool.Put(e)
+			got, gotErr := encoderOrder(obj, small)
 			if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
 				t.Fatalf("keys %q (small %v): order error %v, general path %v", keysOf(obj), small, gotErr, wantErr)
 			}
@@ -471,6 +456,29 @@ func TestKhoralabsQuickOrderMatchesGeneral(t *testing.T) {
 			}
 		}
 	}
+}
+
+// encoderOrder is the member order the encoder computes for obj: by
+// memberOrder (smallOrder first) when small, else by order alone
+// (bucketOrder, prefixes).
+func encoderOrder(obj []Member, small bool) ([]int32, error) {
+	e := khPool.Get().(*khEncoder)
+	defer khPool.Put(e)
+	var scratch [maxSmallOrder]khEnt
+	var ents []khEnt
+	var err error
+	if small {
+		ents, err = e.memberOrder(obj, scratch[:])
+	} else {
+		err = e.order(obj)
+		ents = e.ents
+	}
+	got := make([]int32, 0, len(obj))
+	for _, x := range ents {
+		got = append(got, x.x)
+	}
+	e.ents = e.ents[:0]
+	return got, err
 }
 
 func keysOf(obj []Member) []string {
@@ -539,15 +547,7 @@ func FuzzKhoralabsOrder(f *testing.F) {
 			want[i] = int32(i)
 		}
 		wantErr := KhoralabsKeyOrder(obj, want)
-		e := khPool.Get().(*khEncoder)
-		defer khPool.Put(e)
-		var small [maxSmallOrder]khEnt
-		ents, gotErr := e.memberOrder(obj, small[:])
-		got := make([]int32, 0, len(obj))
-		for _, x := range ents {
-			got = append(got, x.x)
-		}
-		e.ents = e.ents[:0]
+		got, gotErr := encoderOrder(obj, true)
 		if (gotErr == nil) != (wantErr == nil) {
 			t.Fatalf("keys %q: order error %v, general path %v", keys, gotErr, wantErr)
 		}

@@ -84,7 +84,7 @@ func appendJSON(b []byte, v Value, depth int) ([]byte, error) {
 		return appendWTF8String(b, v.Str)
 	case Array:
 		if depth >= maxEncodeDepth {
-			return b, fmt.Errorf("canonical: %w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+			return b, fmt.Errorf("canonical: %w", errEncodeTooDeep)
 		}
 		b = append(b, '[')
 		for i, x := range v.Arr {
@@ -98,7 +98,7 @@ func appendJSON(b []byte, v Value, depth int) ([]byte, error) {
 		return append(b, ']'), nil
 	case Object:
 		if depth >= maxEncodeDepth {
-			return b, fmt.Errorf("canonical: %w: nesting deeper than %d", ErrTooDeep, maxEncodeDepth)
+			return b, fmt.Errorf("canonical: %w", errEncodeTooDeep)
 		}
 		b = append(b, '{')
 		for i, m := range v.Obj {
