@@ -56,11 +56,12 @@ func appendJSStringSlow(b []byte, s string) ([]byte, error) {
 func hasASCIIEscape(s string) bool {
 	i := 0
 	for ; len(s)-i >= 8; i += 8 {
-		// Per byte: below 0x20, or equal to '"' or '\' (a zero after the
-		// XOR), and the high bit clear. A borrow can flag a byte only
-		// above one that is flagged rightly, so "any" is exact.
+		// Per byte: below 0x20 or equal to '"' (below 0x21 after XOR
+		// 0x02), or equal to '\' (a zero after the XOR), and the high bit
+		// clear. A borrow can flag a byte only above one that is flagged
+		// rightly, so "any" is exact.
 		w := load64(s, i)
-		if ((w-lsb*0x20)|((w^lsb*'"')-lsb)|((w^lsb*'\\')-lsb))&^w&msb != 0 {
+		if (((w^lsb*0x02)-lsb*0x21)|((w^lsb*'\\')-lsb))&^w&msb != 0 {
 			return true
 		}
 	}
