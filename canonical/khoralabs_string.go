@@ -124,11 +124,10 @@ const (
 func appendPlainJSString(b []byte, s string) (out []byte, ok bool) {
 	n := len(s)
 	at := len(b)
-	if cap(b)-at < n+2 {
-		b = slices.Grow(b, n+2)
-	}
-	switch {
-	case n > 16:
+	if n > 16 {
+		if cap(b)-at < n+2 {
+			b = slices.Grow(b, n+2)
+		}
 		i := 0
 		for ; n-i > 8; i += 8 {
 			if specialMask(load64(s, i)) != 0 {
@@ -139,36 +138,42 @@ func appendPlainJSString(b []byte, s string) (out []byte, ok bool) {
 			return b, false
 		}
 		b = b[:at+n+2]
+		b[at] = '"'
 		copy(b[at+1:], s)
+		b[at+n+1] = '"'
+		return b, true
+	}
+	// Up to 16 bytes: written through a fixed 18-byte window, so that the
+	// stores need no bounds checks of their own.
+	if cap(b)-at < 18 {
+		b = slices.Grow(b, 18)
+	}
+	d := (*[18]byte)(b[at : at+18])
+	switch {
 	case n >= 8:
 		w1, w2 := load64(s, 0), load64(s, n-8)
 		if specialMask(w1)|specialMask(w2) != 0 {
 			return b, false
 		}
-		b = b[:at+n+2]
-		binary.LittleEndian.PutUint64(b[at+1:], w1)
-		binary.LittleEndian.PutUint64(b[at+n-7:], w2)
+		binary.LittleEndian.PutUint64(d[1:9], w1)
+		binary.LittleEndian.PutUint64(d[n-7:n+1], w2)
 	case n >= 4:
 		w1, w2 := load32(s, 0), load32(s, n-4)
 		if specialMask(w1|w2<<32) != 0 {
 			return b, false
 		}
-		b = b[:at+n+2]
-		binary.LittleEndian.PutUint32(b[at+1:], uint32(w1))
-		binary.LittleEndian.PutUint32(b[at+n-3:], uint32(w2))
+		binary.LittleEndian.PutUint32(d[1:5], uint32(w1))
+		binary.LittleEndian.PutUint32(d[n-3:n+1], uint32(w2))
 	case n > 0:
 		c0, c1, c2 := s[0], s[n>>1], s[n-1]
 		if !jsPlain[c0] || !jsPlain[c1] || !jsPlain[c2] {
 			return b, false
 		}
-		b = b[:at+n+2]
-		b[at+1], b[at+1+n>>1], b[at+n] = c0, c1, c2
-	default:
-		b = b[:at+2]
+		d[1], d[1+n>>1], d[n] = c0, c1, c2
 	}
-	b[at] = '"'
-	b[at+n+1] = '"'
-	return b, true
+	d[0] = '"'
+	d[n+1] = '"'
+	return b[:at+n+2], true
 }
 
 func load64(s string, i int) uint64 {
