@@ -374,29 +374,34 @@ const maxSmallOrder = 8
 // with nothing decided, for any other object (a digit could start an
 // array index, which goes first).
 func smallOrder(obj []Member, ents []khEnt) (done bool, err error) {
-	var p [maxSmallOrder]uint16
 	n := len(obj)
-	if n > len(p) || n > len(ents) {
+	if n > maxSmallOrder || n > len(ents) {
 		return false, nil
 	}
-	for i := range obj {
+	var buf [maxSmallOrder]uint16
+	p := buf[:n]
+	shared := false
+	for i := range p {
 		k := obj[i].Key
-		if len(k) == 0 || k[0] <= '9' && k[0] >= '0' {
+		if len(k) == 0 {
 			return false, nil
 		}
-		r := collate.SimpleRank(k[0])
+		r := uint16(smallRank[k[0]])
 		if r == 0 {
 			return false, nil
 		}
-		x := uint16(r)<<8 | uint16(i)
+		x := r<<8 | uint16(i)
 		j := i
 		for ; j > 0 && p[j-1] > x; j-- {
 			p[j] = p[j-1]
 		}
 		p[j] = x
+		// Members of the same first rank are inserted in input order, so
+		// an earlier one ends up just before x.
+		shared = shared || j > 0 && p[j-1]>>8 == r
 	}
 	ties := false
-	for i := 0; i < n; {
+	for i := 0; shared && i < n; {
 		j := i + 1
 		for j < n && p[j]>>8 == p[i]>>8 {
 			j++
@@ -418,11 +423,11 @@ func smallOrder(obj []Member, ents []khEnt) (done bool, err error) {
 		}
 		i = j
 	}
-	for i := range n {
-		ents[i] = khEnt{x: int32(p[i] & 0xff)}
+	ents = ents[:n]
+	for i, x := range p {
+		ents[i] = khEnt{x: int32(x & 0xff)}
 	}
 	if ties {
-		ents = ents[:n]
 		for i := range ents {
 			ents[i] = prefixEnt(obj, int(ents[i].x))
 		}
@@ -430,6 +435,17 @@ func smallOrder(obj []Member, ents []khEnt) (done bool, err error) {
 	}
 	return true, nil
 }
+
+// smallRank is collate.SimpleRank of each byte, but 0 for the digits, with
+// which an array-index key could start: smallOrder takes neither.
+var smallRank = func() (t [256]uint8) {
+	for c := range 256 {
+		if c < '0' || c > '9' {
+			t[c] = collate.SimpleRank(byte(c))
+		}
+	}
+	return t
+}()
 
 // compareKeys orders two keys that are not array indexes by collation.
 func compareKeys(a, b string) int {
