@@ -707,7 +707,7 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 			i = 1
 		}
 		j := i
-		for j < n && lit[j] >= '0' && lit[j] <= '9' {
+		for j < n && lit[j]-'0' <= 9 {
 			j++
 		}
 		if j > i && (lit[i] != '0' || j == i+1) {
@@ -715,7 +715,7 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 				if lit == "-0" {
 					return append(b, '0'), nil
 				}
-				return append(b, lit...), nil
+				return appendShort(b, lit), nil
 			}
 			// A plain decimal of at most 15 digits — "12.5", "-0.25" — is
 			// written as it is when its last digit is not 0 and, below 1,
@@ -723,11 +723,11 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 			// 0.0000001 as 1e-7): see appendShortDecimal.
 			if lit[j] == '.' && n-j >= 2 && lit[n-1] != '0' {
 				k := j + 1
-				for k < n && lit[k] >= '0' && lit[k] <= '9' {
+				for k < n && lit[k]-'0' <= 9 {
 					k++
 				}
 				if k == n && (lit[i] != '0' || !strings.HasPrefix(lit[i+2:], "000000")) {
-					return append(b, lit...), nil
+					return appendShort(b, lit), nil
 				}
 			}
 		}

@@ -176,6 +176,31 @@ func appendPlainJSString(b []byte, s string) (out []byte, ok bool) {
 	return b[:at+n+2], true
 }
 
+// appendShort appends s, of at most 16 bytes, with the word loads and
+// stores of appendPlainJSString instead of a call to memmove.
+func appendShort(b []byte, s string) []byte {
+	n := len(s)
+	at := len(b)
+	if n > 16 {
+		return append(b, s...)
+	}
+	if cap(b)-at < 16 {
+		b = slices.Grow(b, 16)
+	}
+	d := (*[16]byte)(b[at : at+16])
+	switch {
+	case n >= 8:
+		binary.LittleEndian.PutUint64(d[0:8], load64(s, 0))
+		binary.LittleEndian.PutUint64(d[n-8:n], load64(s, n-8))
+	case n >= 4:
+		binary.LittleEndian.PutUint32(d[0:4], uint32(load32(s, 0)))
+		binary.LittleEndian.PutUint32(d[n-4:n], uint32(load32(s, n-4)))
+	case n > 0:
+		d[0], d[n>>1], d[n-1] = s[0], s[n>>1], s[n-1]
+	}
+	return b[:at+n]
+}
+
 func load64(s string, i int) uint64 {
 	s = s[i : i+8]
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |

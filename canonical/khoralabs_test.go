@@ -1,6 +1,7 @@
 package canonical
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -573,6 +574,27 @@ func TestHasASCIIEscape(t *testing.T) {
 						t.Fatalf("hasASCIIEscape(%+q) = %v, want %v", s, got, want)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestAppendShort: the word-wise copy appends exactly what append does,
+// for every length up to 20 and behind buffers with and without room.
+func TestAppendShort(t *testing.T) {
+	src := "0123456789abcdefghijKLMN"
+	for n := 0; n <= 20; n++ {
+		s := src[3 : 3+n]
+		for _, pre := range [][]byte{nil, []byte("x,"), make([]byte, 5, 21), make([]byte, 30, 31)} {
+			pre = slices.Clip(pre)
+			want := append(slices.Clone(pre), s...)
+			got := appendShort(slices.Clone(pre), s)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("appendShort(%q, %q) = %q, want %q", pre, s, got, want)
+			}
+			roomy := append(make([]byte, 0, len(pre)+40), pre...)
+			if got := appendShort(roomy, s); !bytes.Equal(got, want) {
+				t.Fatalf("appendShort with room (%q, %q) = %q, want %q", pre, s, got, want)
 			}
 		}
 	}
