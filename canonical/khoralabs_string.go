@@ -60,8 +60,7 @@ func hasASCIIEscape(s string) bool {
 		// 0x02), or equal to '\' (a zero after the XOR), and the high bit
 		// clear. A borrow can flag a byte only above one that is flagged
 		// rightly, so "any" is exact.
-		w := load64(s, i)
-		if (((w^lsb*0x02)-lsb*0x21)|((w^lsb*'\\')-lsb))&^w&msb != 0 {
+		if asciiEscapeMask(load64(s, i)) != 0 {
 			return true
 		}
 	}
@@ -71,6 +70,15 @@ func hasASCIIEscape(s string) bool {
 		}
 	}
 	return false
+}
+
+// asciiEscapeMask flags, in the high bit of each byte, the bytes of w that
+// JSON.stringify escapes: below 0x20 or equal to '"' (below 0x21 after XOR
+// 0x02), or equal to '\' (a zero after the XOR), with the high bit clear.
+// A borrow can flag a byte only above one that is flagged rightly, so the
+// mask is non-zero exactly when w holds such a byte.
+func asciiEscapeMask(w uint64) uint64 {
+	return (((w ^ lsb*0x02) - lsb*0x21) | ((w ^ lsb*'\\') - lsb)) &^ w & msb
 }
 
 // appendJSStringFrom writes the rest of AppendJSString from s[i], the
@@ -120,7 +128,8 @@ const (
 // appendPlainJSString appends s as a JSON string if JSON.stringify writes
 // it as it is (no byte needs an escape or a check: printable ASCII and DEL
 // except '"' and '\'), checking and copying short strings with the same
-// word loads. ok is false, with b unchanged, for any other string.
+// word loads. ok is false, with b's contents unchanged, for any other
+// string.
 func appendPlainJSString(b []byte, s string) (out []byte, ok bool) {
 	n := len(s)
 	at := len(b)

@@ -493,34 +493,36 @@ func keysOf(obj []Member) []string {
 // TestAppendPlainJSString: the fused check-and-copy writes exactly what
 // AppendJSString writes whenever it accepts a string, and accepts exactly
 // the strings made only of printable ASCII and DEL other than '"' and '\',
-// for every length up to 40 and every byte value at every position.
+// for every length up to 40 and every byte value at every position, in
+// ASCII and in non-ASCII text.
 func TestAppendPlainJSString(t *testing.T) {
-	base := []byte("The quick brown fox jumps over lazy dogs!")
 	prefix := []byte("x,")
-	for n := 0; n <= 40; n++ {
-		for pos := 0; pos < max(n, 1); pos++ {
-			for c := range 256 {
-				s := append([]byte(nil), base[:n]...)
-				if n > 0 {
-					s[pos] = byte(c)
-				}
-				got, ok := appendPlainJSString(append([]byte(nil), prefix...), string(s))
-				wantOK := true
-				for _, x := range s {
-					wantOK = wantOK && jsPlain[x]
-				}
-				if ok != wantOK {
-					t.Fatalf("appendPlainJSString(%q) ok = %v, want %v", s, ok, wantOK)
-				}
-				if !ok {
-					if string(got[:len(prefix)]) != string(prefix) || len(got) != len(prefix) {
-						t.Fatalf("appendPlainJSString(%q) changed b on refusal: %q", s, got)
+	for _, base := range [][]byte{[]byte("The quick brown fox jumps over lazy dogs!"), []byte("δέλτα île Zoë 😀 région ünïcødé ok")} {
+		for n := 0; n <= 40; n++ {
+			for pos := 0; pos < max(n, 1); pos++ {
+				for c := range 256 {
+					s := append([]byte(nil), base[:n]...)
+					if n > 0 {
+						s[pos] = byte(c)
 					}
-					continue
-				}
-				want, _ := AppendJSString(append([]byte(nil), prefix...), string(s))
-				if string(got) != string(want) {
-					t.Fatalf("appendPlainJSString(%q) = %q, want %q", s, got, want)
+					got, ok := appendPlainJSString(append([]byte(nil), prefix...), string(s))
+					wantOK := true
+					for _, x := range s {
+						wantOK = wantOK && jsPlain[x]
+					}
+					if ok != wantOK {
+						t.Fatalf("appendPlainJSString(%q) ok = %v, want %v", s, ok, wantOK)
+					}
+					if !ok {
+						if string(got[:len(prefix)]) != string(prefix) || len(got) != len(prefix) {
+							t.Fatalf("appendPlainJSString(%q) changed b on refusal: %q", s, got)
+						}
+						continue
+					}
+					want, _ := AppendJSString(append([]byte(nil), prefix...), string(s))
+					if string(got) != string(want) {
+						t.Fatalf("appendPlainJSString(%q) = %q, want %q", s, got, want)
+					}
 				}
 			}
 		}
@@ -595,6 +597,35 @@ func TestAppendShort(t *testing.T) {
 			roomy := append(make([]byte, 0, len(pre)+40), pre...)
 			if got := appendShort(roomy, s); !bytes.Equal(got, want) {
 				t.Fatalf("appendShort with room (%q, %q) = %q, want %q", pre, s, got, want)
+			}
+		}
+	}
+}
+
+// TestAppendJSStringSlow: every shortcut of the path for strings that are
+// not plain ASCII (word-wise checks and copies for 4 to 16 bytes, the
+// whole-string checks above) writes what the byte-by-byte escaper writes,
+// and fails where it fails, for every length up to 40 and every byte value
+// at every position of ASCII and non-ASCII text.
+func TestAppendJSStringSlow(t *testing.T) {
+	prefix := []byte("x,")
+	for _, base := range [][]byte{[]byte("The quick brown fox jumps over lazy dogs!"), []byte("δέλτα île Zoë 😀 région ünïcødé ok")} {
+		for n := 0; n <= 40; n++ {
+			for pos := 0; pos < max(n, 1); pos++ {
+				for c := range 256 {
+					s := append([]byte(nil), base[:n]...)
+					if n > 0 {
+						s[pos] = byte(c)
+					}
+					got, err := appendJSStringSlow(slices.Clone(prefix), string(s))
+					want, wantErr := appendJSStringFrom(append(slices.Clone(prefix), '"'), string(s), 0)
+					if (err == nil) != (wantErr == nil) {
+						t.Fatalf("appendJSStringSlow(%q): error %v, escaper %v", s, err, wantErr)
+					}
+					if err == nil && !bytes.Equal(got, want) {
+						t.Fatalf("appendJSStringSlow(%q) = %q, want %q", s, got, want)
+					}
+				}
 			}
 		}
 	}
