@@ -2,9 +2,11 @@ package fingerprint
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/canonical/collate"
@@ -59,9 +61,34 @@ func putHasher(h *hasher) {
 // hexString returns the lowercase hex SHA-256 of the bytes written.
 func (h *hasher) hexString() string {
 	sum := sha256.Sum256(h.b)
-	var buf [64]byte
-	hex.Encode(buf[:], sum[:])
-	return string(buf[:])
+	return hexDigest(&sum)
+}
+
+// hexDigest is hex.EncodeToString(sum[:]) (see appendHex), in a string
+// that owns its only copy of the digits.
+func hexDigest(sum *[32]byte) string {
+	buf := appendHex(make([]byte, 0, 64), sum)
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
+}
+
+// appendHex is hex.AppendEncode(b, sum[:]), four bytes at a time: each
+// byte of a 32-bit word is spread to a 16-bit lane, its high nibble in the
+// lane's high byte (written first) and its low nibble in the low one, and
+// every nibble is turned into its digit at once ('0' + n, plus
+// 'a'-'0'-10 from 10 on).
+func appendHex(b []byte, sum *[32]byte) []byte {
+	at := len(b)
+	b = slices.Grow(b, 64)[:at+64]
+	d := (*[64]byte)(b[at:])
+	for i := range 8 {
+		v := uint64(binary.BigEndian.Uint32(sum[4*i:]))
+		v = (v | v<<16) & 0x0000ffff0000ffff
+		v = (v | v<<8) & 0x00ff00ff00ff00ff
+		n := (v>>4&0x000f000f000f000f)<<8 | v&0x000f000f000f000f
+		n += 0x3030303030303030 + (n+0x0606060606060606)>>4&0x0101010101010101*('a'-'0'-10)
+		binary.BigEndian.PutUint64(d[8*i:], n)
+	}
+	return b
 }
 
 // sorted stable-sorts the indexes 0…len(strs)-1 by collation of strs and
@@ -284,7 +311,7 @@ func (k *Toolkit) appendStatic(h *hasher) error {
 			b = append(b, ',')
 		}
 		b = append(b, `{"hash":"`...)
-		b = hex.AppendEncode(b, digests[x][:])
+		b = appendHex(b, &digests[x])
 		b = append(b, `","name":`...)
 		b = h.str(b, names[x])
 		b = append(b, '}')
@@ -345,7 +372,7 @@ func (a *RegisteredAgent) appendStatic(h *hasher) error {
 		}
 	}
 	b = append(b, `],"rootComposableHash":"`...)
-	b = hex.AppendEncode(b, root[:])
+	b = appendHex(b, &root)
 	if err := h.done(append(b, '"', '}'), nil); err != nil {
 		return fmt.Errorf("agent %q: %w", a.AgentID, err)
 	}

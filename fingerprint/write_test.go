@@ -363,3 +363,17 @@ func TestHashesFollowMutation(t *testing.T) {
 		t.Fatalf("hash %s after restoring, want %s", again, before)
 	}
 }
+
+// TestHexDigest: the word-wise hex writer agrees with encoding/hex on
+// every byte value in every position of the digest.
+func TestHexDigest(t *testing.T) {
+	var sum [32]byte
+	for c := range 256 {
+		for i := range sum {
+			sum[i] = byte(c + 7*i)
+		}
+		if got, want := hexDigest(&sum), hex.EncodeToString(sum[:]); got != want {
+			t.Fatalf("hexDigest(% x) = %s, want %s", sum, got, want)
+		}
+	}
+}
