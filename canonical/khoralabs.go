@@ -2,6 +2,7 @@ package canonical
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -222,7 +223,9 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 				b, err = appendJSStringSlow(b, v.Str)
 			}
 		case Number:
-			b, err = appendJSNumber(b, v.Str)
+			if b, ok = appendPlainNumber(b, v.Str); !ok {
+				b, err = appendJSNumber(b, v.Str)
+			}
 		case Object:
 			if depth+1 >= maxEncodeDepth {
 				err = errEncodeTooDeep
@@ -699,6 +702,9 @@ func ArrayIndex(key string) (uint32, bool) {
 func AppendJSNumberLiteral(b []byte, lit string) ([]byte, error) { return appendJSNumber(b, lit) }
 
 func appendJSNumber(b []byte, lit string) ([]byte, error) {
+	if out, ok := appendPlainNumber(b, lit); ok {
+		return out, nil
+	}
 	// Fast path: an integer of 1 to 15 digits without leading zeros is an
 	// exact double and prints as written ("-0" prints as "0").
 	if n := len(lit); n > 0 && n <= 15 {
@@ -743,6 +749,75 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
 	}
 	return AppendJSNumber(b, f), nil
+}
+
+// appendPlainNumber appends a number literal of at most 8 bytes that
+// JSON.stringify writes as it is — an integer without leading zeros
+// (other than "-0", which it writes as 0), or a plain decimal whose last
+// digit is not 0 ("12.5", "-0.25"), see appendJSNumber — without a loop
+// over its bytes: the literal is read into one word, and its digits and
+// its point are found with word arithmetic. ok is false, with nothing
+// written, for any other literal.
+func appendPlainNumber(b []byte, lit string) ([]byte, bool) {
+	n := len(lit)
+	if n == 0 || n > 8 {
+		return b, false
+	}
+	// The literal's bytes, first in the low byte, zeros above: overlapping
+	// loads put the same bytes in the same places.
+	var w uint64
+	if n >= 4 {
+		w = load32(lit, 0) | load32(lit, n-4)<<(8*(n-4))
+	} else {
+		w = uint64(lit[0]) | uint64(lit[n>>1])<<(8*(n>>1)) | uint64(lit[n-1])<<(8*(n-1))
+	}
+	lw := w // the literal, to be stored as it is
+	m := n  // bytes after the sign
+	if w&0xff == '-' {
+		w >>= 8
+		m--
+		if m == 0 {
+			return b, false
+		}
+	}
+	// nd flags (high bit) each of the m bytes that is not a digit: its
+	// high nibble is not 3, or its low nibble is above 9 (adding 6 carries
+	// into the high nibble; a carry out of a byte can only come from a
+	// byte that is flagged anyway).
+	x := (w&(lsb*0xf0) ^ lsb*0x30) | ((w+lsb*0x06)&(lsb*0xf0) ^ lsb*0x30)
+	nd := ((x&(lsb*0x7f) + lsb*0x7f) | x) & msb & (1<<(8*m) - 1)
+	first := w & 0xff
+	if nd == 0 {
+		// An integer: no leading zero; "-0" is written 0.
+		if first == '0' && m > 1 {
+			return b, false
+		}
+		if m == 1 && first == '0' && n == 2 {
+			lw, n = '0', 1
+		}
+		return appendWord(b, lw, n), true
+	}
+	// A decimal: one non-digit, the point, after the first digit and
+	// before the last, which is not 0; "0" is the only integer part that
+	// starts with 0. (Below 1 such a decimal has at most five zeros after
+	// the point — 8 bytes leave no room for six and a last digit — so its
+	// double is written as it is; see appendJSNumber.)
+	dot := bits.TrailingZeros64(nd) >> 3
+	if nd&(nd-1) != 0 || w>>(8*dot)&0xff != '.' || dot == 0 || dot >= m-1 ||
+		w>>(8*(m-1))&0xff == '0' || first == '0' && dot > 1 {
+		return b, false
+	}
+	return appendWord(b, lw, n), true
+}
+
+// appendWord appends the n low bytes of w (n ≤ 8), first the lowest.
+func appendWord(b []byte, w uint64, n int) []byte {
+	at := len(b)
+	if cap(b)-at < 8 {
+		b = slices.Grow(b, 8)
+	}
+	binary.LittleEndian.PutUint64(b[at:at+8], w)
+	return b[:at+n]
 }
 
 // appendShortDecimal writes a number literal -?(0|[1-9]d*)(.d+)?([eE][+-]?d{1,4})?

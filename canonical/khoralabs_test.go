@@ -630,3 +630,60 @@ func TestAppendJSStringSlow(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainNumberExhaustive: every literal of up to 5 bytes over digits,
+// signs, points, exponents and junk — and a random sample of 6 to 9 bytes —
+// is written by appendJSNumber as ParseFloat + Number::toString writes it
+// (or refused if invalid), and whatever appendPlainNumber takes it copies
+// as that path writes it.
+func TestPlainNumberExhaustive(t *testing.T) {
+	const alphabet = "0159-.eE+x"
+	check := func(lit string) {
+		checkJSNumber(t, lit)
+		got, ok := appendPlainNumber([]byte("x"), lit)
+		if !ok {
+			if string(got) != "x" {
+				t.Fatalf("appendPlainNumber(%q) refused but wrote %q", lit, got)
+			}
+			return
+		}
+		f, err := strconv.ParseFloat(lit, 64)
+		if err != nil || !validNumber(lit) {
+			t.Fatalf("appendPlainNumber took %q, which is not a valid literal", lit)
+		}
+		if want := "x" + string(AppendJSNumber(nil, f)); string(got) != want {
+			t.Fatalf("appendPlainNumber(%q) = %q, want %q", lit, got, want)
+		}
+	}
+	var rec func(prefix []byte, left int)
+	rec = func(prefix []byte, left int) {
+		if len(prefix) > 0 {
+			check(string(prefix))
+		}
+		if left == 0 {
+			return
+		}
+		for i := range len(alphabet) {
+			rec(append(prefix, alphabet[i]), left-1)
+		}
+	}
+	rec(make([]byte, 0, 5), 5)
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 200000 {
+		n := 6 + r.IntN(4)
+		s := make([]byte, n)
+		for i := range s {
+			switch r.IntN(12) {
+			case 0:
+				s[i] = '.'
+			case 1:
+				s[i] = '-'
+			case 2:
+				s[i] = byte(r.IntN(256))
+			default:
+				s[i] = byte('0' + r.IntN(10))
+			}
+		}
+		check(string(s))
+	}
+}
