@@ -169,8 +169,16 @@ func (e *khEncoder) value(b []byte, v *Value, depth int) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
+			x := &v.Arr[i]
+			if x.Kind == String {
+				// Strings, the commonest elements, without a call to value.
+				var ok bool
+				if b, ok = appendPlainJSString(b, x.Str); ok {
+					continue
+				}
+			}
 			var err error
-			if b, err = e.value(b, &v.Arr[i], depth+1); err != nil {
+			if b, err = e.value(b, x, depth+1); err != nil {
 				return b, khAt(err, indexStep(i))
 			}
 		}
