@@ -170,15 +170,26 @@ func (e *khEncoder) value(b []byte, v *Value, depth int) ([]byte, error) {
 				b = append(b, ',')
 			}
 			x := &v.Arr[i]
-			if x.Kind == String {
-				// Strings, the commonest elements, without a call to value.
+			var err error
+			switch x.Kind {
+			case String:
+				// Strings and objects, the commonest elements, without a
+				// call to value.
 				var ok bool
 				if b, ok = appendPlainJSString(b, x.Str); ok {
 					continue
 				}
+				b, err = appendJSStringSlow(b, x.Str)
+			case Object:
+				if depth+1 >= maxEncodeDepth {
+					err = errEncodeTooDeep
+					break
+				}
+				b, err = e.object(b, x.Obj, depth+1)
+			default:
+				b, err = e.value(b, x, depth+1)
 			}
-			var err error
-			if b, err = e.value(b, x, depth+1); err != nil {
+			if err != nil {
 				return b, khAt(err, indexStep(i))
 			}
 		}
