@@ -115,6 +115,29 @@ func AppendKhoralabsUntil(dst []byte, v *Value, stop func(key string) bool) (out
 
 func appendKhoralabs(dst []byte, v *Value, stop func(string) bool) ([]byte, bool, error) {
 	e := khPool.Get().(*khEncoder)
+	out, stopped, err := e.appendUntil(dst, v, stop)
+	if e.small() {
+		khPool.Put(e)
+	}
+	return out, stopped, err
+}
+
+// KhoralabsEncoder writes khoralabs canonical forms (see Khoralabs) and
+// keeps its scratch space from one call to the next, for callers that
+// encode many documents and keep their own pooled state. The zero value is
+// ready to use; an encoder must not be used by two goroutines at once.
+type KhoralabsEncoder struct{ e khEncoder }
+
+// AppendUntil is AppendKhoralabsUntil with this encoder's scratch space.
+func (k *KhoralabsEncoder) AppendUntil(dst []byte, v *Value, stop func(key string) bool) (out []byte, stopped bool, err error) {
+	out, stopped, err = k.e.appendUntil(dst, v, stop)
+	if !k.e.small() {
+		k.e = khEncoder{} // do not keep a huge document's scratch space
+	}
+	return out, stopped, err
+}
+
+func (e *khEncoder) appendUntil(dst []byte, v *Value, stop func(string) bool) ([]byte, bool, error) {
 	e.stop = stop
 	dst, err := e.value(dst, v, 0)
 	stopped := false
@@ -126,12 +149,13 @@ func appendKhoralabs(dst []byte, v *Value, stop func(string) bool) ([]byte, bool
 		}
 	}
 	e.stop = nil
-	if cap(e.ents) <= 1<<16 && cap(e.idx) <= 1<<16 && cap(e.ko.keys) <= 1<<16 {
-		e.ents, e.idx = e.ents[:0], e.idx[:0]
-		clear(e.ko.keys[:cap(e.ko.keys)]) // do not keep documents alive
-		khPool.Put(e)
-	}
+	e.ents, e.idx = e.ents[:0], e.idx[:0]
 	return dst, stopped, err
+}
+
+// small reports whether e's scratch space is small enough to keep.
+func (e *khEncoder) small() bool {
+	return cap(e.ents) <= 1<<16 && cap(e.idx) <= 1<<16 && cap(e.ko.keys) <= 1<<16
 }
 
 func khAt(err error, step string) error {
@@ -680,6 +704,7 @@ func (ko *keyOrderer) order(obj []Member, order []int32) error {
 		ko.keys = append(ko.keys, obj[i].Key)
 	}
 	ties := ko.sorter.Sort(rest, ko.keys)
+	clear(ko.keys) // do not keep documents alive
 	if !ties {
 		return nil // no two keys collate equal, so none are the same
 	}

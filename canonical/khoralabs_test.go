@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -685,5 +686,40 @@ func TestPlainNumberExhaustive(t *testing.T) {
 			}
 		}
 		check(string(s))
+	}
+}
+
+// TestKhoralabsEncoderReuse: one encoder writes document after document —
+// small, huge (past the scratch space it keeps), with errors and stops in
+// between — exactly as AppendKhoralabsUntil writes each.
+func TestKhoralabsEncoderReuse(t *testing.T) {
+	var big strings.Builder
+	big.WriteString("{")
+	for i := range 70000 {
+		if i > 0 {
+			big.WriteByte(',')
+		}
+		fmt.Fprintf(&big, `"k%d":[%d,{"b":1,"a":2}]`, 70000-i, i)
+	}
+	big.WriteString("}")
+	docs := []string{`{"b":1,"a":[{"d":1,"c":"x"}],"10":true,"2":null}`, big.String(), `{"x":{"$undefined":true}}`, `{"é":1,"e":2,"E":3}`, `[1.50,"a\u0001",{"z":{},"y":[]}]`}
+	stop := func(k string) bool { return k == "$undefined" }
+	var enc KhoralabsEncoder
+	for round := range 2 {
+		for _, doc := range docs {
+			v, err := Parse([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, gotStopped, gotErr := enc.AppendUntil([]byte("x"), &v, stop)
+			want, wantStopped, wantErr := AppendKhoralabsUntil([]byte("x"), &v, stop)
+			if gotStopped != wantStopped || (gotErr == nil) != (wantErr == nil) || gotErr == nil && !bytes.Equal(got, want) {
+				t.Fatalf("round %d, document %.40q: encoder %.60q %v %v, AppendKhoralabsUntil %.60q %v %v", round, doc, got, gotStopped, gotErr, want, wantStopped, wantErr)
+			}
+		}
+		bad := Value{Kind: Object, Obj: []Member{{Key: "a", Value: Value{Kind: Number, Str: "1"}}, {Key: "a", Value: Value{Kind: Null}}}}
+		if _, _, err := enc.AppendUntil(nil, &bad, nil); !errors.Is(err, ErrDuplicateKey) {
+			t.Fatalf("duplicate keys: %v, want ErrDuplicateKey", err)
+		}
 	}
 }

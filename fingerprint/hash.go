@@ -15,7 +15,7 @@ const EmptyHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b
 func HashPlainObject(v canonical.Value) (string, error) {
 	h := getHasher()
 	defer putHasher(h)
-	b, ok, err := appendPlain(h.b, &v)
+	b, ok, err := h.plain(h.b, &v)
 	h.b = b
 	if err != nil {
 		return "", err
@@ -31,7 +31,9 @@ func HashPlainObject(v canonical.Value) (string, error) {
 // return undefined (v is undefined, a function or a symbol), in which case
 // the hash is EmptyHash.
 func Canonical(v canonical.Value) (out []byte, defined bool, err error) {
-	out, defined, err = appendPlain(nil, &v)
+	h := getHasher()
+	defer putHasher(h)
+	out, defined, err = h.plain(nil, &v)
 	if err != nil || !defined {
 		return nil, false, err
 	}

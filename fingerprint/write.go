@@ -37,6 +37,7 @@ import (
 
 // hasher holds the output buffer and the sort scratch space of one hash.
 type hasher struct {
+	enc     canonical.KhoralabsEncoder
 	b       []byte
 	err     error // first invalid string met by str
 	sorter  collate.Sorter
@@ -113,11 +114,11 @@ func isMarkerKey(k string) bool {
 	return false
 }
 
-// appendPlain appends the khoralabs form of v with its markers resolved
+// plain appends the khoralabs form of v with its markers resolved
 // (hashPlainObject's bytes); ok is false, with nothing appended, when v
 // vanishes (undefined, a function, a symbol). Plain JSON is written in one
 // pass; only a document that turns out to hold a marker is copied by plain.
-func appendPlain(b []byte, v *canonical.Value) (out []byte, ok bool, err error) {
+func (h *hasher) plain(b []byte, v *canonical.Value) (out []byte, ok bool, err error) {
 	switch v.Kind { // scalars (a schema version, a binding) need no encoder
 	case canonical.String:
 		out, err = canonical.AppendJSString(b, v.Str)
@@ -127,7 +128,7 @@ func appendPlain(b []byte, v *canonical.Value) (out []byte, ok bool, err error) 
 		return out, err == nil, err
 	}
 	start := len(b)
-	out, stopped, err := canonical.AppendKhoralabsUntil(b, v, isMarkerKey)
+	out, stopped, err := h.enc.AppendUntil(b, v, isMarkerKey)
 	if err != nil || !stopped {
 		return out, err == nil, err
 	}
@@ -135,7 +136,7 @@ func appendPlain(b []byte, v *canonical.Value) (out []byte, ok bool, err error) 
 	if err != nil || !ok {
 		return out[:start], false, err
 	}
-	out, err = canonical.Khoralabs.AppendCanonical(out[:start], p)
+	out, _, err = h.enc.AppendUntil(out[:start], &p, nil)
 	return out, err == nil, err
 }
 
@@ -182,7 +183,7 @@ func (h *hasher) schema(b []byte, s Schema) ([]byte, error) {
 	mark := len(b)
 	b = append(b, `,"schema":`...)
 	if s.JSONSchema != nil {
-		b, ok, err := appendPlain(b, s.JSONSchema)
+		b, ok, err := h.plain(b, s.JSONSchema)
 		if err != nil {
 			return b[:mark], fmt.Errorf("schema: %w", err)
 		}
@@ -202,7 +203,7 @@ func (h *hasher) schema(b []byte, s Schema) ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, `"version":`...)
-		b, ok, err := appendPlain(b, s.Version)
+		b, ok, err := h.plain(b, s.Version)
 		if err != nil {
 			return b[:mark], fmt.Errorf("schema version: %w", err)
 		}
@@ -402,7 +403,7 @@ func (h *hasher) appendBinding(base string, binding *canonical.Value) error {
 	b = append(b, `,"kind":"runtime_tool_binding"`...)
 	mark := len(b)
 	b = append(b, `,"runtimeBinding":`...)
-	b, ok, err := appendPlain(b, binding)
+	b, ok, err := h.plain(b, binding)
 	if err != nil {
 		return h.done(b[:mark], err)
 	}
