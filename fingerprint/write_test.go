@@ -377,3 +377,36 @@ func TestHexDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainObjectFollowsTreeEdits: nothing about a parsed tree is trusted
+// past its exported fields — a string edited to need an escape, a key
+// edited to change the member order — so a hash after edits equals the
+// hash of the edited document parsed afresh.
+func TestPlainObjectFollowsTreeEdits(t *testing.T) {
+	v, err := canonical.Parse([]byte(`{"b":"plain","a":"text","n":12.5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := HashPlainObject(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Obj[0].Value.Str = "now \"quoted\"\n"
+	v.Obj[1].Key = "c"
+	v.Obj[2].Value.Str = "1.50"
+	got, err := HashPlainObject(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := canonical.Parse([]byte(`{"b":"now \"quoted\"\n","c":"text","n":1.50}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := HashPlainObject(fresh)
+	if got != want || got == before {
+		t.Fatalf("after edits %s, parsed afresh %s (before %s)", got, want, before)
+	}
+	if c, _, _ := Canonical(v); string(c) != `{"b":"now \"quoted\"\n","c":"text","n":1.5}` {
+		t.Fatalf("canonical after edits %s", c)
+	}
+}
