@@ -239,15 +239,21 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 		return b, errStopped
 	}
 	base := len(e.ents)
-	var small [maxSmallOrder]khEnt
-	ents, err := e.memberOrder(obj, small[:])
+	var small [maxSmallOrder]uint8
+	ents, err := e.memberOrder(obj, &small)
 	if err != nil {
 		e.ents = e.ents[:base]
 		return b, khAt(err, "")
 	}
 	b = append(b, '{')
-	for j, ent := range ents {
-		m := &obj[ent.x]
+	for j := range n {
+		// A small object's order is in small, any other's in ents.
+		var m *Member
+		if ents == nil {
+			m = &obj[small[j&(maxSmallOrder-1)]]
+		} else {
+			m = &obj[ents[j].x]
+		}
 		var err error
 		if j > 0 {
 			b = append(b, ',')
@@ -287,14 +293,15 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// memberOrder returns the members of obj in khoralabs order. A small
-// object is ordered in small (scratch space on the caller's stack); any
-// other pushes its order onto e.ents, and the caller pops it. Children
+// memberOrder puts the members of obj in khoralabs order. A small object
+// is ordered into small (member indexes, on the caller's stack) and the
+// result is nil; any other pushes its order onto e.ents, returns it, and
+// the caller pops it. Children
 // push theirs above it, and if that moves e.ents the old array keeps this
 // object's order unchanged.
-func (e *khEncoder) memberOrder(obj []Member, small []khEnt) ([]khEnt, error) {
+func (e *khEncoder) memberOrder(obj []Member, small *[maxSmallOrder]uint8) ([]khEnt, error) {
 	if done, err := smallOrder(obj, small); done {
-		return small[:len(obj)], err
+		return nil, err
 	}
 	base := len(e.ents)
 	if err := e.order(obj); err != nil {
@@ -416,12 +423,13 @@ const maxSmallOrder = 8
 // ASCII character other than a digit, as bucketOrder would, with less
 // set-up: each member packs its first rank above its index into a uint16,
 // an insertion sort orders those, and only runs of members that share a
-// first rank compare their keys (compareKeys). done is false,
+// first rank compare their keys (compareKeys). The order goes to
+// order[:len(obj)] as member indexes. done is false,
 // with nothing decided, for any other object (a digit could start an
 // array index, which goes first).
-func smallOrder(obj []Member, ents []khEnt) (done bool, err error) {
+func smallOrder(obj []Member, order *[maxSmallOrder]uint8) (done bool, err error) {
 	n := len(obj)
-	if n > maxSmallOrder || n > len(ents) {
+	if n > maxSmallOrder {
 		return false, nil
 	}
 	var buf [maxSmallOrder]uint16
@@ -469,15 +477,15 @@ func smallOrder(obj []Member, ents []khEnt) (done bool, err error) {
 		}
 		i = j
 	}
-	ents = ents[:n]
 	for i, x := range p {
-		ents[i] = khEnt{x: int32(x & 0xff)}
+		order[i] = uint8(x)
 	}
 	if ties {
-		for i := range ents {
-			ents[i] = prefixEnt(obj, int(ents[i].x))
+		var ents [maxSmallOrder]khEnt
+		for i, x := range p {
+			ents[i] = prefixEnt(obj, int(x&0xff))
 		}
-		return true, checkDuplicates(obj, ents)
+		return true, checkDuplicates(obj, ents[:n])
 	}
 	return true, nil
 }

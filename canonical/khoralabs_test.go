@@ -466,11 +466,21 @@ func TestKhoralabsQuickOrderMatchesGeneral(t *testing.T) {
 func encoderOrder(obj []Member, small bool) ([]int32, error) {
 	e := khPool.Get().(*khEncoder)
 	defer khPool.Put(e)
-	var scratch [maxSmallOrder]khEnt
+	var scratch [maxSmallOrder]uint8
 	var ents []khEnt
 	var err error
 	if small {
-		ents, err = e.memberOrder(obj, scratch[:])
+		ents, err = e.memberOrder(obj, &scratch)
+		if err != nil {
+			return nil, err
+		}
+		if ents == nil {
+			got := make([]int32, len(obj))
+			for i := range got {
+				got[i] = int32(scratch[i])
+			}
+			return got, nil
+		}
 	} else {
 		err = e.order(obj)
 		ents = e.ents
