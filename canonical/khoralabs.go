@@ -240,7 +240,11 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	}
 	base := len(e.ents)
 	var small [maxSmallOrder]uint8
-	ents, err := e.memberOrder(obj, &small)
+	var ents []khEnt
+	done, err := smallOrder(obj, &small)
+	if !done {
+		ents, err = e.pushOrder(obj)
+	}
 	if err != nil {
 		e.ents = e.ents[:base]
 		return b, khAt(err, "")
@@ -289,7 +293,9 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 			return b, khAt(err, keyStep(m.Key))
 		}
 	}
-	e.ents = e.ents[:base]
+	if ents != nil {
+		e.ents = e.ents[:base]
+	}
 	return append(b, '}'), nil
 }
 
@@ -303,6 +309,11 @@ func (e *khEncoder) memberOrder(obj []Member, small *[maxSmallOrder]uint8) ([]kh
 	if done, err := smallOrder(obj, small); done {
 		return nil, err
 	}
+	return e.pushOrder(obj)
+}
+
+// pushOrder pushes the khoralabs order of obj onto e.ents and returns it.
+func (e *khEncoder) pushOrder(obj []Member) ([]khEnt, error) {
 	base := len(e.ents)
 	if err := e.order(obj); err != nil {
 		return nil, err
