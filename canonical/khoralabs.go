@@ -299,20 +299,10 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// memberOrder puts the members of obj in khoralabs order. A small object
-// is ordered into small (member indexes, on the caller's stack) and the
-// result is nil; any other pushes its order onto e.ents, returns it, and
-// the caller pops it. Children
-// push theirs above it, and if that moves e.ents the old array keeps this
-// object's order unchanged.
-func (e *khEncoder) memberOrder(obj []Member, small *[maxSmallOrder]uint8) ([]khEnt, error) {
-	if done, err := smallOrder(obj, small); done {
-		return nil, err
-	}
-	return e.pushOrder(obj)
-}
-
-// pushOrder pushes the khoralabs order of obj onto e.ents and returns it.
+// pushOrder pushes the khoralabs order of obj onto e.ents and returns it;
+// the caller pops it. Children push theirs above it, and if that moves
+// e.ents the old array keeps this object's order unchanged. (Small
+// objects are ordered by smallOrder on the writer's stack instead.)
 func (e *khEncoder) pushOrder(obj []Member) ([]khEnt, error) {
 	base := len(e.ents)
 	if err := e.order(obj); err != nil {

@@ -446,7 +446,7 @@ func TestKhoralabsQuickOrderMatchesGeneral(t *testing.T) {
 			want[i] = int32(i)
 		}
 		wantErr := KhoralabsKeyOrder(obj, want)
-		// Both the encoder's path (memberOrder: smallOrder first) and
+		// Both the encoder's path (smallOrder first) and
 		// order alone (bucketOrder, prefixes) must agree with it.
 		for _, small := range []bool{true, false} {
 			got, gotErr := encoderOrder(obj, small)
@@ -461,7 +461,7 @@ func TestKhoralabsQuickOrderMatchesGeneral(t *testing.T) {
 }
 
 // encoderOrder is the member order the encoder computes for obj: by
-// memberOrder (smallOrder first) when small, else by order alone
+// smallOrder first, as the object writer orders, when small, else by order alone
 // (bucketOrder, prefixes).
 func encoderOrder(obj []Member, small bool) ([]int32, error) {
 	e := khPool.Get().(*khEncoder)
@@ -470,7 +470,11 @@ func encoderOrder(obj []Member, small bool) ([]int32, error) {
 	var ents []khEnt
 	var err error
 	if small {
-		ents, err = e.memberOrder(obj, &scratch)
+		// As the object writer does: smallOrder first, then pushOrder.
+		var done bool
+		if done, err = smallOrder(obj, &scratch); !done {
+			ents, err = e.pushOrder(obj)
+		}
 		if err != nil {
 			return nil, err
 		}
