@@ -239,7 +239,7 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 		return b, errStopped
 	}
 	base := len(e.ents)
-	var small [maxSmallOrder]uint8
+	var small [maxSmallOrder]uint16
 	var ents []khEnt
 	done, err := smallOrder(obj, &small)
 	if !done {
@@ -254,7 +254,7 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 		// A small object's order is in small, any other's in ents.
 		var m *Member
 		if ents == nil {
-			m = &obj[small[j&(maxSmallOrder-1)]]
+			m = &obj[uint8(small[j&(maxSmallOrder-1)])]
 		} else {
 			m = &obj[ents[j].x]
 		}
@@ -422,19 +422,18 @@ const maxSmallOrder = 8
 
 // smallOrder orders a small object whose keys all start with a simple
 // ASCII character other than a digit, as bucketOrder would, with less
-// set-up: each member packs its first rank above its index into a uint16,
-// an insertion sort orders those, and only runs of members that share a
-// first rank compare their keys (compareKeys). The order goes to
-// order[:len(obj)] as member indexes. done is false,
-// with nothing decided, for any other object (a digit could start an
-// array index, which goes first).
-func smallOrder(obj []Member, order *[maxSmallOrder]uint8) (done bool, err error) {
+// set-up: each member packs its first rank above its index into a uint16
+// of order (the writer's stack), an insertion sort orders those in place,
+// and only runs of members that share a first rank compare their keys
+// (compareKeys). The low bytes of order[:len(obj)] are then the member
+// indexes in khoralabs order. done is false, with nothing decided, for any
+// other object (a digit could start an array index, which goes first).
+func smallOrder(obj []Member, order *[maxSmallOrder]uint16) (done bool, err error) {
 	n := len(obj)
 	if n > maxSmallOrder {
 		return false, nil
 	}
-	var buf [maxSmallOrder]uint16
-	p := buf[:n]
+	p := order[:n]
 	shared := false
 	for i := range p {
 		k := obj[i].Key
@@ -477,9 +476,6 @@ func smallOrder(obj []Member, order *[maxSmallOrder]uint8) (done bool, err error
 			p[u] = x
 		}
 		i = j
-	}
-	for i, x := range p {
-		order[i] = uint8(x)
 	}
 	if ties {
 		var ents [maxSmallOrder]khEnt

@@ -466,7 +466,7 @@ func TestKhoralabsQuickOrderMatchesGeneral(t *testing.T) {
 func encoderOrder(obj []Member, small bool) ([]int32, error) {
 	e := khPool.Get().(*khEncoder)
 	defer khPool.Put(e)
-	var scratch [maxSmallOrder]uint8
+	var scratch [maxSmallOrder]uint16
 	var ents []khEnt
 	var err error
 	if small {
@@ -481,7 +481,7 @@ func encoderOrder(obj []Member, small bool) ([]int32, error) {
 		if ents == nil {
 			got := make([]int32, len(obj))
 			for i := range got {
-				got[i] = int32(scratch[i])
+				got[i] = int32(uint8(scratch[i]))
 			}
 			return got, nil
 		}
