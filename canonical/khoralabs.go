@@ -129,6 +129,8 @@ func appendKhoralabs(dst []byte, v *Value, stop func(string) bool) ([]byte, bool
 type KhoralabsEncoder struct{ e khEncoder }
 
 // AppendUntil is AppendKhoralabsUntil with this encoder's scratch space.
+// Like every append function of this package it stores nothing in dst's
+// spare capacity past what it appends.
 func (k *KhoralabsEncoder) AppendUntil(dst []byte, v *Value, stop func(key string) bool) (out []byte, stopped bool, err error) {
 	out, stopped, err = k.e.appendUntil(dst, v, stop)
 	if !k.e.small() {
@@ -277,7 +279,7 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 			}
 		case Number:
 			if b, ok = appendPlainNumber(b, v.Str); !ok {
-				b, err = appendJSNumber(b, v.Str)
+				b, err = appendJSNumberRest(b, v.Str)
 			}
 		case Object:
 			if depth+1 >= maxEncodeDepth {
@@ -754,6 +756,12 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 	if out, ok := appendPlainNumber(b, lit); ok {
 		return out, nil
 	}
+	return appendJSNumberRest(b, lit)
+}
+
+// appendJSNumberRest is appendJSNumber for a literal appendPlainNumber
+// refused.
+func appendJSNumberRest(b []byte, lit string) ([]byte, error) {
 	// Fast path: an integer of 1 to 15 digits without leading zeros is an
 	// exact double and prints as written ("-0" prints as "0").
 	if n := len(lit); n > 0 && n <= 15 {
@@ -859,13 +867,21 @@ func appendPlainNumber(b []byte, lit string) ([]byte, bool) {
 	return appendWord(b, lw, n), true
 }
 
-// appendWord appends the n low bytes of w (n ≤ 8), first the lowest.
+// appendWord appends the n low bytes of w (1 ≤ n ≤ 8), first the lowest,
+// and stores nothing past them: the buffer's spare capacity may be the
+// caller's.
 func appendWord(b []byte, w uint64, n int) []byte {
 	at := len(b)
 	if cap(b)-at < 8 {
 		b = slices.Grow(b, 8)
 	}
-	binary.LittleEndian.PutUint64(b[at:at+8], w)
+	d := (*[8]byte)(b[at : at+8])
+	if n >= 4 {
+		binary.LittleEndian.PutUint32(d[0:4], uint32(w))
+		binary.LittleEndian.PutUint32(d[n-4:n], uint32(w>>(8*(n-4))))
+	} else {
+		d[0], d[n>>1], d[n-1] = byte(w), byte(w>>(8*(n>>1))), byte(w>>(8*(n-1)))
+	}
 	return b[:at+n]
 }
 

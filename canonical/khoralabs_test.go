@@ -737,3 +737,50 @@ func TestKhoralabsEncoderReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestWritersStoreNothingPastTheirOutput: the word-wise writers (strings,
+// short copies, numbers, whole documents) append into a buffer whose
+// spare capacity may belong to the caller; they must leave every byte
+// past what they return as it was.
+func TestWritersStoreNothingPastTheirOutput(t *testing.T) {
+	var strs, nums []string
+	for n := 0; n <= 20; n++ {
+		strs = append(strs, "abcdefghijklmnopqrstuvwxyz"[:n], strings.Repeat("é", n/2), "a\"b"[:min(n, 3)])
+	}
+	for _, lit := range []string{"0", "-0", "1", "12", "-12", "123", "1234", "12345", "-123456", "1234567", "12345678", "1.5", "-0.25", "12.125", "1.50", "1e-7", "123456789", "1234567890.5", "1e400"} {
+		nums = append(nums, lit)
+	}
+	docs := []string{`{"b":1,"a":[1.5,"x",{"d":-0,"c":"é"}],"10":true,"2":null}`, `[0,12,-3.5,"",{}]`, `{"k":"v"}`}
+	check := func(name string, write func([]byte) []byte) {
+		t.Helper()
+		for _, k := range []int{0, 3} {
+			// (An output that outgrows the buffer moves; what was written
+			// before the move is the caller's as with append.)
+			backing := bytes.Repeat([]byte{'X'}, 128)
+			out := write(backing[:k])
+			for i := len(out); i < len(backing); i++ {
+				if backing[i] != 'X' {
+					t.Fatalf("%s into a buffer of %d: byte %d past the output (%q) changed to %q", name, k, i, out, backing[i])
+				}
+			}
+		}
+	}
+	for _, s := range strs {
+		check(fmt.Sprintf("AppendJSString(%q)", s), func(b []byte) []byte { out, _ := AppendJSString(b, s); return out })
+		check(fmt.Sprintf("appendPlainJSString(%q)", s), func(b []byte) []byte { out, _ := appendPlainJSString(b, s); return out })
+		check(fmt.Sprintf("appendShort(%q)", s), func(b []byte) []byte { return appendShort(b, s) })
+	}
+	for _, lit := range nums {
+		check(fmt.Sprintf("AppendJSNumberLiteral(%q)", lit), func(b []byte) []byte { out, _ := AppendJSNumberLiteral(b, lit); return out })
+		check(fmt.Sprintf("appendPlainNumber(%q)", lit), func(b []byte) []byte { out, _ := appendPlainNumber(b, lit); return out })
+	}
+	for _, doc := range docs {
+		v, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("AppendCanonical(%s)", doc), func(b []byte) []byte { out, _ := Khoralabs.AppendCanonical(b, v); return out })
+		var enc KhoralabsEncoder
+		check(fmt.Sprintf("KhoralabsEncoder(%s)", doc), func(b []byte) []byte { out, _, _ := enc.AppendUntil(b, &v, nil); return out })
+	}
+}
