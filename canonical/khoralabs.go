@@ -820,21 +820,45 @@ func appendPlainNumber(b []byte, lit string) ([]byte, bool) {
 	if n == 0 || n > 8 {
 		return b, false
 	}
-	// The literal's bytes, first in the low byte, zeros above: overlapping
-	// loads put the same bytes in the same places.
-	var w uint64
-	if n >= 4 {
-		w = load32(lit, 0) | load32(lit, n-4)<<(8*(n-4))
-	} else {
-		w = uint64(lit[0]) | uint64(lit[n>>1])<<(8*(n>>1)) | uint64(lit[n-1])<<(8*(n-1))
+	at := len(b)
+	if cap(b)-at < 8 {
+		b = slices.Grow(b, 8)
 	}
-	lw := w // the literal, to be stored as it is
-	m := n  // bytes after the sign
+	d := (*[8]byte)(b[at : at+8])
+	// The literal's bytes, first in the low byte, zeros above (overlapping
+	// loads put the same bytes in the same places), and stored back with
+	// the same loads' words, so that nothing past the literal is written.
+	if n >= 4 {
+		lo, hi := load32(lit, 0), load32(lit, n-4)
+		if !plainNumber(lo|hi<<(8*(n-4)), n) {
+			return b, false
+		}
+		binary.LittleEndian.PutUint32(d[0:4], uint32(lo))
+		binary.LittleEndian.PutUint32(d[n-4:n], uint32(hi))
+		return b[:at+n], true
+	}
+	c0, c1, c2 := lit[0], lit[n>>1], lit[n-1]
+	if !plainNumber(uint64(c0)|uint64(c1)<<(8*(n>>1))|uint64(c2)<<(8*(n-1)), n) {
+		return b, false
+	}
+	if n == 2 && c0 == '-' && c1 == '0' { // "-0" is written 0
+		d[0] = '0'
+		return b[:at+1], true
+	}
+	d[0], d[n>>1], d[n-1] = c0, c1, c2
+	return b[:at+n], true
+}
+
+// plainNumber reports whether the literal of n bytes (1 ≤ n ≤ 8) held in
+// w, first in the low byte, is written by JSON.stringify as it is (or, for
+// "-0", as 0): see appendPlainNumber.
+func plainNumber(w uint64, n int) bool {
+	m := n // bytes after the sign
 	if w&0xff == '-' {
 		w >>= 8
 		m--
 		if m == 0 {
-			return b, false
+			return false
 		}
 	}
 	// nd flags (high bit) each of the m bytes that is not a digit: its
@@ -845,14 +869,8 @@ func appendPlainNumber(b []byte, lit string) ([]byte, bool) {
 	nd := ((x&(lsb*0x7f) + lsb*0x7f) | x) & msb & (1<<(8*m) - 1)
 	first := w & 0xff
 	if nd == 0 {
-		// An integer: no leading zero; "-0" is written 0.
-		if first == '0' && m > 1 {
-			return b, false
-		}
-		if m == 1 && first == '0' && n == 2 {
-			lw, n = '0', 1
-		}
-		return appendWord(b, lw, n), true
+		// An integer: no leading zero, but "-0" (written 0).
+		return first != '0' || m == 1
 	}
 	// A decimal: one non-digit, the point, after the first digit and
 	// before the last, which is not 0; "0" is the only integer part that
@@ -860,29 +878,8 @@ func appendPlainNumber(b []byte, lit string) ([]byte, bool) {
 	// the point — 8 bytes leave no room for six and a last digit — so its
 	// double is written as it is; see appendJSNumber.)
 	dot := bits.TrailingZeros64(nd) >> 3
-	if nd&(nd-1) != 0 || w>>(8*dot)&0xff != '.' || dot == 0 || dot >= m-1 ||
-		w>>(8*(m-1))&0xff == '0' || first == '0' && dot > 1 {
-		return b, false
-	}
-	return appendWord(b, lw, n), true
-}
-
-// appendWord appends the n low bytes of w (1 ≤ n ≤ 8), first the lowest,
-// and stores nothing past them: the buffer's spare capacity may be the
-// caller's.
-func appendWord(b []byte, w uint64, n int) []byte {
-	at := len(b)
-	if cap(b)-at < 8 {
-		b = slices.Grow(b, 8)
-	}
-	d := (*[8]byte)(b[at : at+8])
-	if n >= 4 {
-		binary.LittleEndian.PutUint32(d[0:4], uint32(w))
-		binary.LittleEndian.PutUint32(d[n-4:n], uint32(w>>(8*(n-4))))
-	} else {
-		d[0], d[n>>1], d[n-1] = byte(w), byte(w>>(8*(n>>1))), byte(w>>(8*(n-1)))
-	}
-	return b[:at+n]
+	return nd&(nd-1) == 0 && w>>(8*dot)&0xff == '.' && dot != 0 && dot < m-1 &&
+		w>>(8*(m-1))&0xff != '0' && (first != '0' || dot == 1)
 }
 
 // appendShortDecimal writes a number literal -?(0|[1-9]d*)(.d+)?([eE][+-]?d{1,4})?
