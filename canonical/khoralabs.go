@@ -420,16 +420,16 @@ func sortEnts(obj []Member, ents []khEnt, allExact bool) error {
 }
 
 // maxSmallOrder is the largest object smallOrder handles.
-const maxSmallOrder = 8
+const maxSmallOrder = 16
 
 // smallOrder orders a small object whose keys all start with a simple
-// ASCII character other than a digit, as bucketOrder would, with less
+// ASCII character (array indexes first), as bucketOrder would, with less
 // set-up: each member packs its first rank above its index into a uint16
 // of order (the writer's stack), an insertion sort orders those in place,
 // and only runs of members that share a first rank compare their keys
-// (compareKeys). The low bytes of order[:len(obj)] are then the member
-// indexes in khoralabs order. done is false, with nothing decided, for any
-// other object (a digit could start an array index, which goes first).
+// (compareKeys; array indexes, all of rank 0, by value). The low bytes of
+// order[:len(obj)] are then the member indexes in khoralabs order. done
+// is false, with nothing decided, for any other object.
 func smallOrder(obj []Member, order *[maxSmallOrder]uint16) (done bool, err error) {
 	n := len(obj)
 	if n > maxSmallOrder {
@@ -444,7 +444,14 @@ func smallOrder(obj []Member, order *[maxSmallOrder]uint16) (done bool, err erro
 		}
 		r := uint16(smallRank[k[0]])
 		if r == 0 {
-			return false, nil
+			// A digit starts an array index (rank 0: first, ordered by
+			// value below) or an ordinary key; anything else is not simple.
+			if k[0]-'0' > 9 {
+				return false, nil
+			}
+			if _, ok := ArrayIndex(k); !ok {
+				r = uint16(collate.SimpleRank(k[0]))
+			}
 		}
 		x := r<<8 | uint16(i)
 		j := i
@@ -463,12 +470,20 @@ func smallOrder(obj []Member, order *[maxSmallOrder]uint16) (done bool, err erro
 			j++
 		}
 		// Members i…j-1 share a first rank, in input order: sort them by
-		// their keys (stably, so collation ties keep input order).
+		// their keys (stably, so collation ties keep input order), or the
+		// array indexes (rank 0) by value.
 		for t := i + 1; t < j; t++ {
 			x := p[t]
 			u := t
 			for ; u > i; u-- {
-				r := compareKeys(obj[p[u-1]&0xff].Key, obj[x&0xff].Key)
+				var r int
+				if x>>8 == 0 {
+					a, _ := ArrayIndex(obj[p[u-1]&0xff].Key)
+					c, _ := ArrayIndex(obj[x&0xff].Key)
+					r = cmp.Compare(a, c)
+				} else {
+					r = compareKeys(obj[p[u-1]&0xff].Key, obj[x&0xff].Key)
+				}
 				if r <= 0 {
 					ties = ties || r == 0
 					break
@@ -490,7 +505,8 @@ func smallOrder(obj []Member, order *[maxSmallOrder]uint16) (done bool, err erro
 }
 
 // smallRank is collate.SimpleRank of each byte, but 0 for the digits, with
-// which an array-index key could start: smallOrder takes neither.
+// which an array-index key could start: smallOrder looks at those keys
+// again.
 var smallRank = func() (t [256]uint8) {
 	for c := range 256 {
 		if c < '0' || c > '9' {
