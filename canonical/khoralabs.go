@@ -160,6 +160,12 @@ func (e *khEncoder) small() bool {
 	return cap(e.ents) <= 1<<16 && cap(e.idx) <= 1<<16 && cap(e.ko.keys) <= 1<<16
 }
 
+// keyError is the error of a member whose key cannot be written (kept
+// out of the object writer, whose frame it would grow).
+func keyError(key string, err error) error {
+	return khAt(fmt.Errorf("key: %w", err), keyStep(key))
+}
+
 func khAt(err error, step string) error {
 	if err == errStopped {
 		return err // not an error: no path to build
@@ -268,7 +274,7 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 		if b, ok = appendPlainJSString(b, m.Key); !ok {
 			if b, err = appendJSStringSlow(b, m.Key); err != nil {
 				e.ents = e.ents[:base]
-				return b, khAt(fmt.Errorf("key: %w", err), keyStep(m.Key))
+				return b, keyError(m.Key, err)
 			}
 		}
 		b = append(b, ':')
