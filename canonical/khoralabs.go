@@ -690,8 +690,7 @@ var keyOrderPool = sync.Pool{New: func() any { return new(keyOrderer) }}
 // It reports ErrDuplicateKey if two members share a key.
 func KhoralabsKeyOrder(obj []Member, order []int32) error {
 	ko := keyOrderPool.Get().(*keyOrderer)
-	err := ko.order(obj, order)
-	clear(ko.keys)
+	err := ko.order(obj, order) // which clears its copies of the keys
 	keyOrderPool.Put(ko)
 	return err
 }

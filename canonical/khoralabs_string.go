@@ -56,10 +56,6 @@ func appendJSStringSlow(b []byte, s string) ([]byte, error) {
 func hasASCIIEscape(s string) bool {
 	i := 0
 	for ; len(s)-i >= 8; i += 8 {
-		// Per byte: below 0x20 or equal to '"' (below 0x21 after XOR
-		// 0x02), or equal to '\' (a zero after the XOR), and the high bit
-		// clear. A borrow can flag a byte only above one that is flagged
-		// rightly, so "any" is exact.
 		if asciiEscapeMask(load64(s, i)) != 0 {
 			return true
 		}

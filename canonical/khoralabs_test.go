@@ -512,6 +512,32 @@ func keysOf(obj []Member) []string {
 // ASCII and in non-ASCII text.
 func TestAppendPlainJSString(t *testing.T) {
 	prefix := []byte("x,")
+	forEachByteAtEachPosition(func(s []byte) {
+		got, ok := appendPlainJSString(append([]byte(nil), prefix...), string(s))
+		wantOK := true
+		for _, x := range s {
+			wantOK = wantOK && jsPlain[x]
+		}
+		if ok != wantOK {
+			t.Fatalf("appendPlainJSString(%q) ok = %v, want %v", s, ok, wantOK)
+		}
+		if !ok {
+			if string(got[:len(prefix)]) != string(prefix) || len(got) != len(prefix) {
+				t.Fatalf("appendPlainJSString(%q) changed b on refusal: %q", s, got)
+			}
+			return
+		}
+		want, _ := AppendJSString(append([]byte(nil), prefix...), string(s))
+		if string(got) != string(want) {
+			t.Fatalf("appendPlainJSString(%q) = %q, want %q", s, got, want)
+		}
+	})
+}
+
+// forEachByteAtEachPosition calls f with every string made of the first n
+// bytes (n up to 40) of an ASCII and of a non-ASCII text, with every byte
+// value put at every position.
+func forEachByteAtEachPosition(f func(s []byte)) {
 	for _, base := range [][]byte{[]byte("The quick brown fox jumps over lazy dogs!"), []byte("δέλτα île Zoë 😀 région ünïcødé ok")} {
 		for n := 0; n <= 40; n++ {
 			for pos := 0; pos < max(n, 1); pos++ {
@@ -520,24 +546,7 @@ func TestAppendPlainJSString(t *testing.T) {
 					if n > 0 {
 						s[pos] = byte(c)
 					}
-					got, ok := appendPlainJSString(append([]byte(nil), prefix...), string(s))
-					wantOK := true
-					for _, x := range s {
-						wantOK = wantOK && jsPlain[x]
-					}
-					if ok != wantOK {
-						t.Fatalf("appendPlainJSString(%q) ok = %v, want %v", s, ok, wantOK)
-					}
-					if !ok {
-						if string(got[:len(prefix)]) != string(prefix) || len(got) != len(prefix) {
-							t.Fatalf("appendPlainJSString(%q) changed b on refusal: %q", s, got)
-						}
-						continue
-					}
-					want, _ := AppendJSString(append([]byte(nil), prefix...), string(s))
-					if string(got) != string(want) {
-						t.Fatalf("appendPlainJSString(%q) = %q, want %q", s, got, want)
-					}
+					f(s)
 				}
 			}
 		}
@@ -617,33 +626,23 @@ func TestAppendShort(t *testing.T) {
 	}
 }
 
-// TestAppendJSStringSlow: every shortcut of the path for strings that are
-// not plain ASCII (word-wise checks and copies for 4 to 16 bytes, the
-// whole-string checks above) writes what the byte-by-byte escaper writes,
-// and fails where it fails, for every length up to 40 and every byte value
-// at every position of ASCII and non-ASCII text.
+// TestAppendJSStringSlow: the path for strings that are not plain ASCII
+// (whole-string checks, then a copy or the escaper) writes what the
+// byte-by-byte escaper writes, and fails where it fails, for every length
+// up to 40 and every byte value at every position of ASCII and non-ASCII
+// text.
 func TestAppendJSStringSlow(t *testing.T) {
 	prefix := []byte("x,")
-	for _, base := range [][]byte{[]byte("The quick brown fox jumps over lazy dogs!"), []byte("δέλτα île Zoë 😀 région ünïcødé ok")} {
-		for n := 0; n <= 40; n++ {
-			for pos := 0; pos < max(n, 1); pos++ {
-				for c := range 256 {
-					s := append([]byte(nil), base[:n]...)
-					if n > 0 {
-						s[pos] = byte(c)
-					}
-					got, err := appendJSStringSlow(slices.Clone(prefix), string(s))
-					want, wantErr := appendJSStringFrom(append(slices.Clone(prefix), '"'), string(s), 0)
-					if (err == nil) != (wantErr == nil) {
-						t.Fatalf("appendJSStringSlow(%q): error %v, escaper %v", s, err, wantErr)
-					}
-					if err == nil && !bytes.Equal(got, want) {
-						t.Fatalf("appendJSStringSlow(%q) = %q, want %q", s, got, want)
-					}
-				}
-			}
+	forEachByteAtEachPosition(func(s []byte) {
+		got, err := appendJSStringSlow(slices.Clone(prefix), string(s))
+		want, wantErr := appendJSStringFrom(append(slices.Clone(prefix), '"'), string(s), 0)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("appendJSStringSlow(%q): error %v, escaper %v", s, err, wantErr)
 		}
-	}
+		if err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("appendJSStringSlow(%q) = %q, want %q", s, got, want)
+		}
+	})
 }
 
 // TestPlainNumberExhaustive: every literal of up to 5 bytes over digits,
