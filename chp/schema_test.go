@@ -3,6 +3,7 @@ package chp
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -59,6 +60,32 @@ func storedEvents(t *testing.T, b *Boundary, corr string) []EvidenceEvent {
 		}
 	}
 	return out
+}
+
+// randomToken matches what a host generates at random or from the clock:
+// hex digests, identifiers and timestamps. A payload value that leaked into
+// evidence stands apart from them (delimited by JSON punctuation), so a
+// search for it must not be fooled by a digit run inside a hash.
+var randomToken = regexp.MustCompile(`[0-9a-fA-F-]{16,}|\d{4}-\d\d-\d\dT[0-9:.]+(Z|[+-]\d\d:\d\d)?`)
+
+// withoutRandomTokens blanks every random or clock-derived token in s.
+func withoutRandomTokens(s string) string { return randomToken.ReplaceAllString(s, "_") }
+
+// TestWithoutRandomTokens: the blanking keeps a leaked value findable and
+// hides it inside digests, ids and timestamps.
+func TestWithoutRandomTokens(t *testing.T) {
+	for in, leaks := range map[string]bool{
+		`{"ttl":98765}`:              true,
+		`{"value":"Secret-Token-1"}`: true,
+		`{"event_id":"0a98765bc-1234-4def-8abc-0123456789ab"}`: false,
+		`{"hash":"sha256:3f2a98765e0c1d2b3f2a98765e0c1d2b"}`:   false,
+		`{"timestamp":"2026-11-25T17:48:09.987654Z"}`:          false,
+	} {
+		text := withoutRandomTokens(in)
+		if got := strings.Contains(text, "98765") || strings.Contains(text, "Secret-Token-1"); got != leaks {
+			t.Errorf("%s → %s: leak found %v, want %v", in, text, got, leaks)
+		}
+	}
 }
 
 // TestPayloadSchemas: a capability's input schema denies invalid payloads
@@ -131,8 +158,9 @@ func TestPayloadSchemas(t *testing.T) {
 				}
 			}
 			raw, _ := json.Marshal(evs)
+			text := withoutRandomTokens(string(raw))
 			for _, secret := range []string{"Secret-Token-1", "98765"} {
-				if strings.Contains(string(raw), secret) {
+				if strings.Contains(text, secret) {
 					t.Errorf("evidence holds the payload value %q", secret)
 				}
 			}

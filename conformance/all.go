@@ -86,9 +86,18 @@ func Discover(dir string) (sockets []Socket, dangling []string, err error) {
 }
 
 // AuditAll audits every socket in dir concurrently and reports the sockets
-// nobody listens on (refused within the connect timeout) as dead.
+// nobody listens on (refused within the connect timeout) as dead. Unless
+// o sets ConnectTimeout, each socket gets ScanConnectTimeout.
 func AuditAll(ctx context.Context, dir string, o *Options) (*MachineReport, error) {
 	start := time.Now()
+	if o == nil || o.ConnectTimeout <= 0 {
+		scan := Options{}
+		if o != nil {
+			scan = *o
+		}
+		scan.ConnectTimeout = ScanConnectTimeout
+		o = &scan
+	}
 	socks, dangling, err := Discover(dir)
 	if err != nil {
 		return nil, err

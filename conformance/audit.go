@@ -19,9 +19,11 @@ import (
 // Options configure an audit. A nil *Options means the defaults.
 type Options struct {
 	// ConnectTimeout bounds the first connection to a stream endpoint.
-	// Default 50 ms: a local socket that does not accept within it is
-	// reported dead rather than waited on. Later connections to a host that
-	// answered, and HTTP connections, get ProbeTimeout.
+	// Default 5 s for an endpoint the caller named (a busy machine must not
+	// turn a live host into an unreachable verdict) and ScanConnectTimeout
+	// for each socket of an AuditAll scan, where a socket that does not
+	// accept promptly is reported rather than waited on. Later connections
+	// to a host that answered, and HTTP connections, get ProbeTimeout.
 	ConnectTimeout time.Duration
 	// ProbeTimeout bounds each call. Default 2 s.
 	ProbeTimeout time.Duration
@@ -52,9 +54,16 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Connect timeouts when Options.ConnectTimeout is zero: one for an
+// endpoint named by the caller, one for each socket a directory scan finds.
+const (
+	NamedConnectTimeout = 5 * time.Second
+	ScanConnectTimeout  = 250 * time.Millisecond
+)
+
 func (o *Options) connectTimeout() time.Duration {
 	if o == nil || o.ConnectTimeout <= 0 {
-		return 50 * time.Millisecond
+		return NamedConnectTimeout
 	}
 	return o.ConnectTimeout
 }
@@ -131,7 +140,7 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 		caller = jsonrpc.NewClient(conn, nil)
 	case "http", "https":
 		hc = &http.Client{Timeout: o.probeTimeout(), Transport: &http.Transport{
-			// HTTP hosts need not be local: the 50 ms bound is for
+			// HTTP hosts need not be local: the connect bound is for
 			// discovering local sockets, not for reaching a web server.
 			DialContext:       (&net.Dialer{Timeout: o.probeTimeout()}).DialContext,
 			DisableKeepAlives: false,

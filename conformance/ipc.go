@@ -102,7 +102,7 @@ func auditFraming(ctx context.Context, addr endpoint.Address, o *Options, cases 
 func runCase(ctx context.Context, addr endpoint.Address, o *Options, c Case) error {
 	// The host already answered on its first connection, so it is alive: a
 	// slow accept under load is not death, and gets the probe timeout
-	// rather than the 50 ms discovery bound.
+	// rather than the discovery connect bound.
 	dctx, cancel := context.WithTimeout(ctx, o.probeTimeout())
 	conn, err := endpoint.DialConn(dctx, addr)
 	cancel()

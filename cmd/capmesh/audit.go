@@ -60,7 +60,8 @@ taking the host's word for anything it can verify:
           only trusted providers are returned.
 
 --all audits every socket in the biomeos directory concurrently (connect
-timeout 50 ms, probe timeout 2 s), reports dead sockets and dangling
+timeout 250 ms per socket, probe timeout 2 s; a named ENDPOINT gets 5 s to
+accept), reports dead sockets and dangling
 symlinks, and prints the compliance matrix of the machine. --response judges
 a captured capabilities.list response offline.
 
@@ -89,7 +90,7 @@ ENDPOINT cannot be reached.`,
 	fl.BoolVar(&f.noCall, "no-call", false, "do not call every advertised method (Level 2 callability becomes unknown)")
 	fl.BoolVar(&f.noCHP, "no-chp", false, "skip the CHP suite (it invokes capabilities)")
 	fl.StringSliceVar(&f.chpDisabled, "chp-disabled", nil, "capabilities disabled on the host, to exercise CHP requirement 9")
-	fl.DurationVar(&f.connectTimeout, "connect-timeout", 50*time.Millisecond, "give up connecting after this long")
+	fl.DurationVar(&f.connectTimeout, "connect-timeout", 0, "give up connecting after this long (default 5s for a named ENDPOINT, 250ms per socket for --all)")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", 2*time.Second, "give up on each call after this long")
 	fl.StringVar(&f.response, "response", "", "judge a captured capabilities.list response (a file, - for stdin) offline")
 	cmd.AddCommand(newAuditFakeHostCmd(a))
@@ -112,7 +113,7 @@ func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
 		return usageErrorf("--json and --junit exclude one another")
 	case f.requireLevel < 0 || f.requireLevel > 3:
 		return usageErrorf("--require-level %d: want 0-3", f.requireLevel)
-	case f.connectTimeout <= 0 || f.probeTimeout <= 0:
+	case f.connectTimeout < 0 || f.probeTimeout <= 0:
 		return usageErrorf("timeouts must be positive")
 	}
 	if f.response != "" {
