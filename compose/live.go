@@ -16,14 +16,15 @@ import (
 // LiveOptions bound the calls that gather live hosts. A nil *LiveOptions
 // means the defaults.
 type LiveOptions struct {
-	// ConnectTimeout bounds each connection (default 50 ms); CallTimeout
-	// each call (default 2 s).
+	// ConnectTimeout bounds each connection (default 1 s: a local socket
+	// that is alive accepts at once, but a loaded machine may not schedule
+	// the dial promptly); CallTimeout each call (default 2 s).
 	ConnectTimeout, CallTimeout time.Duration
 }
 
 func (o *LiveOptions) connect() time.Duration {
 	if o == nil || o.ConnectTimeout <= 0 {
-		return 50 * time.Millisecond
+		return time.Second
 	}
 	return o.ConnectTimeout
 }

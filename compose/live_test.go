@@ -6,7 +6,6 @@ import (
 	"net"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/capmesh/capmesh/compose"
 	"github.com/capmesh/capmesh/conformance/fakehost"
@@ -67,13 +66,9 @@ func TestFromRegistry(t *testing.T) {
 	}
 	defer reg.Close()
 
-	start := time.Now()
 	hosts, err := compose.FromRegistry(ctx, reg, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if time.Since(start) > 3*time.Second {
-		t.Errorf("FromRegistry took %s", time.Since(start))
 	}
 	c := &compose.Composition{}
 	for _, h := range hosts {
