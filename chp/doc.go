@@ -1,34 +1,31 @@
-// Package chp implements the Capability Host Protocol boundary: the protocol
-// objects (with the upstream JSON Schemas embedded), the governed invocation
-// pipeline, evidence hashing, bundles, and the HTTP and JSON-RPC bindings.
+// Package chp holds the Capability Host Protocol itself: its objects, its
+// codes, evidence hashing, bundles and their verification. It is pure — it
+// imports only the standard library and package canonical — so that anything
+// that only checks evidence (capmesh evidence verify, the conformance audit,
+// a third-party verifier) carries no policy engine, schema validator or
+// database with it. The boundary that produces evidence lives in
+// chp/boundary, the protocol's JSON Schemas in chp/schema, its HTTP and
+// JSON-RPC bindings in chp/chphttp and chp/chprpc.
 //
-// Data flow of one call:
+// Data flow of a check:
 //
-//	HTTP POST /invoke | JSON-RPC chp.invoke | direct domain.op (EnvelopeFromRequest)
-//	  → ParseEnvelope (lenient: defaults filled, correlation generated when missing)
-//	  → Boundary.Invoke: key scope → gate 0 idempotent replay → 1 id → 2 resolution
-//	    → 3 enabled (skip) → 4 mode → 5 mandate → 6 policy → 7 invariants
-//	    → 8 autonomy → 9 input schema → 10 safety → 11 execute → 12 output schema
-//	  → each gate's evidence events are sealed into the evidence.Store
-//	    (chp-event-hash-v2, per-correlation hash chain, capmesh field binding;
-//	    seal.go writes stored event, canonical payload and stable object in one pass)
-//	  → the result is recorded for idempotent replay (with a durable store, in
-//	    the same commit as the evidence, so replay survives a restart)
-//	  → Store.Sync: the evidence is durable before the InvocationResult returns.
+//	exported bundle (JSON) ──VerifyBundle──▶ for each event: the stable object
+//	  (chp-event-hash-v1/v2) → content_hash, prev_hash link, payload_commitment,
+//	  capmesh field binding (BindKey) → root_hash → completeness claim
+//	  → signed tier: header signature (chp-stable-v1 | chp-jcs-v1) and the
+//	    host-identity attestation ──▶ BundleVerification
 //
-// JSON-RPC calls arrive on the jsonrpc server's reused worker goroutines,
-// whose stacks have already grown to what the pipeline needs.
+//	stored events of a correlation ──VerifyChain──▶ ChainVerification (/verify)
 //
-// Proof: Boundary.Replay reads a correlation in sequence order, Verify
-// recomputes its chain, Export builds a bundle (signed with the host key when
-// configured) that VerifyBundle — and the upstream verifiers — check offline.
+// And of an invocation's input: JSON ──ParseEnvelope (lenient, defaults
+// filled by Normalize)──▶ InvocationEnvelope, which chp/boundary runs
+// through its gate pipeline.
 //
-// A host embeds it in a few lines:
+// Every byte hashed or signed comes from package canonical (chp-stable-v1,
+// chp-jcs-v1, and Python's float rendering for checking foreign content).
+// Verification fails closed: malformed input yields an invalid verdict,
+// never a panic.
 //
-//	b, _ := chp.NewBoundary(chp.Config{HostID: "kv-host", Store: store, Key: key})
-//	_ = b.Register(chp.Capability{Descriptor: chp.CapabilityDescriptor{
-//		ID: "kv.get", Version: "1.0.0", Description: "read a key"}, Handler: get})
-//	mux.Handle("/", b.HTTPHandler(opts))      // the normative HTTP binding
-//	rpc := b.RPCHandlers()                     // chp.describe|invoke|replay|verify|export
-//	rpc["kv.get"] = b.DirectHandler()          // direct calls, same pipeline
+//	v, err := chp.VerifyBundle(data, &chp.VerifyOptions{RequireSigned: true})
+//	if err != nil || !v.Valid { … v.Reason, v.Checks … }
 package chp

@@ -2,80 +2,11 @@ package chp
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
-	"sync"
 	"time"
 )
-
-// TimeFormat is how capmesh writes every CHP timestamp: RFC 3339, UTC, fixed
-// microsecond precision.
-const TimeFormat = "2006-01-02T15:04:05.000000Z"
-
-// FormatTime renders t in TimeFormat.
-func FormatTime(t time.Time) string {
-	var b [32]byte
-	return string(appendTime(b[:0], t))
-}
-
-// NewID returns prefix + "_" + 32 random hex digits: 128 bits from a
-// cryptographically strong generator, as chp-v0.2.md §13 expects of ids
-// ("128-bit random by construction": a caller must not be able to guess
-// another caller's invocation_id and replay its result).
-//
-// The bits come from ChaCha8 generators (math/rand/v2, a CSPRNG with fast
-// key erasure) kept in a pool, each seeded from crypto/rand: an id costs
-// tens of nanoseconds instead of a trip through the FIPS DRBG per id
-// (docs/DECISIONS.md).
-func NewID(prefix string) string {
-	var id [1]string
-	newIDs(id[:], prefix)
-	return id[0]
-}
-
-// newIDs sets out[i] to NewID(prefixes[i]) for up to four prefixes, drawing
-// the bits with one trip to the generator pool and the strings in one
-// allocation.
-func newIDs(out []string, prefixes ...string) {
-	var raw [64]byte
-	n := min(len(prefixes), 4)
-	g := idPool.Get().(*mrand.ChaCha8)
-	for i := 0; i < 16*n; i += 8 {
-		binary.LittleEndian.PutUint64(raw[i:], g.Uint64())
-	}
-	idPool.Put(g)
-	var buf [4*(maxIDPrefix+1) + 128]byte
-	var ends [4]int
-	b := buf[:0]
-	for i, p := range prefixes[:n] {
-		b = append(b, p...)
-		b = append(b, '_')
-		b = hex.AppendEncode(b, raw[16*i:16*i+16])
-		ends[i] = len(b)
-	}
-	s := string(b)
-	start := 0
-	for i := range n {
-		out[i] = s[start:ends[i]]
-		start = ends[i]
-	}
-}
-
-// maxIDPrefix bounds the prefixes newIDs writes without allocating.
-const maxIDPrefix = 8
-
-var idPool = sync.Pool{New: func() any {
-	var seed [32]byte
-	if _, err := rand.Read(seed[:]); err != nil {
-		panic("chp: crypto/rand failed: " + err.Error()) // never on Linux ≥ 3.17
-	}
-	return mrand.NewChaCha8(seed)
-}}
 
 // ErrBadEnvelope reports an envelope that cannot become an invocation.
 var ErrBadEnvelope = errors.New("chp: malformed invocation envelope")
@@ -174,9 +105,12 @@ func ParseEnvelope(data []byte) (*InvocationEnvelope, error) {
 	return env, nil
 }
 
-// localSubject is the subject of a call that names none. Shared, never
+// LocalSubject is the subject Normalize gives a call that names none.
+const LocalSubject = `{"id":"local","type":"user"}`
+
+// localSubject is LocalSubject as the envelope holds it. Shared, never
 // modified.
-var localSubject = json.RawMessage(`{"id":"local","type":"user"}`)
+var localSubject = json.RawMessage(LocalSubject)
 
 // emptyObject is the default baggage. Shared, never modified.
 var emptyObject = json.RawMessage(`{}`)
@@ -188,13 +122,11 @@ var emptyObject = json.RawMessage(`{}`)
 func Normalize(env *InvocationEnvelope, now time.Time) {
 	if env.InvocationID == "" && env.Correlation.CorrelationID == "" {
 		var ids [2]string
-		newIDs(ids[:], "inv", "corr")
+		NewIDs(ids[:], "inv", "corr")
 		env.InvocationID, env.Correlation.CorrelationID = ids[0], ids[1]
-		env.freshID = true
 	}
 	if env.InvocationID == "" {
 		env.InvocationID = NewID("inv")
-		env.freshID = true
 	}
 	if env.Mode == "" {
 		env.Mode = "sync"

@@ -27,8 +27,8 @@ import (
 // leaves out.
 const BindKey = "io.github.capmesh.bind"
 
-// bindVersion versions the BindKey object.
-const bindVersion = 1
+// BindVersion versions the BindKey object (its member "v").
+const BindVersion = 1
 
 // emptyObjectCommitment is sha256("{}"), the commitment of an absent payload.
 var emptyObjectCommitment = sha256Hex([]byte("{}"))
@@ -72,7 +72,7 @@ func appendNullableString(dst []byte, s *string) []byte {
 	if s == nil {
 		return append(dst, "null"...)
 	}
-	return appendStableString(dst, *s)
+	return canonical.AppendChpStableString(dst, *s)
 }
 
 // contentHash computes the content hash of the stable object linked to prev
@@ -108,7 +108,7 @@ func (s *stableEvent) contentHash(prev string) string {
 	if prev == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendStableString(b, prev)
+		b = canonical.AppendChpStableString(b, prev)
 	}
 	b = append(b, `, "timestamp": `...)
 	b = appendNullableString(b, s.Timestamp)
@@ -226,18 +226,24 @@ func (e eventView) payloadMatchesCommitment() bool {
 	return err == nil && c == e.text("payload_commitment")
 }
 
-// fieldDigest is the digest capmesh binds for one top-level member: the
-// sha256 of its chp-stable-v1 form (floats rendered as Python does), or null
-// when the member is null or absent.
-func fieldDigest(v canonical.Value) (canonical.Value, error) {
+// MemberDigest is the digest the field binding (BindKey) holds for one
+// top-level event member such as subject, denial or error: the lowercase hex
+// sha256 of its chp-stable-v1 form (floats rendered as Python does), or ""
+// — written as null — when the member is null or absent.
+func MemberDigest(v canonical.Value) (string, error) {
 	if v.Kind == canonical.Null {
-		return nullValue, nil
+		return "", nil
 	}
-	h, err := hashValue(canonical.PythonSortKeys, v)
-	if err != nil {
+	return hashValue(canonical.PythonSortKeys, v)
+}
+
+// memberDigestValue is MemberDigest as the value the binding holds.
+func memberDigestValue(v canonical.Value) (canonical.Value, error) {
+	d, err := MemberDigest(v)
+	if err != nil || d == "" {
 		return nullValue, err
 	}
-	return stringValue(h), nil
+	return stringValue(d), nil
 }
 
 // boundMembers are the members of the BindKey object that mirror an event
@@ -248,7 +254,7 @@ var boundMembers = []string{"capability_version", "causation_id", "denial", "err
 func bindWant(ev eventView, k string) (canonical.Value, error) {
 	switch k {
 	case "subject", "denial", "error":
-		return fieldDigest(member(ev.Value, k))
+		return memberDigestValue(member(ev.Value, k))
 	case "causation_id":
 		return member(member(ev.Value, "correlation"), "causation_id"), nil
 	default: // sequence, capability_version
@@ -256,9 +262,19 @@ func bindWant(ev eventView, k string) (canonical.Value, error) {
 	}
 }
 
-// checkBinding compares an event's BindKey object (when its payload carries
-// one) with its top-level members. It returns the names of the members that
-// differ; ok is false when the event carries no binding.
+// CheckBinding compares the BindKey object of one encoded event (when its
+// payload carries one) with the event's top-level members. It returns the
+// names of the members that differ; bound is false when the event carries no
+// binding.
+func CheckBinding(raw json.RawMessage) (mismatched []string, bound bool, err error) {
+	ev, err := decodeEvent(raw)
+	if err != nil {
+		return nil, false, err
+	}
+	return checkBinding(ev)
+}
+
+// checkBinding is CheckBinding of a decoded event.
 func checkBinding(ev eventView) (mismatched []string, ok bool, err error) {
 	payload, _ := ev.Get("payload")
 	bound, present := payload.Get(BindKey)
@@ -291,4 +307,32 @@ func EventContentHash(raw json.RawMessage, prev string) (string, error) {
 		return "", err
 	}
 	return s.contentHash(prev), nil
+}
+
+// sha256Hex returns the lowercase hex SHA-256 of b.
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// hashValue returns the lowercase hex SHA-256 of v's canonical form under p.
+func hashValue(p canonical.Profile, v canonical.Value) (string, error) {
+	sum, err := canonical.HashValue(p, v)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(sum[:]), nil
+}
+
+var nullValue = canonical.Value{Kind: canonical.Null}
+
+func stringValue(s string) canonical.Value { return canonical.Value{Kind: canonical.String, Str: s} }
+
+// member returns an object's member, Null when absent (or v not an object).
+func member(v canonical.Value, key string) canonical.Value {
+	m, ok := v.Get(key)
+	if !ok {
+		return nullValue
+	}
+	return m
 }

@@ -180,9 +180,6 @@ func (d *CapabilityDescriptor) Disabled() bool {
 	return string(bytes.TrimSpace(meta[EnabledKey])) == "false"
 }
 
-// statuses are the schema's capability maturity levels.
-var statuses = []string{"draft", "experimental", "certified", "deprecated"}
-
 // EvidenceStoreInfo is HostDescriptor.evidence.
 type EvidenceStoreInfo struct {
 	AppendOnly bool   `json:"append_only"`
@@ -222,10 +219,6 @@ type InvocationEnvelope struct {
 	RequestedAt  string             `json:"requested_at"`
 	Subject      json.RawMessage    `json:"subject"`
 	Version      *string            `json:"version,omitempty"`
-
-	// freshID says Normalize generated InvocationID and the envelope has
-	// not been invoked since.
-	freshID bool
 }
 
 // InvocationResult is the outcome of one invocation

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
@@ -310,5 +310,5 @@ func declaresNone(desc json.RawMessage) bool {
 	var d struct {
 		Capabilities []json.RawMessage `json:"capabilities"`
 	}
-	return json.Unmarshal(desc, &d) == nil && len(d.Capabilities) == 0 && chp.ValidateObject("host-descriptor", desc) == nil
+	return json.Unmarshal(desc, &d) == nil && len(d.Capabilities) == 0 && schema.Validate("host-descriptor", desc) == nil
 }

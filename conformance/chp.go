@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/schema"
 )
 
 const srcCHP = "CHP v0.1 §11 Conformance Requirements"
@@ -135,7 +136,7 @@ func auditCHP(ctx context.Context, t chpTransport, descRaw json.RawMessage, o *O
 		set("CHP.1", Fail, "host descriptor does not decode: %v", err)
 	} else {
 		sum.HostID = desc.ID
-		switch err := chp.ValidateObject("host-descriptor", descRaw); {
+		switch err := schema.Validate("host-descriptor", descRaw); {
 		case err != nil:
 			set("CHP.1", Fail, "host descriptor violates host-descriptor.schema.json: %s", firstLine(err))
 		case len(desc.Capabilities) == 0:
@@ -228,8 +229,8 @@ func auditCHP(ctx context.Context, t chpTransport, descRaw json.RawMessage, o *O
 			switch {
 			case inv.err != nil:
 				bad = append(bad, fmt.Sprintf("%s: %v", inv.capability, inv.err))
-			case chp.ValidateObject("invocation-result", inv.raw) != nil:
-				bad = append(bad, fmt.Sprintf("%s: result violates invocation-result.schema.json: %s", inv.capability, firstLine(chp.ValidateObject("invocation-result", inv.raw))))
+			case schema.Validate("invocation-result", inv.raw) != nil:
+				bad = append(bad, fmt.Sprintf("%s: result violates invocation-result.schema.json: %s", inv.capability, firstLine(schema.Validate("invocation-result", inv.raw))))
 			case inv.res.InvocationID != inv.id:
 				bad = append(bad, fmt.Sprintf("%s: invocation_id %q, sent %q", inv.capability, inv.res.InvocationID, inv.id))
 			case inv.res.Success != (inv.res.Outcome == chp.OutcomeSuccess):

@@ -12,7 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/conformance"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/evidence"
@@ -33,18 +34,18 @@ func statuses(r *conformance.HostReport, suite string) map[string]conformance.St
 // JSON-RPC bridge is not held against it.
 func TestCHPOverHTTP(t *testing.T) {
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	b, err := chp.NewBoundary(chp.Config{HostID: "http-fixtures", Store: evidence.NewMemory(), Key: key,
-		Policy: chp.FixturePolicy(), Safety: chp.FixtureSafety()})
+	b, err := boundary.New(boundary.Config{HostID: "http-fixtures", Store: evidence.NewMemory(), Key: key,
+		Policy: boundary.FixturePolicy(), Safety: boundary.FixtureSafety()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chp.RegisterFixtures(b); err != nil {
+	if err := boundary.RegisterFixtures(b); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.SetEnabled("conformance.stream", "1.0.0", false); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(b.HTTPHandler(&chp.HTTPOptions{SharedKeys: []string{"k"}}))
+	srv := httptest.NewServer(chphttp.Handler(b, &chphttp.Options{SharedKeys: []string{"k"}}))
 	defer srv.Close()
 	addr, err := endpoint.Parse(srv.URL)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
 )
@@ -65,7 +66,7 @@ func (h *Host) builtins() map[string]jsonrpc.Handler {
 		m[a] = check
 	}
 	m[MethodHealthDrain] = jsonrpc.HandlerFunc(h.drainRPC)
-	for name, hd := range h.b.RPCHandlers() {
+	for name, hd := range chprpc.Handlers(h.b) {
 		if name == "chp.invoke" {
 			hd = h.guard(hd) // an invocation is work; the others only read
 		}

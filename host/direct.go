@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -16,7 +17,7 @@ const CodeForbidden jsonrpc.Code = -32003
 
 // direct returns the handler of a direct capability call (`kv.get`): the
 // CHP boundary's own mapping (a synthesized envelope with correlation from
-// params._meta, the gate pipeline, evidence made durable, chp.ResultToRPC),
+// params._meta, the gate pipeline, evidence made durable, chprpc.Reply),
 // with two refinements so that a capability behaves like any JSON-RPC
 // method to its caller:
 //
@@ -29,7 +30,7 @@ const CodeForbidden jsonrpc.Code = -32003
 // Either way the error's data is the complete InvocationResult, so the
 // correlation and evidence ids are never lost.
 func (h *Host) direct(params *paramsValidator) jsonrpc.Handler {
-	inner := h.b.DirectHandler()
+	inner := chprpc.DirectHandler(h.b)
 	return jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
 		slot := &codeSlot{}
 		res, err := inner.Handle(context.WithValue(ctx, codeSlotKey{}, slot), req)
@@ -41,18 +42,18 @@ func (h *Host) direct(params *paramsValidator) jsonrpc.Handler {
 			return nil, err
 		}
 		switch je.Code {
-		case chp.RPCDenied:
+		case chprpc.CodeDenied:
 			var r chp.InvocationResult
 			if json.Unmarshal(je.Data, &r) == nil && r.Denial != nil && r.Denial.Code == chp.CodeInputSchemaValidationFailed {
 				why := r.Denial.Message
-				if env, err := chp.EnvelopeFromRequest(req); err == nil {
+				if env, err := chprpc.EnvelopeFromRequest(req); err == nil {
 					if s := params.explain(env.Payload); s != "" {
 						why = s
 					}
 				}
 				return nil, &jsonrpc.Error{Code: jsonrpc.InvalidParams, Message: "Invalid params: " + why, Data: je.Data}
 			}
-		case chp.RPCFailed:
+		case chprpc.CodeFailed:
 			if slot.err != nil {
 				msg := slot.err.Message
 				if msg == "" {

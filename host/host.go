@@ -13,7 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
@@ -85,10 +86,10 @@ type Config struct {
 	// CHP configures the boundary beyond what the host sets itself
 	// (HostID, HostVersion, Store, Key, Logger are filled in when empty):
 	// policy, safety, output-schema strictness, result windows.
-	CHP chp.Config
+	CHP boundary.Config
 	// CHPHTTP configures the CHP HTTP binding (API keys). Default:
-	// chp.HTTPOptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS).
-	CHPHTTP *chp.HTTPOptions
+	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS).
+	CHPHTTP *chphttp.Options
 
 	// RequireBTSP makes a family-scoped host (FAMILY_ID set and not
 	// "default") refuse plaintext JSON-RPC on its stream listeners: the
@@ -128,7 +129,7 @@ type Host struct {
 	log     *slog.Logger
 	key     ed25519.PrivateKey
 	ikey    *identity.PrivateKey // the same key, for wire.SignAnnouncement
-	b       *chp.Boundary
+	b       *boundary.Boundary
 	store   evidence.Store
 	closers []io.Closer
 	started time.Time
@@ -217,7 +218,7 @@ func New(info Info, cfg *Config) (*Host, error) {
 	if bc.Logger == nil {
 		bc.Logger = h.log
 	}
-	b, err := chp.NewBoundary(bc)
+	b, err := boundary.New(bc)
 	if err != nil {
 		h.closeAll()
 		return nil, fmt.Errorf("host: %w", err)
@@ -270,7 +271,7 @@ func (h *Host) openEvidence() error {
 
 // Boundary returns the host's CHP boundary, for direct Invoke, Replay or
 // Export calls in process.
-func (h *Host) Boundary() *chp.Boundary { return h.b }
+func (h *Host) Boundary() *boundary.Boundary { return h.b }
 
 // Info returns what the host says about itself.
 func (h *Host) Info() Info { return h.info }

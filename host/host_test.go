@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
@@ -677,11 +678,11 @@ func ExampleRegister() {
 func TestDescriptorsValidate(t *testing.T) {
 	h := newKVHost(t, nil)
 	d := h.Boundary().Describe()
-	if err := chp.ValidateObject("host-descriptor", d); err != nil {
+	if err := schema.Validate("host-descriptor", d); err != nil {
 		t.Fatalf("host descriptor: %v", err)
 	}
 	for _, c := range d.Capabilities {
-		if err := chp.ValidateObject("capability-descriptor", c); err != nil {
+		if err := schema.Validate("capability-descriptor", c); err != nil {
 			t.Errorf("%s: %v", c.ID, err)
 		}
 		if c.ID == "kv.get" && !strings.Contains(string(c.Metadata), `"idempotent":true`) {

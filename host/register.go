@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
 )
@@ -162,7 +163,7 @@ func Register[In, Out any](h *Host, method string, fn func(ctx context.Context, 
 
 // RegisterCHP adds a capability with a raw CHP handler and explicit
 // schemas (nil for none), for hosts that work on JSON directly.
-func (h *Host) RegisterCHP(method string, fn chp.Handler, inputSchema, outputSchema json.RawMessage, opts ...CapOption) error {
+func (h *Host) RegisterCHP(method string, fn boundary.Handler, inputSchema, outputSchema json.RawMessage, opts ...CapOption) error {
 	if fn == nil {
 		return fmt.Errorf("host: %s: nil handler", method)
 	}
@@ -176,7 +177,7 @@ func (h *Host) RegisterCHP(method string, fn chp.Handler, inputSchema, outputSch
 	return h.registerCHP(method, wrapped, inputSchema, outputSchema, opts)
 }
 
-func (h *Host) registerCHP(name string, fn chp.Handler, in, out json.RawMessage, opts []CapOption) error {
+func (h *Host) registerCHP(name string, fn boundary.Handler, in, out json.RawMessage, opts []CapOption) error {
 	o, err := collect(name, opts)
 	if err != nil {
 		return err
@@ -218,7 +219,7 @@ func (h *Host) registerCHP(name string, fn chp.Handler, in, out json.RawMessage,
 	if _, dup := h.caps[name]; dup {
 		return fmt.Errorf("host: %s is already registered", name)
 	}
-	if err := h.b.Register(chp.Capability{Descriptor: d, Handler: fn}); err != nil {
+	if err := h.b.Register(boundary.Capability{Descriptor: d, Handler: fn}); err != nil {
 		return fmt.Errorf("host: %s: %w", name, err)
 	}
 	h.caps[name] = &method{name: name, handler: h.direct(pv), cost: o.cost, requires: o.requires, chp: true}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/announce"
@@ -208,7 +208,7 @@ func (h *Host) httpMux(srv *jsonrpc.Server) (*http.ServeMux, error) {
 	copts := h.cfg.CHPHTTP
 	if copts == nil {
 		var err error
-		if copts, err = chp.HTTPOptionsFromEnv(); err != nil {
+		if copts, err = chphttp.OptionsFromEnv(); err != nil {
 			return nil, fmt.Errorf("host: CHP HTTP keys: %w", err)
 		}
 	}
@@ -220,7 +220,7 @@ func (h *Host) httpMux(srv *jsonrpc.Server) (*http.ServeMux, error) {
 	for _, m := range mounts {
 		mux.Handle(m.pattern, m.h)
 	}
-	mux.Handle("/", h.b.HTTPHandler(copts))
+	mux.Handle("/", chphttp.Handler(h.b, copts))
 	return mux, nil
 }
 

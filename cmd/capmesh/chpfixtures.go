@@ -10,7 +10,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/spf13/cobra"
@@ -27,13 +28,13 @@ type chpFixtureOptions struct {
 	// Signed gives the host an ephemeral ed25519 key (signed tier).
 	Signed bool
 	// HTTP carries the keys; nil reads CHP_HOST_API_KEY / CHP_HOST_API_KEYS.
-	HTTP *chp.HTTPOptions
+	HTTP *chphttp.Options
 }
 
 // chpFixtureBoundary builds a Boundary registered with the fixture profile
 // and the HTTP handler serving it. `capmesh server --chp-fixtures` mounts the
 // handler; close releases the evidence store.
-func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *chp.Boundary, h http.Handler, closeFn func() error, err error) {
+func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *boundary.Boundary, h http.Handler, closeFn func() error, err error) {
 	if o.HostID == "" {
 		o.HostID = "conformance-host"
 	}
@@ -45,8 +46,8 @@ func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *chp.Boundary, h http.Ha
 		}
 		store = ls
 	}
-	cfg := chp.Config{HostID: o.HostID, HostVersion: versionString(), Store: store, Logger: a.log,
-		Policy: chp.FixturePolicy(), Safety: chp.FixtureSafety()}
+	cfg := boundary.Config{HostID: o.HostID, HostVersion: versionString(), Store: store, Logger: a.log,
+		Policy: boundary.FixturePolicy(), Safety: boundary.FixtureSafety()}
 	if o.Signed {
 		_, key, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
@@ -54,9 +55,9 @@ func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *chp.Boundary, h http.Ha
 		}
 		cfg.Key = key
 	}
-	b, err = chp.NewBoundary(cfg)
+	b, err = boundary.New(cfg)
 	if err == nil {
-		err = chp.RegisterFixtures(b)
+		err = boundary.RegisterFixtures(b)
 	}
 	if err != nil {
 		store.Close()
@@ -64,12 +65,12 @@ func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *chp.Boundary, h http.Ha
 	}
 	httpOpts := o.HTTP
 	if httpOpts == nil {
-		if httpOpts, err = chp.HTTPOptionsFromEnv(); err != nil {
+		if httpOpts, err = chphttp.OptionsFromEnv(); err != nil {
 			store.Close()
 			return nil, nil, nil, usageErrorf("%v", err)
 		}
 	}
-	return b, b.HTTPHandler(httpOpts), store.Close, nil
+	return b, chphttp.Handler(b, httpOpts), store.Close, nil
 }
 
 func init() { register(newChpFixturesCmd) }
@@ -85,7 +86,7 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts, err := chp.HTTPOptionsFromEnv()
+			opts, err := chphttp.OptionsFromEnv()
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
@@ -93,7 +94,7 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 				opts.SharedKeys = append(opts.SharedKeys, key)
 			}
 			if keys != "" {
-				named, err := chp.ParseNamedKeys(keys)
+				named, err := chphttp.ParseNamedKeys(keys)
 				if err != nil {
 					return usageErrorf("--keys: %v", err)
 				}

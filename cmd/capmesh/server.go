@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
@@ -196,8 +196,8 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	if f.chpFixtures {
 		// The fixture profile's governance: a medium risk ceiling (so the
 		// high-risk fixture is denied) and the rule-based safety evaluator.
-		hcfg.CHP.Policy = chp.FixturePolicy()
-		hcfg.CHP.Safety = chp.FixtureSafety()
+		hcfg.CHP.Policy = boundary.FixturePolicy()
+		hcfg.CHP.Safety = boundary.FixtureSafety()
 	}
 	if f.port != 0 {
 		hcfg.TCP = net.JoinHostPort(f.listen, fmt.Sprint(f.port))
@@ -247,7 +247,7 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 		return withCode(exitUsage, err)
 	}
 	if f.chpFixtures {
-		if err := chp.RegisterFixtures(h.Boundary()); err != nil {
+		if err := boundary.RegisterFixtures(h.Boundary()); err != nil {
 			_ = h.Close()
 			return fmt.Errorf("chp fixtures: %w", err)
 		}

@@ -42,6 +42,8 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
@@ -199,7 +201,7 @@ func (a answer) handler() jsonrpc.Handler {
 type Host struct {
 	spec     *Spec
 	methods  map[string]jsonrpc.Handler
-	boundary *chp.Boundary
+	boundary *boundary.Boundary
 }
 
 // New builds the dispatcher of s.
@@ -249,20 +251,20 @@ func New(s *Spec) (*Host, error) {
 		star = a
 	}
 	if s.CHP != "" {
-		b, err := chp.NewBoundary(chp.Config{HostID: s.Name, HostVersion: "fakehost", Store: evidence.NewMemory(),
-			Policy: chp.FixturePolicy(), Safety: chp.FixtureSafety()})
+		b, err := boundary.New(boundary.Config{HostID: s.Name, HostVersion: "fakehost", Store: evidence.NewMemory(),
+			Policy: boundary.FixturePolicy(), Safety: boundary.FixtureSafety()})
 		if err != nil {
 			return nil, err
 		}
-		if err := chp.RegisterFixtures(b); err != nil {
+		if err := boundary.RegisterFixtures(b); err != nil {
 			return nil, err
 		}
 		h.boundary = b
-		for m, hd := range b.RPCHandlers() {
+		for m, hd := range chprpc.Handlers(b) {
 			h.methods[m] = hd
 		}
 		for _, c := range b.Capabilities() {
-			h.methods[c.ID] = b.DirectHandler()
+			h.methods[c.ID] = chprpc.DirectHandler(b)
 		}
 		if s.CHP == "replay-reversed" {
 			h.methods["chp.replay"] = reversedReplay(b)
@@ -288,7 +290,7 @@ func New(s *Spec) (*Host, error) {
 
 // reversedReplay is chp.replay with the events in reverse sequence order:
 // the broken host of the CHP.8 test.
-func reversedReplay(b *chp.Boundary) jsonrpc.Handler {
+func reversedReplay(b *boundary.Boundary) jsonrpc.Handler {
 	return jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
 		var q chp.ReplayQuery
 		if err := req.UnmarshalParams(&q); err != nil {

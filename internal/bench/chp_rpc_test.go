@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chphttp"
+	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/capmesh/capmesh/evidence/sqlite"
@@ -27,7 +30,7 @@ import (
 // Benchmarks of the CHP boundary beside their floor: the same method served
 // bare by the same jsonrpc server (an ordinary, non-inline handler, so a
 // goroutine per call as for capability calls), then governed by a
-// chp.Boundary with each evidence store. Every governed call runs the whole
+// boundary.Boundary with each evidence store. Every governed call runs the whole
 // pipeline: envelope synthesis, gates, handler, two sealed events, the
 // idempotent-replay record and — for the durable stores — fsync before the
 // answer (group commit).
@@ -70,12 +73,12 @@ func openStore(b *testing.B, kind string) evidence.Store {
 
 // governed returns a boundary over a fresh store of kind with the echo
 // capability kv.get registered, as a host registers one.
-func governed(b *testing.B, kind string) *chp.Boundary {
-	bd, err := chp.NewBoundary(chp.Config{HostID: "bench-host", Store: openStore(b, kind)})
+func governed(b *testing.B, kind string) *boundary.Boundary {
+	bd, err := boundary.New(boundary.Config{HostID: "bench-host", Store: openStore(b, kind)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := bd.Register(chp.Capability{Descriptor: chp.CapabilityDescriptor{ID: "kv.get", Version: "1.0.0", Description: "echo"},
+	if err := bd.Register(boundary.Capability{Descriptor: chp.CapabilityDescriptor{ID: "kv.get", Version: "1.0.0", Description: "echo"},
 		Handler: echoPayload}); err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +93,7 @@ func kvHandler(b *testing.B, kind string) jsonrpc.Handler {
 			return out, err
 		})
 	}
-	return governed(b, kind).DirectHandler()
+	return chprpc.DirectHandler(governed(b, kind))
 }
 
 // cpuClock reads the process's CPU time.
@@ -248,7 +251,7 @@ func BenchmarkCHPHTTP(b *testing.B) {
 					_, _ = w.Write(append(append([]byte(`{"data":`), env.Payload...), `,"success":true}`...))
 				})
 			} else {
-				h = governed(b, kind).HTTPHandler(nil)
+				h = chphttp.Handler(governed(b, kind), nil)
 			}
 			srv := httptest.NewServer(h)
 			defer srv.Close()

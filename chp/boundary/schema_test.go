@@ -1,4 +1,4 @@
-package chp
+package boundary
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -26,11 +28,11 @@ const (
 func schemaBoundary(t *testing.T, strict bool) (*Boundary, *evidence.Memory) {
 	t.Helper()
 	store := evidence.NewMemory()
-	b, err := NewBoundary(Config{HostID: "schema-host", Store: store, StrictOutputSchema: strict})
+	b, err := New(Config{HostID: "schema-host", Store: store, StrictOutputSchema: strict})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "kv.put", Version: "1.0.0", Description: "put",
+	err = b.Register(Capability{Descriptor: chp.CapabilityDescriptor{ID: "kv.put", Version: "1.0.0", Description: "put",
 		InputSchema: json.RawMessage(putInput), OutputSchema: json.RawMessage(putOutput)},
 		Handler: func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
 			env, _ := InvocationFromContext(ctx)
@@ -46,14 +48,14 @@ func schemaBoundary(t *testing.T, strict bool) (*Boundary, *evidence.Memory) {
 }
 
 // storedEvents returns the events of corr as stored.
-func storedEvents(t *testing.T, b *Boundary, corr string) []EvidenceEvent {
+func storedEvents(t *testing.T, b *Boundary, corr string) []chp.EvidenceEvent {
 	t.Helper()
 	yes := true
-	res, err := b.Replay(context.Background(), ReplayQuery{CorrelationID: corr, IncludePayloads: &yes})
+	res, err := b.Replay(context.Background(), chp.ReplayQuery{CorrelationID: corr, IncludePayloads: &yes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]EvidenceEvent, len(res.Events))
+	out := make([]chp.EvidenceEvent, len(res.Events))
 	for i, e := range res.Events {
 		if err := json.Unmarshal(e, &out[i]); err != nil {
 			t.Fatal(err)
@@ -95,24 +97,24 @@ func TestWithoutRandomTokens(t *testing.T) {
 func TestPayloadSchemas(t *testing.T) {
 	cases := []struct {
 		name, payload string
-		outcome       Outcome
+		outcome       chp.Outcome
 		code, message string
 		path          string
 	}{
-		{"valid", `{"key":{"value":"abc"},"ttl":60}`, OutcomeSuccess, "", "", ""},
-		{"missing nested", `{"key":{}}`, OutcomeDenied, CodeInputSchemaValidationFailed,
+		{"valid", `{"key":{"value":"abc"},"ttl":60}`, chp.OutcomeSuccess, "", "", ""},
+		{"missing nested", `{"key":{}}`, chp.OutcomeDenied, chp.CodeInputSchemaValidationFailed,
 			"payload fails the input schema at /key: missing property 'value'", "/key"},
-		{"missing root", `{}`, OutcomeDenied, CodeInputSchemaValidationFailed,
+		{"missing root", `{}`, chp.OutcomeDenied, chp.CodeInputSchemaValidationFailed,
 			"payload fails the input schema at /: missing property 'key'", "/"},
-		{"type", `{"key":{"value":7}}`, OutcomeDenied, CodeInputSchemaValidationFailed,
+		{"type", `{"key":{"value":7}}`, chp.OutcomeDenied, chp.CodeInputSchemaValidationFailed,
 			"payload fails the input schema at /key/value: got number, want string", "/key/value"},
-		{"pattern, value not quoted", `{"key":{"value":"Secret-Token-1"}}`, OutcomeDenied, CodeInputSchemaValidationFailed,
+		{"pattern, value not quoted", `{"key":{"value":"Secret-Token-1"}}`, chp.OutcomeDenied, chp.CodeInputSchemaValidationFailed,
 			`payload fails the input schema at /key/value: string does not match pattern "^[a-z]+$"`, "/key/value"},
-		{"range, value not quoted", `{"key":{"value":"a"},"ttl":98765}`, OutcomeDenied, CodeInputSchemaValidationFailed,
+		{"range, value not quoted", `{"key":{"value":"a"},"ttl":98765}`, chp.OutcomeDenied, chp.CodeInputSchemaValidationFailed,
 			"payload fails the input schema at /ttl: value must be <= 3600", "/ttl"},
-		{"several, in location order", `{"zz":1,"aa":2,"key":{"value":1},"ttl":"x"}`, OutcomeDenied, CodeInputSchemaValidationFailed,
+		{"several, in location order", `{"zz":1,"aa":2,"key":{"value":1},"ttl":"x"}`, chp.OutcomeDenied, chp.CodeInputSchemaValidationFailed,
 			"payload fails the input schema at /: additional properties 'aa', 'zz' not allowed; at /key/value: got number, want string; at /ttl: got string, want integer", "/"},
-		{"not an object", `[1]`, OutcomeDenied, CodeInputSchemaValidationFailed,
+		{"not an object", `[1]`, chp.OutcomeDenied, chp.CodeInputSchemaValidationFailed,
 			"payload fails the input schema at /: got array, want object", "/"},
 	}
 	b, _ := schemaBoundary(t, false)
@@ -122,8 +124,8 @@ func TestPayloadSchemas(t *testing.T) {
 			// The validator walks objects in map order: the message must
 			// not depend on it.
 			for range 8 {
-				res, err := b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "kv.put",
-					Payload: json.RawMessage(c.payload), Correlation: CorrelationContext{CorrelationID: corr}})
+				res, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "kv.put",
+					Payload: json.RawMessage(c.payload), Correlation: chp.CorrelationContext{CorrelationID: corr}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -153,7 +155,7 @@ func TestPayloadSchemas(t *testing.T) {
 				t.Fatalf("%d events, want one execution_denied per call", len(evs))
 			}
 			for _, ev := range evs {
-				if ev.EventType != EventDenied || ev.Denial == nil || ev.Denial.Message != c.message {
+				if ev.EventType != chp.EventDenied || ev.Denial == nil || ev.Denial.Message != c.message {
 					t.Fatalf("recorded %s with denial %+v", ev.EventType, ev.Denial)
 				}
 			}
@@ -179,12 +181,12 @@ func TestOutputSchema(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		b, _ := schemaBoundary(t, strict)
 		ctx := context.Background()
-		ok, err := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: "kv.put", Payload: json.RawMessage(`{"key":{"value":"a"}}`)})
-		if err != nil || ok.Outcome != OutcomeSuccess || string(ok.Data) != `{"stored":true}` {
+		ok, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: "kv.put", Payload: json.RawMessage(`{"key":{"value":"a"}}`)})
+		if err != nil || ok.Outcome != chp.OutcomeSuccess || string(ok.Data) != `{"stored":true}` {
 			t.Fatalf("strict=%v: valid output: %+v %v", strict, ok, err)
 		}
-		res, err := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: "kv.put", Payload: json.RawMessage(`{"key":{"value":"a"}}`),
-			Correlation: CorrelationContext{CorrelationID: "bad-output"}})
+		res, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: "kv.put", Payload: json.RawMessage(`{"key":{"value":"a"}}`),
+			Correlation: chp.CorrelationContext{CorrelationID: "bad-output"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,10 +196,10 @@ func TestOutputSchema(t *testing.T) {
 			types = append(types, ev.EventType)
 		}
 		if !strict {
-			if res.Outcome != OutcomeSuccess {
+			if res.Outcome != chp.OutcomeSuccess {
 				t.Fatalf("lenient: outcome %s", res.Outcome)
 			}
-			if diff := cmp.Diff([]string{EventStarted, EventCompleted}, types); diff != "" {
+			if diff := cmp.Diff([]string{chp.EventStarted, chp.EventCompleted}, types); diff != "" {
 				t.Fatalf("lenient events (-want +got):\n%s", diff)
 			}
 			var p map[string]any
@@ -207,7 +209,7 @@ func TestOutputSchema(t *testing.T) {
 			}
 			continue
 		}
-		if res.Outcome != OutcomeDenied || res.Denial == nil || res.Denial.Code != CodeOutputSchemaValidationFailed {
+		if res.Outcome != chp.OutcomeDenied || res.Denial == nil || res.Denial.Code != chp.CodeOutputSchemaValidationFailed {
 			t.Fatalf("strict: %+v", res)
 		}
 		if want := "result fails the output schema " + wantErr; res.Denial.Message != want {
@@ -216,7 +218,7 @@ func TestOutputSchema(t *testing.T) {
 		if res.Data != nil {
 			t.Errorf("strict: a denied result carries data %s", res.Data)
 		}
-		if diff := cmp.Diff([]string{EventStarted, EventDenied}, types); diff != "" {
+		if diff := cmp.Diff([]string{chp.EventStarted, chp.EventDenied}, types); diff != "" {
 			t.Fatalf("strict events (-want +got):\n%s", diff)
 		}
 		if evs[1].Denial == nil || evs[1].Denial.Message != res.Denial.Message {
@@ -233,7 +235,7 @@ func TestOutputSchema(t *testing.T) {
 // whatever characters the capability id holds; a $ref outside the schema
 // fails registration unless it names a CHP protocol schema.
 func TestSchemaRegistration(t *testing.T) {
-	b, err := NewBoundary(Config{HostID: "reg-host"})
+	b, err := New(Config{HostID: "reg-host"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +261,7 @@ func TestSchemaRegistration(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.id, func(t *testing.T) {
-			err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: c.id, Version: "1.0.0", Description: "x",
+			err := b.Register(Capability{Descriptor: chp.CapabilityDescriptor{ID: c.id, Version: "1.0.0", Description: "x",
 				InputSchema: json.RawMessage(c.schema)}, Handler: echo})
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
@@ -270,8 +272,8 @@ func TestSchemaRegistration(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Register: %v", err)
 			}
-			for payload, want := range map[string]Outcome{c.valid: OutcomeSuccess, c.invalid: OutcomeDenied} {
-				res, err := b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: c.id, Payload: json.RawMessage(payload)})
+			for payload, want := range map[string]chp.Outcome{c.valid: chp.OutcomeSuccess, c.invalid: chp.OutcomeDenied} {
+				res, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: c.id, Payload: json.RawMessage(payload)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -283,7 +285,7 @@ func TestSchemaRegistration(t *testing.T) {
 	}
 	// Two versions of one id compile side by side under their own URLs.
 	for _, v := range []string{"1.0.0", "2.0.0"} {
-		if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "versioned", Version: v, Description: "x",
+		if err := b.Register(Capability{Descriptor: chp.CapabilityDescriptor{ID: "versioned", Version: v, Description: "x",
 			InputSchema: json.RawMessage(`{"required":["v` + v[:1] + `"]}`), OutputSchema: json.RawMessage(`{"type":"object"}`)},
 			Handler: echo}); err != nil {
 			t.Fatal(err)
@@ -291,13 +293,13 @@ func TestSchemaRegistration(t *testing.T) {
 	}
 	for _, v := range []string{"1.0.0", "2.0.0"} {
 		ver := v
-		res, err := b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "versioned", Version: &ver,
+		res, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "versioned", Version: &ver,
 			Payload: json.RawMessage(`{"v` + v[:1] + `":0}`)})
-		if err != nil || res.Outcome != OutcomeSuccess {
+		if err != nil || res.Outcome != chp.OutcomeSuccess {
 			t.Errorf("version %s: %+v %v", v, res, err)
 		}
 	}
-	if a, b := payloadSchemaURL("a/b", "1", "input"), payloadSchemaURL("a", "b/1", "input"); a == b || strings.Contains(a, "#") {
+	if a, b := schema.PayloadURL("a/b", "1", "input"), schema.PayloadURL("a", "b/1", "input"); a == b || strings.Contains(a, "#") {
 		t.Errorf("schema URLs %q and %q collide or carry a fragment", a, b)
 	}
 }

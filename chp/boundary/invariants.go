@@ -1,4 +1,4 @@
-package chp
+package boundary
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/capmesh/capmesh/chp"
 	"github.com/google/cel-go/cel"
 )
 
 // invariantCheck evaluates one host-enforced invariant against an envelope.
 type invariantCheck struct {
-	desc  *InvariantDescriptor
-	check func(ctx context.Context, env *InvocationEnvelope) (ok bool, msg string, err error)
+	desc  *chp.InvariantDescriptor
+	check func(ctx context.Context, env *chp.InvocationEnvelope) (ok bool, msg string, err error)
 }
 
 // celEnv declares what an expression invariant sees: payload (the payload
@@ -34,7 +35,7 @@ const celCostLimit = 100000
 //	expression               parameters {"expression": "<CEL>", "message": "..."}
 //
 // An expression invariant holds when its CEL expression evaluates to true.
-func compileInvariant(inv *InvariantDescriptor) (invariantCheck, error) {
+func compileInvariant(inv *chp.InvariantDescriptor) (invariantCheck, error) {
 	c := invariantCheck{desc: inv}
 	switch inv.Kind {
 	case "required_payload_fields":
@@ -44,7 +45,7 @@ func compileInvariant(inv *InvariantDescriptor) (invariantCheck, error) {
 		if err := json.Unmarshal(inv.Parameters, &p); err != nil || len(p.Fields) == 0 {
 			return c, fmt.Errorf("required_payload_fields needs parameters.fields (a non-empty list of names)")
 		}
-		c.check = func(_ context.Context, env *InvocationEnvelope) (bool, string, error) {
+		c.check = func(_ context.Context, env *chp.InvocationEnvelope) (bool, string, error) {
 			var payload map[string]json.RawMessage
 			if err := json.Unmarshal(env.Payload, &payload); err != nil {
 				return false, "", err
@@ -67,7 +68,7 @@ func compileInvariant(inv *InvariantDescriptor) (invariantCheck, error) {
 		if err := json.Unmarshal(inv.Parameters, &p); err != nil || p.MaxBytes == nil || *p.MaxBytes < 0 {
 			return c, fmt.Errorf("max_payload_bytes needs parameters.max_bytes (a non-negative integer)")
 		}
-		c.check = func(_ context.Context, env *InvocationEnvelope) (bool, string, error) {
+		c.check = func(_ context.Context, env *chp.InvocationEnvelope) (bool, string, error) {
 			if n := len(env.Payload); n > *p.MaxBytes {
 				return false, fmt.Sprintf("Payload is %d bytes, over max_payload_bytes %d", n, *p.MaxBytes), nil
 			}
@@ -99,7 +100,7 @@ func compileInvariant(inv *InvariantDescriptor) (invariantCheck, error) {
 		if msg == "" {
 			msg = "Invariant expression does not hold: " + p.Expression
 		}
-		c.check = func(ctx context.Context, env *InvocationEnvelope) (bool, string, error) {
+		c.check = func(ctx context.Context, env *chp.InvocationEnvelope) (bool, string, error) {
 			vars := map[string]any{"capability_id": env.CapabilityID}
 			for name, raw := range map[string]json.RawMessage{"payload": env.Payload, "subject": env.Subject, "metadata": env.Metadata} {
 				var v any = map[string]any{}

@@ -1,4 +1,4 @@
-package chp
+package chprpc
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -34,16 +36,16 @@ func FuzzDirectCall(f *testing.F) {
 	methods := []string{"conformance.approval", "conformance.budgeted", "conformance.echo", "conformance.fail",
 		"conformance.guarded", "conformance.risky", "conformance.stream", "conformance.unsafe",
 		"conformance.absent", ""}
-	codes := map[jsonrpc.Code]bool{RPCDenied: true, RPCFailed: true, RPCSkipped: true, RPCIndeterminate: true,
-		RPCEvidenceUnavailable: true, jsonrpc.InvalidParams: true, jsonrpc.MethodNotFound: true}
-	b, err := NewBoundary(Config{HostID: "fuzz-host", Store: evidence.NewMemory(), Policy: FixturePolicy(), Safety: FixtureSafety()})
+	codes := map[jsonrpc.Code]bool{CodeDenied: true, CodeFailed: true, CodeSkipped: true, CodeIndeterminate: true,
+		CodeEvidenceUnavailable: true, jsonrpc.InvalidParams: true, jsonrpc.MethodNotFound: true}
+	b, err := boundary.New(boundary.Config{HostID: "fuzz-host", Store: evidence.NewMemory(), Policy: boundary.FixturePolicy(), Safety: boundary.FixtureSafety()})
 	if err != nil {
 		f.Fatal(err)
 	}
-	if err := RegisterFixtures(b); err != nil {
+	if err := boundary.RegisterFixtures(b); err != nil {
 		f.Fatal(err)
 	}
-	h := b.DirectHandler()
+	h := DirectHandler(b)
 	f.Fuzz(func(t *testing.T, m uint8, params []byte) {
 		ctx := context.Background()
 		req := &jsonrpc.Request{Method: methods[int(m)%len(methods)], Params: json.RawMessage(params)}
@@ -57,7 +59,7 @@ func FuzzDirectCall(f *testing.F) {
 			if !codes[je.Code] {
 				t.Fatalf("%s(%q): code %d (%s)", req.Method, params, je.Code, je.Message)
 			}
-			var res InvocationResult
+			var res chp.InvocationResult
 			if len(je.Data) > 0 && json.Unmarshal(je.Data, &res) == nil {
 				corr = res.Correlation.CorrelationID
 			}

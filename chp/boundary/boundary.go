@@ -1,6 +1,7 @@
-package chp
+package boundary
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -17,6 +18,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
+	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -30,7 +35,7 @@ type Handler func(ctx context.Context, payload json.RawMessage) (json.RawMessage
 
 // Capability is a descriptor plus the handler behind it.
 type Capability struct {
-	Descriptor CapabilityDescriptor
+	Descriptor chp.CapabilityDescriptor
 	Handler    Handler
 	// Disabled capabilities are registered but skipped (pipeline gate 3).
 	Disabled bool
@@ -65,7 +70,7 @@ type Config struct {
 	// (default 24h); ResultCacheSize bounds how many (default 100000; the
 	// oldest go first). With a store that keeps results
 	// (evidence.ResultStore: logstore, sqlite) they are written beside the
-	// evidence and reloaded by NewBoundary, so replay survives a restart.
+	// evidence and reloaded by New, so replay survives a restart.
 	ResultWindow    time.Duration
 	ResultCacheSize int
 	// MaxReplayLimit caps a replay page (default 10000).
@@ -90,7 +95,7 @@ type Boundary struct {
 	now     func() time.Time
 	keyID   string
 	pubB64  string
-	ident   *HostIdentity
+	ident   *chp.HostIdentity
 	started string
 
 	mu   sync.Mutex                               // serializes Register
@@ -98,29 +103,29 @@ type Boundary struct {
 
 	stripes [64]sync.Mutex // autonomy check-and-start, by correlation
 
-	results  *resultCache
+	results  *replaycache.Cache
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
 }
 
 type registered struct {
-	desc     CapabilityDescriptor
+	desc     chp.CapabilityDescriptor
 	uri      string // desc.URI(), computed once
 	handler  Handler
 	enabled  atomic.Bool
-	input    *payloadSchema
-	output   *payloadSchema
+	input    *schema.Payload
+	output   *schema.Payload
 	checkers []invariantCheck
 }
 
-// NewBoundary validates cfg and returns a Boundary.
-func NewBoundary(cfg Config) (*Boundary, error) {
+// New validates cfg and returns a Boundary.
+func New(cfg Config) (*Boundary, error) {
 	if strings.TrimSpace(cfg.HostID) == "" {
-		return nil, errors.New("chp: Config.HostID is required")
+		return nil, errors.New("boundary: Config.HostID is required")
 	}
 	if !utf8.ValidString(cfg.HostID) {
-		return nil, errors.New("chp: Config.HostID must be valid UTF-8")
+		return nil, errors.New("boundary: Config.HostID must be valid UTF-8")
 	}
 	if cfg.HostVersion == "" {
 		cfg.HostVersion = "capmesh"
@@ -155,26 +160,26 @@ func NewBoundary(cfg Config) (*Boundary, error) {
 	if cfg.Policy != nil {
 		p := *cfg.Policy
 		if err := p.compile(); err != nil {
-			return nil, fmt.Errorf("chp: %w", err)
+			return nil, fmt.Errorf("boundary: %w", err)
 		}
 		cfg.Policy = &p
 	}
 	if cfg.Key != nil && len(cfg.Key) != ed25519.PrivateKeySize {
-		return nil, errors.New("chp: Config.Key is not an ed25519 private key")
+		return nil, errors.New("boundary: Config.Key is not an ed25519 private key")
 	}
 	b := &Boundary{
 		cfg: cfg, store: cfg.Store, log: cfg.Logger, now: cfg.Now,
-		results: newResultCache(cfg.ResultCacheSize, cfg.ResultWindow, cfg.Now),
-		started: FormatTime(cfg.Now()),
-		hostStr: appendStableString(nil, cfg.HostID),
+		results: replaycache.New(cfg.ResultCacheSize, cfg.ResultWindow, cfg.Now),
+		started: chp.FormatTime(cfg.Now()),
+		hostStr: canonical.AppendChpStableString(nil, cfg.HostID),
 	}
 	b.caps.Store(&map[string][]*registered{})
 	b.subjects.m = make(map[string]subjectInfo)
 	if rs, ok := cfg.Store.(evidence.ResultStore); ok {
 		b.rstore = rs
-		n, err := b.results.load(context.Background(), rs)
+		n, err := b.results.Load(context.Background(), rs)
 		if err != nil {
-			return nil, fmt.Errorf("chp: loading recorded results: %w", err)
+			return nil, fmt.Errorf("boundary: loading recorded results: %w", err)
 		}
 		if n > 0 {
 			b.log.Debug("idempotent-replay cache refilled from the evidence store", "results", n, "store", cfg.Store.Name())
@@ -182,9 +187,9 @@ func NewBoundary(cfg Config) (*Boundary, error) {
 	}
 	if cfg.Key != nil {
 		pub := cfg.Key.Public().(ed25519.PublicKey)
-		b.keyID = KeyID(pub)
+		b.keyID = chp.KeyID(pub)
 		b.pubB64 = base64.StdEncoding.EncodeToString(pub)
-		hi, err := NewHostIdentity(cfg.HostID, cfg.Key, b.started)
+		hi, err := chp.NewHostIdentity(cfg.HostID, cfg.Key, b.started)
 		if err != nil {
 			return nil, err
 		}
@@ -201,25 +206,25 @@ func (b *Boundary) Register(c Capability) error {
 	d := c.Descriptor
 	var err error
 	if strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Version) == "" {
-		return errors.New("chp: capability id and version are required")
+		return errors.New("boundary: capability id and version are required")
 	}
 	if c.Handler == nil {
-		return fmt.Errorf("chp: capability %s has no handler", d.URI())
+		return fmt.Errorf("boundary: capability %s has no handler", d.URI())
 	}
 	if len(d.Modes) == 0 {
 		d.Modes = []string{"sync"}
 	}
 	if d.Emits == nil {
-		d.Emits = []string{EventStarted, EventCompleted, EventFailed, EventDenied}
+		d.Emits = []string{chp.EventStarted, chp.EventCompleted, chp.EventFailed, chp.EventDenied}
 	}
 	if d.Invariants == nil {
-		d.Invariants = []InvariantDescriptor{}
+		d.Invariants = []chp.InvariantDescriptor{}
 	}
 	if d.Tags == nil {
 		d.Tags = []string{}
 	}
 	if d.Assurance == nil {
-		a := DefaultAssurance()
+		a := chp.DefaultAssurance()
 		d.Assurance = &a
 	}
 	if d.Idempotency == "" {
@@ -227,12 +232,12 @@ func (b *Boundary) Register(c Capability) error {
 	}
 	if d.Risk != "" {
 		if _, ok := riskOrder[d.Risk]; !ok {
-			return fmt.Errorf("chp: capability %s: risk %q: want low, medium, high or critical", d.URI(), d.Risk)
+			return fmt.Errorf("boundary: capability %s: risk %q: want low, medium, high or critical", d.URI(), d.Risk)
 		}
 	}
 	d.CapabilityURI = d.URI()
 	if !utf8.ValidString(d.ID) || !utf8.ValidString(d.Version) {
-		return errors.New("chp: capability id and version must be valid UTF-8")
+		return errors.New("boundary: capability id and version must be valid UTF-8")
 	}
 	// A disabled mark in the descriptor (any form Disabled reads) disables
 	// the capability; the live state is emitted by wireDescriptor, so the
@@ -242,19 +247,19 @@ func (b *Boundary) Register(c Capability) error {
 		d.Status = ""
 	}
 	if d.Status != "" && !slices.Contains(statuses, d.Status) {
-		return fmt.Errorf("chp: capability %s: status %q: want one of %s", d.URI(), d.Status, strings.Join(statuses, ", "))
+		return fmt.Errorf("boundary: capability %s: status %q: want one of %s", d.URI(), d.Status, strings.Join(statuses, ", "))
 	}
 	d.Enabled = nil
-	if d.Metadata, err = withoutMember(d.Metadata, EnabledKey); err != nil {
-		return fmt.Errorf("chp: capability %s: metadata: %w", d.URI(), err)
+	if d.Metadata, err = withoutMember(d.Metadata, chp.EnabledKey); err != nil {
+		return fmt.Errorf("boundary: capability %s: metadata: %w", d.URI(), err)
 	}
 	r := &registered{desc: d, uri: d.URI(), handler: c.Handler}
 	r.enabled.Store(!disabled)
-	if r.input, err = compilePayloadSchema(payloadSchemaURL(d.ID, d.Version, "input"), d.InputSchema); err != nil {
-		return fmt.Errorf("chp: capability %s: input_schema: %w", d.URI(), err)
+	if r.input, err = schema.CompilePayload(schema.PayloadURL(d.ID, d.Version, "input"), d.InputSchema); err != nil {
+		return fmt.Errorf("boundary: capability %s: input_schema: %w", d.URI(), err)
 	}
-	if r.output, err = compilePayloadSchema(payloadSchemaURL(d.ID, d.Version, "output"), d.OutputSchema); err != nil {
-		return fmt.Errorf("chp: capability %s: output_schema: %w", d.URI(), err)
+	if r.output, err = schema.CompilePayload(schema.PayloadURL(d.ID, d.Version, "output"), d.OutputSchema); err != nil {
+		return fmt.Errorf("boundary: capability %s: output_schema: %w", d.URI(), err)
 	}
 	for i := range d.Invariants {
 		inv := &d.Invariants[i]
@@ -272,7 +277,7 @@ func (b *Boundary) Register(c Capability) error {
 		}
 		chk, err := compileInvariant(inv)
 		if err != nil {
-			return fmt.Errorf("chp: capability %s: invariant %q: %w", d.URI(), inv.ID, err)
+			return fmt.Errorf("boundary: capability %s: invariant %q: %w", d.URI(), inv.ID, err)
 		}
 		r.checkers = append(r.checkers, chk)
 	}
@@ -281,7 +286,7 @@ func (b *Boundary) Register(c Capability) error {
 	old := *b.caps.Load()
 	for _, o := range old[d.ID] {
 		if o.desc.Version == d.Version {
-			return fmt.Errorf("chp: capability %s already registered", d.URI())
+			return fmt.Errorf("boundary: capability %s already registered", d.URI())
 		}
 	}
 	caps := make(map[string][]*registered, len(old)+1)
@@ -305,21 +310,21 @@ func (b *Boundary) SetEnabled(id, version string, enabled bool) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("chp: capability %s:%s not registered", id, version)
+	return fmt.Errorf("boundary: capability %s:%s not registered", id, version)
 }
 
 // Capabilities returns the registered descriptors in id order, as emitted
 // on the wire: autonomy moved under metadata.autonomy and a disabled
 // capability marked metadata[EnabledKey] = false, as of this call (SetEnabled
 // changes what the next call returns).
-func (b *Boundary) Capabilities() []CapabilityDescriptor {
+func (b *Boundary) Capabilities() []chp.CapabilityDescriptor {
 	caps := *b.caps.Load()
 	ids := make([]string, 0, len(caps))
 	for id := range caps {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	out := []CapabilityDescriptor{}
+	out := []chp.CapabilityDescriptor{}
 	for _, id := range ids {
 		for _, r := range caps[id] {
 			out = append(out, wireDescriptor(r.desc, r.enabled.Load()))
@@ -328,10 +333,13 @@ func (b *Boundary) Capabilities() []CapabilityDescriptor {
 	return out
 }
 
+// statuses are the schema's capability maturity levels.
+var statuses = []string{"draft", "experimental", "certified", "deprecated"}
+
 // wireDescriptor moves autonomy into metadata — the descriptor schema has
 // no autonomy member — and marks a disabled capability with
 // metadata[EnabledKey] = false (docs/DECISIONS.md).
-func wireDescriptor(d CapabilityDescriptor, enabled bool) CapabilityDescriptor {
+func wireDescriptor(d chp.CapabilityDescriptor, enabled bool) chp.CapabilityDescriptor {
 	if d.Autonomy == nil && enabled {
 		if isNull(d.Metadata) {
 			d.Metadata = json.RawMessage("{}")
@@ -348,7 +356,7 @@ func wireDescriptor(d CapabilityDescriptor, enabled bool) CapabilityDescriptor {
 		d.Autonomy = nil
 	}
 	if !enabled {
-		meta[EnabledKey] = json.RawMessage("false")
+		meta[chp.EnabledKey] = json.RawMessage("false")
 	}
 	d.Metadata, _ = json.Marshal(meta)
 	return d
@@ -382,32 +390,39 @@ func (b *Boundary) Assurance() string {
 // HostID returns the configured host id.
 func (b *Boundary) HostID() string { return b.cfg.HostID }
 
+// HostVersion returns the configured implementation version.
+func (b *Boundary) HostVersion() string { return b.cfg.HostVersion }
+
+// Logger returns the logger operational messages go to; a binding logs its
+// own failures there too.
+func (b *Boundary) Logger() *slog.Logger { return b.log }
+
 // Describe returns the host descriptor (chp-v0.1.md §4).
-func (b *Boundary) Describe() *HostDescriptor {
-	return &HostDescriptor{
+func (b *Boundary) Describe() *chp.HostDescriptor {
+	return &chp.HostDescriptor{
 		Assurance:         b.Assurance(),
 		Capabilities:      b.Capabilities(),
-		Evidence:          EvidenceStoreInfo{AppendOnly: true, Store: b.store.Name()},
+		Evidence:          chp.EvidenceStoreInfo{AppendOnly: true, Store: b.store.Name()},
 		HostIdentity:      b.ident,
 		HostVersion:       b.cfg.HostVersion,
 		ID:                b.cfg.HostID,
 		KeyID:             b.keyID,
 		Kind:              b.cfg.Kind,
 		Metadata:          json.RawMessage("{}"),
-		ProtocolVersion:   ProtocolVersion,
+		ProtocolVersion:   chp.ProtocolVersion,
 		PublicKey:         b.pubB64,
-		SupportedVersions: slices.Clone(SupportedVersions),
+		SupportedVersions: slices.Clone(chp.SupportedVersions),
 		Version:           b.cfg.Version,
 	}
 }
 
 // Identity returns the public identity document (chp-v0.2.md §3.1).
-func (b *Boundary) Identity() *IdentityDocument {
-	return &IdentityDocument{Assurance: b.Assurance(), HostIdentity: b.ident, KeyID: b.keyID, PublicKey: b.pubB64}
+func (b *Boundary) Identity() *chp.IdentityDocument {
+	return &chp.IdentityDocument{Assurance: b.Assurance(), HostIdentity: b.ident, KeyID: b.keyID, PublicKey: b.pubB64}
 }
 
 // resolve implements gate 2.
-func (b *Boundary) resolve(id string, version *string) (*registered, *DenialReason) {
+func (b *Boundary) resolve(id string, version *string) (*registered, *chp.DenialReason) {
 	caps := *b.caps.Load()
 	list := caps[id]
 	if version != nil && *version != "" {
@@ -417,13 +432,13 @@ func (b *Boundary) resolve(id string, version *string) (*registered, *DenialReas
 			}
 		}
 		if len(list) > 0 {
-			return nil, b.denial(CodeCapabilityNotFound, fmt.Sprintf("Capability not found: %s:%s", id, *version),
+			return nil, b.denial(chp.CodeCapabilityNotFound, fmt.Sprintf("Capability not found: %s:%s", id, *version),
 				map[string]any{"available": versions(list), "hint": "GET /capabilities lists every registered capability"})
 		}
 	} else if len(list) == 1 {
 		return list[0], nil
 	} else if len(list) > 1 {
-		return nil, b.denial(CodeCapabilityNotFound, fmt.Sprintf("Capability %s is registered in several versions; name one", id),
+		return nil, b.denial(chp.CodeCapabilityNotFound, fmt.Sprintf("Capability %s is registered in several versions; name one", id),
 			map[string]any{"available": versions(list), "hint": "set the envelope's version"})
 	}
 	var sugg []any
@@ -437,7 +452,7 @@ func (b *Boundary) resolve(id string, version *string) (*registered, *DenialReas
 	if sugg == nil {
 		sugg = []any{}
 	}
-	return nil, b.denial(CodeCapabilityNotFound, "Capability not found: "+id,
+	return nil, b.denial(chp.CodeCapabilityNotFound, "Capability not found: "+id,
 		map[string]any{"hint": "GET /capabilities lists every registered capability", "suggestions": sugg})
 }
 
@@ -450,8 +465,8 @@ func versions(list []*registered) []any {
 }
 
 // denial builds a DenialReason with the normative retryable value.
-func (b *Boundary) denial(code, msg string, details map[string]any) *DenialReason {
-	d := &DenialReason{Code: code, Message: msg, Retryable: Retryable(code), Details: json.RawMessage("{}")}
+func (b *Boundary) denial(code, msg string, details map[string]any) *chp.DenialReason {
+	d := &chp.DenialReason{Code: code, Message: msg, Retryable: chp.Retryable(code), Details: json.RawMessage("{}")}
 	if details != nil {
 		d.Details, _ = json.Marshal(details)
 	}
@@ -462,4 +477,10 @@ func (b *Boundary) stripe(corr string) *sync.Mutex {
 	h := fnv.New32a()
 	h.Write([]byte(corr))
 	return &b.stripes[h.Sum32()%uint32(len(b.stripes))]
+}
+
+// isNull reports whether r is absent or JSON null.
+func isNull(r json.RawMessage) bool {
+	r = bytes.TrimSpace(r)
+	return len(r) == 0 || string(r) == "null"
 }

@@ -1,10 +1,11 @@
-package chp
+package boundary
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/capmesh/capmesh/chp"
 )
 
 // FixturePolicy and FixtureSafety are the host configuration of the upstream
@@ -36,21 +37,21 @@ func RegisterFixtures(b *Boundary) error {
 	}
 	one := int64(1)
 	caps := []Capability{
-		{Descriptor: CapabilityDescriptor{ID: "conformance.echo", Description: "Echo a value.", Risk: "low"}, Handler: echo},
-		{Descriptor: CapabilityDescriptor{ID: "conformance.fail", Description: "Fail deterministically.", Risk: "low"},
+		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.echo", Description: "Echo a value.", Risk: "low"}, Handler: echo},
+		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.fail", Description: "Fail deterministically.", Risk: "low"},
 			Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
 				return nil, errors.New("expected failure")
 			}},
-		{Descriptor: CapabilityDescriptor{ID: "conformance.guarded", Description: "Require payload.value.", Risk: "low",
-			Invariants: []InvariantDescriptor{{ID: "requires_value", Kind: "required_payload_fields", Enforcement: "host",
+		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.guarded", Description: "Require payload.value.", Risk: "low",
+			Invariants: []chp.InvariantDescriptor{{ID: "requires_value", Kind: "required_payload_fields", Enforcement: "host",
 				FailureBehavior: "deny", Parameters: json.RawMessage(`{"fields":["value"]}`)}}}, Handler: echo},
-		{Descriptor: CapabilityDescriptor{ID: "conformance.approval", Description: "Approval-gated (every invocation requires approval).", Risk: "low",
-			Autonomy: &AutonomyProfile{Tier: "approval_required", RollbackPolicy: "none", SpendUnits: 1}}, Handler: echo},
-		{Descriptor: CapabilityDescriptor{ID: "conformance.budgeted", Description: "Budget-capped (action_limit=1 per correlation).", Risk: "low",
-			Autonomy: &AutonomyProfile{Tier: "supervised", ActionLimit: &one, RollbackPolicy: "none", SpendUnits: 1}}, Handler: echo},
-		{Descriptor: CapabilityDescriptor{ID: "conformance.risky", Description: "High-risk (exceeds the host's max_risk_tier).", Risk: "high"}, Handler: echo},
-		{Descriptor: CapabilityDescriptor{ID: "conformance.unsafe", Description: "Blocked by a safety guardrail.", Risk: "low"}, Handler: echo},
-		{Descriptor: CapabilityDescriptor{ID: "conformance.stream", Description: "Stream three deterministic chunks.", Risk: "low", Modes: []string{"sync", "stream"}},
+		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.approval", Description: "Approval-gated (every invocation requires approval).", Risk: "low",
+			Autonomy: &chp.AutonomyProfile{Tier: "approval_required", RollbackPolicy: "none", SpendUnits: 1}}, Handler: echo},
+		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.budgeted", Description: "Budget-capped (action_limit=1 per correlation).", Risk: "low",
+			Autonomy: &chp.AutonomyProfile{Tier: "supervised", ActionLimit: &one, RollbackPolicy: "none", SpendUnits: 1}}, Handler: echo},
+		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.risky", Description: "High-risk (exceeds the host's max_risk_tier).", Risk: "high"}, Handler: echo},
+		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.unsafe", Description: "Blocked by a safety guardrail.", Risk: "low"}, Handler: echo},
+		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.stream", Description: "Stream three deterministic chunks.", Risk: "low", Modes: []string{"sync", "stream"}},
 			Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
 				return json.RawMessage(`{"chunks":3,"joined":"s1s2s3"}`), nil
 			}},

@@ -1,4 +1,21 @@
-package chp
+// Package schema holds the Capability Host Protocol's JSON Schemas — the
+// upstream schemas of every protocol object, embedded — and validates
+// against them: protocol objects a host emits or an auditor receives
+// (Validate), and the input and output schemas capabilities declare, which
+// the boundary checks at pipeline gates 9 and 12 (CompilePayload,
+// Payload.Validate).
+//
+// Data flow:
+//
+//	schemas/*.schema.json (embedded) ──Protocol(name)──▶ compiled schema
+//	Go value ──json──▶ Validate(name, v) ──▶ nil | the validator's error
+//	declared schema ──CompilePayload──▶ *Payload (a $ref may name only an
+//	  embedded protocol schema) ──Validate(data)──▶ JSON pointer + message
+//	  (never quoting the data: it is recorded in evidence)
+//
+// It is apart from package chp so that verifying evidence needs no schema
+// validator.
+package schema
 
 import (
 	"bytes"
@@ -31,9 +48,9 @@ var (
 	protoSchemas  = map[string]*jsonschema.Schema{}
 )
 
-// ProtocolSchema returns the compiled upstream JSON Schema of a CHP object by
+// Protocol returns the compiled upstream JSON Schema of a CHP object by
 // file stem, e.g. "invocation-result" or "evidence-event".
-func ProtocolSchema(name string) (*jsonschema.Schema, error) {
+func Protocol(name string) (*jsonschema.Schema, error) {
 	protoOnce.Do(func() {
 		c := jsonschema.NewCompiler()
 		entries, err := fs.ReadDir(schemaFS, "schemas")
@@ -74,7 +91,7 @@ func ProtocolSchema(name string) (*jsonschema.Schema, error) {
 	}
 	b, err := schemaFS.ReadFile("schemas/" + name + ".schema.json")
 	if err != nil {
-		return nil, fmt.Errorf("chp: no schema %q", name)
+		return nil, fmt.Errorf("chp/schema: no schema %q", name)
 	}
 	var head struct {
 		ID string `json:"$id"`
@@ -88,10 +105,10 @@ func ProtocolSchema(name string) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// ValidateObject validates the JSON encoding of v against the named CHP
-// schema.
-func ValidateObject(name string, v any) error {
-	s, err := ProtocolSchema(name)
+// Validate validates the JSON encoding of v against the named CHP schema
+// (see Protocol).
+func Validate(name string, v any) error {
+	s, err := Protocol(name)
 	if err != nil {
 		return err
 	}
@@ -106,22 +123,23 @@ func ValidateObject(name string, v any) error {
 	return s.Validate(inst)
 }
 
-// payloadSchema is a compiled capability input or output schema.
-type payloadSchema struct{ s *jsonschema.Schema }
+// Payload is a compiled capability input or output schema.
+type Payload struct{ s *jsonschema.Schema }
 
-// payloadSchemaURL is the URL a capability's input or output schema is
+// PayloadURL is the URL a capability's input or output schema is
 // compiled under: unique per capability, version and direction, and without
 // a fragment — the validator reads a fragment as an anchor the schema would
 // have to declare (docs/DECISIONS.md).
-func payloadSchemaURL(id, version, which string) string {
+func PayloadURL(id, version, which string) string {
 	return "capmesh:capability/" + url.PathEscape(id) + "/" + url.PathEscape(version) + "/" + which
 }
 
-// compilePayloadSchema compiles a capability's declared schema; nil when the
-// schema is absent or the empty object (no constraint). A schema must be
+// CompilePayload compiles a capability's declared schema under the URL u
+// (PayloadURL); nil when the schema is absent or the empty object (no
+// constraint). A schema must be
 // self-contained: a $ref may point inside it or at an embedded CHP protocol
 // schema, never at a file or the network.
-func compilePayloadSchema(u string, raw json.RawMessage) (*payloadSchema, error) {
+func CompilePayload(u string, raw json.RawMessage) (*Payload, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -142,7 +160,7 @@ func compilePayloadSchema(u string, raw json.RawMessage) (*payloadSchema, error)
 	if err != nil {
 		return nil, err
 	}
-	return &payloadSchema{s: s}, nil
+	return &Payload{s: s}, nil
 }
 
 // protocolLoader resolves a capability schema's external $ref: the CHP
@@ -185,13 +203,13 @@ var english = message.NewPrinter(language.English)
 // maxSchemaFailures bounds how many failing locations a message names.
 const maxSchemaFailures = 3
 
-// validate checks data. When it fails, path is the JSON pointer of the first
+// Validate checks data (nil or empty: JSON null). When it fails, path is the JSON pointer of the first
 // failing location (in instance-location order) and msg says what is wrong
 // there and at up to two more locations, in the validator's English — e.g.
 // "at /key: missing property 'value'". A message never quotes a value of
 // data, only member names and what the schema wants: it is recorded in the
 // evidence, which never holds payloads (docs/DECISIONS.md).
-func (p *payloadSchema) validate(data json.RawMessage) (path, msg string, ok bool) {
+func (p *Payload) Validate(data json.RawMessage) (path, msg string, ok bool) {
 	if isNull(data) {
 		data = json.RawMessage("null")
 	}
@@ -296,4 +314,10 @@ func describeFailure(k jsonschema.ErrorKind) string {
 		k.Properties = slices.Sorted(slices.Values(k.Properties))
 	}
 	return k.LocalizedString(english)
+}
+
+// isNull reports whether r is absent or JSON null.
+func isNull(r json.RawMessage) bool {
+	r = bytes.TrimSpace(r)
+	return len(r) == 0 || string(r) == "null"
 }

@@ -1,4 +1,4 @@
-package chp
+package chprpc
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -20,11 +22,11 @@ import (
 func TestRPCBinding(t *testing.T) {
 	b := fixtureBoundary(t, evidence.NewMemory())
 	m := jsonrpc.Map{}
-	for name, h := range b.RPCHandlers() {
+	for name, h := range Handlers(b) {
 		m[name] = h
 	}
-	m["conformance.echo"] = b.DirectHandler()
-	m["conformance.risky"] = b.DirectHandler()
+	m["conformance.echo"] = DirectHandler(b)
+	m["conformance.risky"] = DirectHandler(b)
 	sock := filepath.Join(t.TempDir(), "chp.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -48,11 +50,11 @@ func TestRPCBinding(t *testing.T) {
 	cl := jsonrpc.NewClient(conn, nil)
 	defer cl.Close()
 
-	var res InvocationResult
+	var res chp.InvocationResult
 	if err := cl.Call(ctx, "chp.invoke", map[string]any{"capability_id": "conformance.risky", "correlation_id": "rpc-1"}, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != OutcomeDenied || res.Denial.Code != CodePolicyBlocked {
+	if res.Outcome != chp.OutcomeDenied || res.Denial.Code != chp.CodePolicyBlocked {
 		t.Fatalf("chp.invoke: %+v", res)
 	}
 	// Direct call with correlation in params._meta; the Unix peer is bound as subject.
@@ -65,22 +67,22 @@ func TestRPCBinding(t *testing.T) {
 	}
 	err = cl.Call(ctx, "conformance.risky", map[string]any{"_meta": map[string]any{"correlation_id": "rpc-1"}}, &data)
 	var rpcErr *jsonrpc.Error
-	if !errors.As(err, &rpcErr) || rpcErr.Code != RPCDenied {
+	if !errors.As(err, &rpcErr) || rpcErr.Code != CodeDenied {
 		t.Fatalf("direct denied call: %v", err)
 	}
-	var replay ReplayResult
+	var replay chp.ReplayResult
 	if err := cl.Call(ctx, "chp.replay", map[string]any{"correlation_id": "rpc-1"}, &replay); err != nil {
 		t.Fatal(err)
 	}
 	if replay.EventCount < 5 {
 		t.Fatalf("replay has %d events", replay.EventCount)
 	}
-	var ev EvidenceEvent
+	var ev chp.EvidenceEvent
 	_ = json.Unmarshal(replay.Events[len(replay.Events)-1], &ev)
 	if string(ev.Subject) == "" || !json.Valid(ev.Subject) {
 		t.Fatalf("subject %s", ev.Subject)
 	}
-	var v ChainVerification
+	var v chp.ChainVerification
 	if err := cl.Call(ctx, "chp.verify", map[string]any{"correlation_id": "rpc-1"}, &v); err != nil || !v.Valid {
 		t.Fatalf("chp.verify: %v %+v", err, v)
 	}
@@ -88,10 +90,10 @@ func TestRPCBinding(t *testing.T) {
 	if err := cl.Call(ctx, "chp.export", map[string]any{"correlation_id": "rpc-1"}, &bundle); err != nil {
 		t.Fatal(err)
 	}
-	if vb, _ := VerifyBundle(bundle, nil); !vb.Valid {
+	if vb, _ := chp.VerifyBundle(bundle, nil); !vb.Valid {
 		t.Fatalf("exported bundle: %+v", vb)
 	}
-	if err := cl.Call(ctx, "chp.export", map[string]any{"correlation_id": "nope"}, &bundle); !errors.As(err, &rpcErr) || rpcErr.Code != RPCNoEvidence {
+	if err := cl.Call(ctx, "chp.export", map[string]any{"correlation_id": "nope"}, &bundle); !errors.As(err, &rpcErr) || rpcErr.Code != CodeNoEvidence {
 		t.Fatalf("export of unknown correlation: %v", err)
 	}
 	if err := cl.Call(ctx, "chp.invoke", []int{1}, &res); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.InvalidParams {
@@ -139,29 +141,29 @@ func TestObjectHasKey(t *testing.T) {
 // handler keeps — its context, the envelope, the payload — and every answer
 // stay intact while other calls run, concurrently, through every outcome.
 func TestDirectCallsRecycle(t *testing.T) {
-	b, err := NewBoundary(Config{HostID: "recycle", Store: evidence.NewMemory()})
+	b, err := boundary.New(boundary.Config{HostID: "recycle", Store: evidence.NewMemory()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	type kept struct {
 		ctx     context.Context
-		env     *InvocationEnvelope
+		env     *chp.InvocationEnvelope
 		corr    string
 		payload string
 	}
 	keep := make(chan kept, 4096)
 	handler := func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
-		env, _ := InvocationFromContext(ctx)
+		env, _ := boundary.InvocationFromContext(ctx)
 		keep <- kept{ctx, env, env.Correlation.CorrelationID, string(p)}
 		if string(p) == `{"fail":true}` {
 			return nil, errors.New("asked to fail")
 		}
 		return p, nil
 	}
-	if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "k.echo", Version: "1", Description: "x"}, Handler: handler}); err != nil {
+	if err := b.Register(boundary.Capability{Descriptor: chp.CapabilityDescriptor{ID: "k.echo", Version: "1", Description: "x"}, Handler: handler}); err != nil {
 		t.Fatal(err)
 	}
-	h := b.DirectHandler()
+	h := DirectHandler(b)
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -175,12 +177,12 @@ func TestDirectCallsRecycle(t *testing.T) {
 				out, err := h.Handle(context.Background(), &jsonrpc.Request{Method: "k.echo", Params: json.RawMessage(params)})
 				if i%10 == 0 {
 					var je *jsonrpc.Error
-					if !errors.As(err, &je) || je.Code != RPCFailed {
+					if !errors.As(err, &je) || je.Code != CodeFailed {
 						t.Errorf("failure answered %v %v", out, err)
 						return
 					}
-					var res InvocationResult
-					if err := json.Unmarshal(je.Data, &res); err != nil || res.Outcome != OutcomeFailure || len(res.EvidenceIDs) != 2 || res.StartedAt == nil {
+					var res chp.InvocationResult
+					if err := json.Unmarshal(je.Data, &res); err != nil || res.Outcome != chp.OutcomeFailure || len(res.EvidenceIDs) != 2 || res.StartedAt == nil {
 						t.Errorf("failure result %+v", res)
 					}
 					continue
@@ -196,7 +198,7 @@ func TestDirectCallsRecycle(t *testing.T) {
 	close(keep)
 	seen := map[string]bool{}
 	for k := range keep {
-		env, _ := InvocationFromContext(k.ctx)
+		env, _ := boundary.InvocationFromContext(k.ctx)
 		if env != k.env || k.env.Correlation.CorrelationID != k.corr || string(k.env.Payload) != k.payload {
 			t.Fatalf("a kept context or envelope changed after its call: %s/%s vs %s/%s", env.Correlation.CorrelationID, env.Payload, k.corr, k.payload)
 		}
@@ -205,4 +207,18 @@ func TestDirectCallsRecycle(t *testing.T) {
 		}
 		seen[k.payload] = true
 	}
+}
+
+// fixtureBoundary is a boundary with the conformance fixture profile.
+func fixtureBoundary(t *testing.T, store evidence.Store) *boundary.Boundary {
+	t.Helper()
+	b, err := boundary.New(boundary.Config{HostID: "test-host", Store: store,
+		Policy: boundary.FixturePolicy(), Safety: boundary.FixtureSafety()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := boundary.RegisterFixtures(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

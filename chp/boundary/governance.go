@@ -1,10 +1,11 @@
-package chp
+package boundary
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/capmesh/capmesh/chp"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,7 +65,7 @@ func (p *PolicyConfig) compile() error {
 
 // decide returns the matched rule and explanation of the first blocking
 // rule, or "" when the policy allows.
-func (p *PolicyConfig) decide(d *CapabilityDescriptor, payload json.RawMessage) (rule, why string) {
+func (p *PolicyConfig) decide(d *chp.CapabilityDescriptor, payload json.RawMessage) (rule, why string) {
 	if len(p.AllowedCapabilityIDs) > 0 && !slices.Contains(p.AllowedCapabilityIDs, d.ID) {
 		return "allowed_capability_ids", fmt.Sprintf("capability %q is not in the allowlist", d.ID)
 	}
@@ -99,7 +100,7 @@ type SafetyVerdict struct {
 
 // SafetyEvaluator assesses every invocation that reaches pipeline gate 10.
 type SafetyEvaluator interface {
-	Assess(ctx context.Context, d *CapabilityDescriptor, env *InvocationEnvelope) SafetyVerdict
+	Assess(ctx context.Context, d *chp.CapabilityDescriptor, env *chp.InvocationEnvelope) SafetyVerdict
 }
 
 // Guardrail is one rule of a RuleSafety evaluator.
@@ -130,7 +131,7 @@ func scopeMatch(pattern, id string) bool {
 }
 
 // Assess implements SafetyEvaluator.
-func (r *RuleSafety) Assess(_ context.Context, d *CapabilityDescriptor, _ *InvocationEnvelope) SafetyVerdict {
+func (r *RuleSafety) Assess(_ context.Context, d *chp.CapabilityDescriptor, _ *chp.InvocationEnvelope) SafetyVerdict {
 	level := d.Risk
 	if level == "" {
 		level = "low"

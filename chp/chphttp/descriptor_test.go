@@ -1,4 +1,4 @@
-package chp
+package chphttp_test
 
 import (
 	"context"
@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chphttp"
+	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -15,7 +19,7 @@ import (
 func disabledIDs(t *testing.T, raw []byte) []string {
 	t.Helper()
 	var listed struct {
-		Capabilities []CapabilityDescriptor `json:"capabilities"`
+		Capabilities []chp.CapabilityDescriptor `json:"capabilities"`
 	}
 	if err := json.Unmarshal(raw, &listed); err != nil {
 		t.Fatal(err)
@@ -38,27 +42,27 @@ func TestDisabledIsDiscoverable(t *testing.T) {
 	b := fixtureBoundary(t, nil)
 	no := false
 	echo := func(_ context.Context, p json.RawMessage) (json.RawMessage, error) { return p, nil }
-	for _, c := range []Capability{
-		{Descriptor: CapabilityDescriptor{ID: "off.flag", Version: "1", Description: "x"}, Disabled: true},
-		{Descriptor: CapabilityDescriptor{ID: "off.enabled", Version: "1", Description: "x", Enabled: &no}},
-		{Descriptor: CapabilityDescriptor{ID: "off.status", Version: "1", Description: "x", Status: "disabled"}},
-		{Descriptor: CapabilityDescriptor{ID: "off.meta", Version: "1", Description: "x", Status: "certified",
-			Metadata: json.RawMessage(`{"` + EnabledKey + `":false,"team":"a"}`)}},
+	for _, c := range []boundary.Capability{
+		{Descriptor: chp.CapabilityDescriptor{ID: "off.flag", Version: "1", Description: "x"}, Disabled: true},
+		{Descriptor: chp.CapabilityDescriptor{ID: "off.enabled", Version: "1", Description: "x", Enabled: &no}},
+		{Descriptor: chp.CapabilityDescriptor{ID: "off.status", Version: "1", Description: "x", Status: "disabled"}},
+		{Descriptor: chp.CapabilityDescriptor{ID: "off.meta", Version: "1", Description: "x", Status: "certified",
+			Metadata: json.RawMessage(`{"` + chp.EnabledKey + `":false,"team":"a"}`)}},
 		// An author's stale mark on an enabled capability is not kept.
-		{Descriptor: CapabilityDescriptor{ID: "on.meta", Version: "1", Description: "x",
-			Metadata: json.RawMessage(`{"` + EnabledKey + `":true}`)}},
+		{Descriptor: chp.CapabilityDescriptor{ID: "on.meta", Version: "1", Description: "x",
+			Metadata: json.RawMessage(`{"` + chp.EnabledKey + `":true}`)}},
 	} {
 		c.Handler = echo
 		if err := b.Register(c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "bad.status", Version: "1", Description: "x", Status: "retired"},
+	if err := b.Register(boundary.Capability{Descriptor: chp.CapabilityDescriptor{ID: "bad.status", Version: "1", Description: "x", Status: "retired"},
 		Handler: echo}); err == nil || !strings.Contains(err.Error(), "status") {
 		t.Errorf("an unknown status registered: %v", err)
 	}
 
-	srv := httptest.NewServer(b.HTTPHandler(nil))
+	srv := httptest.NewServer(chphttp.Handler(b, nil))
 	defer srv.Close()
 	get := func(path string) []byte {
 		t.Helper()
@@ -85,11 +89,11 @@ func TestDisabledIsDiscoverable(t *testing.T) {
 		if diff := cmp.Diff(want, disabledIDs(t, rpc)); diff != "" {
 			t.Errorf("Describe: disabled (-want +got):\n%s", diff)
 		}
-		if err := ValidateObject("host-descriptor", b.Describe()); err != nil {
+		if err := schema.Validate("host-descriptor", b.Describe()); err != nil {
 			t.Errorf("host descriptor: %v", err)
 		}
 		for _, d := range b.Capabilities() {
-			if err := ValidateObject("capability-descriptor", d); err != nil {
+			if err := schema.Validate("capability-descriptor", d); err != nil {
 				t.Errorf("%s: %v", d.ID, err)
 			}
 			if d.Enabled != nil || d.Status == "disabled" {
@@ -110,14 +114,14 @@ func TestDisabledIsDiscoverable(t *testing.T) {
 				t.Errorf("%s emitted metadata %s", d.ID, d.Metadata)
 			}
 		case "conformance.budgeted":
-			if !strings.Contains(string(d.Metadata), `"autonomy":`) || strings.Contains(string(d.Metadata), EnabledKey) {
+			if !strings.Contains(string(d.Metadata), `"autonomy":`) || strings.Contains(string(d.Metadata), chp.EnabledKey) {
 				t.Errorf("budgeted metadata %s", d.Metadata)
 			}
 		}
 	}
 	for _, id := range all {
-		res, err := b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: id})
-		if err != nil || res.Outcome != OutcomeSkipped {
+		res, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: id})
+		if err != nil || res.Outcome != chp.OutcomeSkipped {
 			t.Errorf("%s: %+v %v, want skipped", id, res, err)
 		}
 	}
@@ -135,33 +139,9 @@ func TestDisabledIsDiscoverable(t *testing.T) {
 			t.Errorf("disabling dropped autonomy: %s", d.Metadata)
 		}
 	}
-	if res, _ := b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "off.flag"}); res.Outcome != OutcomeSuccess {
+	if res, _ := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "off.flag"}); res.Outcome != chp.OutcomeSuccess {
 		t.Errorf("re-enabled: %s", res.Outcome)
 	}
 	_ = b.SetEnabled("conformance.budgeted", "1.0.0", true)
 	check([]string{"off.enabled", "off.meta", "off.status"})
-}
-
-// TestDisabledReadsForeignMarks: Disabled recognises the marks other hosts
-// write, and nothing else.
-func TestDisabledReadsForeignMarks(t *testing.T) {
-	for raw, want := range map[string]bool{
-		`{"id":"a","enabled":false}`:                           true, // TypeScript reference host
-		`{"id":"a","status":"disabled"}`:                       true,
-		`{"id":"a","status":"DISABLED"}`:                       true,
-		`{"id":"a","metadata":{"` + EnabledKey + `":false}}`:   true,
-		`{"id":"a","metadata":{"` + EnabledKey + `":"false"}}`: false,
-		`{"id":"a","metadata":{"enabled":false}}`:              false,
-		`{"id":"a","enabled":true,"status":"deprecated"}`:      false,
-		`{"id":"a","metadata":[1]}`:                            false,
-		`{"id":"a"}`:                                           false,
-	} {
-		var d CapabilityDescriptor
-		if err := json.Unmarshal([]byte(raw), &d); err != nil {
-			t.Fatal(err)
-		}
-		if d.Disabled() != want {
-			t.Errorf("%s: Disabled() = %v, want %v", raw, !want, want)
-		}
-	}
 }

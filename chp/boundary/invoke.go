@@ -1,4 +1,4 @@
-package chp
+package boundary
 
 import (
 	"context"
@@ -9,61 +9,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
 )
 
-// Caller is an authenticated caller, bound by a transport (an X-CHP-Key
-// name, a Unix-socket peer). A Caller in the context replaces the subject
-// the envelope asserts and, when Scope is non-nil, limits which capabilities
-// it may invoke (exact ids or trailing-* prefixes).
-type Caller struct {
-	ID    string
-	Type  string // "api_key", "unix_peer", …
-	Scope []string
-
-	// subj and info cache the subject, and its rendering in evidence, of
-	// a Caller the package made and never changes (a Unix peer's).
-	subj json.RawMessage
-	info *subjectInfo
-}
-
-type callerKey struct{}
-type invocationKey struct{}
-
-// WithCaller returns ctx carrying an authenticated caller.
-func WithCaller(ctx context.Context, c *Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
-// subject is the verified subject object a bound caller stands for.
-func (c *Caller) subject() json.RawMessage {
-	if c.subj != nil {
-		return c.subj
-	}
-	b := make([]byte, 0, 48+len(c.ID)+len(c.Type))
-	b = append(b, `{"id":`...)
-	b = appendStableString(b, c.ID)
-	b = append(b, `,"type":`...)
-	b = appendStableString(b, c.Type)
-	return append(b, `,"verified":true}`...)
-}
-
-// CallerFromContext returns the caller bound by WithCaller.
-func CallerFromContext(ctx context.Context) (*Caller, bool) {
-	c, ok := ctx.Value(callerKey{}).(*Caller)
-	return c, ok && c != nil
-}
-
-// InvocationFromContext returns the (normalized) envelope of the invocation
-// a handler is executing.
-func InvocationFromContext(ctx context.Context) (*InvocationEnvelope, bool) {
-	e, ok := ctx.Value(invocationKey{}).(*InvocationEnvelope)
-	return e, ok
-}
-
 // invocation is the pipeline state of one call.
 type invocation struct {
-	env     *InvocationEnvelope
+	env     *chp.InvocationEnvelope
 	hdr     invHeader
 	cap     *registered // nil before resolution
 	version *string
@@ -99,27 +51,30 @@ type invocation struct {
 	sealers int    // sealArr entries in use
 	st      *stage // where pending events are staged (nil until the first)
 
-	// A direct call (DirectHandler) keeps its result in its invocation,
-	// which it recycles once the result is answered (see directCall).
+	// A call answered at once (InvokeCall) keeps its result in its
+	// invocation, which is recycled once the result is answered.
 	direct bool
-	resBuf InvocationResult
+	resBuf chp.InvocationResult
 }
 
-// directCall is what a direct call allocates for itself: the envelope and
-// the handler's context, which a handler may keep beyond its return, so
-// they are never part of a recycled invocation.
-type directCall struct {
-	env InvocationEnvelope
-	ctx invCtx
+// A Call is one invocation that a binding answers as soon as it has the
+// result (a direct JSON-RPC call of a capability method): the envelope and
+// the context its handler runs with, in one allocation. The handler may keep
+// both beyond its return, so they are never part of a recycled invocation,
+// and a Call is used once.
+type Call struct {
+	// Envelope is the invocation to run; InvokeCall normalizes it in place.
+	Envelope chp.InvocationEnvelope
+	ctx      invCtx
 }
 
-// invocationPool recycles the invocations of direct calls answered with
-// success: at a kilobyte each they were most of what a call allocated.
+// invocationPool recycles the invocations of calls answered at once
+// (InvokeCall): at a kilobyte each they were most of what a call allocated.
 var invocationPool = sync.Pool{New: func() any { return new(invocation) }}
 
-// recycle returns a direct call's invocation to the pool once its result
-// has been turned into the answer (ResultToRPC copies what it answers:
-// the handler's data, or the whole result encoded as an error's data).
+// recycle returns an InvokeCall invocation to the pool once its result
+// has been turned into the answer (the answer copies what it keeps: the
+// handler's data, or the whole result encoded as an error's data).
 // Nothing refers to it any more — not the result (inv.resBuf, whose
 // evidence ids and started_at point into inv), not the handler (its
 // envelope and context are the call's own), not the store (which copied
@@ -127,27 +82,6 @@ var invocationPool = sync.Pool{New: func() any { return new(invocation) }}
 func (inv *invocation) recycle() {
 	*inv = invocation{}
 	invocationPool.Put(inv)
-}
-
-// invCtx is the context a handler runs with: the invocation's, answering
-// InvocationFromContext and CallerFromContext itself.
-type invCtx struct {
-	context.Context
-	env    *InvocationEnvelope
-	caller *Caller
-}
-
-// Value implements context.Context.
-func (c *invCtx) Value(key any) any {
-	switch key {
-	case invocationKey{}:
-		return c.env
-	case callerKey{}:
-		if c.caller != nil {
-			return c.caller
-		}
-	}
-	return c.Context.Value(key)
 }
 
 // newSealer returns a sealer for the invocation's next event.
@@ -164,38 +98,59 @@ func (inv *invocation) newSealer() *sealer {
 // skips and handler failures are results, not errors: the error is non-nil
 // only when evidence could not be recorded (or ctx ended first), in which
 // case no result may be trusted. env is normalized in place (see Normalize).
-func (b *Boundary) Invoke(ctx context.Context, env *InvocationEnvelope) (*InvocationResult, error) {
+func (b *Boundary) Invoke(ctx context.Context, env *chp.InvocationEnvelope) (*chp.InvocationResult, error) {
 	caller, _ := CallerFromContext(ctx)
 	return b.invoke(ctx, env, caller)
 }
 
 // invoke is Invoke with the bound caller (nil: none) passed in rather than
 // carried by ctx.
-func (b *Boundary) invoke(ctx context.Context, env *InvocationEnvelope, caller *Caller) (*InvocationResult, error) {
+func (b *Boundary) invoke(ctx context.Context, env *chp.InvocationEnvelope, caller *Caller) (*chp.InvocationResult, error) {
 	return b.invokeIn(ctx, new(invocation), env, caller)
+}
+
+// InvokeCall runs c.Envelope through the pipeline as Invoke does, with
+// caller bound (nil: none), and passes the result to answer. Once answer
+// returns, the memory behind the result is reused for other calls: answer
+// must copy what it keeps. The error is Invoke's; answer is not called when
+// it is non-nil.
+func (b *Boundary) InvokeCall(ctx context.Context, c *Call, caller *Caller, answer func(*chp.InvocationResult)) error {
+	inv := invocationPool.Get().(*invocation)
+	inv.direct, inv.ctx = true, &c.ctx
+	res, err := b.invokeIn(ctx, inv, &c.Envelope, caller)
+	if err != nil {
+		return err
+	}
+	answer(res)
+	if res == &inv.resBuf { // not a replayed result
+		inv.recycle()
+	}
+	return nil
 }
 
 // invokeIn is invoke with the invocation's state in inv (zero, or holding
 // env in envBuf).
-func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *InvocationEnvelope, caller *Caller) (*InvocationResult, error) {
+func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.InvocationEnvelope, caller *Caller) (*chp.InvocationResult, error) {
 	if env == nil {
-		return nil, fmt.Errorf("%w: nil envelope", ErrBadEnvelope)
+		return nil, fmt.Errorf("%w: nil envelope", chp.ErrBadEnvelope)
 	}
 	now := b.now()
-	if env.InvocationID == "" && env.Correlation.CorrelationID == "" {
+	// An id drawn here for this call cannot have been recorded (128 random
+	// bits), so its claim skips the replay index. Once invoked it is an id
+	// like any other: invoking the same envelope again replays its result.
+	fresh := env.InvocationID == ""
+	switch {
+	case fresh && env.Correlation.CorrelationID == "":
 		// The common direct call: its two ids and the ids of its first two
 		// events drawn at once.
 		var ids [4]string
-		newIDs(ids[:], "inv", "corr", "evt", "evt")
-		env.InvocationID, env.Correlation.CorrelationID, env.freshID = ids[0], ids[1], true
+		chp.NewIDs(ids[:], "inv", "corr", "evt", "evt")
+		env.InvocationID, env.Correlation.CorrelationID = ids[0], ids[1]
 		inv.spare, inv.nspare = [2]string{ids[3], ids[2]}, 2
+	case fresh:
+		env.InvocationID = chp.NewID("inv")
 	}
-	Normalize(env, now)
-	// An id Normalize generated for this envelope cannot have been
-	// recorded; once invoked, it is an id like any other (a caller may
-	// invoke the same envelope again, and must get the recorded result).
-	fresh := env.freshID
-	env.freshID = false
+	chp.Normalize(env, now)
 	if env.Correlation.Environment == "" {
 		env.Correlation.Environment = b.cfg.Environment
 	}
@@ -218,7 +173,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *Invocatio
 	// Key scope (chp-http-binding.md §2): governance, before anything else —
 	// replay must not bypass it either.
 	if hasCaller && !ScopeAllows(caller.Scope, env.CapabilityID) {
-		return b.finishDenied(ctx, inv, b.denial(CodePolicyBlocked,
+		return b.finishDenied(ctx, inv, b.denial(chp.CodePolicyBlocked,
 			fmt.Sprintf("capability %q is outside caller %q's key scope", env.CapabilityID, caller.ID),
 			map[string]any{"decision": "deny", "matched_rule": "key_scope", "policy_version": nil,
 				"explanation": "the caller's key is scoped to other capabilities", "required_next_action": nil}))
@@ -226,7 +181,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *Invocatio
 
 	// Gate 0: idempotent replay by invocation_id.
 	for {
-		recorded, wait, err := b.results.claim(env.InvocationID, fresh)
+		recorded, wait, err := b.results.Claim(env.InvocationID, fresh)
 		if err != nil {
 			return nil, err
 		}
@@ -251,17 +206,17 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *Invocatio
 		if err != nil {
 			res = nil
 		}
-		b.results.settle(env.InvocationID, res, inv.recorded, inv.lastTS)
+		b.results.Settle(env.InvocationID, res, inv.recorded, inv.lastTS)
 		return res, err
 	}
 }
 
 // pipeline runs gates 1–12.
-func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationResult, error) {
+func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*chp.InvocationResult, error) {
 	env := inv.env
 	// Gate 1: non-empty id.
 	if isBlank(env.CapabilityID) {
-		return b.finishDenied(ctx, inv, b.denial(CodeCapabilityNotFound, "capability_id is missing or empty",
+		return b.finishDenied(ctx, inv, b.denial(chp.CodeCapabilityNotFound, "capability_id is missing or empty",
 			map[string]any{"hint": "set the envelope's capability_id"}))
 	}
 	// Gate 2: resolution.
@@ -276,20 +231,20 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 
 	// Gate 3: enabled (a skip, not a denial).
 	if !r.enabled.Load() {
-		reason := b.denial(CodeCapabilityDisabled, "Capability disabled: "+d.URI(), nil)
-		b.emit(inv, evt{typ: EventSkipped, outcome: OutcomeSkipped, payload: map[string]any{"reason": CodeCapabilityDisabled}, denial: reason})
-		return b.finish(ctx, inv, OutcomeSkipped, nil, reason, nil)
+		reason := b.denial(chp.CodeCapabilityDisabled, "Capability disabled: "+d.URI(), nil)
+		b.emit(inv, evt{typ: chp.EventSkipped, outcome: chp.OutcomeSkipped, payload: map[string]any{"reason": chp.CodeCapabilityDisabled}, denial: reason})
+		return b.finish(ctx, inv, chp.OutcomeSkipped, nil, reason, nil)
 	}
 	// Gate 4: mode.
 	if !contains(d.Modes, env.Mode) {
-		return b.finishDenied(ctx, inv, b.denial(CodeUnsupportedMode,
+		return b.finishDenied(ctx, inv, b.denial(chp.CodeUnsupportedMode,
 			fmt.Sprintf("Capability %s does not support mode %s", d.URI(), env.Mode),
 			map[string]any{"requested": env.Mode, "supported": toAny(d.Modes)}))
 	}
 	// Gate 5: mandate. capmesh does not verify mandates yet, so a presented
 	// mandate is never trusted: it fails closed.
 	if !isNull(env.Mandate) {
-		return b.finishDenied(ctx, inv, b.denial(CodeMandateInvalid,
+		return b.finishDenied(ctx, inv, b.denial(chp.CodeMandateInvalid,
 			"this host does not accept delegated mandates", map[string]any{"checks": map[string]any{"supported": false}}))
 	}
 	// Gate 6: policy.
@@ -298,7 +253,7 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 			record := map[string]any{"decision": "deny", "matched_rule": rule, "policy_version": nilIfEmpty(p.Version),
 				"explanation": why, "required_next_action": nil}
 			if !p.AuditOnly {
-				return b.finishDenied(ctx, inv, b.denial(CodePolicyBlocked, why, record))
+				return b.finishDenied(ctx, inv, b.denial(chp.CodePolicyBlocked, why, record))
 			}
 			record["audit_only"] = true
 			b.emit(inv, evt{typ: "io.github.capmesh.policy_audited", payload: record})
@@ -319,7 +274,7 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 			continue
 		}
 		id := chk.desc.ID
-		dn := b.denial(CodeInvariantFailed, msg, map[string]any{"kind": chk.desc.Kind})
+		dn := b.denial(chp.CodeInvariantFailed, msg, map[string]any{"kind": chk.desc.Kind})
 		dn.InvariantID = &id
 		return b.finishDenied(ctx, inv, dn)
 	}
@@ -335,8 +290,8 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 	}
 	// Gate 9: input schema.
 	if r.input != nil {
-		if path, msg, ok := r.input.validate(env.Payload); !ok {
-			return b.finishDenied(ctx, inv, b.denial(CodeInputSchemaValidationFailed,
+		if path, msg, ok := r.input.Validate(env.Payload); !ok {
+			return b.finishDenied(ctx, inv, b.denial(chp.CodeInputSchemaValidationFailed,
 				"payload fails the input schema "+msg,
 				map[string]any{"schema_id": d.URI() + "#input_schema", "path": path}))
 		}
@@ -344,32 +299,32 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*InvocationRe
 	// Gate 10: safety.
 	if s := b.cfg.Safety; s != nil {
 		verdict := s.Assess(ctx, d, env)
-		b.emit(inv, evt{typ: EventSafetyStarted, uri: uri})
-		b.emit(inv, evt{typ: EventSafetyCompleted, uri: uri, payload: map[string]any{
+		b.emit(inv, evt{typ: chp.EventSafetyStarted, uri: uri})
+		b.emit(inv, evt{typ: chp.EventSafetyCompleted, uri: uri, payload: map[string]any{
 			"approved": verdict.Approved, "level": verdict.Level, "score": verdict.Score}})
 		if !verdict.Approved {
 			ev := toAny(verdict.Evaluated)
-			b.emit(inv, evt{typ: EventSafetyTriggered, uri: uri, payload: map[string]any{
+			b.emit(inv, evt{typ: chp.EventSafetyTriggered, uri: uri, payload: map[string]any{
 				"guardrails_evaluated": ev, "reason": verdict.Reason}})
-			b.emit(inv, evt{typ: EventSafetyBlocked, outcome: OutcomeDenied, uri: uri, payload: map[string]any{"reason": verdict.Reason}})
-			return b.finishDenied(ctx, inv, b.denial(CodeSafetyBlocked, verdict.Reason,
+			b.emit(inv, evt{typ: chp.EventSafetyBlocked, outcome: chp.OutcomeDenied, uri: uri, payload: map[string]any{"reason": verdict.Reason}})
+			return b.finishDenied(ctx, inv, b.denial(chp.CodeSafetyBlocked, verdict.Reason,
 				map[string]any{"level": verdict.Level, "score": verdict.Score}))
 		}
-		b.emit(inv, evt{typ: EventSafetyApproved, uri: uri, payload: map[string]any{
+		b.emit(inv, evt{typ: chp.EventSafetyApproved, uri: uri, payload: map[string]any{
 			"level": verdict.Level, "recommendation": "allow"}})
 	}
 	// Gate 11: execute.
 	return b.execute(ctx, inv, uri)
 }
 
-func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *AutonomyProfile, uri string) (*InvocationResult, error, bool) {
+func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *chp.AutonomyProfile, uri string) (*chp.InvocationResult, error, bool) {
 	d := &inv.cap.desc
 	corr := inv.env.Correlation.CorrelationID
-	started, err := b.store.Count(ctx, corr, EventStarted)
+	started, err := b.store.Count(ctx, corr, chp.EventStarted)
 	if err != nil {
-		return nil, fmt.Errorf("chp: counting autonomy budget: %w", err), true
+		return nil, fmt.Errorf("boundary: counting autonomy budget: %w", err), true
 	}
-	started += countPending(inv.pending, EventStarted)
+	started += countPending(inv.pending, chp.EventStarted)
 	over := ""
 	details := map[string]any{"action_limit": nil, "actions_taken": started, "rollback_policy": orDefault(a.RollbackPolicy, "none")}
 	if a.ActionLimit != nil {
@@ -395,15 +350,15 @@ func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *Autonom
 		for k, v := range details {
 			payload[k] = v
 		}
-		b.emit(inv, evt{typ: EventBudgetExceeded, outcome: OutcomeDenied, uri: uri, payload: payload})
-		res, err := b.finishDenied(ctx, inv, b.denial(CodeBudgetExceeded,
+		b.emit(inv, evt{typ: chp.EventBudgetExceeded, outcome: chp.OutcomeDenied, uri: uri, payload: payload})
+		res, err := b.finishDenied(ctx, inv, b.denial(chp.CodeBudgetExceeded,
 			fmt.Sprintf("%s reached for correlation %s (actions_taken=%d)", over, corr, started), details))
 		return res, err, true
 	}
 	if a.Tier == "approval_required" {
-		b.emit(inv, evt{typ: EventApprovalRequested, outcome: OutcomeDenied, uri: uri, payload: map[string]any{
+		b.emit(inv, evt{typ: chp.EventApprovalRequested, outcome: chp.OutcomeDenied, uri: uri, payload: map[string]any{
 			"tier": a.Tier}})
-		res, err := b.finishDenied(ctx, inv, b.denial(CodeApprovalRequired,
+		res, err := b.finishDenied(ctx, inv, b.denial(chp.CodeApprovalRequired,
 			fmt.Sprintf("Capability %s requires explicit approval", d.URI()), map[string]any{"tier": a.Tier}))
 		return res, err, true
 	}
@@ -429,9 +384,9 @@ func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome
 }
 
 // execute is gate 11 (and 12).
-func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*InvocationResult, error) {
+func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*chp.InvocationResult, error) {
 	d := &inv.cap.desc
-	b.emit(inv, evt{typ: EventStarted, uri: uri})
+	b.emit(inv, evt{typ: chp.EventStarted, uri: uri})
 	inv.startedTS = inv.lastTS // execution_started's timestamp
 	inv.started = &inv.startedAt
 	// execution_started reaches the store before the handler runs, so the
@@ -460,15 +415,15 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*I
 			// The handler ignored cancellation: whether its side effect
 			// happened is unknown. Record that honestly (proposal 0043).
 			msg := fmt.Sprintf("handler did not return within timeout_s=%g plus %s grace", *d.TimeoutS, b.cfg.TimeoutGrace)
-			info := &ErrorInfo{Message: msg, Type: "timeout"}
-			b.emit(inv, evt{typ: EventIndeterminate, outcome: OutcomeIndeterminate, uri: uri, err: info})
-			return b.finish(ctx, inv, OutcomeIndeterminate, nil, nil, info)
+			info := &chp.ErrorInfo{Message: msg, Type: "timeout"}
+			b.emit(inv, evt{typ: chp.EventIndeterminate, outcome: chp.OutcomeIndeterminate, uri: uri, err: info})
+			return b.finish(ctx, inv, chp.OutcomeIndeterminate, nil, nil, info)
 		}
 	} else {
 		out = b.run(hctx, inv)
 	}
 	if out.pan != nil || out.err != nil {
-		info := &ErrorInfo{Type: "error"}
+		info := &chp.ErrorInfo{Type: "error"}
 		switch {
 		case out.pan != nil:
 			info.Type, info.Message = "panic", fmt.Sprint(out.pan)
@@ -481,43 +436,43 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*I
 				info.Type = te.ErrorType()
 			}
 		}
-		b.emit(inv, evt{typ: EventFailed, outcome: OutcomeFailure, uri: uri, err: info})
-		return b.finish(ctx, inv, OutcomeFailure, nil, nil, info)
+		b.emit(inv, evt{typ: chp.EventFailed, outcome: chp.OutcomeFailure, uri: uri, err: info})
+		return b.finish(ctx, inv, chp.OutcomeFailure, nil, nil, info)
 	}
 	data := out.data
 	if isNull(data) {
 		data = nil
 	} else if !json.Valid(data) {
-		info := &ErrorInfo{Type: "invalid_result", Message: "handler returned invalid JSON"}
-		b.emit(inv, evt{typ: EventFailed, outcome: OutcomeFailure, uri: uri, err: info})
-		return b.finish(ctx, inv, OutcomeFailure, nil, nil, info)
+		info := &chp.ErrorInfo{Type: "invalid_result", Message: "handler returned invalid JSON"}
+		b.emit(inv, evt{typ: chp.EventFailed, outcome: chp.OutcomeFailure, uri: uri, err: info})
+		return b.finish(ctx, inv, chp.OutcomeFailure, nil, nil, info)
 	}
 	var completed map[string]any
 	// Gate 12: output schema.
 	if r := inv.cap.output; r != nil {
-		if path, msg, ok := r.validate(data); !ok {
+		if path, msg, ok := r.Validate(data); !ok {
 			if b.cfg.StrictOutputSchema {
-				return b.finishDenied(ctx, inv, b.denial(CodeOutputSchemaValidationFailed,
+				return b.finishDenied(ctx, inv, b.denial(chp.CodeOutputSchemaValidationFailed,
 					"result fails the output schema "+msg,
 					map[string]any{"schema_id": d.URI() + "#output_schema", "path": path}))
 			}
 			completed = map[string]any{"output_schema_valid": false, "output_schema_error": msg}
 		}
 	}
-	b.emit(inv, evt{typ: EventCompleted, outcome: OutcomeSuccess, uri: uri, payload: completed})
-	return b.finish(ctx, inv, OutcomeSuccess, data, nil, nil)
+	b.emit(inv, evt{typ: chp.EventCompleted, outcome: chp.OutcomeSuccess, uri: uri, payload: completed})
+	return b.finish(ctx, inv, chp.OutcomeSuccess, data, nil, nil)
 }
 
 // finishDenied emits execution_denied and returns the denied result.
-func (b *Boundary) finishDenied(ctx context.Context, inv *invocation, d *DenialReason) (*InvocationResult, error) {
-	b.emit(inv, evt{typ: EventDenied, outcome: OutcomeDenied, payload: map[string]any{"reason": d.Code}, denial: d})
-	return b.finish(ctx, inv, OutcomeDenied, nil, d, nil)
+func (b *Boundary) finishDenied(ctx context.Context, inv *invocation, d *chp.DenialReason) (*chp.InvocationResult, error) {
+	b.emit(inv, evt{typ: chp.EventDenied, outcome: chp.OutcomeDenied, payload: map[string]any{"reason": d.Code}, denial: d})
+	return b.finish(ctx, inv, chp.OutcomeDenied, nil, d, nil)
 }
 
 // finish appends the remaining events, records the result (with a durable
 // store, beside the evidence), waits until both are durable and returns the
 // result.
-func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data json.RawMessage, d *DenialReason, e *ErrorInfo) (*InvocationResult, error) {
+func (b *Boundary) finish(ctx context.Context, inv *invocation, o chp.Outcome, data json.RawMessage, d *chp.DenialReason, e *chp.ErrorInfo) (*chp.InvocationResult, error) {
 	if err := b.flush(ctx, inv); err != nil {
 		return nil, err
 	}
@@ -533,11 +488,11 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		now = b.now()
 		inv.lastTS = now
 	}
-	res := new(InvocationResult)
+	res := new(chp.InvocationResult)
 	if inv.direct {
 		res = &inv.resBuf
 	}
-	*res = InvocationResult{
+	*res = chp.InvocationResult{
 		CapabilityID:      capID,
 		CapabilityVersion: inv.version,
 		CompletedAt:       inv.times(now),
@@ -549,7 +504,7 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 		InvocationID:      inv.env.InvocationID,
 		Outcome:           o,
 		StartedAt:         inv.started,
-		Success:           o == OutcomeSuccess,
+		Success:           o == chp.OutcomeSuccess,
 	}
 	// The result recorded for idempotent replay is kept encoded: beside
 	// the evidence in a durable store, and in the replay cache (which
@@ -566,11 +521,11 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 			err = b.rstore.PutResult(ctx, evidence.Result{InvocationID: res.InvocationID, At: now, Data: raw})
 		}
 		if err != nil {
-			return nil, fmt.Errorf("chp: recording the result: %w", err)
+			return nil, fmt.Errorf("boundary: recording the result: %w", err)
 		}
 	}
 	if err := b.store.Sync(ctx, inv.last); err != nil {
-		return nil, fmt.Errorf("chp: evidence not durable: %w", err)
+		return nil, fmt.Errorf("boundary: evidence not durable: %w", err)
 	}
 	return res, nil
 }
@@ -578,13 +533,13 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o Outcome, data 
 // times renders completed_at (returned) and, when execution started,
 // started_at (into startedAt) in one allocation.
 func (inv *invocation) times(completed time.Time) string {
-	var buf [2 * len(TimeFormat)]byte
-	b := appendTime(buf[:0], completed)
+	var buf [2 * len(chp.TimeFormat)]byte
+	b := chp.AppendTime(buf[:0], completed)
 	n := len(b)
 	if inv.started == nil {
 		return string(b)
 	}
-	b = appendTime(b, inv.startedTS)
+	b = chp.AppendTime(b, inv.startedTS)
 	s := string(b)
 	inv.startedAt = s[n:]
 	return s[:n]
@@ -593,7 +548,7 @@ func (inv *invocation) times(completed time.Time) string {
 // emit queues one event; flush appends the queue.
 func (b *Boundary) emit(inv *invocation, e evt) {
 	if inv.nspare == 0 {
-		newIDs(inv.spare[:], "evt", "evt")
+		chp.NewIDs(inv.spare[:], "evt", "evt")
 		inv.nspare = 2
 	}
 	inv.nspare--
@@ -613,7 +568,7 @@ func (b *Boundary) flush(ctx context.Context, inv *invocation) error {
 		inv.st.buf = inv.st.buf[:0] // their staged bytes too
 	}
 	if err != nil {
-		return fmt.Errorf("chp: recording evidence: %w", err)
+		return fmt.Errorf("boundary: recording evidence: %w", err)
 	}
 	inv.last = last
 	return nil

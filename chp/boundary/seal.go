@@ -1,4 +1,4 @@
-package chp
+package boundary
 
 import (
 	"bytes"
@@ -10,10 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -69,7 +68,7 @@ type subjectCache struct {
 const subjectCacheSize = 1024
 
 func (c *subjectCache) get(raw []byte) (subjectInfo, error) {
-	if len(raw) > 0 && &raw[0] == &localSubject[0] {
+	if string(raw) == chp.LocalSubject {
 		return localSubjectInfo()
 	}
 	c.mu.RLock()
@@ -104,32 +103,32 @@ func renderSubject(raw []byte) (subjectInfo, error) {
 	if si.stored, err = v.AppendJSON(nil); err != nil {
 		return si, err
 	}
-	if si.digest, err = hashValue(canonical.PythonSortKeys, v); err != nil {
+	if si.digest, err = chp.MemberDigest(v); err != nil {
 		return si, err
 	}
 	return si, nil
 }
 
-// localSubjectInfo is the rendering of localSubject, the subject of most
+// localSubjectInfo is the rendering of chp.LocalSubject, the subject of most
 // calls made in process.
-var localSubjectInfo = sync.OnceValues(func() (subjectInfo, error) { return renderSubject(localSubject) })
+var localSubjectInfo = sync.OnceValues(func() (subjectInfo, error) { return renderSubject([]byte(chp.LocalSubject)) })
 
 // header renders the invocation-wide parts of its events. It fails only for
 // a subject or baggage that is not a JSON object (ParseEnvelope rejects
 // those earlier; an envelope built in Go may carry anything).
-func (b *Boundary) header(inv *invocation, env *InvocationEnvelope, caller *Caller) (invHeader, error) {
+func (b *Boundary) header(inv *invocation, env *chp.InvocationEnvelope, caller *Caller) (invHeader, error) {
 	var h invHeader
 	var si subjectInfo
 	var err error
 	if caller != nil && caller.info != nil {
 		si = *caller.info
 	} else if si, err = b.subjects.get(env.Subject); err != nil {
-		return h, fmt.Errorf("%w: subject: %v", ErrBadEnvelope, err)
+		return h, fmt.Errorf("%w: subject: %v", chp.ErrBadEnvelope, err)
 	}
 	h.subject, h.subjectD = si.stored, si.digest
 	c := &env.Correlation
 	if len(c.CorrelationID) > evidence.MaxCorrelationID {
-		return h, fmt.Errorf("%w: correlation_id longer than %d bytes", ErrBadEnvelope, evidence.MaxCorrelationID)
+		return h, fmt.Errorf("%w: correlation_id longer than %d bytes", chp.ErrBadEnvelope, evidence.MaxCorrelationID)
 	}
 	st := inv.stage()
 	buf := append(st.hdr[:0], '{')
@@ -140,10 +139,10 @@ func (b *Boundary) header(inv *invocation, env *InvocationEnvelope, caller *Call
 		} else {
 			v, err := canonical.Parse(c.Baggage)
 			if err != nil || v.Kind != canonical.Object {
-				return h, fmt.Errorf("%w: correlation.baggage must be a JSON object", ErrBadEnvelope)
+				return h, fmt.Errorf("%w: correlation.baggage must be a JSON object", chp.ErrBadEnvelope)
 			}
 			if buf, err = v.AppendJSON(buf); err != nil {
-				return h, fmt.Errorf("%w: correlation.baggage: %v", ErrBadEnvelope, err)
+				return h, fmt.Errorf("%w: correlation.baggage: %v", chp.ErrBadEnvelope, err)
 			}
 		}
 		buf = append(buf, ',')
@@ -151,10 +150,10 @@ func (b *Boundary) header(inv *invocation, env *InvocationEnvelope, caller *Call
 	buf = append(buf, `"causation_id":`...)
 	buf = appendNullableString(buf, c.CausationID)
 	buf = append(buf, `,"correlation_id":`...)
-	buf = appendStableString(buf, c.CorrelationID)
+	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
 	if c.Environment != "" {
 		buf = append(buf, `,"environment":`...)
-		buf = appendStableString(buf, c.Environment)
+		buf = canonical.AppendChpStableString(buf, c.Environment)
 	}
 	buf = append(buf, `,"parent_correlation_id":`...)
 	buf = appendNullableString(buf, c.ParentCorrelationID)
@@ -164,9 +163,9 @@ func (b *Boundary) header(inv *invocation, env *InvocationEnvelope, caller *Call
 	n := len(buf)
 	buf = appendNullableString(buf, c.CausationID)
 	m := len(buf)
-	buf = appendStableString(buf, c.CorrelationID)
+	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
 	o := len(buf)
-	buf = appendStableString(buf, env.InvocationID)
+	buf = canonical.AppendChpStableString(buf, env.InvocationID)
 	h.corr, h.causation, h.corrID, h.invID = buf[:n:n], buf[n:m:m], buf[m:o:o], buf[o:]
 	st.hdr = buf
 	return h, nil
@@ -175,13 +174,13 @@ func (b *Boundary) header(inv *invocation, env *InvocationEnvelope, caller *Call
 // evt is one evidence event to emit.
 type evt struct {
 	typ     string
-	outcome Outcome
+	outcome chp.Outcome
 	// uri adds "capability_uri": uri to the payload (the common case, so
 	// most events need no map).
 	uri     string
 	payload map[string]any
-	denial  *DenialReason
-	err     *ErrorInfo
+	denial  *chp.DenialReason
+	err     *chp.ErrorInfo
 }
 
 // sealer is one event ready to be placed: every byte except those that
@@ -236,7 +235,7 @@ func (inv *invocation) releaseStage() {
 
 // errSealedTwice guards the staged bytes: a store must seal each Pending
 // once.
-var errSealedTwice = errors.New("chp: evidence event sealed twice")
+var errSealedTwice = errors.New("boundary: evidence event sealed twice")
 
 // SealTo implements evidence.Sealer: it renders the event at sequence seq,
 // chained to prev ("" = first), appending the stored bytes to dst (the
@@ -267,7 +266,7 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, er
 	if prev == "" {
 		x = append(x, "null"...)
 	} else {
-		x = appendStableString(x, prev)
+		x = canonical.AppendChpStableString(x, prev)
 	}
 	x = append(x, buf[s.stablePre:s.stablePost]...)
 	sum = sha256.Sum256(x)
@@ -285,7 +284,7 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, er
 	if prev == "" {
 		data = append(data, "null"...)
 	} else {
-		data = appendStableString(data, prev)
+		data = canonical.AppendChpStableString(data, prev)
 	}
 	data = append(data, `,"redacted":true,"sequence":`...)
 	data = append(data, seqB...)
@@ -311,9 +310,9 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	pending := evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
 	var ts [32]byte
 	inv.lastTS = b.now()
-	tsB := appendTime(ts[:0], inv.lastTS)
+	tsB := chp.AppendTime(ts[:0], inv.lastTS)
 	var denialJSON, errJSON []byte
-	denialD, errD := nullValue, nullValue
+	var denialD, errD string
 	if e.denial != nil {
 		denialJSON, denialD, s.err = memberJSON(e.denial)
 	}
@@ -330,7 +329,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	// Stored head.
 	buf = append(buf, assurancePrefix...)
 	capStart := len(buf)
-	buf = appendStableString(buf, capID)
+	buf = canonical.AppendChpStableString(buf, capID)
 	capEnd := len(buf)
 	buf = append(buf, `,"capability_version":`...)
 	buf = appendNullableString(buf, inv.version)
@@ -345,13 +344,13 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	buf = appendRawOrNull(buf, errJSON)
 	buf = append(buf, `,"event_id":`...)
 	idStart := len(buf)
-	buf = appendStableString(buf, id)
+	buf = canonical.AppendChpStableString(buf, id)
 	idEnd := len(buf)
 	buf = append(buf, `,"event_type":`...)
 	typStart := len(buf)
-	buf = appendStableString(buf, e.typ)
+	buf = canonical.AppendChpStableString(buf, e.typ)
 	typEnd := len(buf)
-	buf = append(buf, `,"hash_scheme":"`+EventHashV2+`","host_id":`...)
+	buf = append(buf, `,"hash_scheme":"`+chp.EventHashV2+`","host_id":`...)
 	buf = append(buf, b.hostStr...)
 	buf = append(buf, `,"invocation_id":`...)
 	buf = append(buf, h.invID...)
@@ -360,7 +359,7 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	if e.outcome == "" {
 		buf = append(buf, "null"...)
 	} else {
-		buf = appendStableString(buf, string(e.outcome))
+		buf = canonical.AppendChpStableString(buf, string(e.outcome))
 	}
 	outEnd := len(buf)
 	buf = append(buf, `,"payload":`...)
@@ -428,7 +427,7 @@ func (d *dual) rawString(b string) { d.c, d.k = append(d.c, b...), append(d.k, b
 
 func (d *dual) str(s string) {
 	n := len(d.c)
-	d.c = appendStableString(d.c, s)
+	d.c = canonical.AppendChpStableString(d.c, s)
 	d.k = append(d.k, d.c[n:]...)
 }
 
@@ -440,25 +439,25 @@ func (d *dual) value(v any) error {
 	if d.c, err = appendStableValue(d.c, v); err != nil {
 		return err
 	}
-	d.k = compactStable(d.k, d.c[n:])
+	d.k = canonical.CompactChpStable(d.k, d.c[n:])
 	return nil
 }
 
 // appendPayload writes e's payload with the field binding in both forms and
 // returns the offsets, in each, at which the sequence goes.
-func (b *Boundary) appendPayload(d *dual, inv *invocation, e *evt, denialD, errD canonical.Value) (splitC, splitK int, err error) {
+func (b *Boundary) appendPayload(d *dual, inv *invocation, e *evt, denialD, errD string) (splitC, splitK int, err error) {
 	var keys []string
 	if len(e.payload) > 0 {
 		keys = make([]string, 0, len(e.payload)+2)
 		for k := range e.payload {
-			if k != BindKey && !(k == "capability_uri" && e.uri != "") {
+			if k != chp.BindKey && !(k == "capability_uri" && e.uri != "") {
 				keys = append(keys, k)
 			}
 		}
 		if e.uri != "" {
 			keys = append(keys, "capability_uri")
 		}
-		keys = append(keys, BindKey)
+		keys = append(keys, chp.BindKey)
 		slices.Sort(keys) // byte order of UTF-8 = code point order
 	} else if e.uri != "" {
 		keys = uriPayloadKeys
@@ -473,7 +472,7 @@ func (b *Boundary) appendPayload(d *dual, inv *invocation, e *evt, denialD, errD
 		d.str(k)
 		d.sep(": ", ":")
 		switch k {
-		case BindKey:
+		case chp.BindKey:
 			d.sep(`{"capability_version": `, `{"capability_version":`)
 			if inv.version == nil {
 				d.rawString("null")
@@ -499,7 +498,7 @@ func (b *Boundary) appendPayload(d *dual, inv *invocation, e *evt, denialD, errD
 			fallthrough
 		default:
 			if err := d.value(e.payload[k]); err != nil {
-				return 0, 0, fmt.Errorf("chp: evidence payload %q: %w", k, err)
+				return 0, 0, fmt.Errorf("boundary: evidence payload %q: %w", k, err)
 			}
 		}
 	}
@@ -508,25 +507,26 @@ func (b *Boundary) appendPayload(d *dual, inv *invocation, e *evt, denialD, errD
 }
 
 var (
-	bindTailC      = `", "v": ` + strconv.Itoa(bindVersion) + `}`
-	bindTailK      = `","v":` + strconv.Itoa(bindVersion) + `}`
-	uriPayloadKeys = []string{"capability_uri", BindKey}
-	bindOnlyKeys   = []string{BindKey}
+	bindTailC      = `", "v": ` + strconv.Itoa(chp.BindVersion) + `}`
+	bindTailK      = `","v":` + strconv.Itoa(chp.BindVersion) + `}`
+	uriPayloadKeys = []string{"capability_uri", chp.BindKey}
+	bindOnlyKeys   = []string{chp.BindKey}
 )
 
-func (d *dual) digest(v canonical.Value) {
-	if v.Kind == canonical.Null {
+// digest writes a member digest (chp.MemberDigest): "" is null.
+func (d *dual) digest(h string) {
+	if h == "" {
 		d.rawString("null")
 		return
 	}
-	d.str(v.Str)
+	d.str(h)
 }
 
 // appendStableValue appends the chp-stable-v1 form of a payload value.
 func appendStableValue(dst []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case string:
-		return appendStableString(dst, x), nil
+		return canonical.AppendChpStableString(dst, x), nil
 	case bool:
 		return strconv.AppendBool(dst, x), nil
 	case int:
@@ -552,72 +552,35 @@ func appendRawOrNull(dst, raw []byte) []byte {
 
 // memberJSON encodes a denial or error member as it is stored, and its bound
 // digest computed from exactly those bytes.
-func memberJSON(v any) ([]byte, canonical.Value, error) {
+func memberJSON(v any) ([]byte, string, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return nil, nullValue, err
+		return nil, "", err
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
-		return nil, nullValue, err
+		return nil, "", err
 	}
 	raw = buf.Bytes()
 	cv, err := canonical.Parse(raw)
 	if err != nil {
-		return nil, nullValue, err
+		return nil, "", err
 	}
-	d, err := fieldDigest(cv)
+	d, err := chp.MemberDigest(cv)
 	return raw, d, err
 }
-
-// appendTime appends t in TimeFormat without allocating. The date part of
-// the day last rendered is kept (timeDay): most timestamps fall on it, and
-// splitting a time into a calendar date is most of the cost.
-func appendTime(dst []byte, t time.Time) []byte {
-	sec := t.Unix()
-	if sec < 0 || sec >= maxFastTime {
-		return t.UTC().AppendFormat(dst, TimeFormat)
-	}
-	day := sec / 86400
-	d := timeDay.Load()
-	if d == nil || d.day != day {
-		d = &dayPrefix{day: day}
-		t.UTC().AppendFormat(d.prefix[:0], "2006-01-02T")
-		timeDay.Store(d)
-	}
-	s := int(sec % 86400)
-	hh, mm, ss := s/3600, s/60%60, s%60
-	us := t.Nanosecond() / 1000
-	dst = append(dst, d.prefix[:]...)
-	return append(dst, byte('0'+hh/10), byte('0'+hh%10), ':', byte('0'+mm/10), byte('0'+mm%10), ':',
-		byte('0'+ss/10), byte('0'+ss%10), '.',
-		byte('0'+us/100000), byte('0'+us/10000%10), byte('0'+us/1000%10),
-		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
-}
-
-// dayPrefix is the rendered date ("2006-01-02T") of a day since the Unix
-// epoch.
-type dayPrefix struct {
-	day    int64
-	prefix [11]byte
-}
-
-var timeDay atomic.Pointer[dayPrefix]
-
-// maxFastTime is 10000-01-01T00:00:00Z: later years need more digits.
-const maxFastTime = 253402300800
 
 // appendResult appends res as JSON with the members encoding/json writes
 // (the result is recorded for idempotent replay; reading it back with
 // encoding/json gives the same InvocationResult). The correlation is the
 // invocation's stored form, rendered once by header.
-func appendResult(dst []byte, res *InvocationResult, corr []byte) ([]byte, error) {
+func appendResult(dst []byte, res *chp.InvocationResult, corr []byte) ([]byte, error) {
 	dst = append(dst, `{"capability_id":`...)
-	dst = appendStableString(dst, res.CapabilityID)
+	dst = canonical.AppendChpStableString(dst, res.CapabilityID)
 	dst = append(dst, `,"capability_version":`...)
 	dst = appendNullableString(dst, res.CapabilityVersion)
 	dst = append(dst, `,"completed_at":`...)
-	dst = appendStableString(dst, res.CompletedAt)
+	dst = canonical.AppendChpStableString(dst, res.CompletedAt)
 	dst = append(dst, `,"correlation":`...)
 	dst = append(dst, corr...)
 	dst = append(dst, `,"data":`...)
@@ -650,14 +613,14 @@ func appendResult(dst []byte, res *InvocationResult, corr []byte) ([]byte, error
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendStableString(dst, id)
+			dst = canonical.AppendChpStableString(dst, id)
 		}
 		dst = append(dst, ']')
 	}
 	dst = append(dst, `,"invocation_id":`...)
-	dst = appendStableString(dst, res.InvocationID)
+	dst = canonical.AppendChpStableString(dst, res.InvocationID)
 	dst = append(dst, `,"outcome":`...)
-	dst = appendStableString(dst, string(res.Outcome))
+	dst = canonical.AppendChpStableString(dst, string(res.Outcome))
 	if res.Replayed {
 		dst = append(dst, `,"replayed":true`...)
 	}
@@ -666,4 +629,12 @@ func appendResult(dst []byte, res *InvocationResult, corr []byte) ([]byte, error
 	dst = append(dst, `,"success":`...)
 	dst = strconv.AppendBool(dst, res.Success)
 	return append(dst, '}'), nil
+}
+
+// appendNullableString appends *s as a chp-stable-v1 string, or null.
+func appendNullableString(dst []byte, s *string) []byte {
+	if s == nil {
+		return append(dst, "null"...)
+	}
+	return canonical.AppendChpStableString(dst, *s)
 }

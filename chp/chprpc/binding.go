@@ -1,4 +1,4 @@
-package chp
+package chprpc
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -17,19 +19,19 @@ import (
 // direct capability call (kv.get) maps a non-success outcome to one of these,
 // with the full InvocationResult as the error's data.
 const (
-	RPCDenied              jsonrpc.Code = -32040
-	RPCFailed              jsonrpc.Code = -32041
-	RPCSkipped             jsonrpc.Code = -32042
-	RPCIndeterminate       jsonrpc.Code = -32043
-	RPCEvidenceUnavailable jsonrpc.Code = -32044
-	RPCNoEvidence          jsonrpc.Code = -32045
+	CodeDenied              jsonrpc.Code = -32040
+	CodeFailed              jsonrpc.Code = -32041
+	CodeSkipped             jsonrpc.Code = -32042
+	CodeIndeterminate       jsonrpc.Code = -32043
+	CodeEvidenceUnavailable jsonrpc.Code = -32044
+	CodeNoEvidence          jsonrpc.Code = -32045
 )
 
-// RPCHandlers returns the JSON-RPC binding: chp.describe, chp.invoke,
+// Handlers returns the JSON-RPC binding of b: chp.describe, chp.invoke,
 // chp.replay, chp.verify and chp.export, carrying exactly the objects of the
 // HTTP binding. On a Unix socket with peer credentials the caller is bound
 // as the verified subject ("uid:<n>", type "unix_peer").
-func (b *Boundary) RPCHandlers() map[string]jsonrpc.Handler {
+func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 	return map[string]jsonrpc.Handler{
 		"chp.describe": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
 			return b.Describe(), nil
@@ -38,23 +40,26 @@ func (b *Boundary) RPCHandlers() map[string]jsonrpc.Handler {
 			if len(bytes.TrimSpace(req.Params)) == 0 {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "chp.invoke takes an InvocationEnvelope object")
 			}
-			env, err := ParseEnvelope(req.Params)
+			env, err := chp.ParseEnvelope(req.Params)
 			if err != nil {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
 			}
-			res, err := b.invoke(ctx, env, rpcCaller(ctx))
+			if c := rpcCaller(ctx); c != nil {
+				ctx = boundary.WithCaller(ctx, c)
+			}
+			res, err := b.Invoke(ctx, env)
 			if err != nil {
 				return nil, evidenceError(err)
 			}
 			return res, nil
 		}),
 		"chp.replay": jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
-			var q ReplayQuery
+			var q chp.ReplayQuery
 			if err := req.UnmarshalParams(&q); err != nil {
 				return nil, err
 			}
 			res, err := b.Replay(ctx, q)
-			if errors.Is(err, ErrBadQuery) {
+			if errors.Is(err, boundary.ErrBadQuery) {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
 			}
 			if err != nil {
@@ -79,8 +84,8 @@ func (b *Boundary) RPCHandlers() map[string]jsonrpc.Handler {
 				return nil, err
 			}
 			bundle, err := b.Export(ctx, corr)
-			if errors.Is(err, ErrUnknownCorrelation) {
-				return nil, jsonrpc.Errorf(RPCNoEvidence, "no evidence for correlation %q", corr)
+			if errors.Is(err, boundary.ErrUnknownCorrelation) {
+				return nil, jsonrpc.Errorf(CodeNoEvidence, "no evidence for correlation %q", corr)
 			}
 			if err != nil {
 				return nil, evidenceError(err)
@@ -107,30 +112,26 @@ func evidenceError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
-	if errors.Is(err, ErrBadEnvelope) {
+	if errors.Is(err, chp.ErrBadEnvelope) {
 		return jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
 	}
-	return jsonrpc.Errorf(RPCEvidenceUnavailable, "evidence could not be recorded: %v", err)
+	return jsonrpc.Errorf(CodeEvidenceUnavailable, "evidence could not be recorded: %v", err)
 }
 
 // rpcCaller returns the caller a JSON-RPC call is bound to: one bound
 // already (WithCaller), else a Unix-socket peer's kernel-reported uid as the
 // verified caller, else none (nil).
-func rpcCaller(ctx context.Context) *Caller {
-	if c, ok := CallerFromContext(ctx); ok {
+func rpcCaller(ctx context.Context) *boundary.Caller {
+	if c, ok := boundary.CallerFromContext(ctx); ok {
 		return c
 	}
 	if p, ok := jsonrpc.PeerFromContext(ctx); ok && p.HasCred {
 		c, ok := peerCallers.Load(p.UID)
 		if !ok {
-			nc := &Caller{ID: "uid:" + strconv.FormatUint(uint64(p.UID), 10), Type: "unix_peer"}
-			nc.subj = nc.subject()
-			if si, err := renderSubject(nc.subj); err == nil {
-				nc.info = &si
-			}
+			nc := boundary.NewCaller("uid:"+strconv.FormatUint(uint64(p.UID), 10), "unix_peer", nil)
 			c, _ = peerCallers.LoadOrStore(p.UID, nc)
 		}
-		return c.(*Caller)
+		return c.(*boundary.Caller)
 	}
 	return nil
 }
@@ -140,10 +141,10 @@ var peerCallers sync.Map
 
 // rpcMeta is the `_meta` member a direct call may carry in its params.
 type rpcMeta struct {
-	CorrelationID string              `json:"correlation_id"`
-	Correlation   *CorrelationContext `json:"correlation"`
-	InvocationID  string              `json:"invocation_id"`
-	Version       *string             `json:"version"`
+	CorrelationID string                  `json:"correlation_id"`
+	Correlation   *chp.CorrelationContext `json:"correlation"`
+	InvocationID  string                  `json:"invocation_id"`
+	Version       *string                 `json:"version"`
 }
 
 // EnvelopeFromRequest synthesizes the envelope of a direct JSON-RPC call of a
@@ -152,8 +153,8 @@ type rpcMeta struct {
 // absent params {}), and correlation, invocation_id and version come from
 // params._meta when given (`_meta.correlation_id` or a full
 // `_meta.correlation`). An invalid request is an InvalidParams *jsonrpc.Error.
-func EnvelopeFromRequest(req *jsonrpc.Request) (*InvocationEnvelope, error) {
-	env := new(InvocationEnvelope)
+func EnvelopeFromRequest(req *jsonrpc.Request) (*chp.InvocationEnvelope, error) {
+	env := new(chp.InvocationEnvelope)
 	if err := envelopeFromRequest(req, env); err != nil {
 		return nil, err
 	}
@@ -161,8 +162,8 @@ func EnvelopeFromRequest(req *jsonrpc.Request) (*InvocationEnvelope, error) {
 }
 
 // envelopeFromRequest is EnvelopeFromRequest filling *env.
-func envelopeFromRequest(req *jsonrpc.Request, env *InvocationEnvelope) error {
-	*env = InvocationEnvelope{CapabilityID: req.Method, Mode: "sync"}
+func envelopeFromRequest(req *jsonrpc.Request, env *chp.InvocationEnvelope) error {
+	*env = chp.InvocationEnvelope{CapabilityID: req.Method, Mode: "sync"}
 	params := bytes.TrimSpace(req.Params)
 	switch {
 	case len(params) == 0 || string(params) == "null":
@@ -203,30 +204,30 @@ func envelopeFromRequest(req *jsonrpc.Request, env *InvocationEnvelope) error {
 	return nil
 }
 
-// ResultToRPC maps an InvocationResult to a direct call's JSON-RPC answer:
+// Reply maps an InvocationResult to a direct call's JSON-RPC answer:
 // success → the result data (null when none); denied, failure, skipped and
-// indeterminate → an *jsonrpc.Error (RPCDenied, RPCFailed, RPCSkipped,
-// RPCIndeterminate) whose message names the reason and whose data is the
+// indeterminate → an *jsonrpc.Error (CodeDenied, CodeFailed, CodeSkipped,
+// CodeIndeterminate) whose message names the reason and whose data is the
 // complete InvocationResult, correlation and evidence ids included.
-func ResultToRPC(res *InvocationResult) (any, error) {
+func Reply(res *chp.InvocationResult) (any, error) {
 	switch res.Outcome {
-	case OutcomeSuccess:
+	case chp.OutcomeSuccess:
 		if res.Data == nil {
 			return json.RawMessage("null"), nil
 		}
 		return res.Data, nil
-	case OutcomeDenied:
-		return nil, jsonrpc.Errorf(RPCDenied, "denied: %s: %s", res.Denial.Code, res.Denial.Message).WithData(res)
-	case OutcomeSkipped:
+	case chp.OutcomeDenied:
+		return nil, jsonrpc.Errorf(CodeDenied, "denied: %s: %s", res.Denial.Code, res.Denial.Message).WithData(res)
+	case chp.OutcomeSkipped:
 		msg := "skipped"
 		if res.Denial != nil {
 			msg += ": " + res.Denial.Code
 		}
-		return nil, jsonrpc.Errorf(RPCSkipped, "%s", msg).WithData(res)
-	case OutcomeIndeterminate:
-		return nil, jsonrpc.Errorf(RPCIndeterminate, "indeterminate: %s", errMsg(res.Error)).WithData(res)
+		return nil, jsonrpc.Errorf(CodeSkipped, "%s", msg).WithData(res)
+	case chp.OutcomeIndeterminate:
+		return nil, jsonrpc.Errorf(CodeIndeterminate, "indeterminate: %s", errMsg(res.Error)).WithData(res)
 	default:
-		return nil, jsonrpc.Errorf(RPCFailed, "failed: %s", errMsg(res.Error)).WithData(res)
+		return nil, jsonrpc.Errorf(CodeFailed, "failed: %s", errMsg(res.Error)).WithData(res)
 	}
 }
 
@@ -339,7 +340,7 @@ func skipValue(b []byte, i int) int {
 	return -1
 }
 
-func errMsg(e *ErrorInfo) string {
+func errMsg(e *chp.ErrorInfo) string {
 	if e == nil {
 		return "unknown error"
 	}
@@ -347,22 +348,20 @@ func errMsg(e *ErrorInfo) string {
 }
 
 // DirectHandler returns a jsonrpc.Handler that routes a direct capability
-// call through the boundary: EnvelopeFromRequest → Invoke → ResultToRPC.
-func (b *Boundary) DirectHandler() jsonrpc.Handler {
+// call through b: EnvelopeFromRequest → the gate pipeline → Reply.
+func DirectHandler(b *boundary.Boundary) jsonrpc.Handler {
 	return jsonrpc.HandlerFunc(func(ctx context.Context, req *jsonrpc.Request) (any, error) {
-		call := new(directCall)
-		if err := envelopeFromRequest(req, &call.env); err != nil {
+		call := new(boundary.Call)
+		if err := envelopeFromRequest(req, &call.Envelope); err != nil {
 			return nil, err
 		}
-		inv := invocationPool.Get().(*invocation)
-		inv.direct, inv.ctx = true, &call.ctx
-		res, err := b.invokeIn(ctx, inv, &call.env, rpcCaller(ctx))
+		var out any
+		var rerr error
+		err := b.InvokeCall(ctx, call, rpcCaller(ctx), func(res *chp.InvocationResult) {
+			out, rerr = Reply(res) // copies what it answers
+		})
 		if err != nil {
 			return nil, evidenceError(err)
-		}
-		out, rerr := ResultToRPC(res) // copies what it answers
-		if res == &inv.resBuf {       // not a replayed result
-			inv.recycle()
 		}
 		return out, rerr
 	})

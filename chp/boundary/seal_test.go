@@ -1,7 +1,9 @@
-package chp
+package boundary
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -29,7 +32,7 @@ func checkSealed(t *testing.T, store evidence.Store, corr string) int {
 		if _, err := canonical.Parse(r.Data); err != nil {
 			t.Fatalf("seq %d: stored event does not parse strictly: %v\n%s", r.Sequence, err, r.Data)
 		}
-		var ev EvidenceEvent
+		var ev chp.EvidenceEvent
 		dec := json.NewDecoder(strings.NewReader(string(r.Data)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ev); err != nil {
@@ -47,7 +50,7 @@ func checkSealed(t *testing.T, store evidence.Store, corr string) int {
 			t.Errorf("seq %d: not a sorted compact object: %s", r.Sequence, r.Data)
 		}
 		// Hashes, recomputed generically.
-		h, err := EventContentHash(r.Data, prev)
+		h, err := chp.EventContentHash(r.Data, prev)
 		if err != nil || h != r.ContentHash || ev.ContentHash == nil || *ev.ContentHash != h {
 			t.Errorf("seq %d: content hash %s (%v), store %s", r.Sequence, h, err, r.ContentHash)
 		}
@@ -55,11 +58,10 @@ func checkSealed(t *testing.T, store evidence.Store, corr string) int {
 		if err != nil {
 			t.Fatalf("seq %d: payload is not chp-stable-v1 content: %v", r.Sequence, err)
 		}
-		if c := sha256Hex(canon); c != ev.PayloadCommitment {
-			t.Errorf("seq %d: payload_commitment %s, canonical %s", r.Sequence, ev.PayloadCommitment, c)
+		if sum := sha256.Sum256(canon); hex.EncodeToString(sum[:]) != ev.PayloadCommitment {
+			t.Errorf("seq %d: payload_commitment %s, canonical %s", r.Sequence, ev.PayloadCommitment, canon)
 		}
-		ev2, _ := decodeEvent(r.Data)
-		if mism, has, err := checkBinding(ev2); !has || err != nil || len(mism) > 0 {
+		if mism, has, err := chp.CheckBinding(r.Data); !has || err != nil || len(mism) > 0 {
 			t.Errorf("seq %d: binding has=%v err=%v mismatched=%v", r.Sequence, has, err, mism)
 		}
 		if ev.Sequence != r.Sequence || (prev == "") != (ev.PrevHash == nil) || (ev.PrevHash != nil && *ev.PrevHash != prev) {
@@ -75,7 +77,7 @@ func checkSealed(t *testing.T, store evidence.Store, corr string) int {
 // checks each against the generic encoders.
 func TestSealerMatchesGenericEncoding(t *testing.T) {
 	store := evidence.NewMemory()
-	b, err := NewBoundary(Config{HostID: "hôst \"q\" \\ <&> \u2028 😀", Store: store, Environment: "prod\n",
+	b, err := New(Config{HostID: "hôst \"q\" \\ <&> \u2028 😀", Store: store, Environment: "prod\n",
 		Policy: &PolicyConfig{BlockPatterns: []string{"forbidden"}}, Safety: FixtureSafety(),
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6789000, time.FixedZone("x", 3600)) }})
 	if err != nil {
@@ -85,14 +87,14 @@ func TestSealerMatchesGenericEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	two := int64(2)
-	if err := b.Register(Capability{Descriptor: CapabilityDescriptor{ID: "ünï.cödé", Version: "1.0.0-β", Description: "x",
-		Autonomy: &AutonomyProfile{ActionLimit: &two, SpendLimit: ptr(1.5), SpendUnits: 1}},
+	if err := b.Register(Capability{Descriptor: chp.CapabilityDescriptor{ID: "ünï.cödé", Version: "1.0.0-β", Description: "x",
+		Autonomy: &chp.AutonomyProfile{ActionLimit: &two, SpendLimit: ptr(1.5), SpendUnits: 1}},
 		Handler: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) { return p, nil }}); err != nil {
 		t.Fatal(err)
 	}
 	cause, trace := "cause \u00e9 \"x\"", "trace\t1"
 	ctx := context.Background()
-	envs := []*InvocationEnvelope{
+	envs := []*chp.InvocationEnvelope{
 		{CapabilityID: "conformance.echo", Payload: json.RawMessage(`{"value":"x"}`)},
 		{CapabilityID: "conformance.fail"},
 		{CapabilityID: "conformance.unsafe"},
@@ -106,7 +108,7 @@ func TestSealerMatchesGenericEncoding(t *testing.T) {
 		{CapabilityID: "ünï.cödé"},
 	}
 	for i, env := range envs {
-		env.Correlation = CorrelationContext{CorrelationID: "corr ü \"1\"", CausationID: &cause, TraceID: &trace,
+		env.Correlation = chp.CorrelationContext{CorrelationID: "corr ü \"1\"", CausationID: &cause, TraceID: &trace,
 			Baggage: json.RawMessage(`{ "k" : [1, 2.50, "ü"] }`)}
 		if i%2 == 1 {
 			env.InvocationID = "inv \\ " + string(rune('a'+i))
@@ -128,7 +130,7 @@ func TestSealerMatchesGenericEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(bundle)
-	if bv, _ := VerifyBundle(raw, nil); !bv.Valid || bv.Bound != n {
+	if bv, _ := chp.VerifyBundle(raw, nil); !bv.Valid || bv.Bound != n {
 		t.Fatalf("bundle: %+v", bv)
 	}
 }
@@ -143,20 +145,20 @@ func FuzzSeal(f *testing.F) {
 	f.Add("h", "", "", "i\xff", `{}`, `{}`)
 	f.Fuzz(func(t *testing.T, host, capID, corr, invID, subject, payload string) {
 		store := evidence.NewMemory()
-		b, err := NewBoundary(Config{HostID: host, Store: store})
+		b, err := New(Config{HostID: host, Store: store})
 		if err != nil {
 			return
 		}
 		if err := RegisterFixtures(b); err != nil {
 			t.Fatal(err)
 		}
-		env, err := ParseEnvelope([]byte(`{"capability_id":` + mustJSON(capID) + `,"invocation_id":` + mustJSON(invID) +
+		env, err := chp.ParseEnvelope([]byte(`{"capability_id":` + mustJSON(capID) + `,"invocation_id":` + mustJSON(invID) +
 			`,"correlation_id":` + mustJSON(corr) + `,"subject":` + subject + `,"payload":` + payload + `}`))
 		if err != nil {
 			return
 		}
 		res, err := b.Invoke(context.Background(), env)
-		if errors.Is(err, ErrBadEnvelope) {
+		if errors.Is(err, chp.ErrBadEnvelope) {
 			// What ParseEnvelope lets through but cannot be evidenced (a
 			// subject or baggage the strict reader refuses: invalid UTF-8,
 			// a duplicate key; an overlong correlation id) is refused
@@ -183,38 +185,6 @@ func mustJSON(s string) string {
 	return string(b)
 }
 
-func TestAppendTime(t *testing.T) {
-	for _, tm := range []time.Time{
-		time.Date(2026, 11, 22, 0, 24, 45, 123456789, time.UTC),
-		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
-		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("e", -7200)),
-		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
-		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
-		time.Unix(0, 0),
-		time.Unix(-1, 999999000),
-		time.Date(2026, 11, 22, 23, 59, 59, 999999999, time.FixedZone("w", 3600)),
-		time.Date(2026, 11, 23, 0, 0, 0, 1000, time.UTC),
-		time.Date(2024, 2, 29, 12, 0, 0, 0, time.UTC),
-		time.Date(2026, 11, 22, 0, 24, 45, 123456789, time.UTC), // the cached day again
-	} {
-		if got, want := string(appendTime(nil, tm)), tm.UTC().Format(TimeFormat); got != want {
-			t.Errorf("%v: %s, want %s", tm, got, want)
-		}
-	}
-}
-
-func TestCompactStable(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"a": 1, "b": [1, 2], "c": "x, y: z \" w"}`: `{"a":1,"b":[1,2],"c":"x, y: z \" w"}`,
-		`{"k\\": "v \\\" ,: "}`:                      `{"k\\":"v \\\" ,: "}`,
-		`[]`:                                         `[]`,
-	} {
-		if got := string(compactStable(nil, []byte(in))); got != want {
-			t.Errorf("%s: %s, want %s", in, got, want)
-		}
-	}
-}
-
 // TestAppendResult: the recorded form of a result decodes to the same JSON
 // value encoding/json writes for it.
 func TestAppendResult(t *testing.T) {
@@ -222,16 +192,16 @@ func TestAppendResult(t *testing.T) {
 	v := "1.0.0"
 	started := "2026-01-01T00:00:00.000000Z"
 	cause := "c\u00e9 <&>"
-	for _, res := range []*InvocationResult{
+	for _, res := range []*chp.InvocationResult{
 		{CapabilityID: "kv.get", CapabilityVersion: &v, CompletedAt: started, Data: json.RawMessage(" {\"a\" : [1, 2.5, \"\u2028\"]}\n"),
-			EvidenceIDs: []string{"evt_1", "evt_2"}, InvocationID: "inv <1>", Outcome: OutcomeSuccess, StartedAt: &started, Success: true},
-		{CapabilityID: "<missing>", CompletedAt: started, EvidenceIDs: []string{}, InvocationID: "i", Outcome: OutcomeDenied,
-			Denial: b.denial(CodeCapabilityNotFound, "no \"such\" cap", map[string]any{"hint": "x", "n": 3}), Replayed: true},
-		{CapabilityID: "x", CompletedAt: started, InvocationID: "i", Outcome: OutcomeFailure, Error: &ErrorInfo{Message: "boom\x01\xff", Type: "error"}},
+			EvidenceIDs: []string{"evt_1", "evt_2"}, InvocationID: "inv <1>", Outcome: chp.OutcomeSuccess, StartedAt: &started, Success: true},
+		{CapabilityID: "<missing>", CompletedAt: started, EvidenceIDs: []string{}, InvocationID: "i", Outcome: chp.OutcomeDenied,
+			Denial: b.denial(chp.CodeCapabilityNotFound, "no \"such\" cap", map[string]any{"hint": "x", "n": 3}), Replayed: true},
+		{CapabilityID: "x", CompletedAt: started, InvocationID: "i", Outcome: chp.OutcomeFailure, Error: &chp.ErrorInfo{Message: "boom\x01\xff", Type: "error"}},
 	} {
-		env := &InvocationEnvelope{CapabilityID: res.CapabilityID, InvocationID: res.InvocationID,
-			Correlation: CorrelationContext{CorrelationID: "corr \u00fc", CausationID: &cause, Baggage: json.RawMessage(`{"k": [1, "v"]}`), Environment: "e"}}
-		Normalize(env, time.Now())
+		env := &chp.InvocationEnvelope{CapabilityID: res.CapabilityID, InvocationID: res.InvocationID,
+			Correlation: chp.CorrelationContext{CorrelationID: "corr \u00fc", CausationID: &cause, Baggage: json.RawMessage(`{"k": [1, "v"]}`), Environment: "e"}}
+		chp.Normalize(env, time.Now())
 		h, err := b.header(&invocation{}, env, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -251,7 +221,7 @@ func TestAppendResult(t *testing.T) {
 			t.Errorf("recorded result differs from encoding/json (-want +got):\n%s", diff)
 		}
 		// Read back as the replay cache does, it is the same result.
-		var back InvocationResult
+		var back chp.InvocationResult
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatal(err)
 		}

@@ -1,21 +1,21 @@
-package chp
+package boundary
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/google/go-cmp/cmp"
 )
 
 func fixtureBoundary(t *testing.T, store evidence.Store) *Boundary {
 	t.Helper()
-	b, err := NewBoundary(Config{HostID: "test-host", Store: store, Policy: FixturePolicy(), Safety: FixtureSafety()})
+	b, err := New(Config{HostID: "test-host", Store: store, Policy: FixturePolicy(), Safety: FixtureSafety()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,13 +27,13 @@ func fixtureBoundary(t *testing.T, store evidence.Store) *Boundary {
 
 func eventTypes(t *testing.T, b *Boundary, corr string) []string {
 	t.Helper()
-	res, err := b.Replay(context.Background(), ReplayQuery{CorrelationID: corr})
+	res, err := b.Replay(context.Background(), chp.ReplayQuery{CorrelationID: corr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for _, e := range res.Events {
-		var ev EvidenceEvent
+		var ev chp.EvidenceEvent
 		if err := json.Unmarshal(e, &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -46,39 +46,39 @@ func eventTypes(t *testing.T, b *Boundary, corr string) []string {
 }
 
 func TestPipelineFixtures(t *testing.T) {
-	safety := []string{EventSafetyStarted, EventSafetyCompleted, EventSafetyApproved}
+	safety := []string{chp.EventSafetyStarted, chp.EventSafetyCompleted, chp.EventSafetyApproved}
 	cases := []struct {
 		name    string
 		capID   string
 		payload string
 		mode    string
-		outcome Outcome
+		outcome chp.Outcome
 		code    string
 		retry   bool
 		events  []string
 	}{
-		{"echo", "conformance.echo", `{"value":"x"}`, "", OutcomeSuccess, "", false, append(safety, EventStarted, EventCompleted)},
-		{"fail", "conformance.fail", `{}`, "", OutcomeFailure, "", false, append(safety, EventStarted, EventFailed)},
-		{"guarded", "conformance.guarded", `{}`, "", OutcomeDenied, CodeInvariantFailed, false, []string{EventDenied}},
-		{"unknown", "no.such.cap", `{}`, "", OutcomeDenied, CodeCapabilityNotFound, false, []string{EventDenied}},
-		{"empty id", "  ", `{}`, "", OutcomeDenied, CodeCapabilityNotFound, false, []string{EventDenied}},
-		{"mode", "conformance.echo", `{}`, "async", OutcomeDenied, CodeUnsupportedMode, false, []string{EventDenied}},
-		{"approval", "conformance.approval", `{}`, "", OutcomeDenied, CodeApprovalRequired, true, []string{EventApprovalRequested, EventDenied}},
-		{"risky", "conformance.risky", `{}`, "", OutcomeDenied, CodePolicyBlocked, false, []string{EventDenied}},
-		{"unsafe", "conformance.unsafe", `{}`, "", OutcomeDenied, CodeSafetyBlocked, false,
-			[]string{EventSafetyStarted, EventSafetyCompleted, EventSafetyTriggered, EventSafetyBlocked, EventDenied}},
+		{"echo", "conformance.echo", `{"value":"x"}`, "", chp.OutcomeSuccess, "", false, append(safety, chp.EventStarted, chp.EventCompleted)},
+		{"fail", "conformance.fail", `{}`, "", chp.OutcomeFailure, "", false, append(safety, chp.EventStarted, chp.EventFailed)},
+		{"guarded", "conformance.guarded", `{}`, "", chp.OutcomeDenied, chp.CodeInvariantFailed, false, []string{chp.EventDenied}},
+		{"unknown", "no.such.cap", `{}`, "", chp.OutcomeDenied, chp.CodeCapabilityNotFound, false, []string{chp.EventDenied}},
+		{"empty id", "  ", `{}`, "", chp.OutcomeDenied, chp.CodeCapabilityNotFound, false, []string{chp.EventDenied}},
+		{"mode", "conformance.echo", `{}`, "async", chp.OutcomeDenied, chp.CodeUnsupportedMode, false, []string{chp.EventDenied}},
+		{"approval", "conformance.approval", `{}`, "", chp.OutcomeDenied, chp.CodeApprovalRequired, true, []string{chp.EventApprovalRequested, chp.EventDenied}},
+		{"risky", "conformance.risky", `{}`, "", chp.OutcomeDenied, chp.CodePolicyBlocked, false, []string{chp.EventDenied}},
+		{"unsafe", "conformance.unsafe", `{}`, "", chp.OutcomeDenied, chp.CodeSafetyBlocked, false,
+			[]string{chp.EventSafetyStarted, chp.EventSafetyCompleted, chp.EventSafetyTriggered, chp.EventSafetyBlocked, chp.EventDenied}},
 	}
 	b := fixtureBoundary(t, evidence.NewMemory())
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			corr := "corr-" + strings.ReplaceAll(c.name, " ", "-")
-			env := &InvocationEnvelope{CapabilityID: c.capID, Payload: json.RawMessage(c.payload), Mode: c.mode,
-				Correlation: CorrelationContext{CorrelationID: corr}}
+			env := &chp.InvocationEnvelope{CapabilityID: c.capID, Payload: json.RawMessage(c.payload), Mode: c.mode,
+				Correlation: chp.CorrelationContext{CorrelationID: corr}}
 			res, err := b.Invoke(context.Background(), env)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Outcome != c.outcome || res.Success != (c.outcome == OutcomeSuccess) {
+			if res.Outcome != c.outcome || res.Success != (c.outcome == chp.OutcomeSuccess) {
 				t.Fatalf("outcome %s success %v, want %s", res.Outcome, res.Success, c.outcome)
 			}
 			if c.code != "" && (res.Denial == nil || res.Denial.Code != c.code || res.Denial.Retryable != c.retry) {
@@ -93,7 +93,7 @@ func TestPipelineFixtures(t *testing.T) {
 			if len(res.EvidenceIDs) != len(c.events) {
 				t.Errorf("evidence_ids %d, want %d", len(res.EvidenceIDs), len(c.events))
 			}
-			if err := ValidateObject("invocation-result", res); err != nil {
+			if err := schema.Validate("invocation-result", res); err != nil {
 				t.Errorf("emitted result violates its schema: %v", err)
 			}
 		})
@@ -103,24 +103,24 @@ func TestPipelineFixtures(t *testing.T) {
 func TestBudgetAndSkipAndReplay(t *testing.T) {
 	b := fixtureBoundary(t, evidence.NewMemory())
 	ctx := context.Background()
-	inv := func(capID, corr, id string) *InvocationResult {
+	inv := func(capID, corr, id string) *chp.InvocationResult {
 		t.Helper()
-		res, err := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: capID, InvocationID: id, Correlation: CorrelationContext{CorrelationID: corr}})
+		res, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: capID, InvocationID: id, Correlation: chp.CorrelationContext{CorrelationID: corr}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
-	if r := inv("conformance.budgeted", "budget", ""); r.Outcome != OutcomeSuccess {
+	if r := inv("conformance.budgeted", "budget", ""); r.Outcome != chp.OutcomeSuccess {
 		t.Fatalf("first budgeted call: %s", r.Outcome)
 	}
 	r := inv("conformance.budgeted", "budget", "")
-	if r.Outcome != OutcomeDenied || r.Denial.Code != CodeBudgetExceeded || !r.Denial.Retryable {
+	if r.Outcome != chp.OutcomeDenied || r.Denial.Code != chp.CodeBudgetExceeded || !r.Denial.Retryable {
 		t.Fatalf("second budgeted call: %+v", r.Denial)
 	}
 	// A denial or skip does not consume budget: only execution_started counts.
 	got := eventTypes(t, b, "budget")
-	want := []string{EventSafetyStarted, EventSafetyCompleted, EventSafetyApproved, EventStarted, EventCompleted, EventBudgetExceeded, EventDenied}
+	want := []string{chp.EventSafetyStarted, chp.EventSafetyCompleted, chp.EventSafetyApproved, chp.EventStarted, chp.EventCompleted, chp.EventBudgetExceeded, chp.EventDenied}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("budget events (-want +got):\n%s", diff)
 	}
@@ -129,10 +129,10 @@ func TestBudgetAndSkipAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = inv("conformance.echo", "skip", "")
-	if r.Outcome != OutcomeSkipped || r.Success || r.Denial == nil || r.Denial.Code != CodeCapabilityDisabled {
+	if r.Outcome != chp.OutcomeSkipped || r.Success || r.Denial == nil || r.Denial.Code != chp.CodeCapabilityDisabled {
 		t.Fatalf("disabled: %+v", r)
 	}
-	if diff := cmp.Diff([]string{EventSkipped}, eventTypes(t, b, "skip")); diff != "" {
+	if diff := cmp.Diff([]string{chp.EventSkipped}, eventTypes(t, b, "skip")); diff != "" {
 		t.Error(diff)
 	}
 	_ = b.SetEnabled("conformance.echo", "1.0.0", true)
@@ -151,7 +151,7 @@ func TestCorrelationGenerated(t *testing.T) {
 	b := fixtureBoundary(t, evidence.NewMemory())
 	for _, body := range []string{`{"capability_id":"conformance.echo"}`, `{"capability_id":"conformance.echo","correlation":{"correlation_id":""}}`,
 		`{"capability_id":"conformance.echo","correlation_id":"lifted","arguments":{"value":1}}`} {
-		env, err := ParseEnvelope([]byte(body))
+		env, err := chp.ParseEnvelope([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestCorrelationGenerated(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`[]`, `{"payload":[1]}`, `{"subject":"x"}`, `{"correlation":5}`, `{} {}`} {
-		if _, err := ParseEnvelope([]byte(bad)); !errors.Is(err, ErrBadEnvelope) {
+		if _, err := chp.ParseEnvelope([]byte(bad)); !errors.Is(err, chp.ErrBadEnvelope) {
 			t.Errorf("%s: err %v, want ErrBadEnvelope", bad, err)
 		}
 	}
@@ -183,16 +183,16 @@ func TestEmittedObjectsMatchSchemas(t *testing.T) {
 	b := fixtureBoundary(t, evidence.NewMemory())
 	ctx := context.Background()
 	for _, c := range []string{"conformance.echo", "conformance.fail", "conformance.unsafe", "conformance.approval", "nope"} {
-		if _, err := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: c, Correlation: CorrelationContext{CorrelationID: "schemas"}}); err != nil {
+		if _, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: c, Correlation: chp.CorrelationContext{CorrelationID: "schemas"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	res, _ := b.Replay(ctx, ReplayQuery{CorrelationID: "schemas"})
-	if err := ValidateObject("replay-result", res); err != nil {
+	res, _ := b.Replay(ctx, chp.ReplayQuery{CorrelationID: "schemas"})
+	if err := schema.Validate("replay-result", res); err != nil {
 		t.Errorf("replay result: %v", err)
 	}
 	for _, e := range res.Events {
-		if err := ValidateObject("evidence-event", e); err != nil {
+		if err := schema.Validate("evidence-event", e); err != nil {
 			t.Errorf("event %s: %v", e, err)
 		}
 	}
@@ -200,37 +200,31 @@ func TestEmittedObjectsMatchSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ValidateObject("evidence-bundle", bundle); err != nil {
+	if err := schema.Validate("evidence-bundle", bundle); err != nil {
 		t.Errorf("bundle: %v", err)
 	}
-	if err := ValidateObject("host-descriptor", b.Describe()); err != nil {
+	if err := schema.Validate("host-descriptor", b.Describe()); err != nil {
 		t.Errorf("host descriptor: %v", err)
 	}
-	if err := ValidateObject("chp-identity", b.Identity()); err != nil {
+	if err := schema.Validate("chp-identity", b.Identity()); err != nil {
 		t.Errorf("identity: %v", err)
 	}
 }
 
 // TestMalformedSubjectRejected: a subject that is not strict JSON (here a
 // duplicate key, which would make its bound digest ambiguous) is a bad
-// envelope — 400 / InvalidParams — not an evidence failure, and records
-// nothing.
+// envelope — 400 / InvalidParams in the bindings (TestMalformedSubjectIs400
+// in chphttp) — not an evidence failure, and records nothing.
 func TestMalformedSubjectRejected(t *testing.T) {
 	store := evidence.NewMemory()
 	b := fixtureBoundary(t, store)
 	for _, subj := range []string{`{"id":"a","id":"b"}`, `"x"`, `[1]`} {
-		_, err := b.Invoke(context.Background(), &InvocationEnvelope{CapabilityID: "conformance.echo", Subject: json.RawMessage(subj)})
-		if !errors.Is(err, ErrBadEnvelope) {
+		_, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "conformance.echo", Subject: json.RawMessage(subj)})
+		if !errors.Is(err, chp.ErrBadEnvelope) {
 			t.Errorf("%s: err %v, want ErrBadEnvelope", subj, err)
 		}
 	}
 	if store.LastSequence() != 0 {
 		t.Errorf("a rejected envelope left %d events", store.LastSequence())
-	}
-	rec := httptest.NewRecorder()
-	b.HTTPHandler(nil).ServeHTTP(rec, httptest.NewRequest("POST", "/invoke",
-		strings.NewReader(`{"capability_id":"conformance.echo","subject":{"id":"a","id":"b"}}`)))
-	if rec.Code != http.StatusBadRequest {
-		t.Errorf("HTTP status %d, want 400: %s", rec.Code, rec.Body)
 	}
 }

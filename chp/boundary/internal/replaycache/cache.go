@@ -1,4 +1,14 @@
-package chp
+// Package replaycache is the boundary's idempotent-replay cache
+// (chp-v0.2.md §13): invocation_id → the recorded InvocationResult, for a
+// bounded window and size, with concurrent duplicates of an id waiting for
+// the first instead of executing twice.
+//
+// Data flow: Boundary.Invoke → Claim(id) → recorded result (replay) | a
+// channel to wait on (a duplicate in flight; then Claim again) | lead →
+// the pipeline runs → Settle(id, result, encoded result) → later Claims
+// replay it. Load refills the cache from a durable store's recorded results
+// when a boundary starts.
+package replaycache
 
 import (
 	"context"
@@ -11,11 +21,11 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
 )
 
-// resultCache is the idempotent-replay cache of chp-v0.2.md §13: serving
-// state, never evidence. It maps invocation_id to the recorded result for a
+// Cache is the idempotent-replay cache: serving state, never evidence. It maps invocation_id to the recorded result for a
 // bounded window and size; the oldest results go first when it is full.
 // Concurrent duplicates of an id in flight wait for the first (the leader)
 // instead of executing twice.
@@ -34,7 +44,7 @@ import (
 // cache adds nothing to the heap the garbage collector paces itself by. An
 // id this host has just generated cannot have been recorded (128 random
 // bits): its claim skips the index and only marks it in flight.
-type resultCache struct {
+type Cache struct {
 	seed   maphash.Seed
 	window time.Duration
 	per    int // recorded results per shard
@@ -111,15 +121,17 @@ type resultShard struct {
 type resultSlot struct {
 	id     string
 	h      uint64
-	raw    []byte            // the encoded result
-	res    *InvocationResult // or decoded (on its first replay, or when it could not be encoded)
+	raw    []byte                // the encoded result
+	res    *chp.InvocationResult // or decoded (on its first replay, or when it could not be encoded)
 	chunk  *resultChunk
 	at     int64 // when it was recorded, unix ns
 	inColl bool  // indexed by coll, not idx
 }
 
-func newResultCache(size int, window time.Duration, now func() time.Time) *resultCache {
-	c := &resultCache{seed: maphash.MakeSeed(), window: window, per: max(1, size/resultShards), now: now,
+// New returns a cache of at most size results (at least one per shard),
+// each replayed for window after it was recorded, by the clock now.
+func New(size int, window time.Duration, now func() time.Time) *Cache {
+	c := &Cache{seed: maphash.MakeSeed(), window: window, per: max(1, size/resultShards), now: now,
 		mapped: &chunkSet{m: map[*resultChunk]struct{}{}}}
 	for i := range c.shards {
 		s := &c.shards[i]
@@ -202,18 +214,18 @@ func (s *resultShard) unkeep(c *resultChunk) {
 	}
 }
 
-func (c *resultCache) locate(id string) (*resultShard, uint64) {
+func (c *Cache) locate(id string) (*resultShard, uint64) {
 	h := maphash.String(c.seed, id)
 	return &c.shards[h%resultShards], h
 }
 
-// claim looks id up. It returns the recorded result to replay, or a channel
+// Claim looks id up. It returns the recorded result to replay, or a channel
 // to wait on while another call with the same id is in flight (then claim
 // again), or — when neither — marks id in flight: the caller leads, and
 // must settle. fresh says the id was generated for this call: it can be in
 // flight (a caller who read it in the evidence may present it) but not
 // recorded.
-func (c *resultCache) claim(id string, fresh bool) (recorded *InvocationResult, wait <-chan struct{}, err error) {
+func (c *Cache) Claim(id string, fresh bool) (recorded *chp.InvocationResult, wait <-chan struct{}, err error) {
 	s, h := c.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,9 +241,9 @@ func (c *resultCache) claim(id string, fresh bool) (recorded *InvocationResult, 
 			sl := &s.ring[i]
 			if c.now().UnixNano()-sl.at <= int64(c.window) {
 				if sl.res == nil {
-					var r InvocationResult
+					var r chp.InvocationResult
 					if err := json.Unmarshal(sl.raw, &r); err != nil {
-						return nil, nil, fmt.Errorf("chp: recorded result of %s: %w", id, err)
+						return nil, nil, fmt.Errorf("replaycache: recorded result of %s: %w", id, err)
 					}
 					sl.res, sl.raw = &r, nil
 				}
@@ -244,10 +256,10 @@ func (c *resultCache) claim(id string, fresh bool) (recorded *InvocationResult, 
 	return nil, nil, nil
 }
 
-// settle ends the leader's flight and records its outcome, recorded at at:
+// Settle ends the leader's flight and records its outcome, recorded at at:
 // the encoded result raw or, when nil, a copy of res. A failed invocation
 // (res == nil) leaves nothing to replay.
-func (c *resultCache) settle(id string, res *InvocationResult, raw []byte, at time.Time) {
+func (c *Cache) Settle(id string, res *chp.InvocationResult, raw []byte, at time.Time) {
 	s, h := c.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,7 +281,7 @@ func (c *resultCache) settle(id string, res *InvocationResult, raw []byte, at ti
 // detachResult returns a copy of res that shares no memory with the
 // invocation that produced it (whose evidence ids and started_at it points
 // into, and which a direct call recycles).
-func detachResult(res *InvocationResult) *InvocationResult {
+func detachResult(res *chp.InvocationResult) *chp.InvocationResult {
 	cp := *res
 	cp.EvidenceIDs = slices.Clone(res.EvidenceIDs)
 	if res.StartedAt != nil {
@@ -332,9 +344,9 @@ func (s *resultShard) drop(i int32) {
 	s.unkeep(c)
 }
 
-// load fills the cache from a durable store's recorded results: the newest
+// Load fills the cache from a durable store's recorded results: the newest
 // ones within the window, as many as the cache holds.
-func (c *resultCache) load(ctx context.Context, rs evidence.ResultStore) (int, error) {
+func (c *Cache) Load(ctx context.Context, rs evidence.ResultStore) (int, error) {
 	var recent []evidence.Result
 	limit := c.per * resultShards
 	err := rs.Results(ctx, c.now().Add(-c.window), func(r evidence.Result) bool {

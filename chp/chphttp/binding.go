@@ -1,4 +1,4 @@
-package chp
+package chphttp
 
 import (
 	"crypto/sha256"
@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"io"
 	"net/http"
 	"os"
@@ -22,9 +24,9 @@ type NamedKey struct {
 	Scope []string
 }
 
-// HTTPOptions configures the HTTP binding. A nil *HTTPOptions means: no
-// keys, every caller accepted (local-first default).
-type HTTPOptions struct {
+// Options configures the HTTP binding. A nil *Options means: no keys, every
+// caller accepted (local-first default).
+type Options struct {
 	// SharedKeys are accepted from any caller (anonymous authentication).
 	SharedKeys []string
 	// NamedKeys authenticate named callers; a name may appear with several
@@ -45,7 +47,7 @@ func ParseNamedKeys(s string) ([]NamedKey, error) {
 		}
 		parts := strings.SplitN(entry, ":", 3)
 		if len(parts) < 2 || strings.TrimSpace(parts[0]) == "" || strings.TrimSpace(parts[1]) == "" {
-			return nil, fmt.Errorf("chp: named key %q: want name:key[:scope|scope]", redactKey(entry))
+			return nil, fmt.Errorf("chphttp: named key %q: want name:key[:scope|scope]", redactKey(entry))
 		}
 		k := NamedKey{Name: strings.TrimSpace(parts[0]), Key: strings.TrimSpace(parts[1])}
 		if len(parts) == 3 && strings.TrimSpace(parts[2]) != "" {
@@ -65,10 +67,10 @@ func redactKey(entry string) string {
 	return name + ":<redacted>"
 }
 
-// HTTPOptionsFromEnv reads the binding's own variables: CHP_HOST_API_KEY
-// (a shared key) and CHP_HOST_API_KEYS (named, optionally scoped keys).
-func HTTPOptionsFromEnv() (*HTTPOptions, error) {
-	o := &HTTPOptions{}
+// OptionsFromEnv reads the binding's own variables: CHP_HOST_API_KEY (a
+// shared key) and CHP_HOST_API_KEYS (named, optionally scoped keys).
+func OptionsFromEnv() (*Options, error) {
+	o := &Options{}
 	if k := os.Getenv("CHP_HOST_API_KEY"); k != "" {
 		o.SharedKeys = append(o.SharedKeys, k)
 	}
@@ -82,8 +84,8 @@ func HTTPOptionsFromEnv() (*HTTPOptions, error) {
 	return o, nil
 }
 
-type httpBinding struct {
-	b       *Boundary
+type binding struct {
+	b       *boundary.Boundary
 	shared  [][32]byte
 	named   []namedDigest
 	maxBody int64
@@ -94,14 +96,14 @@ type namedDigest struct {
 	digit [32]byte
 }
 
-// HTTPHandler returns the normative HTTP binding (chp-http-binding.md): a
+// Handler returns the normative HTTP binding of b (chp-http-binding.md): a
 // processed invocation — whatever its outcome — is 200 with an
 // InvocationResult; 400 malformed, 401 unauthenticated, 404 unknown route.
 // Routes: GET / and /health and /.well-known/chp-identity (public); GET
 // /host, /capabilities, /replay/{id}, /verify/{id}, /export/{id}; POST
 // /invoke, /replay.
-func (b *Boundary) HTTPHandler(opts *HTTPOptions) http.Handler {
-	h := &httpBinding{b: b, maxBody: 4 << 20}
+func Handler(b *boundary.Boundary, opts *Options) http.Handler {
+	h := &binding{b: b, maxBody: 4 << 20}
 	if opts != nil {
 		for _, k := range opts.SharedKeys {
 			h.shared = append(h.shared, sha256.Sum256([]byte(k)))
@@ -127,10 +129,10 @@ func (b *Boundary) HTTPHandler(opts *HTTPOptions) http.Handler {
 	}))
 	mux.HandleFunc("POST /invoke", h.authed(h.invoke))
 	mux.HandleFunc("GET /replay/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
-		h.replay(w, r, ReplayQuery{CorrelationID: r.PathValue("corr")})
+		h.replay(w, r, chp.ReplayQuery{CorrelationID: r.PathValue("corr")})
 	}))
 	mux.HandleFunc("POST /replay", h.authed(func(w http.ResponseWriter, r *http.Request) {
-		var q ReplayQuery
+		var q chp.ReplayQuery
 		if !h.decode(w, r, &q) {
 			return
 		}
@@ -147,7 +149,7 @@ func (b *Boundary) HTTPHandler(opts *HTTPOptions) http.Handler {
 	mux.HandleFunc("GET /export/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
 		bundle, err := b.Export(r.Context(), r.PathValue("corr"))
 		switch {
-		case errors.Is(err, ErrUnknownCorrelation):
+		case errors.Is(err, boundary.ErrUnknownCorrelation):
 			httpError(w, http.StatusNotFound, "not_found", err.Error())
 		case err != nil:
 			httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())
@@ -170,26 +172,26 @@ func (b *Boundary) HTTPHandler(opts *HTTPOptions) http.Handler {
 	})
 }
 
-func (h *httpBinding) health(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "host_id": h.b.cfg.HostID, "protocol": "chp",
-		"version": ProtocolVersion, "host_version": h.b.cfg.HostVersion})
+func (h *binding) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "host_id": h.b.HostID(), "protocol": "chp",
+		"version": chp.ProtocolVersion, "host_version": h.b.HostVersion()})
 }
 
 // authenticate returns the caller bound by X-CHP-Key (nil for an anonymous
 // but authorized caller) and whether the request may proceed. Every
 // configured key is compared, in constant time, on a digest (so the key
 // length does not leak either).
-func (h *httpBinding) authenticate(r *http.Request) (*Caller, bool) {
+func (h *binding) authenticate(r *http.Request) (*boundary.Caller, bool) {
 	if len(h.shared) == 0 && len(h.named) == 0 {
 		return nil, true
 	}
 	got := sha256.Sum256([]byte(r.Header.Get("X-CHP-Key")))
-	var caller *Caller
+	var caller *boundary.Caller
 	ok := 0
 	for i := range h.named {
 		if subtle.ConstantTimeCompare(got[:], h.named[i].digit[:]) == 1 && caller == nil {
 			k := h.named[i].key
-			caller = &Caller{ID: k.Name, Type: "api_key", Scope: k.Scope}
+			caller = &boundary.Caller{ID: k.Name, Type: "api_key", Scope: k.Scope}
 			ok = 1
 		}
 	}
@@ -202,29 +204,29 @@ func (h *httpBinding) authenticate(r *http.Request) (*Caller, bool) {
 	return caller, ok == 1
 }
 
-func (h *httpBinding) authed(next http.HandlerFunc) http.HandlerFunc {
+func (h *binding) authed(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		caller, ok := h.authenticate(r)
 		if !ok {
 			httpError(w, http.StatusUnauthorized, "unauthorized", "Missing or invalid X-CHP-Key")
 			return
 		}
-		if v := r.Header.Get("X-CHP-Version"); v != "" && !slices.Contains(SupportedVersions, v) {
+		if v := r.Header.Get("X-CHP-Version"); v != "" && !slices.Contains(chp.SupportedVersions, v) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{
-				"denial": map[string]any{"code": CodeVersionUnsupported, "requested": v, "supported": SupportedVersions},
-				"error": map[string]any{"code": CodeVersionUnsupported,
-					"message": fmt.Sprintf("wire version %q not supported; host speaks %v", v, SupportedVersions)},
+				"denial": map[string]any{"code": chp.CodeVersionUnsupported, "requested": v, "supported": chp.SupportedVersions},
+				"error": map[string]any{"code": chp.CodeVersionUnsupported,
+					"message": fmt.Sprintf("wire version %q not supported; host speaks %v", v, chp.SupportedVersions)},
 			})
 			return
 		}
 		if caller != nil {
-			r = r.WithContext(WithCaller(r.Context(), caller))
+			r = r.WithContext(boundary.WithCaller(r.Context(), caller))
 		}
 		next(w, r)
 	}
 }
 
-func (h *httpBinding) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+func (h *binding) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -238,7 +240,7 @@ func (h *httpBinding) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 	return body, true
 }
 
-func (h *httpBinding) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+func (h *binding) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return false
@@ -250,33 +252,33 @@ func (h *httpBinding) decode(w http.ResponseWriter, r *http.Request, v any) bool
 	return true
 }
 
-func (h *httpBinding) invoke(w http.ResponseWriter, r *http.Request) {
+func (h *binding) invoke(w http.ResponseWriter, r *http.Request) {
 	body, ok := h.readBody(w, r)
 	if !ok {
 		return
 	}
-	env, err := ParseEnvelope(body)
+	env, err := chp.ParseEnvelope(body)
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "invalid_envelope", err.Error())
 		return
 	}
 	res, err := h.b.Invoke(r.Context(), env)
-	if errors.Is(err, ErrBadEnvelope) {
+	if errors.Is(err, chp.ErrBadEnvelope) {
 		httpError(w, http.StatusBadRequest, "invalid_envelope", err.Error())
 		return
 	}
 	if err != nil {
-		h.b.log.Error("invocation could not be recorded", "invocation_id", env.InvocationID, "err", err)
+		h.b.Logger().Error("invocation could not be recorded", "invocation_id", env.InvocationID, "err", err)
 		httpError(w, http.StatusInternalServerError, "evidence_unavailable", "evidence could not be recorded; the invocation was not answered")
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
 }
 
-func (h *httpBinding) replay(w http.ResponseWriter, r *http.Request, q ReplayQuery) {
+func (h *binding) replay(w http.ResponseWriter, r *http.Request, q chp.ReplayQuery) {
 	res, err := h.b.Replay(r.Context(), q)
 	switch {
-	case errors.Is(err, ErrBadQuery):
+	case errors.Is(err, boundary.ErrBadQuery):
 		httpError(w, http.StatusBadRequest, "bad_request", err.Error())
 	case err != nil:
 		httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())

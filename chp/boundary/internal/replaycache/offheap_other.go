@@ -1,6 +1,6 @@
 //go:build !unix
 
-package chp
+package replaycache
 
 // mapBytes returns nil: the heap holds the replay cache.
 func mapBytes(int) []byte { return nil }

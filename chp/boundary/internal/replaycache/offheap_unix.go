@@ -1,6 +1,6 @@
 //go:build unix
 
-package chp
+package replaycache
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package chp
+package boundary
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -15,7 +16,7 @@ import (
 func TestBindingDetectsEdits(t *testing.T) {
 	seed := make([]byte, ed25519.SeedSize)
 	key := ed25519.NewKeyFromSeed(seed)
-	b, err := NewBoundary(Config{HostID: "bind-host", Store: evidence.NewMemory(), Key: key, Policy: FixturePolicy(), Safety: FixtureSafety()})
+	b, err := New(Config{HostID: "bind-host", Store: evidence.NewMemory(), Key: key, Policy: FixturePolicy(), Safety: FixtureSafety()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,8 +26,8 @@ func TestBindingDetectsEdits(t *testing.T) {
 	ctx := context.Background()
 	cause := "inv-parent"
 	for _, c := range []string{"conformance.fail", "conformance.risky"} {
-		if _, err := b.Invoke(ctx, &InvocationEnvelope{CapabilityID: c, Subject: json.RawMessage(`{"id":"agent-a","type":"user"}`),
-			Correlation: CorrelationContext{CorrelationID: "bind", CausationID: &cause}}); err != nil {
+		if _, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: c, Subject: json.RawMessage(`{"id":"agent-a","type":"user"}`),
+			Correlation: chp.CorrelationContext{CorrelationID: "bind", CausationID: &cause}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,7 +36,7 @@ func TestBindingDetectsEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	orig, _ := json.Marshal(bundle)
-	if v, _ := VerifyBundle(orig, nil); !v.Valid || v.Bound != v.EventCount {
+	if v, _ := chp.VerifyBundle(orig, nil); !v.Valid || v.Bound != v.EventCount {
 		t.Fatalf("untouched bundle: %+v", v)
 	}
 	// failed event = index 4 (3 safety events, started, failed); denied = last.
@@ -57,7 +58,7 @@ func TestBindingDetectsEdits(t *testing.T) {
 			}
 			edit(m["events"].([]any))
 			data, _ := json.Marshal(m)
-			v, err := VerifyBundle(data, nil)
+			v, err := chp.VerifyBundle(data, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,112 @@
+package boundary
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/evidence"
+)
+
+// ErrUnknownCorrelation is returned by Export for a correlation without
+// evidence.
+var ErrUnknownCorrelation = errors.New("boundary: no evidence for this correlation")
+
+// ErrBadQuery reports an invalid replay query.
+var ErrBadQuery = errors.New("boundary: invalid replay query")
+
+// Replay returns the evidence of one correlation in sequence order
+// (chp-v0.1.md §10). SinceSequence is exclusive; Limit is capped by the
+// host (Truncated says more remain); IncludePayloads=false replaces each
+// payload with {}.
+func (b *Boundary) Replay(ctx context.Context, q chp.ReplayQuery) (*chp.ReplayResult, error) {
+	if q.CorrelationID == "" {
+		return nil, fmt.Errorf("%w: correlation_id is required", ErrBadQuery)
+	}
+	limit := b.cfg.MaxReplayLimit
+	if q.Limit != nil {
+		if *q.Limit < 1 {
+			return nil, fmt.Errorf("%w: limit must be at least 1", ErrBadQuery)
+		}
+		limit = min(*q.Limit, limit)
+	}
+	var after uint64
+	if q.SinceSequence != nil {
+		after = *q.SinceSequence
+	}
+	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: q.CorrelationID, After: after, Limit: limit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("boundary: replay: %w", err)
+	}
+	res := &chp.ReplayResult{CorrelationID: q.CorrelationID, ReplayedAt: chp.FormatTime(b.now()), Events: []json.RawMessage{}}
+	if len(recs) > limit {
+		recs, res.Truncated = recs[:limit], true
+	}
+	strip := q.IncludePayloads != nil && !*q.IncludePayloads
+	for _, r := range recs {
+		data := json.RawMessage(r.Data)
+		if strip {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(data, &m); err != nil {
+				return nil, fmt.Errorf("boundary: stored event %d: %w", r.Sequence, err)
+			}
+			m["payload"] = json.RawMessage("{}")
+			data, _ = json.Marshal(m)
+		}
+		res.Events = append(res.Events, data)
+	}
+	res.EventCount = len(res.Events)
+	return res, nil
+}
+
+// Verify recomputes one correlation's hash chain from the store
+// (chp-http-binding.md §4) with chp.VerifyChain: every content hash, every
+// prev_hash link, every payload commitment and capmesh's field binding.
+func (b *Boundary) Verify(ctx context.Context, correlationID string) (*chp.ChainVerification, error) {
+	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: correlationID})
+	if err != nil {
+		return nil, fmt.Errorf("boundary: verify: %w", err)
+	}
+	events := make([]chp.StoredEvent, len(recs))
+	for i, r := range recs {
+		events[i] = chp.StoredEvent{Sequence: r.Sequence, Data: r.Data, ContentHash: r.ContentHash, PrevHash: r.PrevHash}
+	}
+	return chp.VerifyChain(correlationID, events), nil
+}
+
+// Export returns the evidence bundle of one correlation (chp-v0.2.md §3)
+// with a chp-completeness-v1 claim as of the store's last sequence; signed
+// with the host key when the host has one.
+func (b *Boundary) Export(ctx context.Context, correlationID string) (*chp.EvidenceBundle, error) {
+	asOf := b.store.LastSequence()
+	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: correlationID})
+	if err != nil {
+		return nil, fmt.Errorf("boundary: export: %w", err)
+	}
+	if len(recs) == 0 {
+		return nil, ErrUnknownCorrelation
+	}
+	bundle := &chp.EvidenceBundle{
+		Assurance: "hash-chain", Canonicalization: chp.Canonicalization, CreatedAt: chp.FormatTime(b.now()),
+		HostID: b.cfg.HostID, ProtocolVersion: chp.ProtocolVersion,
+	}
+	hashes := make([]string, len(recs))
+	for i, r := range recs {
+		bundle.Events = append(bundle.Events, json.RawMessage(r.Data))
+		hashes[i] = r.ContentHash
+	}
+	tail := recs[len(recs)-1]
+	if tail.Sequence > asOf {
+		asOf = tail.Sequence
+	}
+	bundle.RootHash = chp.RootHash(hashes)
+	bundle.Completeness = &chp.Completeness{AsOfSequence: asOf, CorrelationID: correlationID, HeadHash: tail.ContentHash, Scheme: chp.CompletenessScheme}
+	if b.cfg.Key != nil {
+		if err := chp.SignBundle(bundle, b.cfg.Key); err != nil {
+			return nil, err
+		}
+	}
+	return bundle, nil
+}
