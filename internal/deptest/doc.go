@@ -1,0 +1,18 @@
+// Package deptest holds the whole-tree dependency test (as tailscale's
+// tstest/deptest): it reads the module's import graph with `go list -deps
+// -json` and fails when
+//
+//   - a package has no layer in the table (layers_test.go): every package
+//     must say where it sits in DESIGN.md's layout;
+//   - a package imports one of a higher layer: arrows point down only
+//     (cmd → node → services → mechanisms → foundations);
+//   - a foundation every consumer links — the pure protocol package chp,
+//     identity, wire, jsonrpc, canonical — pulls in a heavy dependency (CEL,
+//     protobuf, ANTLR, a SQLite, etcd, PostgreSQL, the OpenTelemetry SDK,
+//     Prometheus), or chp anything beyond the standard library, canonical,
+//     identity and crypto: a bundle verifier must stay small;
+//   - the host library pulls in etcd, PostgreSQL, the dashboard or the
+//     telemetry SDKs.
+//
+// It has no code of its own; run it with `go test ./internal/deptest`.
+package deptest

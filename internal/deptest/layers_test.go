@@ -1,0 +1,125 @@
+package deptest
+
+// A layer is a row of DESIGN.md's layout; a package may import packages of
+// its own layer or below, never above.
+type layer int
+
+const (
+	// foundation: protocol objects and transports everything else builds
+	// on — chp, jsonrpc, endpoint, btsp, canonical, identity — and small
+	// internal helpers.
+	foundation layer = iota
+	// mechanism: what a host or node is made of — the CHP boundary and its
+	// bindings, wire, evidence stores, fingerprints, merkle, access.
+	mechanism
+	// service: the libraries a program assembles — host, registry,
+	// conformance, compose, dashboard, mcpbridge, telemetry.
+	service
+	// nodeLayer: package node, which assembles a whole node.
+	nodeLayer
+	// program: commands, examples and benchmarks; nothing imports them.
+	program
+)
+
+func (l layer) String() string {
+	return [...]string{"foundation", "mechanism", "service", "node", "program"}[l]
+}
+
+// layers assigns every package of the module, by import path below the
+// module path, a layer. Entries for packages DESIGN.md plans but that do
+// not exist yet are allowed, so that the work adding them finds its row.
+var layers = map[string]layer{
+	"canonical":           foundation,
+	"canonical/collate":   foundation,
+	"chp":                 foundation,
+	"jsonrpc":             foundation,
+	"endpoint":            foundation,
+	"btsp":                foundation,
+	"identity":            foundation,
+	"internal/xdg":        foundation,
+	"internal/interleave": foundation,
+	"internal/specdata":   foundation,
+
+	"chp/boundary":                      mechanism,
+	"chp/boundary/internal/replaycache": mechanism,
+	"chp/schema":                        mechanism,
+	"chp/chphttp":                       mechanism,
+	"chp/chprpc":                        mechanism,
+	"wire":                              mechanism,
+	"evidence":                          mechanism,
+	"evidence/logstore":                 mechanism,
+	"evidence/sqlite":                   mechanism,
+	"evidence/postgres":                 mechanism,
+	"evidence/storetest":                mechanism,
+	"evidence/internal/groupcommit":     mechanism,
+	"registry/descriptor":               mechanism,
+	"registry/internal/pyjson":          mechanism,
+	"fingerprint":                       mechanism,
+	"merkle":                            mechanism,
+	"access":                            mechanism,
+
+	"host":                 service,
+	"registry":             service,
+	"registry/announce":    service,
+	"registry/sqlite":      service,
+	"registry/etcd":        service,
+	"registry/storetest":   service,
+	"conformance":          service,
+	"conformance/fakehost": service,
+	"compose":              service,
+	"dashboard":            service,
+	"mcpbridge":            service,
+	"telemetry":            service,
+
+	"node": nodeLayer,
+
+	"cmd/capmesh":                    program,
+	"examples/kvhost":                program,
+	"examples/kvhost/kv":             program,
+	"internal/bench":                 program,
+	"internal/bench/ratios":          program,
+	"internal/deptest":               program,
+	"canonical/collate/internal/gen": program,
+}
+
+// slim are the foundations every consumer links: none may pull in a heavy
+// dependency.
+var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical"}
+
+// heavy are dependencies that must stay out of the slim packages, by
+// import path prefix, with what they are.
+var heavy = []struct{ prefix, what string }{
+	{"github.com/google/cel-go/", "CEL"},
+	{"cel.dev/expr", "CEL"},
+	{"google.golang.org/protobuf/", "protobuf"},
+	{"github.com/golang/protobuf/", "protobuf"},
+	{"google.golang.org/genproto/", "protobuf"},
+	{"github.com/antlr4-go/antlr/", "ANTLR"},
+	{"github.com/antlr/antlr4/", "ANTLR"},
+	{"modernc.org/", "SQLite (modernc)"},
+	{"github.com/mattn/go-sqlite3", "SQLite (cgo)"},
+	{"go.etcd.io/", "etcd"},
+	{"github.com/jackc/", "PostgreSQL (pgx)"},
+	{"github.com/lib/pq", "PostgreSQL (pq)"},
+	{"go.opentelemetry.io/otel/sdk", "the OpenTelemetry SDK"},
+	{"github.com/prometheus/", "Prometheus"},
+	{"github.com/santhosh-tekuri/jsonschema/", "a JSON Schema validator"},
+	{"github.com/google/jsonschema-go/", "a JSON Schema validator"},
+}
+
+// chpAllowed are the only packages outside the standard library the pure
+// protocol package chp may depend on: canonical, identity (and what those
+// need), and Ed25519 arithmetic.
+var chpAllowed = []string{"canonical", "canonical/collate", "identity", "internal/xdg", "filippo.io/edwards25519"}
+
+// hostForbidden are what the host library must not pull in, besides the
+// heavy dependencies of a node's distributed backends and dashboards.
+var hostForbidden = []struct{ prefix, what string }{
+	{"go.etcd.io/", "etcd"},
+	{"github.com/jackc/", "PostgreSQL (pgx)"},
+	{"github.com/lib/pq", "PostgreSQL (pq)"},
+	{"go.opentelemetry.io/otel/sdk", "the OpenTelemetry SDK"},
+	{"github.com/prometheus/", "Prometheus"},
+	{"$module/dashboard", "the dashboard"},
+	{"$module/telemetry", "the telemetry wiring"},
+}
