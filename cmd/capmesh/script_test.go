@@ -38,6 +38,7 @@ func TestScripts(t *testing.T) {
 			"exitcode": cmdExitcode,
 			"waitfor":  cmdWaitfor,
 			"freeport": cmdFreeport,
+			"waitconn": cmdWaitconn,
 		},
 	})
 }
@@ -63,14 +64,14 @@ func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// cmdWaitfor waits (up to 20 s) until a path exists or, for a
+// cmdWaitfor waits (up to 60 s) until a path exists or, for a
 // "tcp:HOST:PORT" argument, until the port accepts connections. Scripts use
 // it to wait for a background server.
 func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: waitfor PATH|tcp:HOST:PORT")
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if addr, ok := strings.CutPrefix(args[0], "tcp:"); ok {
 			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
@@ -82,7 +83,44 @@ func cmdWaitfor(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ts.Fatalf("%s did not appear within 20s", args[0])
+	ts.Fatalf("%s did not appear within 60s", args[0])
+}
+
+// cmdWaitconn waits (up to 60 s) until the Unix socket at PATH has at least
+// N accepted connections, read from /proc/net/unix. Scripts use it to know
+// that a background client has connected before they disturb its server,
+// rather than sleeping and hoping the client was scheduled in time.
+func cmdWaitconn(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitconn PATH N")
+	}
+	path := ts.MkAbs(args[0])
+	want, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if unixConnections(ts, path) >= want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("%s did not reach %d connections within 60s", path, want)
+}
+
+// unixConnections counts the connected (state 03) sockets bound to path in
+// /proc/net/unix: the server side of every accepted connection.
+func unixConnections(ts *testscript.TestScript, path string) int {
+	data, err := os.ReadFile("/proc/net/unix")
+	ts.Check(err)
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		// Num RefCount Protocol Flags Type St Inode Path
+		f := strings.Fields(line)
+		if len(f) == 8 && f[5] == "03" && f[7] == path {
+			n++
+		}
+	}
+	return n
 }
 
 // cmdFreeport sets the environment variable named by its argument to a TCP
