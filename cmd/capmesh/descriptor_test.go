@@ -3,14 +3,18 @@ package main
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
@@ -238,6 +242,57 @@ func TestSignDescriptorRefusals(t *testing.T) {
 		var de *descriptor.Error
 		if !errors.As(err, &de) || de.Code != tt.code || !strings.Contains(de.Message, tt.msg) {
 			t.Errorf("sign %s: got %v, want %s containing %q", tt.in, err, tt.code, tt.msg)
+		}
+	}
+}
+
+// TestLoadSigningKey is issue 21 #8: descriptor sign --key reads the PEM
+// key 'capmesh keys' writes and the seed 'keys export --seed' prints, as
+// well as the older seed formats, and refuses a key file others can read.
+func TestLoadSigningKey(t *testing.T) {
+	dir := t.TempDir()
+	k, err := identity.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemPath := filepath.Join(dir, "identity.pem")
+	if err := k.Save(pemPath); err != nil {
+		t.Fatal(err)
+	}
+	seed := k.Ed25519().Seed()
+	write := func(name string, data []byte, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	full := append([]byte{}, k.Ed25519()...)
+	for _, p := range []string{
+		pemPath,
+		write("seed.b64", []byte(base64.StdEncoding.EncodeToString(seed)+"\n"), 0o600),
+		write("seed.hex", []byte(hex.EncodeToString(seed)+"\n"), 0o600),
+		write("seed.raw", seed, 0o600),
+		write("key64.b64", []byte(base64.StdEncoding.EncodeToString(full)), 0o600),
+	} {
+		got, err := loadSigningKey(p)
+		if err != nil || !got.Equal(k.Ed25519()) {
+			t.Errorf("%s: %v (key equal: %v)", filepath.Base(p), err, err == nil && got.Equal(k.Ed25519()))
+		}
+	}
+	bad := append([]byte{}, full...)
+	bad[40] ^= 1
+	for _, tt := range []struct{ path, msg string }{
+		{write("open.hex", []byte(hex.EncodeToString(seed)), 0o644), "chmod 600"},
+		{write("mismatch.b64", []byte(base64.StdEncoding.EncodeToString(bad)), 0o600), "does not match its seed"},
+		{write("junk", []byte("hello"), 0o600), "not a key"},
+		{write("rsa.pem", []byte("-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"), 0o600), "not a PKCS#8"},
+	} {
+		if _, err := loadSigningKey(tt.path); err == nil || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("%s: %v, want an error containing %q", filepath.Base(tt.path), err, tt.msg)
 		}
 	}
 }
