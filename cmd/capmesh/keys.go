@@ -28,7 +28,10 @@ or under --data-dir) as a PKCS#8 PEM file with mode 0600. Commands refuse a
 key file that others can read.
 
 Binary values are written as standard base64 by default; --encoding selects
-hex or base64url. Public keys and signatures are read in any of the three.`,
+hex or base64url. Public keys and signatures are read in any of the three.
+
+'capmesh descriptor sign' signs with this key by default (or --key FILE);
+'keys export --seed' prints the secret seed for tools that want it raw.`,
 	}
 	cmd.AddCommand(newKeysGenerateCmd(a), newKeysShowCmd(a), newKeysSignCmd(a), newKeysVerifyCmd(a), newKeysExportCmd(a))
 	return cmd
