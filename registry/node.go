@@ -26,13 +26,17 @@ type Config struct {
 	// Store keeps the durable state. Default: an in-memory store.
 	Store Store
 	// Authority is the Network-Authority key that signs join certificates,
-	// CRLs and (with RootKey unset) the genesis block. When nil, the node
+	// CRLs and policy manifests. When nil, the node
 	// generates one on first start and keeps it in Store (kind "secret";
 	// the SQLite file is 0600).
 	Authority ed25519.PrivateKey
 	// AuthorityKeyID names Authority in signatures. Default "na-capmesh".
 	AuthorityKeyID string
-	// RootKey signs the genesis block. Default: Authority.
+	// RootKey signs the genesis block, which names it as root_public_key
+	// and Authority as network_authority.public_key. It must differ from
+	// Authority (RFC-001 rule 8: the two are not collapsed); NewNode
+	// refuses the same key. When nil, the node generates one on first start
+	// and keeps it in Store (kind "secret", key "root").
 	RootKey ed25519.PrivateKey
 	// OperatorKeys authorise /admin/* requests (X-Admin-Key-Id → key).
 	OperatorKeys map[string]ed25519.PublicKey

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -193,32 +194,17 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	for _, k := range n.cfg.TrustedKeys {
 		t.pinned[k] = true
 	}
-	t.authority = n.cfg.Authority
-	if t.authority == nil {
-		secrets, err := n.st.List(ctx, kindSecret, now)
-		if err != nil {
-			return fmt.Errorf("registry: load: %w", err)
-		}
-		for _, r := range secrets {
-			if r.Key == "authority" && len(r.Value) == ed25519.SeedSize {
-				t.authority = ed25519.NewKeyFromSeed(r.Value)
-			}
-		}
-		if t.authority == nil {
-			_, k, err := ed25519.GenerateKey(rand.Reader)
-			if err != nil {
-				return err
-			}
-			if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindSecret, Key: "authority", Value: k.Seed()}}); err != nil {
-				return fmt.Errorf("registry: persist authority key: %w", err)
-			}
-			t.authority = k
-			n.log.Info("registry: generated a network-authority key", "public_key", base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey)))
-		}
+	var err error
+	if t.authority, err = n.secretKey(ctx, now, n.cfg.Authority, "authority", "network-authority"); err != nil {
+		return err
 	}
-	t.root = n.cfg.RootKey
-	if t.root == nil {
-		t.root = t.authority
+	if t.root, err = n.secretKey(ctx, now, n.cfg.RootKey, "root", "root"); err != nil {
+		return err
+	}
+	if t.root.Public().(ed25519.PublicKey).Equal(t.authority.Public()) {
+		// RFC-001 rule 8: the root key that vouches for the network and the
+		// NA key that signs certificates and CRLs are not collapsed.
+		return errors.New("registry: the root key and the network-authority key are the same key; they must differ (RFC-001 rule 8)")
 	}
 	certs, err := n.st.List(ctx, kindCert, time.Time{})
 	if err != nil {
@@ -255,6 +241,32 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	return n.loadNonces(ctx, now)
 }
 
+// secretKey returns configured when set; otherwise the key kept in the
+// store under name (kind "secret"), generated and persisted on first start.
+func (n *Node) secretKey(ctx context.Context, now time.Time, configured ed25519.PrivateKey, name, role string) (ed25519.PrivateKey, error) {
+	if configured != nil {
+		return configured, nil
+	}
+	secrets, err := n.st.List(ctx, kindSecret, now)
+	if err != nil {
+		return nil, fmt.Errorf("registry: load: %w", err)
+	}
+	for _, r := range secrets {
+		if r.Key == name && len(r.Value) == ed25519.SeedSize {
+			return ed25519.NewKeyFromSeed(r.Value), nil
+		}
+	}
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindSecret, Key: name, Value: k.Seed()}}); err != nil {
+		return nil, fmt.Errorf("registry: persist %s key: %w", role, err)
+	}
+	n.log.Info("registry: generated a "+role+" key", "public_key", base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey)))
+	return k, nil
+}
+
 func (t *trustState) addCert(cs *certState) {
 	t.certs[cs.cert.CertID] = cs
 	t.byKey[cs.cert.NodePublicKey] = append(t.byKey[cs.cert.NodePublicKey], cs)
@@ -277,9 +289,15 @@ func (n *Node) AuthorityPublicKey() string {
 	return base64.StdEncoding.EncodeToString(n.trust.authority.Public().(ed25519.PublicKey))
 }
 
+// RootPublicKey returns the standard base64 of the root key, the key that
+// signs the genesis block.
+func (n *Node) RootPublicKey() string {
+	return base64.StdEncoding.EncodeToString(n.trust.root.Public().(ed25519.PublicKey))
+}
+
 // genesisBlock builds the signed genesis block served at /genesis: the
-// network name and the authority key that signs join certificates and
-// CRLs, signed by the root key.
+// network name, the root key and the authority key that signs join
+// certificates and CRLs, signed by the root key.
 func (t *trustState) genesisBlock(now time.Time) map[string]any {
 	year := now.UTC().Truncate(time.Hour)
 	g := map[string]any{

@@ -142,229 +142,15 @@ var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-
 // Every check is evaluated, so a report lists all the gaps at once, not only
 // those of the lowest missed level.
 func Level(c *Capabilities, p *Probe) Report {
-	if p == nil {
-		p = &Probe{}
-	}
-	var r Report
-	add := func(level int, id, req string, st Status, reason string) {
-		r.Checks = append(r.Checks, Check{Level: level, ID: id, Requirement: req, Status: st, Reason: reason})
-	}
-
-	// ── Level 1: Routable ──
-	switch {
-	case c == nil && p.CapabilitiesErr != nil:
-		add(1, "L1.responds", "capabilities.list responds to a JSON-RPC probe over UDS", Fail, "no answer: "+p.CapabilitiesErr.Error())
-	case c == nil:
-		add(1, "L1.responds", "capabilities.list responds to a JSON-RPC probe over UDS", Fail, "no capabilities.list result")
-	case p.Transport == "unix":
-		add(1, "L1.responds", "capabilities.list responds to a JSON-RPC probe over UDS", Pass, "")
-	case p.Transport == "":
-		add(1, "L1.responds", "capabilities.list responds to a JSON-RPC probe over UDS", Unknown, "result given without a live probe")
-	default:
-		add(1, "L1.responds", "capabilities.list responds to a JSON-RPC probe over UDS", Unknown, "answered over "+p.Transport+", not probed over a Unix socket")
-	}
-	answered := c != nil
-	if c == nil {
-		c = &Capabilities{}
-	}
-	// missing explains a standard field that is not there.
-	missing := func(name string, f Field) string {
-		if !answered {
-			return "capabilities.list did not answer"
+	in := newLevelInput(c, p)
+	r := Report{Checks: make([]Check, 0, len(checklist))}
+	for _, q := range checklist {
+		st, reason := q.check(in)
+		if st == Pass {
+			reason = ""
 		}
-		return fmt.Sprintf("%q is %s", name, f)
+		r.Checks = append(r.Checks, Check{Level: q.level, ID: q.id, Requirement: q.requirement, Status: st, Reason: reason})
 	}
-	biomeOS := false
-	for _, s := range c.Detected {
-		if s != SourceObjectKeys {
-			biomeOS = true
-		}
-	}
-	if biomeOS {
-		add(1, "L1.parseable", "response parseable by biomeOS (any format A-E)", Pass, "")
-	} else {
-		add(1, "L1.parseable", "response parseable by biomeOS (any format A-E)", Fail, "no method list in methods, provided_capabilities, capabilities, method_info, semantic_mappings or a bare array")
-	}
-	callable := c.Methods
-	if p.MethodsChecked {
-		callable = difference(c.Methods, p.MethodNotFound)
-	}
-	switch {
-	case len(callable) > 0:
-		add(1, "L1.method", "at least one callable method is advertised", Pass, "")
-	case len(c.Methods) > 0:
-		add(1, "L1.method", "at least one callable method is advertised", Fail, "every advertised method answered method not found")
-	default:
-		add(1, "L1.method", "at least one callable method is advertised", Fail, "no method advertised")
-	}
-	{
-		const req = `health.liveness responds with {status: "alive"} or {alive: true}`
-		call, seen := p.Health[MethodHealthLiveness]
-		switch {
-		case !seen || call == nil:
-			add(1, "L1.liveness", req, Unknown, "health.liveness not probed")
-		case call.Err != nil:
-			add(1, "L1.liveness", req, Fail, "health.liveness failed: "+call.Err.Error())
-		default:
-			if h := ReadHealth(KindLiveness, call.Result); h.Conformant {
-				add(1, "L1.liveness", req, Pass, "")
-			} else {
-				add(1, "L1.liveness", req, Fail, "health.liveness answered "+abbrev(call.Result, 80))
-			}
-		}
-	}
-
-	// ── Level 2: Standard ──
-	env := c.Envelope
-	switch {
-	case env.Primal == Present && c.Primal == "":
-		add(2, "L2.primal", `result contains "primal" (canonical name)`, Fail, `"primal" is empty`)
-	case env.Primal == Present && (c.Primal != strings.ToLower(c.Primal) || strings.ContainsAny(c.Primal, " \t\r\n")):
-		add(2, "L2.primal", `result contains "primal" (canonical name)`, Fail, fmt.Sprintf("%q is not lowercase without spaces", c.Primal))
-	case env.Primal == Present:
-		add(2, "L2.primal", `result contains "primal" (canonical name)`, Pass, "")
-	default:
-		add(2, "L2.primal", `result contains "primal" (canonical name)`, Fail, missing("primal", env.Primal))
-	}
-	switch {
-	case env.Version == Present && semverRE.MatchString(c.Version):
-		add(2, "L2.version", `result contains "version" (SemVer)`, Pass, "")
-	case env.Version == Present:
-		add(2, "L2.version", `result contains "version" (SemVer)`, Fail, fmt.Sprintf("%q is not a SemVer version", c.Version))
-	default:
-		add(2, "L2.version", `result contains "version" (SemVer)`, Fail, missing("version", env.Version))
-	}
-	switch {
-	case env.Methods != Present:
-		add(2, "L2.methods", `result contains "methods" flat string array`, Fail, missing("methods", env.Methods))
-	case env.MethodObjects > 0 || env.MethodInvalid > 0:
-		add(2, "L2.methods", `result contains "methods" flat string array`, Fail, fmt.Sprintf("%d entries are objects and %d are invalid, not strings", env.MethodObjects, env.MethodInvalid))
-	case len(env.MethodNames) == 0:
-		add(2, "L2.methods", `result contains "methods" flat string array`, Fail, `"methods" is empty`)
-	default:
-		add(2, "L2.methods", `result contains "methods" flat string array`, Pass, "")
-	}
-	advertised := env.MethodNames
-	if env.Methods != Present {
-		advertised = c.Methods
-	}
-	switch {
-	case !p.MethodsChecked:
-		add(2, "L2.callable", `every entry in "methods" is callable (no method-not-found)`, Unknown, "advertised methods not called")
-	case len(p.MethodNotFound) > 0:
-		add(2, "L2.callable", `every entry in "methods" is callable (no method-not-found)`, Fail, fmt.Sprintf("%d answered method not found: %s", len(p.MethodNotFound), listSome(p.MethodNotFound, 8)))
-	default:
-		add(2, "L2.callable", `every entry in "methods" is callable (no method-not-found)`, Pass, "")
-	}
-	{
-		var bad []string
-		for _, m := range dedupe(advertised) {
-			if err := checkMethodName(m); err != nil {
-				bad = append(bad, fmt.Sprintf("%q (%s)", m, err.(*MethodNameError).Reason))
-			}
-		}
-		switch {
-		case len(advertised) == 0:
-			add(2, "L2.naming", "method names follow the domain.operation convention", Fail, "no methods to check")
-		case len(bad) > 0:
-			add(2, "L2.naming", "method names follow the domain.operation convention", Fail, fmt.Sprintf("%d names do not: %s", len(bad), listSome(bad, 5)))
-		default:
-			add(2, "L2.naming", "method names follow the domain.operation convention", Pass, "")
-		}
-	}
-	{
-		const req = "identity.get implemented and returns {primal, version}"
-		switch {
-		case p.Identity == nil:
-			add(2, "L2.identity", req, Unknown, "identity.get not probed")
-		case p.Identity.Err != nil:
-			add(2, "L2.identity", req, Fail, "identity.get failed: "+p.Identity.Err.Error())
-		default:
-			id, err := ParseIdentity(p.Identity.Result)
-			switch {
-			case err != nil:
-				add(2, "L2.identity", req, Fail, err.Error())
-			case id.Primal == "" || id.Version == "":
-				add(2, "L2.identity", req, Fail, "identity.get result lacks primal or version")
-			case env.Primal == Present && id.Primal != c.Primal:
-				add(2, "L2.identity", req, Fail, fmt.Sprintf("identity.get primal %q differs from capabilities.list primal %q", id.Primal, c.Primal))
-			case env.Version == Present && id.Version != c.Version:
-				add(2, "L2.identity", req, Fail, fmt.Sprintf("identity.get version %q differs from capabilities.list version %q", id.Version, c.Version))
-			default:
-				add(2, "L2.identity", req, Pass, "")
-			}
-		}
-	}
-	{
-		const req = "health.liveness, health.check, health.readiness all implemented"
-		var failed, unprobed []string
-		for _, m := range []string{MethodHealthLiveness, MethodHealthCheck, MethodHealthReadiness} {
-			call, seen := p.Health[m]
-			switch {
-			case !seen || call == nil:
-				unprobed = append(unprobed, m)
-			case call.Err != nil:
-				failed = append(failed, m+" ("+call.Err.Error()+")")
-			}
-		}
-		switch {
-		case len(failed) > 0:
-			add(2, "L2.health", req, Fail, "failed: "+strings.Join(failed, ", "))
-		case len(unprobed) > 0:
-			add(2, "L2.health", req, Unknown, "not probed: "+strings.Join(unprobed, ", "))
-		default:
-			add(2, "L2.health", req, Pass, "")
-		}
-	}
-
-	// ── Level 3: Composable ──
-	{
-		const req = "provided_capabilities grouping present with type + methods per group"
-		var bad []string
-		for i, g := range c.Groups {
-			if g.Type == "" || len(g.Methods) == 0 {
-				bad = append(bad, fmt.Sprintf("group %d (%q)", i, g.Type))
-			}
-		}
-		switch {
-		case env.ProvidedCapabilities != Present:
-			add(3, "L3.provided", req, Fail, missing("provided_capabilities", env.ProvidedCapabilities))
-		case len(c.Groups) == 0:
-			add(3, "L3.provided", req, Fail, "provided_capabilities is empty")
-		case len(bad) > 0:
-			add(3, "L3.provided", req, Fail, "groups without a type or methods: "+listSome(bad, 5))
-		default:
-			add(3, "L3.provided", req, Pass, "")
-		}
-	}
-	{
-		const req = "consumed_capabilities lists the cross-primal dependencies (method names)"
-		var bad []string
-		for _, cc := range c.Consumed {
-			if checkMethodName(cc.Name) != nil {
-				bad = append(bad, cc.Name)
-			}
-		}
-		switch {
-		case env.ConsumedCapabilities != Present:
-			add(3, "L3.consumed", req, Fail, missing("consumed_capabilities", env.ConsumedCapabilities))
-		case len(bad) > 0:
-			add(3, "L3.consumed", req, Fail, fmt.Sprintf("%d entries are not method names, so composition cannot be checked: %s", len(bad), listSome(bad, 5)))
-		default:
-			add(3, "L3.consumed", req, Pass, "")
-		}
-	}
-	if env.CostEstimates == Present {
-		add(3, "L3.cost", "cost_estimates present for high-cost methods", Pass, "")
-	} else {
-		add(3, "L3.cost", "cost_estimates present for high-cost methods", Fail, missing("cost_estimates", env.CostEstimates))
-	}
-	if env.OperationDependencies == Present {
-		add(3, "L3.deps", "operation_dependencies present for methods with prerequisites", Pass, "")
-	} else {
-		add(3, "L3.deps", "operation_dependencies present for methods with prerequisites", Fail, missing("operation_dependencies", env.OperationDependencies))
-	}
-
 	r.Level, r.Verified = 3, 3
 	for _, ch := range r.Checks {
 		if ch.Status == Fail && ch.Level-1 < r.Level {
@@ -375,6 +161,291 @@ func Level(c *Capabilities, p *Probe) Report {
 		}
 	}
 	return r
+}
+
+// requirement is one item of the audit checklist: its stable id, its
+// level, the checklist's wording, how capmesh settles it (for
+// docs/audit.md) and the check itself, which returns the status and, for
+// a fail or an unknown, the reason.
+type requirement struct {
+	id          string
+	level       int
+	requirement string
+	how         string
+	check       func(in *levelInput) (Status, string)
+}
+
+// checklist is the audit checklist of the Capability Wire Standard
+// (§Compliance Levels, §Audit Checklist), in report order. docs/audit.md
+// lists it (TestAuditDocChecklist keeps the two in step).
+var checklist = []requirement{
+	{"L1.responds", 1, "capabilities.list responds to a JSON-RPC probe over UDS",
+		"asked live (`capability.list`, `primal.capabilities` tried on -32601); over TCP/HTTP it is *unknown*, since the checklist says UDS", checkResponds},
+	{"L1.parseable", 1, "response parseable by biomeOS (any format A-E)",
+		"`wire.Parse` finds a method list in one of the formats A-E", checkParseable},
+	{"L1.method", 1, "at least one callable method is advertised",
+		"after calling them: a method answering -32601 does not count", checkOneMethod},
+	{"L1.liveness", 1, `health.liveness responds with {status: "alive"} or {alive: true}`,
+		"called, answer read by `wire.ReadHealth`", checkLiveness},
+	{"L2.primal", 2, `result contains "primal" (canonical name)`,
+		"present, non-empty, lowercase without spaces", checkPrimal},
+	{"L2.version", 2, `result contains "version" (SemVer)`,
+		"present and SemVer 2.0.0", checkVersion},
+	{"L2.methods", 2, `result contains "methods" flat string array`,
+		"present, non-empty, every entry a string", checkMethods},
+	{"L2.callable", 2, `every entry in "methods" is callable (no method-not-found)`,
+		"every advertised method is called with `{}`; parameter errors are fine, -32601 is not", checkCallable},
+	{"L2.naming", 2, "method names follow the domain.operation convention",
+		"`wire.ValidateMethodName` on every advertised method", checkNaming},
+	{"L2.identity", 2, "identity.get implemented and returns {primal, version}",
+		"called; primal and version must equal capabilities.list's", checkIdentity},
+	{"L2.health", 2, "health.liveness, health.check, health.readiness all implemented",
+		"all three called; none may fail", checkHealthTriad},
+	{"L3.provided", 3, "provided_capabilities grouping present with type + methods per group",
+		"present, non-empty, every group with a type and methods", checkProvided},
+	{"L3.consumed", 3, "consumed_capabilities lists the cross-primal dependencies (method names)",
+		"present; entries that are not method names (tokens like `cryptographic-signing`) make composition unverifiable and fail", checkConsumed},
+	{"L3.cost", 3, "cost_estimates present for high-cost methods",
+		"`cost_estimates` present", checkCost},
+	{"L3.deps", 3, "operation_dependencies present for methods with prerequisites",
+		"`operation_dependencies` present", checkDeps},
+}
+
+// levelInput is what the checks read: the result (never nil: an empty one
+// when capabilities.list did not answer), the probe (never nil) and what
+// several checks derive from them.
+type levelInput struct {
+	c          *Capabilities
+	p          *Probe
+	answered   bool
+	env        Envelope
+	advertised []string // "methods" when present, else every method found
+}
+
+func newLevelInput(c *Capabilities, p *Probe) *levelInput {
+	if p == nil {
+		p = &Probe{}
+	}
+	in := &levelInput{c: c, p: p, answered: c != nil}
+	if c == nil {
+		in.c = &Capabilities{}
+	}
+	in.env = in.c.Envelope
+	in.advertised = in.env.MethodNames
+	if in.env.Methods != Present {
+		in.advertised = in.c.Methods
+	}
+	return in
+}
+
+// missing explains a standard field that is not there.
+func (in *levelInput) missing(name string, f Field) string {
+	if !in.answered {
+		return "capabilities.list did not answer"
+	}
+	return fmt.Sprintf("%q is %s", name, f)
+}
+
+func checkResponds(in *levelInput) (Status, string) {
+	switch {
+	case !in.answered && in.p.CapabilitiesErr != nil:
+		return Fail, "no answer: " + in.p.CapabilitiesErr.Error()
+	case !in.answered:
+		return Fail, "no capabilities.list result"
+	case in.p.Transport == "unix":
+		return Pass, ""
+	case in.p.Transport == "":
+		return Unknown, "result given without a live probe"
+	}
+	return Unknown, "answered over " + in.p.Transport + ", not probed over a Unix socket"
+}
+
+func checkParseable(in *levelInput) (Status, string) {
+	for _, s := range in.c.Detected {
+		if s != SourceObjectKeys {
+			return Pass, ""
+		}
+	}
+	return Fail, "no method list in methods, provided_capabilities, capabilities, method_info, semantic_mappings or a bare array"
+}
+
+func checkOneMethod(in *levelInput) (Status, string) {
+	callable := in.c.Methods
+	if in.p.MethodsChecked {
+		callable = difference(in.c.Methods, in.p.MethodNotFound)
+	}
+	switch {
+	case len(callable) > 0:
+		return Pass, ""
+	case len(in.c.Methods) > 0:
+		return Fail, "every advertised method answered method not found"
+	}
+	return Fail, "no method advertised"
+}
+
+func checkLiveness(in *levelInput) (Status, string) {
+	call, seen := in.p.Health[MethodHealthLiveness]
+	switch {
+	case !seen || call == nil:
+		return Unknown, "health.liveness not probed"
+	case call.Err != nil:
+		return Fail, "health.liveness failed: " + call.Err.Error()
+	case ReadHealth(KindLiveness, call.Result).Conformant:
+		return Pass, ""
+	}
+	return Fail, "health.liveness answered " + abbrev(call.Result, 80)
+}
+
+func checkPrimal(in *levelInput) (Status, string) {
+	c := in.c
+	switch {
+	case in.env.Primal != Present:
+		return Fail, in.missing("primal", in.env.Primal)
+	case c.Primal == "":
+		return Fail, `"primal" is empty`
+	case c.Primal != strings.ToLower(c.Primal) || strings.ContainsAny(c.Primal, " \t\r\n"):
+		return Fail, fmt.Sprintf("%q is not lowercase without spaces", c.Primal)
+	}
+	return Pass, ""
+}
+
+func checkVersion(in *levelInput) (Status, string) {
+	switch {
+	case in.env.Version != Present:
+		return Fail, in.missing("version", in.env.Version)
+	case !semverRE.MatchString(in.c.Version):
+		return Fail, fmt.Sprintf("%q is not a SemVer version", in.c.Version)
+	}
+	return Pass, ""
+}
+
+func checkMethods(in *levelInput) (Status, string) {
+	env := in.env
+	switch {
+	case env.Methods != Present:
+		return Fail, in.missing("methods", env.Methods)
+	case env.MethodObjects > 0 || env.MethodInvalid > 0:
+		return Fail, fmt.Sprintf("%d entries are objects and %d are invalid, not strings", env.MethodObjects, env.MethodInvalid)
+	case len(env.MethodNames) == 0:
+		return Fail, `"methods" is empty`
+	}
+	return Pass, ""
+}
+
+func checkCallable(in *levelInput) (Status, string) {
+	switch {
+	case !in.p.MethodsChecked:
+		return Unknown, "advertised methods not called"
+	case len(in.p.MethodNotFound) > 0:
+		return Fail, fmt.Sprintf("%d answered method not found: %s", len(in.p.MethodNotFound), listSome(in.p.MethodNotFound, 8))
+	}
+	return Pass, ""
+}
+
+func checkNaming(in *levelInput) (Status, string) {
+	if len(in.advertised) == 0 {
+		return Fail, "no methods to check"
+	}
+	var bad []string
+	for _, m := range dedupe(in.advertised) {
+		if err := checkMethodName(m); err != nil {
+			bad = append(bad, fmt.Sprintf("%q (%s)", m, err.(*MethodNameError).Reason))
+		}
+	}
+	if len(bad) > 0 {
+		return Fail, fmt.Sprintf("%d names do not: %s", len(bad), listSome(bad, 5))
+	}
+	return Pass, ""
+}
+
+func checkIdentity(in *levelInput) (Status, string) {
+	c, call := in.c, in.p.Identity
+	switch {
+	case call == nil:
+		return Unknown, "identity.get not probed"
+	case call.Err != nil:
+		return Fail, "identity.get failed: " + call.Err.Error()
+	}
+	id, err := ParseIdentity(call.Result)
+	switch {
+	case err != nil:
+		return Fail, err.Error()
+	case id.Primal == "" || id.Version == "":
+		return Fail, "identity.get result lacks primal or version"
+	case in.env.Primal == Present && id.Primal != c.Primal:
+		return Fail, fmt.Sprintf("identity.get primal %q differs from capabilities.list primal %q", id.Primal, c.Primal)
+	case in.env.Version == Present && id.Version != c.Version:
+		return Fail, fmt.Sprintf("identity.get version %q differs from capabilities.list version %q", id.Version, c.Version)
+	}
+	return Pass, ""
+}
+
+func checkHealthTriad(in *levelInput) (Status, string) {
+	var failed, unprobed []string
+	for _, m := range []string{MethodHealthLiveness, MethodHealthCheck, MethodHealthReadiness} {
+		call, seen := in.p.Health[m]
+		switch {
+		case !seen || call == nil:
+			unprobed = append(unprobed, m)
+		case call.Err != nil:
+			failed = append(failed, m+" ("+call.Err.Error()+")")
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return Fail, "failed: " + strings.Join(failed, ", ")
+	case len(unprobed) > 0:
+		return Unknown, "not probed: " + strings.Join(unprobed, ", ")
+	}
+	return Pass, ""
+}
+
+func checkProvided(in *levelInput) (Status, string) {
+	var bad []string
+	for i, g := range in.c.Groups {
+		if g.Type == "" || len(g.Methods) == 0 {
+			bad = append(bad, fmt.Sprintf("group %d (%q)", i, g.Type))
+		}
+	}
+	switch {
+	case in.env.ProvidedCapabilities != Present:
+		return Fail, in.missing("provided_capabilities", in.env.ProvidedCapabilities)
+	case len(in.c.Groups) == 0:
+		return Fail, "provided_capabilities is empty"
+	case len(bad) > 0:
+		return Fail, "groups without a type or methods: " + listSome(bad, 5)
+	}
+	return Pass, ""
+}
+
+func checkConsumed(in *levelInput) (Status, string) {
+	if in.env.ConsumedCapabilities != Present {
+		return Fail, in.missing("consumed_capabilities", in.env.ConsumedCapabilities)
+	}
+	var bad []string
+	for _, cc := range in.c.Consumed {
+		if checkMethodName(cc.Name) != nil {
+			bad = append(bad, cc.Name)
+		}
+	}
+	if len(bad) > 0 {
+		return Fail, fmt.Sprintf("%d entries are not method names, so composition cannot be checked: %s", len(bad), listSome(bad, 5))
+	}
+	return Pass, ""
+}
+
+func checkCost(in *levelInput) (Status, string) {
+	if in.env.CostEstimates == Present {
+		return Pass, ""
+	}
+	return Fail, in.missing("cost_estimates", in.env.CostEstimates)
+}
+
+func checkDeps(in *levelInput) (Status, string) {
+	if in.env.OperationDependencies == Present {
+		return Pass, ""
+	}
+	return Fail, in.missing("operation_dependencies", in.env.OperationDependencies)
 }
 
 // abbrev renders raw JSON for a message, cut to n bytes.

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
@@ -133,68 +136,112 @@ func okWord(ok bool, yes, no string) string {
 	return no
 }
 
-func loadSeed(spec string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(spec)
-	if err != nil {
+// loadSigningKey reads the Ed25519 key of descriptor sign --key: any file
+// 'capmesh keys' manages (PKCS#8 PEM, or the base64 seed that 'capmesh keys
+// export --seed' prints), a hex seed, a base64 64-byte private key or the
+// raw 32 seed bytes. Every format gets the key-file checks of package
+// identity: a file that others can read or change is refused.
+func loadSigningKey(path string) (ed25519.PrivateKey, error) {
+	k, err := identity.Load(path)
+	if err == nil {
+		return k.Ed25519(), nil
+	}
+	if errors.Is(err, identity.ErrInsecureKeyFile) {
 		return nil, err
 	}
+	// Load checked the file and could not parse it (or could not read it:
+	// then reading it again fails the same way).
+	f, oerr := os.Open(path)
+	if oerr != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, rerr := io.ReadAll(io.LimitReader(f, 4096))
+	if rerr != nil {
+		return nil, err
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("-----BEGIN")) {
+		return nil, err // a PEM file identity could not use: its reason stands
+	}
 	s := strings.TrimSpace(string(b))
-	if raw, err := hex.DecodeString(s); err == nil && len(raw) == ed25519.SeedSize {
+	if raw, herr := hex.DecodeString(s); herr == nil && len(raw) == ed25519.SeedSize {
 		return ed25519.NewKeyFromSeed(raw), nil
 	}
-	if raw, err := base64.StdEncoding.Strict().DecodeString(s); err == nil {
-		switch len(raw) {
-		case ed25519.SeedSize:
-			return ed25519.NewKeyFromSeed(raw), nil
-		case ed25519.PrivateKeySize:
-			return ed25519.PrivateKey(raw), nil
+	if raw, berr := base64.StdEncoding.Strict().DecodeString(s); berr == nil && len(raw) == ed25519.PrivateKeySize {
+		priv := ed25519.NewKeyFromSeed(raw[:ed25519.SeedSize])
+		if !bytes.Equal(priv[ed25519.SeedSize:], raw[ed25519.SeedSize:]) {
+			return nil, fmt.Errorf("%s: the 64-byte private key's public half does not match its seed", path)
 		}
+		return priv, nil
 	}
 	if len(b) == ed25519.SeedSize {
 		return ed25519.NewKeyFromSeed(b), nil
 	}
-	return nil, fmt.Errorf("%s: want a 32-byte Ed25519 seed (raw, hex or base64) or a 64-byte private key (base64)", spec)
+	return nil, fmt.Errorf("%s: not a key: want a PKCS#8 PEM key (what 'capmesh keys generate' writes), a 32-byte Ed25519 seed (hex, base64 or raw) or a 64-byte private key (base64)", path)
+}
+
+// signDescriptor is descriptor sign: it sets node_public_key from priv
+// when the document has none (byte-faithfully: every other member, number
+// literal and string is signed as written), checks the schema, fills in the
+// defaults and returns the signed descriptor in its wire form.
+func signDescriptor(data []byte, priv ed25519.PrivateKey) ([]byte, error) {
+	data, err := descriptor.WithNodeKey(data, base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)))
+	if err != nil {
+		return nil, err
+	}
+	d, err := descriptor.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Sign(priv); err != nil {
+		return nil, err
+	}
+	return d.MarshalJSON()
 }
 
 func newDescriptorSignCmd(a *app) *cobra.Command {
 	var keyFile string
 	cmd := &cobra.Command{
-		Use:   "sign FILE --key KEYFILE",
+		Use:   "sign FILE [--key KEYFILE]",
 		Short: "Normalize a descriptor and sign it with a node key",
 		Long: `sign reads a descriptor (FILE, or - for stdin), fills in the defaults,
-sets node_public_key from the key when missing, signs the canonical bytes
-with the Ed25519 key in KEYFILE (a 32-byte seed as hex or base64) and
-prints the signed descriptor.`,
+sets node_public_key from the key when it is missing or null, signs the
+canonical bytes and prints the signed descriptor. Every member is signed
+as written: number literals (1.0, 12345678901234567890) and strings are
+kept exactly, and a port that is not an integer (8443.0) is refused.
+
+The key is the host's identity key ('capmesh keys'; the state directory's
+keys/identity.pem) unless --key names another file: a PKCS#8 PEM key, a
+32-byte Ed25519 seed as hex, base64 ('capmesh keys export --seed') or raw
+bytes, or a 64-byte private key as base64. A key file others can read is
+refused (chmod 600).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var priv ed25519.PrivateKey
 			if keyFile == "" {
-				return usageErrorf("--key is required")
-			}
-			priv, err := loadSeed(keyFile)
-			if err != nil {
-				return usageErrorf("--key: %v", err)
+				k, _, err := keysLoad(a, "")
+				if err != nil {
+					return withCode(exitUsage, fmt.Errorf("--key not given and %w", err))
+				}
+				priv = k.Ed25519()
+			} else {
+				var err error
+				if priv, err = loadSigningKey(keyFile); err != nil {
+					return usageErrorf("--key: %v", err)
+				}
 			}
 			data, err := readArgFile(a, args[0])
 			if err != nil {
 				return err
 			}
-			var obj map[string]any
-			if err := json.Unmarshal(data, &obj); err == nil && obj["node_public_key"] == nil {
-				obj["node_public_key"] = base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))
-				data, _ = json.Marshal(obj)
-			}
-			d, err := descriptor.Parse(data)
+			out, err := signDescriptor(data, priv)
 			if err != nil {
 				return err
 			}
-			if err := d.Sign(priv); err != nil {
-				return err
-			}
-			out, _ := d.MarshalJSON()
 			fmt.Fprintln(a.stdout, string(out))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&keyFile, "key", "", "file holding the node's Ed25519 seed (hex or base64)")
+	cmd.Flags().StringVar(&keyFile, "key", "", "the signing key file (default: the state directory's keys/identity.pem)")
 	return cmd
 }

@@ -28,9 +28,12 @@ or under --data-dir) as a PKCS#8 PEM file with mode 0600. Commands refuse a
 key file that others can read.
 
 Binary values are written as standard base64 by default; --encoding selects
-hex or base64url. Public keys and signatures are read in any of the three.`,
+hex or base64url. Public keys and signatures are read in any of the three.
+
+'capmesh descriptor sign' signs with this key by default (or --key FILE);
+'keys export --seed' prints the secret seed for tools that want it raw.`,
 	}
-	cmd.AddCommand(newKeysGenerateCmd(a), newKeysShowCmd(a), newKeysSignCmd(a), newKeysVerifyCmd(a))
+	cmd.AddCommand(newKeysGenerateCmd(a), newKeysShowCmd(a), newKeysSignCmd(a), newKeysVerifyCmd(a), newKeysExportCmd(a))
 	return cmd
 }
 
@@ -318,5 +321,46 @@ signature is valid, 1 when it is not, 2 when KEY or SIG cannot be decoded.`,
 	cmd.Flags().StringVar(&sigFlag, "signature", "", "the signature (hex, base64 or base64url)")
 	cmd.Flags().StringVar(&encoding, "encoding", "", "read the key and signature in this encoding only: base64, hex or base64url")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func newKeysExportCmd(a *app) *cobra.Command {
+	var keyPath, encoding string
+	var seed bool
+	cmd := &cobra.Command{
+		Use:   "export --seed [flags]",
+		Short: "Print the key's secret 32-byte Ed25519 seed",
+		Long: `export --seed prints the 32-byte Ed25519 seed of the key (the whole secret:
+anyone who has it can sign as this host) in --encoding, base64 by default
+or hex, for tools that take a raw seed. 'capmesh descriptor sign --key' and
+the CHP reference's host_ed25519 file read the base64 form. Write it only
+to a file with mode 0600; a warning goes to stderr.`,
+		Example: `  (umask 077; capmesh keys export --seed > seed.b64)`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !seed {
+				return usageErrorf("export prints the secret seed only when asked: pass --seed")
+			}
+			var enc identity.Encoding
+			switch encoding {
+			case "base64":
+				enc = identity.Base64
+			case "hex":
+				enc = identity.Hex
+			default:
+				return usageErrorf("--encoding %q: want base64 or hex", encoding)
+			}
+			k, path, err := keysLoad(a, keyPath)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "capmesh: warning: printing the SECRET seed of key %s (%s); anyone who has it can sign as this host: keep it in a 0600 file and never share it\n", k.Public().KeyID(), path)
+			fmt.Fprintln(a.stdout, identity.Encode(k.Ed25519().Seed(), enc))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keyPath, "key", "", "key file (default: the state directory's keys/identity.pem)")
+	cmd.Flags().BoolVar(&seed, "seed", false, "print the secret seed (required)")
+	cmd.Flags().StringVar(&encoding, "encoding", "base64", "seed encoding: base64 or hex")
 	return cmd
 }

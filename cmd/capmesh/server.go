@@ -43,6 +43,7 @@ type serverFlags struct {
 	network      string
 	operatorKeys []string
 	trustKeys    []string
+	rootKey      string
 	localTTL     time.Duration
 	memory       bool
 	requireBTSP  bool
@@ -73,7 +74,9 @@ domain.operation call to a live, trusted provider.
 
 State lives in the state directory (--data-dir, default
 $XDG_STATE_HOME/capmesh): the node key (keys/identity.pem, the one
-'capmesh keys' manages), the registry (registry.db) and the evidence log
+'capmesh keys' manages), the genesis root key (keys/root.pem, or
+--root-key; GET /genesis publishes it as root_public_key and the registry's
+network-authority key as network_authority), the registry (registry.db) and the evidence log
 (evidence/<name>/). --memory keeps everything in memory instead.
 
 It starts standalone when no FAMILY_ID or NODE_ID is set, and drains
@@ -103,6 +106,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.StringVar(&f.network, "network", "capmesh", "network name signed descriptors must carry")
 	fl.StringArrayVar(&f.operatorKeys, "operator-key", nil, "operator key allowed to call /admin/* as ID=PUBLIC-KEY (base64 or hex; repeatable)")
 	fl.StringArrayVar(&f.trustKeys, "trust-key", nil, "node public key (base64 or hex) trusted without a join certificate (repeatable)")
+	fl.StringVar(&f.rootKey, "root-key", "", "key file of the root key that signs the genesis block (default: keys/root.pem beside the node key, created on first start; never the network-authority key)")
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
@@ -202,6 +206,13 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	if f.port != 0 {
 		hcfg.TCP = net.JoinHostPort(f.listen, fmt.Sprint(f.port))
 	}
+	if f.rootKey != "" {
+		root, err := identity.Load(f.rootKey)
+		if err != nil {
+			return withCode(exitUsage, fmt.Errorf("--root-key: %w", err))
+		}
+		rcfg.RootKey = root.Ed25519()
+	}
 	if !f.memory {
 		// The node signs with the user's capmesh key, the one `capmesh keys`
 		// shows, and keeps its registry in SQLite beside it.
@@ -210,6 +221,18 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 			return withCode(exitUsage, err)
 		}
 		hcfg.KeyFile = keyPath
+		if f.rootKey == "" {
+			// The genesis root key lives beside the node key, separate from
+			// the network-authority key (RFC-001 rule 8).
+			root, created, err := identity.LoadOrCreate(filepath.Join(filepath.Dir(keyPath), "root.pem"))
+			if err != nil {
+				return fmt.Errorf("root key: %w", err)
+			}
+			if created {
+				log.Info("generated the genesis root key", "key_id", root.Public().KeyID())
+			}
+			rcfg.RootKey = root.Ed25519()
+		}
 		dir, err := xdg.StateDir(a.dataDir)
 		if err != nil {
 			return withCode(exitUsage, err)
