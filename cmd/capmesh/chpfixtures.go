@@ -106,8 +106,12 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 			}
 			defer closeStore()
 			ln, err := net.Listen("tcp", addr)
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				return withCode(exitUsage, err)
+			}
 			if err != nil {
-				return withCode(exitNetwork, err)
+				return withCode(exitFailure, err)
 			}
 			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(a.stdout, "chp fixture profile on http://%s\n", ln.Addr())
@@ -119,7 +123,7 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 				_ = srv.Shutdown(sctx)
 			}()
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return withCode(exitNetwork, err)
+				return err
 			}
 			return ctx.Err()
 		},
