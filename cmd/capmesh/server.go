@@ -302,10 +302,11 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 }
 
 // isAddrError reports whether err is a listen address that cannot be
-// parsed (missing or invalid port, unknown host form): a usage error.
+// parsed or resolved (missing or unknown port, unknown host): a usage error.
 func isAddrError(err error) bool {
 	var ae *net.AddrError
-	return errors.As(err, &ae)
+	var de *net.DNSError
+	return errors.As(err, &ae) || errors.As(err, &de)
 }
 
 // isListenError reports whether err is a failure to bind a listener.
