@@ -54,7 +54,9 @@ cost. --format dot or mermaid draws the graph; the default is a text tree.
 
 The exit status is 0 when the composition is complete and orderable (and
 the goal, if any, can be planned), 1 when it is not, 2 for a usage error
-and 3 when the registry cannot be reached.`,
+(including a file that is neither a deploy graph nor capabilities answers)
+and 3 when the registry, or a host named with --endpoint or --name, cannot
+be reached.`,
 		Example: `  capmesh compose graphs/nucleus_complete.toml
   capmesh compose --all --goal proof.generate
   capmesh compose deploy.toml hosts.json --format mermaid > graph.mmd
