@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -137,5 +138,63 @@ func TestReadmeTourInSync(t *testing.T) {
 		case got >= 0 && got != c.exit:
 			t.Errorf("%s: README shows exit %d, readme_tour.txtar expects %d", c.line, c.exit, got)
 		}
+	}
+}
+
+// TestReadmeInstallAndEnvironment pins what the README promises a first
+// hour: the install line that works from a checkout (static, onto PATH;
+// the module is not published, so no @latest), the two commands exactly,
+// and an Environment section naming every variable this command reads
+// itself (os.Getenv or envOr in its sources).
+func TestReadmeInstallAndEnvironment(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for _, line := range []string{
+		"\n    CGO_ENABLED=0 go install ./cmd/capmesh\n",
+		"\n    go run ./cmd/capmesh server\n",
+		"\n    go test -race ./...\n",
+		"$(go env GOPATH)/bin",
+	} {
+		if !strings.Contains(readme, line) {
+			t.Errorf("README.md lacks %q", strings.TrimSpace(line))
+		}
+	}
+	if strings.Contains(readme, "@latest") {
+		t.Error("README.md installs with @latest; the module is not published")
+	}
+	start := strings.Index(readme, "\n## Environment\n")
+	if start < 0 {
+		t.Fatal("README.md has no Environment section")
+	}
+	env := readme[start:]
+	if end := strings.Index(env[1:], "\n## "); end >= 0 {
+		env = env[:end+1]
+	}
+	srcs, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := regexp.MustCompile(`(?:Getenv|envOr)\("([A-Z0-9_]+)"`)
+	found := 0
+	for _, f := range srcs {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range read.FindAllStringSubmatch(string(src), -1) {
+			found++
+			if !strings.Contains(env, "`"+m[1]+"`") {
+				t.Errorf("%s reads %s, which README.md's Environment section does not list", f, m[1])
+			}
+		}
+	}
+	if found < 4 {
+		t.Errorf("only %d variable reads found in the sources", found)
 	}
 }
