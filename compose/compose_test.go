@@ -2,6 +2,7 @@ package compose_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -330,6 +331,22 @@ func FuzzParseCapabilities(f *testing.F) {
 			_, _ = c.Plan(m)
 		}
 	})
+}
+
+// TestParseCapabilitiesRefusesOtherJSON: JSON that is not a
+// capabilities.list answer is refused, not composed as an empty host; a
+// bare primal or a consumer without methods is still read.
+func TestParseCapabilitiesRefusesOtherJSON(t *testing.T) {
+	for _, in := range []string{`{"a":1}`, `{}`, `[{"primal":"x","methods":["x.y"]},{"a":1}]`, `{"result":{"a":1}}`} {
+		if _, err := compose.ParseCapabilities([]byte(in)); !errors.Is(err, compose.ErrNotCapabilities) {
+			t.Errorf("%s: err = %v, want ErrNotCapabilities", in, err)
+		}
+	}
+	for _, in := range []string{`{"primal":"x"}`, `{"consumed_capabilities":["crypto.sign"]}`, `["a.b"]`} {
+		if _, err := compose.ParseCapabilities([]byte(in)); err != nil {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
 }
 
 // TestPlanTotalIsRounded pins a display bug: summed decimal latencies

@@ -3,6 +3,7 @@ package compose
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -207,9 +208,16 @@ func strs(v any) []string {
 	return out
 }
 
+// ErrNotCapabilities is wrapped by ParseCapabilities when a document is
+// JSON but not a capabilities.list answer (such as {"a":1}).
+var ErrNotCapabilities = errors.New("capabilities: not a capabilities.list answer")
+
 // ParseCapabilities reads a JSON array of capabilities.list answers (whole
 // JSON-RPC responses or bare results), or a single one, into hosts. A
-// result without a primal is named host-N.
+// result without a primal is named host-N. An entry that carries none of a
+// capabilities answer's members (no primal, no method source, no consumed
+// capabilities) is refused with ErrNotCapabilities rather than read as an
+// empty host.
 func ParseCapabilities(data []byte) ([]*Host, error) {
 	data = bytes.TrimSpace(data)
 	var items []json.RawMessage
@@ -244,6 +252,9 @@ func ParseCapabilities(data []byte) ([]*Host, error) {
 		caps, err := wire.Parse(result)
 		if err != nil {
 			return nil, fmt.Errorf("capabilities: entry %d: %w", i, err)
+		}
+		if caps.Source == wire.SourceNone && caps.Primal == "" && len(caps.Consumed) == 0 {
+			return nil, fmt.Errorf("%w: entry %d names no primal, methods, capabilities or consumed_capabilities", ErrNotCapabilities, i)
 		}
 		out = append(out, FromCapabilities(fmt.Sprintf("host-%d", i+1), caps))
 	}

@@ -176,3 +176,36 @@ func TestMeets(t *testing.T) {
 		t.Error("an unreachable host meets no requirement")
 	}
 }
+
+// TestGate: --require-chp on a machine where a node (CHP binding, nothing
+// to govern) runs beside a governing host passes; the node alone does not;
+// a gate over no hosts fails; no requirement always passes.
+func TestGate(t *testing.T) {
+	node := &conformance.HostReport{Endpoint: "unix:///r/capmesh.sock", Reachable: true, Level: 3, Verified: 3, CHP: &conformance.CHPSummary{NoCapabilities: true}}
+	kv := &conformance.HostReport{Endpoint: "unix:///r/kvhost.sock", Reachable: true, Level: 3, Verified: 3, CHP: &conformance.CHPSummary{Passed: 7}}
+	bad := &conformance.HostReport{Endpoint: "unix:///r/bad.sock", Reachable: true, Level: 3, Verified: 3, CHP: &conformance.CHPSummary{Passed: 6, Failed: 1}}
+	chp := conformance.Requirement{CHP: true}
+	for _, tt := range []struct {
+		name  string
+		m     *conformance.MachineReport
+		r     conformance.Requirement
+		fails []string
+	}{
+		{"node and host", &conformance.MachineReport{Dir: "/r", Hosts: []*conformance.HostReport{node, kv}}, chp, nil},
+		{"node alone", &conformance.MachineReport{Dir: "/r", Hosts: []*conformance.HostReport{node}}, chp, []string{"/r"}},
+		{"failing host", &conformance.MachineReport{Dir: "/r", Hosts: []*conformance.HostReport{node, kv, bad}}, chp, []string{"unix:///r/bad.sock"}},
+		{"empty dir", &conformance.MachineReport{Dir: "/r"}, conformance.Requirement{Level: 3}, []string{"/r"}},
+		{"empty, no gate", &conformance.MachineReport{Dir: "/r"}, conformance.Requirement{}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.m.Gate(tt.r)
+			var eps []string
+			for _, g := range got {
+				eps = append(eps, g.Endpoint)
+			}
+			if strings.Join(eps, ",") != strings.Join(tt.fails, ",") {
+				t.Errorf("Gate = %+v, want failures at %v", got, tt.fails)
+			}
+		})
+	}
+}

@@ -168,7 +168,11 @@ type Requirement struct {
 	Level int
 	// Strict demands the level be verified, not merely unfailed.
 	Strict bool
-	// CHP demands that the host speak CHP and fail none of its checks.
+	// CHP demands that the host speak CHP and fail none of its checks. A
+	// host that serves the CHP binding but governs no capabilities (a
+	// capmesh node) meets it on its own: it has nothing to govern and
+	// failed nothing. MachineReport.Gate demands in addition that at least
+	// one audited host govern a capability.
 	CHP bool
 }
 
@@ -194,12 +198,56 @@ func (rep *HostReport) Meets(r Requirement) (bool, string) {
 		case rep.CHP == nil:
 			why = append(why, "does not speak CHP")
 		case rep.CHP.NoCapabilities:
-			why = append(why, "declares no CHP capabilities")
+			// Nothing to govern: not a failure of this host.
 		case !rep.CHP.OK():
 			why = append(why, fmt.Sprintf("CHP: %d requirement(s) failed", rep.CHP.Failed))
 		}
 	}
 	return len(why) == 0, strings.Join(why, "; ")
+}
+
+// GateFailure is one reason a gate (MachineReport.Gate) did not pass.
+type GateFailure struct {
+	// Endpoint is the host that failed, or the audited directory when the
+	// failure is the machine's (no hosts, no CHP host).
+	Endpoint string
+	// Reason says why.
+	Reason string
+}
+
+// Gate applies r to an audit and returns why it fails, nil when it passes:
+// every audited host must meet r (HostReport.Meets); an audit that found no
+// host at all fails any requirement (a gate over nothing is not a pass);
+// and r.CHP fails unless at least one host governs a CHP capability, so a
+// machine whose only CHP speaker is a node with nothing to govern does not
+// pass --require-chp by default. A zero r always passes.
+func (m *MachineReport) Gate(r Requirement) []GateFailure {
+	if r.Level == 0 && !r.CHP {
+		return nil
+	}
+	where := m.Dir
+	if where == "" && len(m.Hosts) == 1 {
+		where = m.Hosts[0].Endpoint
+	} else if where == "" {
+		where = "the audited hosts"
+	}
+	if len(m.Hosts) == 0 {
+		return []GateFailure{{Endpoint: where, Reason: "no hosts found"}}
+	}
+	var out []GateFailure
+	governs := false
+	for _, h := range m.Hosts {
+		if ok, why := h.Meets(r); !ok {
+			out = append(out, GateFailure{Endpoint: h.Endpoint, Reason: why})
+		}
+		if h.CHP != nil && !h.CHP.NoCapabilities {
+			governs = true
+		}
+	}
+	if r.CHP && !governs {
+		out = append(out, GateFailure{Endpoint: where, Reason: "no audited host governs a CHP capability"})
+	}
+	return out
 }
 
 // MachineReport is the audit of every socket in a directory.

@@ -209,7 +209,7 @@ func (h *Host) httpMux(srv *jsonrpc.Server) (*http.ServeMux, error) {
 	if copts == nil {
 		var err error
 		if copts, err = chphttp.OptionsFromEnv(); err != nil {
-			return nil, fmt.Errorf("host: CHP HTTP keys: %w", err)
+			return nil, fmt.Errorf("host: CHP_HOST_API_KEYS: %w", err)
 		}
 	}
 	mux := http.NewServeMux()

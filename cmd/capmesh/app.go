@@ -17,14 +17,35 @@ import (
 // -ldflags "-X main.version=v1.2.3".
 var version = "0.1.0-dev"
 
-// Exit codes (UniBin conventions).
+// Exit codes: the one contract every command follows (exitContract).
 const (
-	exitOK          = 0
-	exitFailure     = 1
-	exitUsage       = 2
-	exitNetwork     = 3
-	exitInterrupted = 130
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	exitNetwork = 3
 )
+
+// exitContract is the exit-status paragraph every command's help ends with.
+const exitContract = `Exit status (every command): 0 success, and a graceful stop of a
+long-running command by SIGINT or SIGTERM; 1 failure (an error reply, an
+invalid result, an unmet gate, a one-shot command interrupted); 2 usage or
+configuration error (arguments, flags, files, environment variables, an
+unknown command); 3 unreachable (cannot connect, connection lost, no reply
+within the timeout).
+`
+
+// gracefulStop marks a long-running command (in its Annotations) whose
+// normal end is a signal: SIGINT or SIGTERM stops it with exit 0.
+const gracefulStop = "capmesh/graceful-stop"
+
+// markGracefulStop annotates cmd as ended normally by a signal.
+func markGracefulStop(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[gracefulStop] = "true"
+	return cmd
+}
 
 // app carries what every subcommand shares: standard streams, global flags
 // and the logger built from them.
@@ -36,6 +57,9 @@ type app struct {
 	logLevel  string
 	logFormat string
 	dataDir   string
+
+	// evidenceName is the evidence commands' --name flag.
+	evidenceName string
 
 	log *slog.Logger
 }
@@ -107,18 +131,14 @@ manifests or the Capability Host Protocol.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := newLogger(a.stderr, a.logLevel, a.logFormat)
-			if err != nil {
-				return err
-			}
-			a.log = l
-			return nil
+			return a.setup(cmd)
 		},
 	}
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetVersionTemplate("capmesh {{.Version}}\n")
+	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitContract)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: err}
 	})
@@ -129,13 +149,84 @@ manifests or the Capability Host Protocol.`,
 	for _, f := range commandFactories {
 		root.AddCommand(f(a))
 	}
+	root.AddCommand(newVersionCmd(a))
+	strictGroups(root)
+	// The long-running commands: a signal is how they are meant to end.
+	for _, path := range [][]string{{"server"}, {"registry", "watch"}, {"audit", "fake-host"}, {"chp-fixtures"}} {
+		if c, rest, err := root.Find(path); err == nil && len(rest) == 0 && c != root {
+			markGracefulStop(c)
+		}
+	}
 	return root
 }
 
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+// newVersionCmd is `capmesh version`, the subcommand beside --version.
+func newVersionCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the capmesh version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(a.stdout, "capmesh %s\n", versionString())
+			return err
+		},
+	}
+}
+
+// strictGroups makes every command group below root (registry, keys,
+// evidence, hash, descriptor, ...) refuse an unknown or misspelled
+// subcommand as a usage error naming the closest ones, where cobra would
+// print the group's help and exit 0. A group given no subcommand prints its
+// help.
+func strictGroups(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		strictGroups(c)
+		if !c.HasSubCommands() || c.Runnable() {
+			continue
+		}
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			cmd.SuggestionsMinimumDistance = 2
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usageErrorf("%s", msg)
+		}
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+}
+
+// setup validates the global flags, naming the environment variable a value
+// came from when the user did not type the flag, and builds the logger.
+func (a *app) setup(cmd *cobra.Command) error {
+	origin := func(flag, env string) string {
+		if !cmd.Flags().Changed(flag) && os.Getenv(env) != "" {
+			return env
+		}
+		return "--" + flag
+	}
+	l, err := newLogger(a.stderr, a.logLevel, a.logFormat, origin("log-level", "CAPMESH_LOG_LEVEL"), origin("log-format", "CAPMESH_LOG_FORMAT"))
+	if err != nil {
+		return err
+	}
+	a.log = l
+	if a.dataDir != "" {
+		if fi, err := os.Stat(a.dataDir); err == nil && !fi.IsDir() {
+			return usageErrorf("%s=%q: not a directory", strings.TrimPrefix(origin("data-dir", "CAPMESH_DATA_DIR"), "--"), a.dataDir)
+		}
+	}
+	return nil
+}
+
+// newLogger builds the logger; levelFrom and formatFrom name where the
+// values came from (a flag or an environment variable) for the error.
+func newLogger(w io.Writer, level, format, levelFrom, formatFrom string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", level)
+		return nil, usageErrorf("%s: want debug, info, warn or error", setting(levelFrom, level))
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch strings.ToLower(format) {
@@ -144,8 +235,16 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	default:
-		return nil, usageErrorf("--log-format %q: want text or json", format)
+		return nil, usageErrorf("%s: want text or json", setting(formatFrom, format))
 	}
+}
+
+// setting words a value with its origin: --flag "v" or VARIABLE="v".
+func setting(from, v string) string {
+	if strings.HasPrefix(from, "--") {
+		return fmt.Sprintf("%s %q", from, v)
+	}
+	return fmt.Sprintf("%s=%q", from, v)
 }
 
 func envOr(key, def string) string {
@@ -160,17 +259,26 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, log: slog.New(slog.NewTextHandler(stderr, nil))}
 	root := newRootCmd(a)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	return exitCode(ctx, err, stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	return exitCode(ctx, cmd, err, stderr)
 }
 
-func exitCode(ctx context.Context, err error, stderr io.Writer) int {
+// exitCode maps the outcome of cmd to the exit contract. A signal (ctx
+// cancelled) stops a long-running command gracefully (0) and interrupts a
+// one-shot command before its answer (1).
+func exitCode(ctx context.Context, cmd *cobra.Command, err error, stderr io.Writer) int {
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ctx.Err())) {
+		if cmd != nil && cmd.Annotations[gracefulStop] != "" {
+			return exitOK
+		}
+		if err == nil {
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "capmesh: interrupted")
+		return exitFailure
+	}
 	if err == nil {
 		return exitOK
-	}
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ctx.Err())) {
-		fmt.Fprintln(stderr, "capmesh: interrupted")
-		return exitInterrupted
 	}
 	var s silentExit
 	if errors.As(err, &s) {
@@ -185,7 +293,11 @@ func exitCode(ctx context.Context, err error, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "capmesh: %v\n", err)
 	if code == exitUsage && strings.Contains(err.Error(), "unknown command") {
-		fmt.Fprintln(stderr, "Run 'capmesh --help' for usage.")
+		path := "capmesh"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 	}
 	return code
 }

@@ -34,12 +34,13 @@ type auditFlags struct {
 	connectTimeout time.Duration
 	probeTimeout   time.Duration
 	response       string
+	names          []string
 }
 
 func newAuditCmd(a *app) *cobra.Command {
 	f := &auditFlags{}
 	cmd := &cobra.Command{
-		Use:   "audit [ENDPOINT... | --all | --response FILE]",
+		Use:   "audit [ENDPOINT... | --name PRIMAL... | --all | --response FILE]",
 		Short: "Judge hosts against the Wire Standard, IPC v3.1, CHP and RFC-005 over the real wire",
 		Long: `audit probes each ENDPOINT (unix:///path, a socket path, tcp://host:port,
 http://host:port for a CHP host or a JSON-RPC bridge) and checks, without
@@ -67,7 +68,11 @@ a captured capabilities.list response offline.
 
 The exit status is 0 when every audited host meets --require-level (and
 --require-chp), 1 when one does not, 2 for a usage error and 3 when an
-ENDPOINT cannot be reached.`,
+ENDPOINT cannot be reached. A gate over nothing fails: --all with
+--require-level or --require-chp exits 1 when the directory holds no host.
+--require-chp passes a host that speaks CHP but governs no capabilities
+(the capmesh node) and exits 1 unless at least one audited host governs
+one.`,
 		Example: `  capmesh audit unix://$XDG_RUNTIME_DIR/biomeos/rhizocrypt.sock
   capmesh audit --all
   capmesh audit --all --require-level 2 --junit > audit.xml
@@ -92,12 +97,20 @@ ENDPOINT cannot be reached.`,
 	fl.StringSliceVar(&f.chpDisabled, "chp-disabled", nil, "capabilities disabled on the host, to exercise CHP requirement 9")
 	fl.DurationVar(&f.connectTimeout, "connect-timeout", 0, "give up connecting after this long (default 5s for a named ENDPOINT, 250ms per socket for --all)")
 	fl.DurationVar(&f.probeTimeout, "probe-timeout", 2*time.Second, "give up on each call after this long")
+	fl.StringSliceVar(&f.names, "name", nil, "audit the primal of this name, on its socket in the biomeos directory (repeatable; an ENDPOINT)")
 	fl.StringVar(&f.response, "response", "", "judge a captured capabilities.list response (a file, - for stdin) offline")
 	cmd.AddCommand(newAuditFakeHostCmd(a))
 	return cmd
 }
 
 func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
+	for _, n := range f.names {
+		p, err := endpoint.SocketPath(n)
+		if err != nil {
+			return usageErrorf("--name %q: %v", n, err)
+		}
+		args = append(args, "unix://"+p)
+	}
 	modes := 0
 	for _, on := range []bool{f.all, len(args) > 0, f.response != ""} {
 		if on {
@@ -183,17 +196,10 @@ func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
 		}
 	}
 	req := conformance.Requirement{Level: f.requireLevel, Strict: f.strict, CHP: f.requireCHP}
-	if req.Level == 0 && !req.CHP {
-		return nil
-	}
-	failed := 0
-	for _, h := range m.Hosts {
-		if ok, why := h.Meets(req); !ok {
-			failed++
-			fmt.Fprintf(a.stderr, "capmesh: %s does not meet the requirement: %s\n", h.Endpoint, why)
+	if fails := m.Gate(req); len(fails) > 0 {
+		for _, g := range fails {
+			fmt.Fprintf(a.stderr, "capmesh: %s does not meet the requirement: %s\n", g.Endpoint, g.Reason)
 		}
-	}
-	if failed > 0 {
 		return silentExit(exitFailure)
 	}
 	return nil
@@ -279,7 +285,7 @@ func newAuditFakeHostCmd(a *app) *cobra.Command {
 			}
 			l, err := endpoint.ListenUnix(socket, nil)
 			if err != nil {
-				return withCode(exitNetwork, err)
+				return err // cannot bind: a failure (1)
 			}
 			ctx := cmd.Context()
 			fmt.Fprintf(a.stdout, "fake host %s on unix://%s\n", s.Name, l.Path())

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -79,7 +81,13 @@ that cannot be reached exits 3. PARAMS-JSON is an object or an array ("-"
 reads it from stdin).
 
 With --raw the single argument is sent as one line exactly as given ("-"
-reads lines from stdin) and every reply line is printed as received.`,
+reads lines from stdin) and every reply line is printed as received; the
+exit status is 1 when any reply is an error.
+
+A JSON array as PARAMS-JSON is sent as positional params. A capability
+method (a CHP-governed domain.operation) takes an object: the host hands an
+array to the capability as {"args": [...]}, so a schema error then names
+"args"; write the params as an object.`,
 		Example: `  capmesh call health.liveness
   capmesh call --name beardog capabilities.list
   capmesh call --tcp 127.0.0.1:9000 kv.put '{"key":"a","value":"1"}'
@@ -130,11 +138,16 @@ func truncateArg(s string) string {
 }
 
 // netErr classifies an error from talking to a host: unreachable or lost
-// connections and timeouts exit 3.
+// connections and timeouts exit 3, over every transport (a refused HTTP
+// connection is as unreachable as a missing socket). An answer the host
+// gave — a JSON-RPC error, an HTTP status — is not unreachable.
 func netErr(err error) error {
 	var de *endpoint.DialError
 	var lost *jsonrpc.ConnectionLostError
-	if errors.As(err, &de) || errors.As(err, &lost) || errors.Is(err, context.DeadlineExceeded) {
+	var ue *url.Error
+	var oe *net.OpError
+	if errors.As(err, &de) || errors.As(err, &lost) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &ue) || errors.As(err, &oe) {
 		return withCode(exitNetwork, err)
 	}
 	return err
@@ -153,6 +166,9 @@ func callOnce(ctx context.Context, a *app, addr endpoint.Address, method string,
 			fmt.Fprintf(a.stderr, "error %d: %s\n", je.Code, je.Message)
 			if len(je.Data) > 0 {
 				fmt.Fprintf(a.stderr, "data: %s\n", indentJSON(je.Data))
+			}
+			if je.Code == jsonrpc.InvalidParams && len(params) > 0 && params[0] == '[' {
+				fmt.Fprintln(a.stderr, `note: PARAMS-JSON was an array; a capability receives positional params as {"args": [...]}, so its schema judged a member "args". Pass an object instead, e.g. '{"key":"a","value":"1"}'.`)
 			}
 			return silentExit(exitFailure)
 		}
@@ -190,6 +206,7 @@ func callRaw(ctx context.Context, a *app, addr endpoint.Address, arg string) err
 	} else {
 		lines = []string{arg}
 	}
+	errReplies := 0
 	if addr.Scheme == "http" || addr.Scheme == "https" {
 		hc := jsonrpc.NewHTTPClient(addr.Scheme+"://"+addr.Host+addr.Path, nil)
 		for _, l := range lines {
@@ -201,8 +218,11 @@ func callRaw(ctx context.Context, a *app, addr endpoint.Address, arg string) err
 			if len(body) > 0 {
 				fmt.Fprintln(a.stdout, strings.TrimRight(string(body), "\n"))
 			}
+			if status != 200 && status != 204 || isErrorReply([]byte(body)) {
+				errReplies++
+			}
 		}
-		return nil
+		return rawResult(errReplies)
 	}
 	conn, err := endpoint.DialConn(ctx, addr)
 	if err != nil {
@@ -230,14 +250,55 @@ func callRaw(ctx context.Context, a *app, addr endpoint.Address, arg string) err
 		line, err := br.ReadString('\n')
 		if line != "" {
 			fmt.Fprintln(a.stdout, strings.TrimRight(line, "\r\n"))
+			if isErrorReply([]byte(line)) {
+				errReplies++
+			}
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || isTimeoutErr(err) {
-				return nil
+				return rawResult(errReplies)
 			}
 			return netErr(&endpoint.DialError{Addr: addr, Err: err})
 		}
 	}
+}
+
+// rawResult is the outcome of --raw: every reply line was printed; any
+// error reply (or reply line that is not JSON-RPC) makes the exit status 1,
+// as an error reply does without --raw.
+func rawResult(errReplies int) error {
+	if errReplies > 0 {
+		return silentExit(exitFailure)
+	}
+	return nil
+}
+
+// isErrorReply reports whether a reply line is a JSON-RPC error response, a
+// batch holding one, or not a JSON-RPC response at all.
+func isErrorReply(line []byte) bool {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return false
+	}
+	var one struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if line[0] == '[' {
+		var batch []json.RawMessage
+		if json.Unmarshal(line, &batch) != nil {
+			return true
+		}
+		for _, r := range batch {
+			if isErrorReply(r) {
+				return true
+			}
+		}
+		return false
+	}
+	if json.Unmarshal(line, &one) != nil {
+		return true
+	}
+	return len(one.Error) > 0 && string(one.Error) != "null"
 }
 
 func isTimeoutErr(err error) bool {

@@ -67,7 +67,7 @@ func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *boundary.Boundary, h ht
 	if httpOpts == nil {
 		if httpOpts, err = chphttp.OptionsFromEnv(); err != nil {
 			store.Close()
-			return nil, nil, nil, usageErrorf("%v", err)
+			return nil, nil, nil, usageErrorf("CHP_HOST_API_KEYS: %v", err)
 		}
 	}
 	return b, chphttp.Handler(b, httpOpts), store.Close, nil
@@ -88,7 +88,7 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, err := chphttp.OptionsFromEnv()
 			if err != nil {
-				return usageErrorf("%v", err)
+				return usageErrorf("CHP_HOST_API_KEYS: %v", err) // the only variable it can refuse
 			}
 			if key != "" {
 				opts.SharedKeys = append(opts.SharedKeys, key)
@@ -106,8 +106,12 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 			}
 			defer closeStore()
 			ln, err := net.Listen("tcp", addr)
+			var ae *net.AddrError
+			if errors.As(err, &ae) {
+				return withCode(exitUsage, err)
+			}
 			if err != nil {
-				return withCode(exitNetwork, err)
+				return withCode(exitFailure, err)
 			}
 			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(a.stdout, "chp fixture profile on http://%s\n", ln.Addr())
@@ -119,7 +123,7 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 				_ = srv.Shutdown(sctx)
 			}()
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return withCode(exitNetwork, err)
+				return err
 			}
 			return ctx.Err()
 		},

@@ -22,6 +22,7 @@ type composeFlags struct {
 	all          bool
 	dir          string
 	endpoints    []string
+	names        []string
 	fromRegistry bool
 	registry     string
 	goal         string
@@ -53,7 +54,9 @@ cost. --format dot or mermaid draws the graph; the default is a text tree.
 
 The exit status is 0 when the composition is complete and orderable (and
 the goal, if any, can be planned), 1 when it is not, 2 for a usage error
-and 3 when the registry cannot be reached.`,
+(including a file that is neither a deploy graph nor capabilities answers)
+and 3 when the registry, or a host named with --endpoint or --name, cannot
+be reached.`,
 		Example: `  capmesh compose graphs/nucleus_complete.toml
   capmesh compose --all --goal proof.generate
   capmesh compose deploy.toml hosts.json --format mermaid > graph.mmd
@@ -66,6 +69,7 @@ and 3 when the registry cannot be reached.`,
 	fl.BoolVar(&f.all, "all", false, "add every live host on the sockets of the biomeos directory")
 	fl.StringVar(&f.dir, "dir", "", "socket directory for --all (default $BIOMEOS_SOCKET_DIR or $XDG_RUNTIME_DIR/biomeos)")
 	fl.StringSliceVar(&f.endpoints, "endpoint", nil, "add the live host at this endpoint (repeatable)")
+	fl.StringSliceVar(&f.names, "name", nil, "add the live primal of this name, on its socket in the biomeos directory (repeatable)")
 	fl.BoolVar(&f.fromRegistry, "from-registry", false, "add the hosts registered with the capmesh node (ipc.list)")
 	fl.StringVar(&f.registry, "registry", "", "registry endpoint for --from-registry (default: the node's socket)")
 	fl.StringVar(&f.goal, "goal", "", "plan the execution of this method")
@@ -80,8 +84,8 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 	default:
 		return usageErrorf("--format %q: want text, dot, mermaid or json", f.format)
 	}
-	if len(args) == 0 && !f.all && len(f.endpoints) == 0 && !f.fromRegistry {
-		return usageErrorf("give graph or capabilities files, --all, --endpoint or --from-registry")
+	if len(args) == 0 && !f.all && len(f.endpoints) == 0 && len(f.names) == 0 && !f.fromRegistry {
+		return usageErrorf("give graph or capabilities files, --all, --endpoint, --name or --from-registry")
 	}
 	if f.registry != "" {
 		f.fromRegistry = true
@@ -138,6 +142,7 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 			addrs = append(addrs, endpoint.Address{Scheme: "unix", Path: s.Path})
 		}
 	}
+	scanned := len(addrs) // the rest are named: an unreachable one exits 3
 	for _, e := range f.endpoints {
 		addr, err := endpoint.Parse(e)
 		if err != nil {
@@ -145,7 +150,17 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 		}
 		addrs = append(addrs, addr)
 	}
-	for _, h := range compose.FromEndpoints(ctx, addrs, opts) {
+	for _, n := range f.names {
+		p, err := endpoint.SocketPath(n)
+		if err != nil {
+			return usageErrorf("--name %q: %v", n, err)
+		}
+		addrs = append(addrs, endpoint.Address{Scheme: "unix", Path: p})
+	}
+	for i, h := range compose.FromEndpoints(ctx, addrs, opts) {
+		if i >= scanned && !h.Live && ctx.Err() == nil {
+			return withCode(exitNetwork, fmt.Errorf("%s: cannot reach the host, or it did not answer capabilities.list", h.Endpoint))
+		}
 		c.Add(h)
 	}
 	if f.fromRegistry {

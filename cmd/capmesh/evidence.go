@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
@@ -28,12 +29,62 @@ func newEvidenceCmd(a *app) *cobra.Command {
 
 TARGET is either a CHP host's HTTP binding (http://host:port, key from --key
 or CHP_HOST_API_KEY) or a capmesh host's JSON-RPC endpoint (unix:///path,
-tcp://host:port, or a socket path), which carries the same objects.`,
+tcp://host:port, or a socket path), which carries the same objects. With
+--name PRIMAL the TARGET is left out: the primal's socket in the biomeos
+directory, as for 'capmesh call --name'.`,
+		Example: `  capmesh evidence replay --name kvhost tour-1
+  capmesh evidence export --name kvhost tour-1 > bundle.json
+  capmesh evidence replay http://127.0.0.1:8899 corr-1 --json`,
 	}
 	var key string
 	cmd.PersistentFlags().StringVar(&key, "key", os.Getenv("CHP_HOST_API_KEY"), "X-CHP-Key for HTTP targets (default $CHP_HOST_API_KEY)")
+	cmd.PersistentFlags().StringVar(&a.evidenceName, "name", "", "primal name: its socket in the biomeos directory replaces TARGET")
 	cmd.AddCommand(newEvidenceReplayCmd(a, &key), newEvidenceExportCmd(a, &key), newEvidenceVerifyCmd(a, &key))
 	return cmd
+}
+
+// evidenceArgs accepts TARGET CORRELATION_ID, or CORRELATION_ID alone with
+// --name.
+func (a *app) evidenceArgs(_ *cobra.Command, args []string) error {
+	if a.evidenceName != "" {
+		if len(args) != 1 {
+			return usageErrorf("with --name give only CORRELATION_ID (got %d arguments)", len(args))
+		}
+		return nil
+	}
+	if len(args) != 2 {
+		return usageErrorf("give TARGET CORRELATION_ID, or --name PRIMAL CORRELATION_ID (got %d arguments)", len(args))
+	}
+	return nil
+}
+
+// evidenceTarget resolves TARGET (or --name) and returns the remote and the
+// correlation id. A TARGET that is not an endpoint is a usage error that
+// points at --name when it looks like a primal's name.
+func (a *app) evidenceTarget(args []string, key string) (*chpRemote, string, error) {
+	if a.evidenceName != "" {
+		p, err := endpoint.SocketPath(a.evidenceName)
+		if err != nil {
+			return nil, "", usageErrorf("--name: %v", err)
+		}
+		return newRemote("unix://"+p, key), args[0], nil
+	}
+	target := args[0]
+	r := newRemote(target, key)
+	if r.isHTTP() {
+		if _, err := url.Parse(target); err != nil {
+			return nil, "", usageErrorf("TARGET %q: %v", target, err)
+		}
+		return r, args[1], nil
+	}
+	if _, err := endpoint.Parse(target); err != nil {
+		hint := ""
+		if endpoint.ValidateName(target) == nil {
+			hint = fmt.Sprintf("; for the primal named %s use --name %s", target, target)
+		}
+		return nil, "", usageErrorf("TARGET %q: want http(s)://host:port, unix:///path, tcp://host:port or a socket path%s", target, hint)
+	}
+	return r, args[1], nil
 }
 
 // chpRemote fetches CHP objects from a host over either binding.
@@ -50,9 +101,13 @@ func (r *chpRemote) isHTTP() bool {
 // call performs one request: an HTTP route or the equivalent chp.* method.
 func (r *chpRemote) call(ctx context.Context, method, path string, body any, rpcMethod string, rpcParams any) (json.RawMessage, error) {
 	if !r.isHTTP() {
-		c, err := endpoint.Dial(ctx, r.target)
+		addr, err := endpoint.Parse(r.target)
 		if err != nil {
-			return nil, withCode(exitNetwork, err)
+			return nil, usageErrorf("TARGET %q: %v", r.target, err)
+		}
+		c, err := endpoint.DialAddress(ctx, addr, nil)
+		if err != nil {
+			return nil, netErr(err)
 		}
 		defer c.Close()
 		var out json.RawMessage
@@ -110,13 +165,23 @@ func newEvidenceReplayCmd(a *app, key *string) *cobra.Command {
 	var (
 		limit, since int
 		noPayloads   bool
+		asJSON       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "replay TARGET CORRELATION_ID",
-		Short: "Print a correlation's evidence in sequence order (a ReplayResult)",
-		Args:  cobra.ExactArgs(2),
+		Use:   "replay (TARGET | --name PRIMAL) CORRELATION_ID",
+		Short: "Print a correlation's evidence in sequence order",
+		Long: `replay fetches a correlation's evidence in sequence order and prints one row
+per event: its sequence, time, event type, outcome, capability and the first
+12 hex digits of its content hash. --json prints the host's ReplayResult as
+received (indented), payloads included, for scripts. Replay shows what the
+host says; 'capmesh evidence verify' checks it.`,
+		Args: a.evidenceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := chp.ReplayQuery{CorrelationID: args[1]}
+			r, corr, err := a.evidenceTarget(args, *key)
+			if err != nil {
+				return err
+			}
+			q := chp.ReplayQuery{CorrelationID: corr}
 			if limit > 0 {
 				q.Limit = &limit
 			}
@@ -128,7 +193,6 @@ func newEvidenceReplayCmd(a *app, key *string) *cobra.Command {
 				f := false
 				q.IncludePayloads = &f
 			}
-			r := newRemote(args[0], *key)
 			path, method := "/replay", http.MethodPost
 			if q.Limit == nil && q.SinceSequence == nil && q.IncludePayloads == nil {
 				path, method = "/replay/"+url.PathEscape(q.CorrelationID), http.MethodGet
@@ -141,9 +205,13 @@ func newEvidenceReplayCmd(a *app, key *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printIndented(a.stdout, out)
+			if asJSON {
+				return printIndented(a.stdout, out)
+			}
+			return printReplay(a.stdout, a.stderr, out)
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the host's ReplayResult as JSON")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many events")
 	cmd.Flags().IntVar(&since, "since", 0, "only events with a sequence above this (exclusive)")
 	cmd.Flags().BoolVar(&noPayloads, "no-payloads", false, "replace event payloads with {}")
@@ -153,13 +221,16 @@ func newEvidenceReplayCmd(a *app, key *string) *cobra.Command {
 func newEvidenceExportCmd(a *app, key *string) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "export TARGET CORRELATION_ID",
+		Use:   "export (TARGET | --name PRIMAL) CORRELATION_ID",
 		Short: "Fetch a correlation's evidence bundle (signed when the host has a key)",
-		Args:  cobra.ExactArgs(2),
+		Args:  a.evidenceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r := newRemote(args[0], *key)
-			data, err := r.call(cmd.Context(), http.MethodGet, "/export/"+url.PathEscape(args[1]), nil,
-				"chp.export", map[string]string{"correlation_id": args[1]})
+			r, corr, err := a.evidenceTarget(args, *key)
+			if err != nil {
+				return err
+			}
+			data, err := r.call(cmd.Context(), http.MethodGet, "/export/"+url.PathEscape(corr), nil,
+				"chp.export", map[string]string{"correlation_id": corr})
 			if err != nil {
 				return err
 			}
@@ -197,9 +268,19 @@ Exit status: 0 valid, 1 invalid, 2 usage, 3 network.`,
 			var data []byte
 			var err error
 			switch {
-			case len(args) == 2:
-				data, err = newRemote(args[0], *key).call(cmd.Context(), http.MethodGet, "/export/"+url.PathEscape(args[1]), nil,
-					"chp.export", map[string]string{"correlation_id": args[1]})
+			case len(args) == 2 || a.evidenceName != "":
+				if err := a.evidenceArgs(cmd, args); err != nil {
+					return err
+				}
+				r, corr, err := a.evidenceTarget(args, *key)
+				if err != nil {
+					return err
+				}
+				data, err = r.call(cmd.Context(), http.MethodGet, "/export/"+url.PathEscape(corr), nil,
+					"chp.export", map[string]string{"correlation_id": corr})
+				if err != nil {
+					return err
+				}
 			case args[0] == "-":
 				data, err = io.ReadAll(io.LimitReader(a.stdin, 1<<30))
 			default:
@@ -251,6 +332,56 @@ Exit status: 0 valid, 1 invalid, 2 usage, 3 network.`,
 	cmd.Flags().BoolVar(&requireSigned, "require-signed", false, "reject bundles below the signed tier")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdict as JSON")
 	return cmd
+}
+
+// printReplay writes a ReplayResult as a table, one row per event.
+func printReplay(w, stderr io.Writer, data json.RawMessage) error {
+	var res chp.ReplayResult
+	if err := json.Unmarshal(data, &res); err != nil {
+		return fmt.Errorf("host answered an invalid ReplayResult: %w", err)
+	}
+	if len(res.Events) == 0 {
+		fmt.Fprintf(stderr, "no evidence for correlation %s\n", res.CorrelationID)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tEVENT\tOUTCOME\tCAPABILITY\tHASH")
+	for _, raw := range res.Events {
+		var e struct {
+			Sequence     *uint64 `json:"sequence"`
+			Timestamp    string  `json:"timestamp"`
+			EventType    string  `json:"event_type"`
+			Outcome      *string `json:"outcome"`
+			CapabilityID string  `json:"capability_id"`
+			ContentHash  *string `json:"content_hash"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return fmt.Errorf("host answered an invalid event: %w", err)
+		}
+		seq, outcome, hash := "-", "-", "-"
+		if e.Sequence != nil {
+			seq = fmt.Sprint(*e.Sequence)
+		}
+		if e.Outcome != nil && *e.Outcome != "" {
+			outcome = *e.Outcome
+		}
+		if e.ContentHash != nil && *e.ContentHash != "" {
+			hash = *e.ContentHash
+			if len(hash) > 12 {
+				hash = hash[:12]
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", seq, e.Timestamp, e.EventType, outcome, e.CapabilityID, hash)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tail := fmt.Sprintf("%d event(s), correlation %s", len(res.Events), res.CorrelationID)
+	if res.Truncated {
+		tail += " (truncated: more with --since)"
+	}
+	_, err := fmt.Fprintln(w, tail)
+	return err
 }
 
 func printIndented(w io.Writer, data json.RawMessage) error {

@@ -3,13 +3,16 @@
 // the Capability Wire Standard, the Primal IPC Protocol or CHP, and manages
 // keys, descriptors, fingerprints and evidence.
 //
-// Exit codes follow the UniBin conventions:
+// Every command follows one exit-status contract (see exitContract):
 //
-//	0   success
-//	1   error
-//	2   usage or configuration error
-//	3   network error (cannot connect, connection lost, timeout)
-//	130 interrupted (SIGINT/SIGTERM)
+//	0  success, and a graceful stop of a long-running command
+//	   (server, registry watch) by SIGINT or SIGTERM
+//	1  failure: the command ran and the answer is no (an error reply, an
+//	   invalid bundle, an unmet gate, a one-shot command interrupted)
+//	2  usage or configuration error: bad arguments, flags, files or
+//	   environment variables, an unknown or misspelled command
+//	3  unreachable: the host or node cannot be connected to, the
+//	   connection was lost, or no reply came within the timeout
 package main
 
 import (

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -236,7 +237,7 @@ type watchEvent struct {
 func newRegistryWatchCmd(a *app) *cobra.Command {
 	t := &targetFlags{}
 	var asJSON bool
-	var since int64
+	since := revisionFlag(-1)
 	var count int
 	var wait time.Duration
 	cmd := &cobra.Command{
@@ -262,16 +263,38 @@ re-list to catch up. A node that goes away is retried every second.`,
 			if wait <= 0 || wait > time.Minute {
 				return usageErrorf("--poll %s: want more than 0 and at most 1m", wait)
 			}
-			return runWatch(cmd.Context(), a, t, args, since, count, wait, asJSON)
+			return runWatch(cmd.Context(), a, t, args, int64(since), count, wait, asJSON)
 		},
 	}
 	t.add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each event as one JSON object per line")
-	cmd.Flags().Int64Var(&since, "since", -1, "print the retained events after this revision first (default: only new ones)")
+	cmd.Flags().Var(&since, "since", "print the retained events after this `REVISION` first (default: only new ones)")
 	cmd.Flags().IntVar(&count, "count", 0, "stop after this many events (0: run until interrupted)")
 	cmd.Flags().DurationVar(&wait, "poll", 25*time.Second, "how long one ipc.watch call waits for events")
 	return cmd
 }
+
+// revisionFlag is --since: a registry revision, or -1 (unset, shown
+// without a default in help) for "only new events".
+type revisionFlag int64
+
+func (r *revisionFlag) String() string {
+	if *r < 0 {
+		return ""
+	}
+	return strconv.FormatInt(int64(*r), 10)
+}
+
+func (r *revisionFlag) Set(s string) error {
+	v, err := strconv.ParseUint(s, 10, 63)
+	if err != nil {
+		return fmt.Errorf("want a revision number (0 or more)")
+	}
+	*r = revisionFlag(v)
+	return nil
+}
+
+func (*revisionFlag) Type() string { return "REVISION" }
 
 func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since int64, count int, wait time.Duration, asJSON bool) error {
 	addr, err := t.address()

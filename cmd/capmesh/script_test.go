@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,13 +33,23 @@ func TestScripts(t *testing.T) {
 			// Keep every test's sockets and state inside its own work dir.
 			env.Setenv("XDG_RUNTIME_DIR", env.WorkDir+"/run")
 			env.Setenv("XDG_STATE_HOME", env.WorkDir+"/state")
-			return os.MkdirAll(env.WorkDir+"/run", 0o700)
+			if err := os.MkdirAll(env.WorkDir+"/run", 0o700); err != nil {
+				return err
+			}
+			// The files the README's tour names, at the README's paths.
+			for _, dir := range tourDirs {
+				if err := copyDir(filepath.Join("..", "..", dir), filepath.Join(env.WorkDir, dir)); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitcode,
 			"waitfor":  cmdWaitfor,
 			"freeport": cmdFreeport,
 			"waitconn": cmdWaitconn,
+			"waitexec": cmdWaitexec,
 		},
 	})
 }
@@ -61,6 +72,57 @@ func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// tourDirs are the repository directories whose files the README's tour
+// names; Setup copies them (not their subdirectories) into every script's
+// work directory.
+var tourDirs = []string{"examples/tour", "compose/testdata"}
+
+// copyDir copies the regular files of src (not its subdirectories) to dst.
+func copyDir(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cmdWaitexec runs `waitexec DURATION prog args...` until prog exits 0,
+// for at most DURATION: scripts use it to wait for a state a background
+// process reaches on its own (a host registered with the node).
+func cmdWaitexec(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: waitexec DURATION prog [args...]")
+	}
+	d, err := time.ParseDuration(args[0])
+	ts.Check(err)
+	deadline := time.Now().Add(d)
+	for {
+		err := ts.Exec(args[1], args[2:]...)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("%s did not succeed within %s: %v", args[1], d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

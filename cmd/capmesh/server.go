@@ -264,7 +264,7 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	}, hcfg)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		// The evidence log is locked: another node runs on this state.
-		return withCode(exitNetwork, fmt.Errorf("another capmesh server is running with this state directory: %w", err))
+		return withCode(exitFailure, fmt.Errorf("another capmesh server is running with this state directory: %w", err))
 	}
 	if err != nil {
 		return withCode(exitUsage, err)
@@ -313,12 +313,23 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	}
 	log.Info("capmesh node starting", "name", f.name, "version", versionString(), "network", f.network, "memory", f.memory)
 	if err := h.Serve(ctx); err != nil {
+		if isAddrError(err) {
+			return withCode(exitUsage, err) // a malformed --http or --listen value
+		}
 		if errors.Is(err, endpoint.ErrSocketInUse) || isListenError(err) {
-			return withCode(exitNetwork, err)
+			return withCode(exitFailure, err) // cannot bind: a failure, not "unreachable"
 		}
 		return err
 	}
 	return ctx.Err()
+}
+
+// isAddrError reports whether err is a listen address that cannot be
+// parsed or resolved (missing or unknown port, unknown host): a usage error.
+func isAddrError(err error) bool {
+	var ae *net.AddrError
+	var de *net.DNSError
+	return errors.As(err, &ae) || errors.As(err, &de)
 }
 
 // isListenError reports whether err is a failure to bind a listener.
