@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -21,16 +20,15 @@ import (
 const Version = "1.0.0"
 
 // Main runs kvhost with the process's arguments and returns its exit
-// status: 0 after a graceful stop (health.drain), 130 when interrupted,
-// 2 for a usage error, 3 when it cannot listen, 1 otherwise.
+// status, following capmesh's exit contract: 0 after a graceful stop
+// (health.drain, SIGINT or SIGTERM — a service manager counts anything else
+// as a failed stop), 2 for a usage error, 1 otherwise (a socket it cannot
+// listen on included).
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := Run(ctx, os.Args[1:], os.Stderr)
 	switch {
-	case err == nil && ctx.Err() != nil:
-		fmt.Fprintln(os.Stderr, "kvhost: interrupted")
-		return 130
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
@@ -38,21 +36,14 @@ func Main() int {
 	}
 	fmt.Fprintln(os.Stderr, "kvhost:", err)
 	var ue usageError
-	switch {
-	case errors.As(err, &ue):
+	if errors.As(err, &ue) {
 		return 2
-	case errors.Is(err, endpoint.ErrSocketInUse), isListen(err):
-		return 3
 	}
 	return 1
 }
 
 type usageError struct{ error }
 
-func isListen(err error) bool {
-	var oe *net.OpError
-	return errors.As(err, &oe) && oe.Op == "listen"
-}
 
 // Run parses args, builds the host and serves until ctx ends or the host is
 // drained.
