@@ -368,15 +368,20 @@ func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *chp.Aut
 type handlerOutcome struct {
 	data json.RawMessage
 	err  error
-	pan  any
+	// panicID names a handler panic in the host log; the panic value
+	// itself goes only there.
+	panicID string
 }
 
-// run calls the handler, turning a panic into an outcome.
+// run calls the handler, turning a panic into an outcome. The panic value
+// and stack are logged under a fresh id; only that id reaches the caller
+// and the evidence (a panic value can carry anything: secrets, internals).
 func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			out = handlerOutcome{pan: p}
-			b.log.Error("capability handler panicked", "capability", inv.cap.uri, "panic", p, "stack", string(debug.Stack()))
+			out = handlerOutcome{panicID: chp.NewID("panic")}
+			b.log.Error("capability handler panicked", "panic_id", out.panicID, "capability", inv.cap.uri,
+				"invocation_id", inv.env.InvocationID, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
 	out.data, out.err = inv.cap.handler(ctx, inv.env.Payload)
@@ -422,11 +427,11 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*c
 	} else {
 		out = b.run(hctx, inv)
 	}
-	if out.pan != nil || out.err != nil {
+	if out.panicID != "" || out.err != nil {
 		info := &chp.ErrorInfo{Type: "error"}
 		switch {
-		case out.pan != nil:
-			info.Type, info.Message = "panic", fmt.Sprint(out.pan)
+		case out.panicID != "":
+			info.Type, info.Message = "internal_error", "internal error "+out.panicID+" (details in the host log)"
 		case errors.Is(out.err, context.DeadlineExceeded) && timeout > 0:
 			info.Type, info.Message = "timeout", fmt.Sprintf("capability exceeded timeout_s=%g: %v", *d.TimeoutS, out.err)
 		default:
