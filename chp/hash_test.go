@@ -150,6 +150,21 @@ func TestVerifyReferenceBundles(t *testing.T) {
 			if v.Valid != c.valid || v.Assurance != c.assurance {
 				t.Errorf("valid=%v assurance=%s, want %v %s; checks %+v", v.Valid, v.Assurance, c.valid, c.assurance, v.Checks)
 			}
+			// A reference host binds no attribution: every event is
+			// reported unbound, with a warning, and no binding check.
+			if v.Unbound != v.EventCount || v.Bound != 0 || len(v.Attribution) != v.EventCount || len(v.Warnings) == 0 {
+				t.Errorf("attribution: bound %d unbound %d of %d, warnings %q", v.Bound, v.Unbound, v.EventCount, v.Warnings)
+			}
+			for _, a := range v.Attribution {
+				if a.Attribution != AttributionUnbound {
+					t.Errorf("event %d: %s", a.Index, a.Attribution)
+				}
+			}
+			for _, ch := range v.Checks {
+				if ch.Name == "capmesh_binding" {
+					t.Errorf("binding check on a bundle that binds nothing: %+v", ch)
+				}
+			}
 		})
 	}
 }

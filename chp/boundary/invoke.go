@@ -558,8 +558,10 @@ func (b *Boundary) emit(inv *invocation, e evt) {
 	}
 	inv.nspare--
 	id := inv.spare[inv.nspare]
+	// id is the event id's random part: SealTo completes it with the
+	// attribution digest (chp.IDBindMarker) in inv.ids.
 	inv.ids = append(inv.ids, id)
-	inv.pending = append(inv.pending, b.pendingEvent(inv, id, e))
+	inv.pending = append(inv.pending, b.pendingEvent(inv, id, len(inv.ids)-1, e))
 }
 
 func (b *Boundary) flush(ctx context.Context, inv *invocation) error {

@@ -63,7 +63,7 @@ func (b *Boundary) Replay(ctx context.Context, q chp.ReplayQuery) (*chp.ReplayRe
 
 // Verify recomputes one correlation's hash chain from the store
 // (chp-http-binding.md §4) with chp.VerifyChain: every content hash, every
-// prev_hash link, every payload commitment and capmesh's field binding.
+// prev_hash link, every payload commitment and capmesh's attribution binding.
 func (b *Boundary) Verify(ctx context.Context, correlationID string) (*chp.ChainVerification, error) {
 	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: correlationID})
 	if err != nil {
