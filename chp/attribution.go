@@ -122,7 +122,7 @@ func attribution(ev eventView, index int) EventAttribution {
 		case err != nil:
 			a.Attribution, a.Detail = AttributionMismatch, err.Error()
 		case got != want:
-			a.Attribution, a.Detail = AttributionMismatch, "members edited after sealing (the event id's attribution digest does not match)"
+			a.Attribution, a.Detail = AttributionMismatch, "edited after sealing: the event id's attribution digest does not match"
 		default:
 			a.Attribution = AttributionBound
 		}

@@ -125,15 +125,27 @@ func TestBindingSurvivesWithholding(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	var ids []string
 	for _, c := range []string{"conformance.echo", "conformance.fail", "conformance.nope"} {
-		if _, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: c, Subject: json.RawMessage(`{"id":"alice","type":"user"}`),
-			Correlation: chp.CorrelationContext{CorrelationID: "wh"}}); err != nil {
+		res, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: c, Subject: json.RawMessage(`{"id":"alice","type":"user"}`),
+			Correlation: chp.CorrelationContext{CorrelationID: "wh"}})
+		if err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, res.EvidenceIDs...)
 	}
 	bundle, err := b.Export(ctx, "wh")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The results name the events by their final (bound) ids.
+	for i, e := range bundle.Events {
+		var ev struct {
+			EventID string `json:"event_id"`
+		}
+		if err := json.Unmarshal(e, &ev); err != nil || i >= len(ids) || ev.EventID != ids[i] {
+			t.Errorf("event %d: id %q, result named %q", i, ev.EventID, ids)
+		}
 	}
 	var m map[string]any
 	raw, _ := json.Marshal(bundle)
