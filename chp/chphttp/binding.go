@@ -140,11 +140,14 @@ func Handler(b *boundary.Boundary, opts *Options) http.Handler {
 	}))
 	mux.HandleFunc("GET /verify/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
 		v, err := b.Verify(r.Context(), r.PathValue("corr"))
-		if err != nil {
+		switch {
+		case errors.Is(err, boundary.ErrUnknownCorrelation):
+			httpError(w, http.StatusNotFound, "not_found", err.Error())
+		case err != nil:
 			httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())
-			return
+		default:
+			writeJSON(w, http.StatusOK, v)
 		}
-		writeJSON(w, http.StatusOK, v)
 	}))
 	mux.HandleFunc("GET /export/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
 		bundle, err := b.Export(r.Context(), r.PathValue("corr"))

@@ -73,6 +73,9 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 				return nil, err
 			}
 			v, err := b.Verify(ctx, corr)
+			if errors.Is(err, boundary.ErrUnknownCorrelation) {
+				return nil, jsonrpc.Errorf(CodeNoEvidence, "no evidence for correlation %q", corr)
+			}
 			if err != nil {
 				return nil, evidenceError(err)
 			}

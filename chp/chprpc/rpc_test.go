@@ -96,6 +96,10 @@ func TestRPCBinding(t *testing.T) {
 	if err := cl.Call(ctx, "chp.export", map[string]any{"correlation_id": "nope"}, &bundle); !errors.As(err, &rpcErr) || rpcErr.Code != CodeNoEvidence {
 		t.Fatalf("export of unknown correlation: %v", err)
 	}
+	// An unknown correlation is not a valid empty chain.
+	if err := cl.Call(ctx, "chp.verify", map[string]any{"correlation_id": "nope"}, &v); !errors.As(err, &rpcErr) || rpcErr.Code != CodeNoEvidence {
+		t.Fatalf("verify of unknown correlation: %v %+v", err, v)
+	}
 	if err := cl.Call(ctx, "chp.invoke", []int{1}, &res); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.InvalidParams {
 		t.Fatalf("malformed chp.invoke: %v", err)
 	}
