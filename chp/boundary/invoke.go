@@ -220,7 +220,7 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*chp.Invocati
 			map[string]any{"hint": "set the envelope's capability_id"}))
 	}
 	// Gate 2: resolution.
-	r, deny := b.resolve(env.CapabilityID, env.Version)
+	r, deny := b.resolve(env.CapabilityID, env.Version, env.RequestedCapabilityVersion)
 	if deny != nil {
 		return b.finishDenied(ctx, inv, deny)
 	}
