@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -26,6 +27,10 @@ type invocation struct {
 	// recorded is the encoded result written to a durable store; the
 	// replay cache keeps it instead of a copy of the result.
 	recorded []byte
+	// req identifies the request, for idempotent replay; noRecord keeps
+	// the result from being recorded (an idempotency conflict's denial).
+	req      replaycache.RequestDigest
+	noRecord bool
 
 	// startedAt backs started, rendered with completed_at from startedTS.
 	startedAt string
@@ -169,6 +174,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 	if inv.hdr, err = b.header(inv, env, caller); err != nil {
 		return nil, err
 	}
+	inv.req = requestDigest(env, inv.hdr.subjectC)
 
 	// Key scope (chp-http-binding.md §2): governance, before anything else —
 	// replay must not bypass it either.
@@ -181,7 +187,10 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 
 	// Gate 0: idempotent replay by invocation_id.
 	for {
-		recorded, wait, err := b.results.Claim(env.InvocationID, fresh)
+		recorded, wait, err := b.results.Claim(env.InvocationID, fresh, inv.req)
+		if errors.Is(err, replaycache.ErrConflict) {
+			return b.idempotencyConflict(ctx, inv)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +215,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 		if err != nil {
 			res = nil
 		}
-		b.results.Settle(env.InvocationID, res, inv.recorded, inv.lastTS)
+		b.results.Settle(env.InvocationID, res, inv.recorded, inv.req, inv.lastTS)
 		return res, err
 	}
 }
@@ -515,9 +524,16 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o chp.Outcome, d
 	// the evidence in a durable store, and in the replay cache (which
 	// copies it out of the heap). It is encoded into the invocation's
 	// stage, free once the evidence is appended.
+	if inv.noRecord {
+		if err := b.store.Sync(ctx, inv.last); err != nil {
+			return nil, fmt.Errorf("boundary: evidence not durable: %w", err)
+		}
+		return res, nil
+	}
 	st := inv.stage()
 	raw, err := appendResult(st.scratch[:0], res, inv.hdr.corr)
 	if err == nil {
+		raw = replaycache.AppendRequest(raw, inv.req)
 		inv.recorded = raw
 		st.scratch = raw[:0]
 	}
