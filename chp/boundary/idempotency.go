@@ -16,10 +16,10 @@ import (
 // subject canonical (subjectC is the invocation header's). A retry of the
 // same request matches — whatever its key order, whitespace, correlation
 // or requested_at — a different payload, capability, version, mode or
-// caller does not.
-func requestDigest(env *chp.InvocationEnvelope, subjectC []byte) replaycache.RequestDigest {
-	b := make([]byte, 0, 128+len(env.Payload)+len(subjectC))
-	b = append(b, '[')
+// caller does not. The bytes hashed are written into buf, which is returned
+// for reuse.
+func requestDigest(buf []byte, env *chp.InvocationEnvelope, subjectC []byte) (replaycache.RequestDigest, []byte) {
+	b := append(buf[:0], '[')
 	b = canonical.AppendChpStableString(b, env.CapabilityID)
 	b = append(b, ", "...)
 	b = appendNullableString(b, env.Version)
@@ -43,7 +43,7 @@ func requestDigest(env *chp.InvocationEnvelope, subjectC []byte) replaycache.Req
 	b = append(b, ", "...)
 	b = append(b, subjectC...)
 	b = append(b, ']')
-	return sha256.Sum256(b)
+	return sha256.Sum256(b), b[:0]
 }
 
 // idempotencyConflict answers an invocation_id already recorded for a

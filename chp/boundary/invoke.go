@@ -174,7 +174,8 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 	if inv.hdr, err = b.header(inv, env, caller); err != nil {
 		return nil, err
 	}
-	inv.req = requestDigest(env, inv.hdr.subjectC)
+	st := inv.stage()
+	inv.req, st.scratch = requestDigest(st.scratch, env, inv.hdr.subjectC)
 
 	// Key scope (chp-http-binding.md §2): governance, before anything else —
 	// replay must not bypass it either.

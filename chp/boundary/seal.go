@@ -136,43 +136,44 @@ func (b *Boundary) header(inv *invocation, env *chp.InvocationEnvelope, caller *
 		return h, fmt.Errorf("%w: correlation_id longer than %d bytes", chp.ErrBadEnvelope, evidence.MaxCorrelationID)
 	}
 	st := inv.stage()
-	buf := append(st.hdr[:0], '{')
+	// The correlation, stored (d.k) and canonical (d.c, in st.scratch).
+	d := dual{k: st.hdr[:0], c: st.scratch[:0]}
+	d.rawString("{")
 	if len(c.Baggage) > 0 {
-		buf = append(buf, `"baggage":`...)
+		d.sep(`"baggage": `, `"baggage":`)
 		if string(c.Baggage) == "{}" {
-			buf = append(buf, "{}"...)
+			d.rawString("{}")
 		} else {
 			v, err := canonical.Parse(c.Baggage)
 			if err != nil || v.Kind != canonical.Object {
 				return h, fmt.Errorf("%w: correlation.baggage must be a JSON object", chp.ErrBadEnvelope)
 			}
-			if buf, err = v.AppendJSON(buf); err != nil {
+			if d.k, err = v.AppendJSON(d.k); err == nil {
+				d.c, err = canonical.PythonSortKeys.AppendCanonical(d.c, v)
+			}
+			if err != nil {
 				return h, fmt.Errorf("%w: correlation.baggage: %v", chp.ErrBadEnvelope, err)
 			}
 		}
-		buf = append(buf, ',')
+		d.sep(", ", ",")
 	}
-	buf = append(buf, `"causation_id":`...)
-	buf = appendNullableString(buf, c.CausationID)
-	buf = append(buf, `,"correlation_id":`...)
-	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
+	d.sep(`"causation_id": `, `"causation_id":`)
+	d.nullable(c.CausationID)
+	d.sep(`, "correlation_id": `, `,"correlation_id":`)
+	d.str(c.CorrelationID)
 	if c.Environment != "" {
-		buf = append(buf, `,"environment":`...)
-		buf = canonical.AppendChpStableString(buf, c.Environment)
+		d.sep(`, "environment": `, `,"environment":`)
+		d.str(c.Environment)
 	}
-	buf = append(buf, `,"parent_correlation_id":`...)
-	buf = appendNullableString(buf, c.ParentCorrelationID)
-	buf = append(buf, `,"trace_id":`...)
-	buf = appendNullableString(buf, c.TraceID)
-	buf = append(buf, '}')
+	d.sep(`, "parent_correlation_id": `, `,"parent_correlation_id":`)
+	d.nullable(c.ParentCorrelationID)
+	d.sep(`, "trace_id": `, `,"trace_id":`)
+	d.nullable(c.TraceID)
+	d.rawString("}")
+	buf := d.k
 	n := len(buf)
-	cv, err := canonical.Parse(buf[:n])
-	if err == nil {
-		buf, err = canonical.PythonSortKeys.AppendCanonical(buf, cv)
-	}
-	if err != nil {
-		return h, fmt.Errorf("%w: correlation: %v", chp.ErrBadEnvelope, err)
-	}
+	buf = append(buf, d.c...)
+	st.scratch = d.c[:0]
 	m := len(buf)
 	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
 	o := len(buf)
@@ -273,8 +274,8 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, er
 	x = append(x, seqB...)
 	x = append(x, buf[s.attrSeq:s.attrEnd]...)
 	sum := sha256.Sum256(x)
-	idB := make([]byte, 0, len(s.unique)+len(chp.IDBindMarker)+64)
-	idB = append(idB, s.unique...)
+	var idBuf [96]byte // "evt_" + 32 hex + the marker + 64 hex fit
+	idB := append(idBuf[:0], s.unique...)
 	idB = append(idB, chp.IDBindMarker...)
 	idB = hex.AppendEncode(idB, sum[:])
 	id := string(idB)
@@ -480,6 +481,14 @@ func (d *dual) sep(canon, compact string) { d.c, d.k = append(d.c, canon...), ap
 func (d *dual) raw(b []byte) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
 
 func (d *dual) rawString(b string) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
+
+func (d *dual) nullable(s *string) {
+	if s == nil {
+		d.rawString("null")
+		return
+	}
+	d.str(*s)
+}
 
 func (d *dual) str(s string) {
 	n := len(d.c)
