@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,6 +70,11 @@ func TestRPCBinding(t *testing.T) {
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Code != CodeDenied {
 		t.Fatalf("direct denied call: %v", err)
+	}
+	// A direct call's _meta carries a version range, honoured at gate 2.
+	err = cl.Call(ctx, "conformance.echo", map[string]any{"value": "hi", "_meta": map[string]any{"correlation_id": "rpc-1", "requested_capability_version": "^2"}}, &data)
+	if !errors.As(err, &rpcErr) || rpcErr.Code != CodeDenied || !strings.Contains(rpcErr.Message, chp.CodeCapabilityVersionUnsupported) {
+		t.Fatalf("direct call of an unsupported version range: %v", err)
 	}
 	var replay chp.ReplayResult
 	if err := cl.Call(ctx, "chp.replay", map[string]any{"correlation_id": "rpc-1"}, &replay); err != nil {
