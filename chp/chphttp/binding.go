@@ -98,7 +98,8 @@ type namedDigest struct {
 
 // Handler returns the normative HTTP binding of b (chp-http-binding.md): a
 // processed invocation — whatever its outcome — is 200 with an
-// InvocationResult; 400 malformed, 401 unauthenticated, 404 unknown route.
+// InvocationResult; 400 malformed, 401 unauthenticated, 404 unknown route
+// or (/verify, /export) a correlation without evidence.
 // Routes: GET / and /health and /.well-known/chp-identity (public); GET
 // /host, /capabilities, /replay/{id}, /verify/{id}, /export/{id}; POST
 // /invoke, /replay.
