@@ -151,7 +151,7 @@ func attributionProblem(ev eventView) string {
 	return ""
 }
 
-// describeAttribution renders one event's state for a check's detail.
+// String renders one event's state, as a check's detail names it.
 func (a EventAttribution) String() string {
 	s := fmt.Sprintf("event %d", a.Index)
 	if a.Sequence != "" {

@@ -138,6 +138,25 @@ func (b *Boundary) header(inv *invocation, env *chp.InvocationEnvelope, caller *
 	st := inv.stage()
 	// The correlation, stored (d.k) and canonical (d.c, in st.scratch).
 	d := dual{k: st.hdr[:0], c: st.scratch[:0]}
+	if err := d.correlation(c); err != nil {
+		return h, err
+	}
+	buf := d.k
+	n := len(buf)
+	buf = append(buf, d.c...)
+	st.scratch = d.c[:0]
+	m := len(buf)
+	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
+	o := len(buf)
+	buf = canonical.AppendChpStableString(buf, env.InvocationID)
+	h.corr, h.corrC, h.corrID, h.invID = buf[:n:n], buf[n:m:m], buf[m:o:o], buf[o:]
+	st.hdr = buf
+	return h, nil
+}
+
+// correlation writes a correlation object (whose baggage, when not {}, is
+// parsed strictly: it must be a JSON object).
+func (d *dual) correlation(c *chp.CorrelationContext) error {
 	d.rawString("{")
 	if len(c.Baggage) > 0 {
 		d.sep(`"baggage": `, `"baggage":`)
@@ -146,13 +165,13 @@ func (b *Boundary) header(inv *invocation, env *chp.InvocationEnvelope, caller *
 		} else {
 			v, err := canonical.Parse(c.Baggage)
 			if err != nil || v.Kind != canonical.Object {
-				return h, fmt.Errorf("%w: correlation.baggage must be a JSON object", chp.ErrBadEnvelope)
+				return fmt.Errorf("%w: correlation.baggage must be a JSON object", chp.ErrBadEnvelope)
 			}
 			if d.k, err = v.AppendJSON(d.k); err == nil {
 				d.c, err = canonical.PythonSortKeys.AppendCanonical(d.c, v)
 			}
 			if err != nil {
-				return h, fmt.Errorf("%w: correlation.baggage: %v", chp.ErrBadEnvelope, err)
+				return fmt.Errorf("%w: correlation.baggage: %v", chp.ErrBadEnvelope, err)
 			}
 		}
 		d.sep(", ", ",")
@@ -170,17 +189,7 @@ func (b *Boundary) header(inv *invocation, env *chp.InvocationEnvelope, caller *
 	d.sep(`, "trace_id": `, `,"trace_id":`)
 	d.nullable(c.TraceID)
 	d.rawString("}")
-	buf := d.k
-	n := len(buf)
-	buf = append(buf, d.c...)
-	st.scratch = d.c[:0]
-	m := len(buf)
-	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
-	o := len(buf)
-	buf = canonical.AppendChpStableString(buf, env.InvocationID)
-	h.corr, h.corrC, h.corrID, h.invID = buf[:n:n], buf[n:m:m], buf[m:o:o], buf[o:]
-	st.hdr = buf
-	return h, nil
+	return nil
 }
 
 // evt is one evidence event to emit.
@@ -415,60 +424,81 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, idx int, e evt) evid
 	buf = append(buf, tsB...)
 	buf = append(buf, `"}`...)
 	s.tail = int32(len(buf))
-	// The attribution object.
+	f := staged{cap: [2]int{capStart, capEnd}, ver: [2]int{verStart, verEnd}, typ: [2]int{typStart, typEnd},
+		out: [2]int{outStart, outEnd}, commit: commit[:], ts: tsB, denialC: denialC, errC: errC}
+	buf = b.stageAttribution(buf, s, h, &f)
+	st.buf = b.stageStable(buf, s, h, &f)
+	return pending
+}
+
+// staged locates, in an event's staged bytes, the members its attribution
+// and stable objects repeat (as [start, end) offsets), and holds the others.
+type staged struct {
+	cap, ver, typ, out [2]int
+	commit, ts         []byte
+	denialC, errC      []byte
+}
+
+// stageAttribution appends the event's attribution object (see
+// chp.AttributionDigest), split around the sequence.
+func (b *Boundary) stageAttribution(buf []byte, s *sealer, h *invHeader, f *staged) []byte {
 	buf = append(buf, `{"assurance": {"evidence_policy": "local-append-only", "level": "S1", "notes": []}, "capability_id": `...)
-	buf = append(buf, buf[capStart:capEnd]...)
+	buf = append(buf, buf[f.cap[0]:f.cap[1]]...)
 	buf = append(buf, `, "capability_version": `...)
-	buf = append(buf, buf[verStart:verEnd]...)
+	buf = append(buf, buf[f.ver[0]:f.ver[1]]...)
 	buf = append(buf, `, "correlation": `...)
 	buf = append(buf, h.corrC...)
 	buf = append(buf, `, "denial": `...)
-	buf = appendRawOrNull(buf, denialC)
+	buf = appendRawOrNull(buf, f.denialC)
 	buf = append(buf, `, "error": `...)
-	buf = appendRawOrNull(buf, errC)
+	buf = appendRawOrNull(buf, f.errC)
 	buf = append(buf, `, "event_type": `...)
-	buf = append(buf, buf[typStart:typEnd]...)
+	buf = append(buf, buf[f.typ[0]:f.typ[1]]...)
 	buf = append(buf, `, "hash_scheme": "`+chp.EventHashV2+`", "host_id": `...)
 	buf = append(buf, b.hostStr...)
 	buf = append(buf, `, "invocation_id": `...)
 	buf = append(buf, h.invID...)
 	buf = append(buf, `, "outcome": `...)
-	buf = append(buf, buf[outStart:outEnd]...)
+	buf = append(buf, buf[f.out[0]:f.out[1]]...)
 	buf = append(buf, `, "payload_commitment": "`...)
-	buf = append(buf, commit[:]...)
+	buf = append(buf, f.commit...)
 	buf = append(buf, `", "redacted": true, "sequence": `...)
 	s.attrSeq = int32(len(buf))
 	buf = append(buf, `, "subject": `...)
 	buf = append(buf, h.subjectC...)
 	buf = append(buf, `, "timestamp": "`...)
-	buf = append(buf, tsB...)
+	buf = append(buf, f.ts...)
 	buf = append(buf, `"}`...)
 	s.attrEnd = int32(len(buf))
-	// The stable object.
+	return buf
+}
+
+// stageStable appends the event's stable object (chp-v0.2.md §2, v2),
+// split around the event id and prev_hash.
+func (b *Boundary) stageStable(buf []byte, s *sealer, h *invHeader, f *staged) []byte {
 	buf = append(buf, `{"capability_id": `...)
-	buf = append(buf, buf[capStart:capEnd]...)
+	buf = append(buf, buf[f.cap[0]:f.cap[1]]...)
 	buf = append(buf, `, "correlation_id": `...)
 	buf = append(buf, h.corrID...)
 	buf = append(buf, `, "event_id": `...)
 	s.stableID = int32(len(buf))
 	buf = append(buf, `, "event_type": `...)
-	buf = append(buf, buf[typStart:typEnd]...)
+	buf = append(buf, buf[f.typ[0]:f.typ[1]]...)
 	buf = append(buf, `, "host_id": `...)
 	buf = append(buf, b.hostStr...)
 	buf = append(buf, `, "invocation_id": `...)
 	buf = append(buf, h.invID...)
 	buf = append(buf, `, "outcome": `...)
-	buf = append(buf, buf[outStart:outEnd]...)
+	buf = append(buf, buf[f.out[0]:f.out[1]]...)
 	buf = append(buf, `, "payload_commitment": "`...)
-	buf = append(buf, commit[:]...)
+	buf = append(buf, f.commit...)
 	buf = append(buf, `", "prev_hash": `...)
 	s.stablePrev = int32(len(buf))
 	buf = append(buf, `, "timestamp": "`...)
-	buf = append(buf, tsB...)
+	buf = append(buf, f.ts...)
 	buf = append(buf, `"}`...)
 	s.stableEnd = int32(len(buf))
-	st.buf = buf
-	return pending
+	return buf
 }
 
 // dual writes a payload twice in one pass: its chp-stable-v1 form (c, which
