@@ -142,10 +142,20 @@ type BundleVerification struct {
 	HostID     string `json:"host_id"`
 	KeyID      string `json:"key_id,omitempty"`
 	EventCount int    `json:"event_count"`
-	// Bound counts events carrying capmesh's field binding (BindKey).
-	Bound  int           `json:"bound_events"`
-	Checks []BundleCheck `json:"checks"`
-	Reason string        `json:"reason,omitempty"`
+	// Bound counts events whose attribution binding holds (event id or,
+	// for events sealed by earlier versions, a disclosed payload's BindKey);
+	// Unbound those that bind no attribution at all.
+	Bound   int `json:"bound_events"`
+	Unbound int `json:"unbound_events"`
+	// Attribution says, per event, whether its subject, denial, error,
+	// sequence, version and correlation are bound (the events up to the
+	// first chain failure).
+	Attribution []EventAttribution `json:"attribution"`
+	Checks      []BundleCheck      `json:"checks"`
+	// Warnings do not make a bundle invalid: they say what it does not
+	// prove (unbound attribution).
+	Warnings []string `json:"warnings,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
 }
 
 func (v *BundleVerification) add(name string, ok bool, detail string) {
@@ -157,7 +167,8 @@ func (v *BundleVerification) add(name string, ok bool, detail string) {
 // chain continuity from genesis, disclosed payloads against their
 // commitments, the root hash, the completeness claim, and for the signed
 // tier the header signature and the host-identity attestation. It also checks
-// capmesh's field binding on events that carry one. It fails closed: any
+// capmesh's attribution binding on events that carry one and reports, per
+// event, whether its attribution is bound (Attribution, Warnings). It fails closed: any
 // malformed input yields Valid=false, never a panic. The error is non-nil
 // only when data is not a JSON object at all.
 func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error) {
@@ -185,7 +196,7 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 	v.EventCount = len(rawEvents)
 
 	hashes := make([]string, 0, len(rawEvents))
-	chainOK, commitOK, bindOK := true, true, true
+	chainOK, commitOK, bindOK, hasBinding := true, true, true, false
 	var chainDetail, commitDetail, bindDetail string
 	prev := ""
 	for i, re := range rawEvents {
@@ -223,21 +234,25 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 				commitOK, commitDetail = false, fmt.Sprintf("event %d: disclosed payload does not match payload_commitment", i)
 			}
 		}
-		if mism, has, err := checkBinding(ev); has {
+		a := attribution(ev, i)
+		v.Attribution = append(v.Attribution, a)
+		switch a.Attribution {
+		case AttributionBound, AttributionPayload:
 			v.Bound++
-			if (err != nil || len(mism) > 0) && bindOK {
-				bindOK = false
-				if err != nil {
-					bindDetail = fmt.Sprintf("event %d: %v", i, err)
-				} else {
-					bindDetail = fmt.Sprintf("event %d (sequence %s): %s edited after sealing", i, describe(member(re, "sequence")), strings.Join(mism, ", "))
-				}
+			hasBinding = true
+		case AttributionUnbound:
+			v.Unbound++
+		case AttributionMismatch:
+			hasBinding = true
+			if bindOK {
+				bindOK, bindDetail = false, a.String()
 			}
 		}
 	}
+	v.attributionWarnings()
 	v.add("event_hashes", chainOK, chainDetail)
 	v.add("payload_commitments", commitOK, commitDetail)
-	if v.Bound > 0 {
+	if hasBinding {
 		v.add("capmesh_binding", bindOK, bindDetail)
 	}
 	v.add("root_hash", chainOK && top.text("root_hash") == RootHash(hashes), "")
@@ -273,6 +288,26 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 		v.add("assurance", false, fmt.Sprintf("unknown assurance tier %q", v.Assurance))
 	}
 	return v.finish(), nil
+}
+
+// attributionWarnings warns about events whose attribution is not bound, or
+// bound only by a payload that withholding would remove.
+func (v *BundleVerification) attributionWarnings() {
+	if v.Unbound > 0 {
+		v.Warnings = append(v.Warnings, fmt.Sprintf("%d of %d events bind no attribution: their subject, denial, error and sequence "+
+			"are not covered by the hash chain and could have been edited (a reference host's bundle, or older capmesh events "+
+			"whose payload is withheld)", v.Unbound, v.EventCount))
+	}
+	payloadOnly := 0
+	for _, a := range v.Attribution {
+		if a.Attribution == AttributionPayload {
+			payloadOnly++
+		}
+	}
+	if payloadOnly > 0 {
+		v.Warnings = append(v.Warnings, fmt.Sprintf("%d events bind attribution only inside their payload (sealed by an "+
+			"older capmesh): withholding the payload unbinds them", payloadOnly))
+	}
 }
 
 func (v *BundleVerification) verifySignature(b canonical.Value, opts *VerifyOptions) {

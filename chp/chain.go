@@ -15,7 +15,7 @@ type StoredEvent struct {
 // in sequence order (chp-http-binding.md §4, the host's /verify): every
 // content hash, every prev_hash link — each checked both in the event and
 // against what the store recorded — every payload commitment and capmesh's
-// field binding. An event without a content_hash is counted unverified. The
+// attribution binding. An event without a content_hash is counted unverified. The
 // first problem sets FirstBrokenSequence and Reason; Problems lists all.
 func VerifyChain(correlationID string, events []StoredEvent) *ChainVerification {
 	v := &ChainVerification{CorrelationID: correlationID, EventCount: len(events), Valid: true}
@@ -63,8 +63,5 @@ func chainProblem(ev eventView, r StoredEvent, prev string) string {
 	case ev.text("hash_scheme") == EventHashV2 && !ev.payloadMatchesCommitment():
 		return "payload does not match payload_commitment"
 	}
-	if mism, has, err := checkBinding(ev); has && (err != nil || len(mism) > 0) {
-		return fmt.Sprintf("bound fields edited: %v", mism)
-	}
-	return ""
+	return attributionProblem(ev)
 }

@@ -23,6 +23,11 @@ const (
 	CodeVersionUnsupported           = "version_unsupported"
 )
 
+// CodeIdempotencyConflict denies an invocation whose invocation_id this
+// host already recorded for a different request (capability, version, mode,
+// payload or caller): capmesh's own code, not a reserved one.
+const CodeIdempotencyConflict = "io.github.capmesh.idempotency_conflict"
+
 // reservedRetryable maps every reserved code to its normative retryable
 // value. budget_exceeded is true as chp-invocation-pipeline.md §5 and the
 // governance table say (the Python reference host sends false; see

@@ -11,7 +11,8 @@
 //
 //	exported bundle (JSON) ──VerifyBundle──▶ for each event: the stable object
 //	  (chp-event-hash-v1/v2) → content_hash, prev_hash link, payload_commitment,
-//	  capmesh field binding (BindKey) → root_hash → completeness claim
+//	  capmesh attribution binding (event id, IDBindMarker; legacy BindKey)
+//	  → root_hash → completeness claim
 //	  → signed tier: header signature (chp-stable-v1 | chp-jcs-v1) and the
 //	    host-identity attestation ──▶ BundleVerification
 //

@@ -25,8 +25,10 @@ type wireEnvelope struct {
 	Mode          *string         `json:"mode"`
 	Payload       json.RawMessage `json:"payload"`
 	RequestedAt   *string         `json:"requested_at"`
-	Subject       json.RawMessage `json:"subject"`
-	Version       *string         `json:"version"`
+	// RequestedCapabilityVersion is a semver range (chp-v0.2.md §1).
+	RequestedCapabilityVersion *string         `json:"requested_capability_version"`
+	Subject                    json.RawMessage `json:"subject"`
+	Version                    *string         `json:"version"`
 }
 
 func isNull(r json.RawMessage) bool {
@@ -55,7 +57,8 @@ func ParseEnvelope(data []byte) (*InvocationEnvelope, error) {
 	if dec.More() {
 		return nil, fmt.Errorf("%w: trailing data", ErrBadEnvelope)
 	}
-	env := &InvocationEnvelope{Actor: w.Actor, Binding: w.Binding, Mandate: w.Mandate, Version: w.Version}
+	env := &InvocationEnvelope{Actor: w.Actor, Binding: w.Binding, Mandate: w.Mandate, Version: w.Version,
+		RequestedCapabilityVersion: w.RequestedCapabilityVersion}
 	if w.CapabilityID != nil {
 		env.CapabilityID = *w.CapabilityID
 	}

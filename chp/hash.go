@@ -19,12 +19,15 @@ import (
 // root_hash = sha256(h1 "\n" h2 "\n" ...).
 //
 // Beyond the references (docs/DECISIONS.md): the stable object above does not
-// cover subject, denial, error, sequence, capability_version or causation_id.
-// capmesh mirrors them into the hashed payload under BindKey, so upstream
-// verifiers still pass and ours detect an edit of any of them.
+// cover subject, denial, error, sequence, capability_version or the
+// correlation beyond its id. capmesh binds every such member through the
+// event id (attribution.go). Events sealed by earlier versions mirrored some
+// of them into the hashed payload under BindKey, which verification still
+// checks where the payload is disclosed.
 
-// BindKey is the payload member that binds the fields the upstream event hash
-// leaves out.
+// BindKey is the payload member with which earlier capmesh versions bound
+// the fields the upstream event hash leaves out (verified, no longer
+// written).
 const BindKey = "io.github.capmesh.bind"
 
 // BindVersion versions the BindKey object (its member "v").

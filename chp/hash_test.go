@@ -150,6 +150,21 @@ func TestVerifyReferenceBundles(t *testing.T) {
 			if v.Valid != c.valid || v.Assurance != c.assurance {
 				t.Errorf("valid=%v assurance=%s, want %v %s; checks %+v", v.Valid, v.Assurance, c.valid, c.assurance, v.Checks)
 			}
+			// A reference host binds no attribution: every event is
+			// reported unbound, with a warning, and no binding check.
+			if v.Unbound != v.EventCount || v.Bound != 0 || len(v.Attribution) != v.EventCount || len(v.Warnings) == 0 {
+				t.Errorf("attribution: bound %d unbound %d of %d, warnings %q", v.Bound, v.Unbound, v.EventCount, v.Warnings)
+			}
+			for _, a := range v.Attribution {
+				if a.Attribution != AttributionUnbound {
+					t.Errorf("event %d: %s", a.Index, a.Attribution)
+				}
+			}
+			for _, ch := range v.Checks {
+				if ch.Name == "capmesh_binding" {
+					t.Errorf("binding check on a bundle that binds nothing: %+v", ch)
+				}
+			}
 		})
 	}
 }
@@ -189,5 +204,59 @@ func TestVerifyRejectsTampering(t *testing.T) {
 	}
 	if v, _ := VerifyBundle(orig, &VerifyOptions{ExpectedKeyID: "0000000000000000"}); v.Valid {
 		t.Error("bundle verified under a different expected key")
+	}
+}
+
+// TestCompletenessClaimTampering: an edited completeness claim fails the
+// completeness check itself — the bundle is re-signed after the edit, so the
+// signature cannot be what catches it. A later as_of_sequence is a legal
+// claim; an earlier one, another head or another correlation is not.
+func TestCompletenessClaimTampering(t *testing.T) {
+	var exp struct {
+		Seed string `json:"private_key_seed_hex"`
+	}
+	if err := json.Unmarshal(readSpec(t, "vectors/expected.json"), &exp); err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := hex.DecodeString(exp.Seed)
+	key := ed25519.NewKeyFromSeed(seed)
+	orig := readSpec(t, "vectors/signed-bundle-complete.json")
+	for _, c := range []struct {
+		name  string
+		edit  func(c *Completeness)
+		valid bool
+	}{
+		{"untouched", func(*Completeness) {}, true},
+		{"later as_of_sequence", func(c *Completeness) { c.AsOfSequence += 5 }, true},
+		{"earlier as_of_sequence", func(c *Completeness) { c.AsOfSequence-- }, false},
+		{"head_hash", func(c *Completeness) { c.HeadHash = strings.Repeat("0", 64) }, false},
+		{"correlation_id", func(c *Completeness) { c.CorrelationID = "corr_other" }, false},
+		{"scheme", func(c *Completeness) { c.Scheme = "chp-completeness-v0" }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b EvidenceBundle
+			if err := json.Unmarshal(orig, &b); err != nil || b.Completeness == nil {
+				t.Fatalf("%v %+v", err, b.Completeness)
+			}
+			c.edit(b.Completeness)
+			if err := SignBundle(&b, key); err != nil {
+				t.Fatal(err)
+			}
+			data, _ := json.Marshal(&b)
+			v, err := VerifyBundle(data, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checks := map[string]bool{}
+			for _, ch := range v.Checks {
+				checks[ch.Name] = ch.OK
+			}
+			if !checks["signature"] {
+				t.Fatalf("re-signed bundle's signature fails: %+v", v.Checks)
+			}
+			if ok, present := checks["completeness"]; !present || ok != c.valid || v.Valid != c.valid {
+				t.Errorf("completeness check %v (present %v), bundle valid %v; want %v: %+v", ok, present, v.Valid, c.valid, v.Checks)
+			}
+		})
 	}
 }

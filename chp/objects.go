@@ -217,8 +217,11 @@ type InvocationEnvelope struct {
 	Mode         string             `json:"mode"`
 	Payload      json.RawMessage    `json:"payload"`
 	RequestedAt  string             `json:"requested_at"`
-	Subject      json.RawMessage    `json:"subject"`
-	Version      *string            `json:"version,omitempty"`
+	// RequestedCapabilityVersion, when set, is a semver range the resolved
+	// capability version must satisfy (chp-v0.2.md §1, proposal 0028).
+	RequestedCapabilityVersion *string         `json:"requested_capability_version,omitempty"`
+	Subject                    json.RawMessage `json:"subject"`
+	Version                    *string         `json:"version,omitempty"`
 }
 
 // InvocationResult is the outcome of one invocation

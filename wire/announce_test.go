@@ -226,9 +226,12 @@ func TestAnnouncementSignedFields(t *testing.T) {
 	if _, err := VerifyAnnouncement(a, v.Primal, v.Version, []string{"crypto.sign"}); !errors.Is(err, ErrAnnouncementSignature) {
 		t.Errorf("methods claimed as signed but not: err %v", err)
 	}
-	a.SignedFields = []string{"methods"}
-	if _, err := VerifyAnnouncement(a, v.Primal, v.Version, nil); !errors.Is(err, ErrAnnouncementFormat) {
-		t.Errorf("signed_fields without primal/version: err %v", err)
+	// Each of primal and version is required on its own.
+	for _, fields := range [][]string{{"methods"}, {"primal", "methods"}, {"primal"}, {"version", "methods"}, {"version"}} {
+		a.SignedFields = fields
+		if _, err := VerifyAnnouncement(a, v.Primal, v.Version, nil); !errors.Is(err, ErrAnnouncementFormat) {
+			t.Errorf("signed_fields %q accepted: err %v", fields, err)
+		}
 	}
 }
 

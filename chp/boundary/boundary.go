@@ -421,10 +421,15 @@ func (b *Boundary) Identity() *chp.IdentityDocument {
 	return &chp.IdentityDocument{Assurance: b.Assurance(), HostIdentity: b.ident, KeyID: b.keyID, PublicKey: b.pubB64}
 }
 
-// resolve implements gate 2.
-func (b *Boundary) resolve(id string, version *string) (*registered, *chp.DenialReason) {
+// resolve implements gate 2: by the exact version when one is named, else
+// the single registered version — or, with a requested version range, the
+// highest registered version satisfying it (chp-v0.2.md §1).
+func (b *Boundary) resolve(id string, version, rng *string) (*registered, *chp.DenialReason) {
 	caps := *b.caps.Load()
 	list := caps[id]
+	if rng != nil && strings.TrimSpace(*rng) != "" && len(list) > 0 {
+		return b.resolveRange(id, list, version, *rng)
+	}
 	if version != nil && *version != "" {
 		for _, r := range list {
 			if r.desc.Version == *version {
@@ -454,6 +459,37 @@ func (b *Boundary) resolve(id string, version *string) (*registered, *chp.Denial
 	}
 	return nil, b.denial(chp.CodeCapabilityNotFound, "Capability not found: "+id,
 		map[string]any{"hint": "GET /capabilities lists every registered capability", "suggestions": sugg})
+}
+
+// resolveRange resolves id (registered in list) by a requested version
+// range: the highest registered version that satisfies it (and equals
+// version, when one is named too). An invalid range, or none satisfying it,
+// is capability_version_unsupported.
+func (b *Boundary) resolveRange(id string, list []*registered, version *string, rng string) (*registered, *chp.DenialReason) {
+	r, err := parseRange(rng)
+	if err != nil {
+		return nil, b.denial(chp.CodeCapabilityVersionUnsupported, fmt.Sprintf("requested_capability_version %q is not a valid semver range: %v", rng, err),
+			map[string]any{"requested": rng, "available": versions(list)})
+	}
+	var best *registered
+	var bestV semver
+	for _, c := range list {
+		if version != nil && *version != "" && c.desc.Version != *version {
+			continue
+		}
+		v, err := parseSemver(c.desc.Version)
+		if err != nil || !r.satisfiedBy(v) {
+			continue
+		}
+		if best == nil || v.compare(bestV) > 0 {
+			best, bestV = c, v
+		}
+	}
+	if best == nil {
+		return nil, b.denial(chp.CodeCapabilityVersionUnsupported, fmt.Sprintf("no registered version of %s satisfies %q", id, rng),
+			map[string]any{"requested": rng, "available": versions(list)})
+	}
+	return best, nil
 }
 
 func versions(list []*registered) []any {

@@ -14,8 +14,9 @@
 //	    → 3 enabled (skip) → 4 mode → 5 mandate → 6 policy → 7 invariants
 //	    → 8 autonomy → 9 input schema → 10 safety → 11 execute → 12 output schema
 //	  → each gate's evidence events are sealed into the evidence.Store
-//	    (chp-event-hash-v2, per-correlation hash chain, capmesh field binding;
-//	    seal.go writes stored event, canonical payload and stable object in one pass)
+//	    (chp-event-hash-v2, per-correlation hash chain, attribution bound
+//	    in the event id; seal.go writes stored event, canonical payload,
+//	    attribution object and stable object in one pass)
 //	  → the result is recorded for idempotent replay (with a durable store, in
 //	    the same commit as the evidence, so replay survives a restart)
 //	  → Store.Sync: the evidence is durable before the InvocationResult returns.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -26,6 +27,10 @@ type invocation struct {
 	// recorded is the encoded result written to a durable store; the
 	// replay cache keeps it instead of a copy of the result.
 	recorded []byte
+	// req identifies the request, for idempotent replay; noRecord keeps
+	// the result from being recorded (an idempotency conflict's denial).
+	req      replaycache.RequestDigest
+	noRecord bool
 
 	// startedAt backs started, rendered with completed_at from startedTS.
 	startedAt string
@@ -169,6 +174,8 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 	if inv.hdr, err = b.header(inv, env, caller); err != nil {
 		return nil, err
 	}
+	st := inv.stage()
+	inv.req, st.scratch = requestDigest(st.scratch, env, inv.hdr.subjectC)
 
 	// Key scope (chp-http-binding.md §2): governance, before anything else —
 	// replay must not bypass it either.
@@ -181,7 +188,10 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 
 	// Gate 0: idempotent replay by invocation_id.
 	for {
-		recorded, wait, err := b.results.Claim(env.InvocationID, fresh)
+		recorded, wait, err := b.results.Claim(env.InvocationID, fresh, inv.req)
+		if errors.Is(err, replaycache.ErrConflict) {
+			return b.idempotencyConflict(ctx, inv)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +216,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 		if err != nil {
 			res = nil
 		}
-		b.results.Settle(env.InvocationID, res, inv.recorded, inv.lastTS)
+		b.results.Settle(env.InvocationID, res, inv.recorded, inv.req, inv.lastTS)
 		return res, err
 	}
 }
@@ -220,7 +230,7 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*chp.Invocati
 			map[string]any{"hint": "set the envelope's capability_id"}))
 	}
 	// Gate 2: resolution.
-	r, deny := b.resolve(env.CapabilityID, env.Version)
+	r, deny := b.resolve(env.CapabilityID, env.Version, env.RequestedCapabilityVersion)
 	if deny != nil {
 		return b.finishDenied(ctx, inv, deny)
 	}
@@ -368,15 +378,20 @@ func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *chp.Aut
 type handlerOutcome struct {
 	data json.RawMessage
 	err  error
-	pan  any
+	// panicID names a handler panic in the host log; the panic value
+	// itself goes only there.
+	panicID string
 }
 
-// run calls the handler, turning a panic into an outcome.
+// run calls the handler, turning a panic into an outcome. The panic value
+// and stack are logged under a fresh id; only that id reaches the caller
+// and the evidence (a panic value can carry anything: secrets, internals).
 func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			out = handlerOutcome{pan: p}
-			b.log.Error("capability handler panicked", "capability", inv.cap.uri, "panic", p, "stack", string(debug.Stack()))
+			out = handlerOutcome{panicID: chp.NewID("panic")}
+			b.log.Error("capability handler panicked", "panic_id", out.panicID, "capability", inv.cap.uri,
+				"invocation_id", inv.env.InvocationID, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
 	out.data, out.err = inv.cap.handler(ctx, inv.env.Payload)
@@ -422,11 +437,11 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*c
 	} else {
 		out = b.run(hctx, inv)
 	}
-	if out.pan != nil || out.err != nil {
+	if out.panicID != "" || out.err != nil {
 		info := &chp.ErrorInfo{Type: "error"}
 		switch {
-		case out.pan != nil:
-			info.Type, info.Message = "panic", fmt.Sprint(out.pan)
+		case out.panicID != "":
+			info.Type, info.Message = "internal_error", "internal error "+out.panicID+" (details in the host log)"
 		case errors.Is(out.err, context.DeadlineExceeded) && timeout > 0:
 			info.Type, info.Message = "timeout", fmt.Sprintf("capability exceeded timeout_s=%g: %v", *d.TimeoutS, out.err)
 		default:
@@ -510,9 +525,16 @@ func (b *Boundary) finish(ctx context.Context, inv *invocation, o chp.Outcome, d
 	// the evidence in a durable store, and in the replay cache (which
 	// copies it out of the heap). It is encoded into the invocation's
 	// stage, free once the evidence is appended.
+	if inv.noRecord {
+		if err := b.store.Sync(ctx, inv.last); err != nil {
+			return nil, fmt.Errorf("boundary: evidence not durable: %w", err)
+		}
+		return res, nil
+	}
 	st := inv.stage()
 	raw, err := appendResult(st.scratch[:0], res, inv.hdr.corr)
 	if err == nil {
+		raw = replaycache.AppendRequest(raw, inv.req)
 		inv.recorded = raw
 		st.scratch = raw[:0]
 	}
@@ -553,8 +575,10 @@ func (b *Boundary) emit(inv *invocation, e evt) {
 	}
 	inv.nspare--
 	id := inv.spare[inv.nspare]
+	// id is the event id's random part: SealTo completes it with the
+	// attribution digest (chp.IDBindMarker) in inv.ids.
 	inv.ids = append(inv.ids, id)
-	inv.pending = append(inv.pending, b.pendingEvent(inv, id, e))
+	inv.pending = append(inv.pending, b.pendingEvent(inv, id, len(inv.ids)-1, e))
 }
 
 func (b *Boundary) flush(ctx context.Context, inv *invocation) error {

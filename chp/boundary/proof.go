@@ -10,8 +10,8 @@ import (
 	"github.com/capmesh/capmesh/evidence"
 )
 
-// ErrUnknownCorrelation is returned by Export for a correlation without
-// evidence.
+// ErrUnknownCorrelation is returned by Export and Verify for a correlation
+// without evidence.
 var ErrUnknownCorrelation = errors.New("boundary: no evidence for this correlation")
 
 // ErrBadQuery reports an invalid replay query.
@@ -63,11 +63,17 @@ func (b *Boundary) Replay(ctx context.Context, q chp.ReplayQuery) (*chp.ReplayRe
 
 // Verify recomputes one correlation's hash chain from the store
 // (chp-http-binding.md §4) with chp.VerifyChain: every content hash, every
-// prev_hash link, every payload commitment and capmesh's field binding.
+// prev_hash link, every payload commitment and capmesh's attribution binding.
+// A correlation without evidence is ErrUnknownCorrelation, never a valid
+// empty chain: "valid, 0 events" would vouch for a correlation this host
+// never saw.
 func (b *Boundary) Verify(ctx context.Context, correlationID string) (*chp.ChainVerification, error) {
 	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: correlationID})
 	if err != nil {
 		return nil, fmt.Errorf("boundary: verify: %w", err)
+	}
+	if len(recs) == 0 {
+		return nil, ErrUnknownCorrelation
 	}
 	events := make([]chp.StoredEvent, len(recs))
 	for i, r := range recs {

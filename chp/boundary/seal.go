@@ -20,22 +20,26 @@ import (
 // store keeps and the hashes that chain it, in one pass, without encoding/json
 // on the hot path.
 //
-// Three forms of each event are written, all with sorted keys:
+// Four forms of each event are written, all with sorted keys:
 //
 //   - the stored event: compact JSON, every string chp-stable-v1-escaped
 //     (ASCII only), so a verifier that decodes it reads exactly the strings
 //     that were hashed;
 //   - the canonical payload (chp-stable-v1), whose sha256 is the
 //     payload_commitment;
+//   - the attribution object (chp.AttributionDigest: the event without
+//     content_hash, event_id, payload and prev_hash), whose sha256 ends the
+//     event id;
 //   - the stable object (chp-v0.2.md §2), whose sha256 is the content_hash.
 //
 // Everything that does not depend on the event's place in the store is
 // written before the store's lock is taken (pendingEvent). Under the lock,
-// seal adds the sequence (which the payload's field binding covers), the two
-// digests and the chain link.
+// SealTo adds the sequence (which the attribution object covers), the
+// attribution digest and with it the event id, the content hash and the
+// chain link.
 //
-// Per invocation, the parts shared by all its events (the correlation, the
-// subject and its digest) are rendered once (header).
+// Per invocation, the parts shared by all its events (the correlation and
+// the subject, stored and canonical) are rendered once (header).
 
 // assurancePrefix opens every stored event: the fixed assurance metadata
 // (DefaultAssurance) and the capability_id key.
@@ -43,18 +47,18 @@ const assurancePrefix = `{"assurance":{"evidence_policy":"local-append-only","le
 
 // invHeader holds what every event of one invocation shares.
 type invHeader struct {
-	corr      []byte // stored correlation object
-	subject   []byte // stored subject object (compact)
-	subjectD  string // bind.subject: sha256 of chp-stable-v1(subject)
-	causation []byte // bind.causation_id in canonical form: a string or null
-	corrID    []byte // chp-stable-v1 string of the correlation id
-	invID     []byte // chp-stable-v1 string of the invocation id
+	corr     []byte // stored correlation object
+	corrC    []byte // the correlation object, canonical
+	subject  []byte // stored subject object (compact)
+	subjectC []byte // the subject object, canonical
+	corrID   []byte // chp-stable-v1 string of the correlation id
+	invID    []byte // chp-stable-v1 string of the invocation id
 }
 
-// subjectInfo is a subject's stored form and digest.
+// subjectInfo is a subject's stored and canonical forms.
 type subjectInfo struct {
 	stored []byte
-	digest string
+	canon  []byte
 }
 
 // subjectCache remembers the rendering of recent subjects: most callers
@@ -90,7 +94,8 @@ func (c *subjectCache) get(raw []byte) (subjectInfo, error) {
 	return si, nil
 }
 
-// renderSubject returns a subject's stored form and digest.
+// renderSubject returns a subject's stored and canonical forms (the latter
+// as chp.AttributionDigest renders it: floats as Python does).
 func renderSubject(raw []byte) (subjectInfo, error) {
 	var si subjectInfo
 	v, err := canonical.Parse(raw)
@@ -103,7 +108,7 @@ func renderSubject(raw []byte) (subjectInfo, error) {
 	if si.stored, err = v.AppendJSON(nil); err != nil {
 		return si, err
 	}
-	if si.digest, err = chp.MemberDigest(v); err != nil {
+	if si.canon, err = canonical.PythonSortKeys.AppendCanonical(nil, v); err != nil {
 		return si, err
 	}
 	return si, nil
@@ -125,50 +130,66 @@ func (b *Boundary) header(inv *invocation, env *chp.InvocationEnvelope, caller *
 	} else if si, err = b.subjects.get(env.Subject); err != nil {
 		return h, fmt.Errorf("%w: subject: %v", chp.ErrBadEnvelope, err)
 	}
-	h.subject, h.subjectD = si.stored, si.digest
+	h.subject, h.subjectC = si.stored, si.canon
 	c := &env.Correlation
 	if len(c.CorrelationID) > evidence.MaxCorrelationID {
 		return h, fmt.Errorf("%w: correlation_id longer than %d bytes", chp.ErrBadEnvelope, evidence.MaxCorrelationID)
 	}
 	st := inv.stage()
-	buf := append(st.hdr[:0], '{')
-	if len(c.Baggage) > 0 {
-		buf = append(buf, `"baggage":`...)
-		if string(c.Baggage) == "{}" {
-			buf = append(buf, "{}"...)
-		} else {
-			v, err := canonical.Parse(c.Baggage)
-			if err != nil || v.Kind != canonical.Object {
-				return h, fmt.Errorf("%w: correlation.baggage must be a JSON object", chp.ErrBadEnvelope)
-			}
-			if buf, err = v.AppendJSON(buf); err != nil {
-				return h, fmt.Errorf("%w: correlation.baggage: %v", chp.ErrBadEnvelope, err)
-			}
-		}
-		buf = append(buf, ',')
+	// The correlation, stored (d.k) and canonical (d.c, in st.scratch).
+	d := dual{k: st.hdr[:0], c: st.scratch[:0]}
+	if err := d.correlation(c); err != nil {
+		return h, err
 	}
-	buf = append(buf, `"causation_id":`...)
-	buf = appendNullableString(buf, c.CausationID)
-	buf = append(buf, `,"correlation_id":`...)
-	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
-	if c.Environment != "" {
-		buf = append(buf, `,"environment":`...)
-		buf = canonical.AppendChpStableString(buf, c.Environment)
-	}
-	buf = append(buf, `,"parent_correlation_id":`...)
-	buf = appendNullableString(buf, c.ParentCorrelationID)
-	buf = append(buf, `,"trace_id":`...)
-	buf = appendNullableString(buf, c.TraceID)
-	buf = append(buf, '}')
+	buf := d.k
 	n := len(buf)
-	buf = appendNullableString(buf, c.CausationID)
+	buf = append(buf, d.c...)
+	st.scratch = d.c[:0]
 	m := len(buf)
 	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
 	o := len(buf)
 	buf = canonical.AppendChpStableString(buf, env.InvocationID)
-	h.corr, h.causation, h.corrID, h.invID = buf[:n:n], buf[n:m:m], buf[m:o:o], buf[o:]
+	h.corr, h.corrC, h.corrID, h.invID = buf[:n:n], buf[n:m:m], buf[m:o:o], buf[o:]
 	st.hdr = buf
 	return h, nil
+}
+
+// correlation writes a correlation object (whose baggage, when not {}, is
+// parsed strictly: it must be a JSON object).
+func (d *dual) correlation(c *chp.CorrelationContext) error {
+	d.rawString("{")
+	if len(c.Baggage) > 0 {
+		d.sep(`"baggage": `, `"baggage":`)
+		if string(c.Baggage) == "{}" {
+			d.rawString("{}")
+		} else {
+			v, err := canonical.Parse(c.Baggage)
+			if err != nil || v.Kind != canonical.Object {
+				return fmt.Errorf("%w: correlation.baggage must be a JSON object", chp.ErrBadEnvelope)
+			}
+			if d.k, err = v.AppendJSON(d.k); err == nil {
+				d.c, err = canonical.PythonSortKeys.AppendCanonical(d.c, v)
+			}
+			if err != nil {
+				return fmt.Errorf("%w: correlation.baggage: %v", chp.ErrBadEnvelope, err)
+			}
+		}
+		d.sep(", ", ",")
+	}
+	d.sep(`"causation_id": `, `"causation_id":`)
+	d.nullable(c.CausationID)
+	d.sep(`, "correlation_id": `, `,"correlation_id":`)
+	d.str(c.CorrelationID)
+	if c.Environment != "" {
+		d.sep(`, "environment": `, `,"environment":`)
+		d.str(c.Environment)
+	}
+	d.sep(`, "parent_correlation_id": `, `,"parent_correlation_id":`)
+	d.nullable(c.ParentCorrelationID)
+	d.sep(`, "trace_id": `, `,"trace_id":`)
+	d.nullable(c.TraceID)
+	d.rawString("}")
+	return nil
 }
 
 // evt is one evidence event to emit.
@@ -187,14 +208,19 @@ type evt struct {
 // depend on its sequence and predecessor, staged in its invocation's stage.
 type sealer struct {
 	inv *invocation
-	// Segments of inv.st.buf, as end offsets: stored head (from start, up
-	// to the content hash), stored middle (up to the sequence inside the
-	// payload), stored post (up to the commitment), stored tail (subject,
-	// timestamp); canonical payload before and after the sequence; stable
-	// object before the commitment and after prev_hash.
-	start, head, mid, post, tail, canonPre, canonPost, stablePre, stablePost int32
-	sealed                                                                   bool
-	err                                                                      error
+	// unique is the event id's random part; idx its place in inv.ids,
+	// which SealTo sets to the whole (bound) event id.
+	unique string
+	idx    int
+	// Segments of inv.st.buf, as end offsets. The stored event: up to the
+	// content hash (from start), the event id, prev_hash, the sequence,
+	// the end (tail). The attribution object: up to the sequence, the end.
+	// The stable object: up to the event id, prev_hash, the end.
+	start, head, idPos, prevPos, seqPos, tail int32
+	attrSeq, attrEnd                          int32
+	stableID, stablePrev, stableEnd           int32
+	sealed                                    bool
+	err                                       error
 }
 
 // stage holds what an invocation's events need while they are staged and
@@ -252,48 +278,56 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, er
 	buf := st.buf
 	var num [20]byte
 	seqB := strconv.AppendUint(num[:0], seq, 10)
-	x := append(st.scratch[:0], buf[s.tail:s.canonPre]...)
+	// The attribution digest, and with it the event id.
+	x := append(st.scratch[:0], buf[s.tail:s.attrSeq]...)
 	x = append(x, seqB...)
-	x = append(x, buf[s.canonPre:s.canonPost]...)
-	var commit [64]byte
-	hash := &st.hash
+	x = append(x, buf[s.attrSeq:s.attrEnd]...)
 	sum := sha256.Sum256(x)
-	hex.Encode(commit[:], sum[:])
+	var idBuf [96]byte // "evt_" + 32 hex + the marker + 64 hex fit
+	idB := append(idBuf[:0], s.unique...)
+	idB = append(idB, chp.IDBindMarker...)
+	idB = hex.AppendEncode(idB, sum[:])
+	id := string(idB)
+	s.inv.ids[s.idx] = id
 
-	x = append(x[:0], buf[s.canonPost:s.stablePre]...)
-	x = append(x, commit[:]...)
-	x = append(x, `", "prev_hash": `...)
+	hash := &st.hash
+	x = append(x[:0], buf[s.attrEnd:s.stableID]...)
+	x = append(x, '"')
+	x = append(x, id...) // ASCII: "evt_", hex, the marker
+	x = append(x, '"')
+	x = append(x, buf[s.stableID:s.stablePrev]...)
 	if prev == "" {
 		x = append(x, "null"...)
 	} else {
 		x = canonical.AppendChpStableString(x, prev)
 	}
-	x = append(x, buf[s.stablePre:s.stablePost]...)
+	x = append(x, buf[s.stablePrev:s.stableEnd]...)
 	sum = sha256.Sum256(x)
 	hex.Encode(hash[:], sum[:])
 	st.scratch = x[:0]
 
-	data := slices.Grow(dst, int(s.tail-s.start)+2*64+2*len(seqB)+len(prev)+64)
+	data := slices.Grow(dst, int(s.tail-s.start)+64+len(id)+len(prev)+len(seqB)+8)
 	data = append(data, buf[s.start:s.head]...)
 	data = append(data, hash[:]...)
-	data = append(data, buf[s.head:s.mid]...)
-	data = append(data, seqB...)
-	data = append(data, buf[s.mid:s.post]...)
-	data = append(data, commit[:]...)
-	data = append(data, `","prev_hash":`...)
+	data = append(data, buf[s.head:s.idPos]...)
+	data = append(data, '"')
+	data = append(data, id...)
+	data = append(data, '"')
+	data = append(data, buf[s.idPos:s.prevPos]...)
 	if prev == "" {
 		data = append(data, "null"...)
 	} else {
 		data = canonical.AppendChpStableString(data, prev)
 	}
-	data = append(data, `,"redacted":true,"sequence":`...)
+	data = append(data, buf[s.prevPos:s.seqPos]...)
 	data = append(data, seqB...)
-	data = append(data, buf[s.post:s.tail]...)
+	data = append(data, buf[s.seqPos:s.tail]...)
 	return hash[:], data, nil
 }
 
-// pendingEvent prepares one event of inv for the store.
-func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pending {
+// pendingEvent prepares one event of inv for the store: id is the random
+// part of its event id, idx the id's place in inv.ids.
+func (b *Boundary) pendingEvent(inv *invocation, id string, idx int, e evt) evidence.Pending {
 	env, h := inv.env, &inv.hdr
 	capID := env.CapabilityID
 	if inv.cap != nil {
@@ -306,18 +340,17 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 		capID = "<missing>"
 	}
 	s := inv.newSealer()
-	s.inv = inv
+	s.inv, s.unique, s.idx = inv, id, idx
 	pending := evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
 	var ts [32]byte
 	inv.lastTS = b.now()
 	tsB := chp.AppendTime(ts[:0], inv.lastTS)
-	var denialJSON, errJSON []byte
-	var denialD, errD string
+	var denialJSON, errJSON, denialC, errC []byte
 	if e.denial != nil {
-		denialJSON, denialD, s.err = memberJSON(e.denial)
+		denialJSON, denialC, s.err = memberJSON(e.denial)
 	}
 	if e.err != nil && s.err == nil {
-		errJSON, errD, s.err = memberJSON(e.err)
+		errJSON, errC, s.err = memberJSON(e.err)
 	}
 	if s.err != nil {
 		return pending
@@ -326,16 +359,18 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	st := inv.stage()
 	buf := st.buf
 	s.start = int32(len(buf))
-	// Stored head.
+	// Stored event, up to the content hash.
 	buf = append(buf, assurancePrefix...)
 	capStart := len(buf)
 	buf = canonical.AppendChpStableString(buf, capID)
 	capEnd := len(buf)
 	buf = append(buf, `,"capability_version":`...)
+	verStart := len(buf)
 	buf = appendNullableString(buf, inv.version)
+	verEnd := len(buf)
 	buf = append(buf, `,"content_hash":"`...)
 	s.head = int32(len(buf))
-	// Stored middle.
+	// Up to the event id.
 	buf = append(buf, `","correlation":`...)
 	buf = append(buf, h.corr...)
 	buf = append(buf, `,"denial":`...)
@@ -343,9 +378,8 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	buf = append(buf, `,"error":`...)
 	buf = appendRawOrNull(buf, errJSON)
 	buf = append(buf, `,"event_id":`...)
-	idStart := len(buf)
-	buf = canonical.AppendChpStableString(buf, id)
-	idEnd := len(buf)
+	s.idPos = int32(len(buf))
+	// Up to prev_hash.
 	buf = append(buf, `,"event_type":`...)
 	typStart := len(buf)
 	buf = canonical.AppendChpStableString(buf, e.typ)
@@ -363,55 +397,108 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, e evt) evidence.Pend
 	}
 	outEnd := len(buf)
 	buf = append(buf, `,"payload":`...)
-	// The payload in both forms, split around the sequence: the compact
-	// form in place, the canonical form aside.
+	// The payload in both forms: the compact form in place, the canonical
+	// form aside, hashed at once into the commitment.
 	d := dual{c: st.scratch[:0], k: buf}
-	split, splitK, err := b.appendPayload(&d, inv, &e, denialD, errD)
+	err := appendPayload(&d, &e)
 	st.scratch = d.c[:0]
 	if err != nil {
 		s.err = err
 		st.buf = buf[:s.start]
 		return pending
 	}
-	buf, canon := d.k, d.c
-	s.mid = int32(splitK)
+	buf = d.k
+	var commit [64]byte
+	sum := sha256.Sum256(d.c)
+	hex.Encode(commit[:], sum[:])
 	buf = append(buf, `,"payload_commitment":"`...)
-	s.post = int32(len(buf))
-	// Stored tail.
+	buf = append(buf, commit[:]...)
+	buf = append(buf, `","prev_hash":`...)
+	s.prevPos = int32(len(buf))
+	// Up to the sequence, and the end.
+	buf = append(buf, `,"redacted":true,"sequence":`...)
+	s.seqPos = int32(len(buf))
 	buf = append(buf, `,"subject":`...)
 	buf = append(buf, h.subject...)
 	buf = append(buf, `,"timestamp":"`...)
 	buf = append(buf, tsB...)
 	buf = append(buf, `"}`...)
 	s.tail = int32(len(buf))
-	// Canonical payload.
-	buf = append(buf, canon[:split]...)
-	s.canonPre = int32(len(buf))
-	buf = append(buf, canon[split:]...)
-	s.canonPost = int32(len(buf))
-	// Stable object.
+	f := staged{cap: [2]int{capStart, capEnd}, ver: [2]int{verStart, verEnd}, typ: [2]int{typStart, typEnd},
+		out: [2]int{outStart, outEnd}, commit: commit[:], ts: tsB, denialC: denialC, errC: errC}
+	buf = b.stageAttribution(buf, s, h, &f)
+	st.buf = b.stageStable(buf, s, h, &f)
+	return pending
+}
+
+// staged locates, in an event's staged bytes, the members its attribution
+// and stable objects repeat (as [start, end) offsets), and holds the others.
+type staged struct {
+	cap, ver, typ, out [2]int
+	commit, ts         []byte
+	denialC, errC      []byte
+}
+
+// stageAttribution appends the event's attribution object (see
+// chp.AttributionDigest), split around the sequence.
+func (b *Boundary) stageAttribution(buf []byte, s *sealer, h *invHeader, f *staged) []byte {
+	buf = append(buf, `{"assurance": {"evidence_policy": "local-append-only", "level": "S1", "notes": []}, "capability_id": `...)
+	buf = append(buf, buf[f.cap[0]:f.cap[1]]...)
+	buf = append(buf, `, "capability_version": `...)
+	buf = append(buf, buf[f.ver[0]:f.ver[1]]...)
+	buf = append(buf, `, "correlation": `...)
+	buf = append(buf, h.corrC...)
+	buf = append(buf, `, "denial": `...)
+	buf = appendRawOrNull(buf, f.denialC)
+	buf = append(buf, `, "error": `...)
+	buf = appendRawOrNull(buf, f.errC)
+	buf = append(buf, `, "event_type": `...)
+	buf = append(buf, buf[f.typ[0]:f.typ[1]]...)
+	buf = append(buf, `, "hash_scheme": "`+chp.EventHashV2+`", "host_id": `...)
+	buf = append(buf, b.hostStr...)
+	buf = append(buf, `, "invocation_id": `...)
+	buf = append(buf, h.invID...)
+	buf = append(buf, `, "outcome": `...)
+	buf = append(buf, buf[f.out[0]:f.out[1]]...)
+	buf = append(buf, `, "payload_commitment": "`...)
+	buf = append(buf, f.commit...)
+	buf = append(buf, `", "redacted": true, "sequence": `...)
+	s.attrSeq = int32(len(buf))
+	buf = append(buf, `, "subject": `...)
+	buf = append(buf, h.subjectC...)
+	buf = append(buf, `, "timestamp": "`...)
+	buf = append(buf, f.ts...)
+	buf = append(buf, `"}`...)
+	s.attrEnd = int32(len(buf))
+	return buf
+}
+
+// stageStable appends the event's stable object (chp-v0.2.md §2, v2),
+// split around the event id and prev_hash.
+func (b *Boundary) stageStable(buf []byte, s *sealer, h *invHeader, f *staged) []byte {
 	buf = append(buf, `{"capability_id": `...)
-	buf = append(buf, buf[capStart:capEnd]...)
+	buf = append(buf, buf[f.cap[0]:f.cap[1]]...)
 	buf = append(buf, `, "correlation_id": `...)
 	buf = append(buf, h.corrID...)
 	buf = append(buf, `, "event_id": `...)
-	buf = append(buf, buf[idStart:idEnd]...)
+	s.stableID = int32(len(buf))
 	buf = append(buf, `, "event_type": `...)
-	buf = append(buf, buf[typStart:typEnd]...)
+	buf = append(buf, buf[f.typ[0]:f.typ[1]]...)
 	buf = append(buf, `, "host_id": `...)
 	buf = append(buf, b.hostStr...)
 	buf = append(buf, `, "invocation_id": `...)
 	buf = append(buf, h.invID...)
 	buf = append(buf, `, "outcome": `...)
-	buf = append(buf, buf[outStart:outEnd]...)
+	buf = append(buf, buf[f.out[0]:f.out[1]]...)
 	buf = append(buf, `, "payload_commitment": "`...)
-	s.stablePre = int32(len(buf))
+	buf = append(buf, f.commit...)
+	buf = append(buf, `", "prev_hash": `...)
+	s.stablePrev = int32(len(buf))
 	buf = append(buf, `, "timestamp": "`...)
-	buf = append(buf, tsB...)
+	buf = append(buf, f.ts...)
 	buf = append(buf, `"}`...)
-	s.stablePost = int32(len(buf))
-	st.buf = buf
-	return pending
+	s.stableEnd = int32(len(buf))
+	return buf
 }
 
 // dual writes a payload twice in one pass: its chp-stable-v1 form (c, which
@@ -424,6 +511,14 @@ func (d *dual) sep(canon, compact string) { d.c, d.k = append(d.c, canon...), ap
 func (d *dual) raw(b []byte) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
 
 func (d *dual) rawString(b string) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
+
+func (d *dual) nullable(s *string) {
+	if s == nil {
+		d.rawString("null")
+		return
+	}
+	d.str(*s)
+}
 
 func (d *dual) str(s string) {
 	n := len(d.c)
@@ -443,26 +538,22 @@ func (d *dual) value(v any) error {
 	return nil
 }
 
-// appendPayload writes e's payload with the field binding in both forms and
-// returns the offsets, in each, at which the sequence goes.
-func (b *Boundary) appendPayload(d *dual, inv *invocation, e *evt, denialD, errD string) (splitC, splitK int, err error) {
+// appendPayload writes e's payload in both forms.
+func appendPayload(d *dual, e *evt) error {
 	var keys []string
 	if len(e.payload) > 0 {
-		keys = make([]string, 0, len(e.payload)+2)
+		keys = make([]string, 0, len(e.payload)+1)
 		for k := range e.payload {
-			if k != chp.BindKey && !(k == "capability_uri" && e.uri != "") {
+			if !(k == "capability_uri" && e.uri != "") {
 				keys = append(keys, k)
 			}
 		}
 		if e.uri != "" {
 			keys = append(keys, "capability_uri")
 		}
-		keys = append(keys, chp.BindKey)
 		slices.Sort(keys) // byte order of UTF-8 = code point order
 	} else if e.uri != "" {
 		keys = uriPayloadKeys
-	} else {
-		keys = bindOnlyKeys
 	}
 	d.rawString("{")
 	for i, k := range keys {
@@ -471,56 +562,19 @@ func (b *Boundary) appendPayload(d *dual, inv *invocation, e *evt, denialD, errD
 		}
 		d.str(k)
 		d.sep(": ", ":")
-		switch k {
-		case chp.BindKey:
-			d.sep(`{"capability_version": `, `{"capability_version":`)
-			if inv.version == nil {
-				d.rawString("null")
-			} else {
-				d.str(*inv.version)
-			}
-			d.sep(`, "causation_id": `, `,"causation_id":`)
-			d.raw(inv.hdr.causation)
-			d.sep(`, "denial": `, `,"denial":`)
-			d.digest(denialD)
-			d.sep(`, "error": `, `,"error":`)
-			d.digest(errD)
-			d.sep(`, "sequence": `, `,"sequence":`)
-			splitC, splitK = len(d.c), len(d.k)
-			d.sep(`, "subject": "`, `,"subject":"`)
-			d.rawString(inv.hdr.subjectD)
-			d.sep(bindTailC, bindTailK)
-		case "capability_uri":
-			if e.uri != "" {
-				d.str(e.uri)
-				continue
-			}
-			fallthrough
-		default:
-			if err := d.value(e.payload[k]); err != nil {
-				return 0, 0, fmt.Errorf("boundary: evidence payload %q: %w", k, err)
-			}
+		if k == "capability_uri" && e.uri != "" {
+			d.str(e.uri)
+			continue
+		}
+		if err := d.value(e.payload[k]); err != nil {
+			return fmt.Errorf("boundary: evidence payload %q: %w", k, err)
 		}
 	}
 	d.rawString("}")
-	return splitC, splitK, nil
+	return nil
 }
 
-var (
-	bindTailC      = `", "v": ` + strconv.Itoa(chp.BindVersion) + `}`
-	bindTailK      = `","v":` + strconv.Itoa(chp.BindVersion) + `}`
-	uriPayloadKeys = []string{"capability_uri", chp.BindKey}
-	bindOnlyKeys   = []string{chp.BindKey}
-)
-
-// digest writes a member digest (chp.MemberDigest): "" is null.
-func (d *dual) digest(h string) {
-	if h == "" {
-		d.rawString("null")
-		return
-	}
-	d.str(h)
-}
+var uriPayloadKeys = []string{"capability_uri"}
 
 // appendStableValue appends the chp-stable-v1 form of a payload value.
 func appendStableValue(dst []byte, v any) ([]byte, error) {
@@ -550,24 +604,25 @@ func appendRawOrNull(dst, raw []byte) []byte {
 	return append(dst, raw...)
 }
 
-// memberJSON encodes a denial or error member as it is stored, and its bound
-// digest computed from exactly those bytes.
-func memberJSON(v any) ([]byte, string, error) {
+// memberJSON encodes a denial or error member as it is stored, and its
+// canonical form (as chp.AttributionDigest renders it) computed from exactly
+// those bytes.
+func memberJSON(v any) ([]byte, []byte, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	raw = buf.Bytes()
 	cv, err := canonical.Parse(raw)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	d, err := chp.MemberDigest(cv)
-	return raw, d, err
+	c, err := canonical.PythonSortKeys.AppendCanonical(nil, cv)
+	return raw, c, err
 }
 
 // appendResult appends res as JSON with the members encoding/json writes

@@ -20,7 +20,7 @@ import (
 // checkSealed checks every stored event of corr against the generic path:
 // the bytes parse strictly, carry exactly the members encoding/json would
 // write for the same EvidenceEvent, and their content hash, payload
-// commitment and field binding recompute with package canonical.
+// commitment and attribution binding recompute with package canonical.
 func checkSealed(t *testing.T, store evidence.Store, corr string) int {
 	t.Helper()
 	recs, err := store.Replay(context.Background(), evidence.Query{CorrelationID: corr})
@@ -61,8 +61,8 @@ func checkSealed(t *testing.T, store evidence.Store, corr string) int {
 		if sum := sha256.Sum256(canon); hex.EncodeToString(sum[:]) != ev.PayloadCommitment {
 			t.Errorf("seq %d: payload_commitment %s, canonical %s", r.Sequence, ev.PayloadCommitment, canon)
 		}
-		if mism, has, err := chp.CheckBinding(r.Data); !has || err != nil || len(mism) > 0 {
-			t.Errorf("seq %d: binding has=%v err=%v mismatched=%v", r.Sequence, has, err, mism)
+		if a, err := chp.CheckAttribution(r.Data); err != nil || a.Attribution != chp.AttributionBound {
+			t.Errorf("seq %d: attribution %+v %v", r.Sequence, a, err)
 		}
 		if ev.Sequence != r.Sequence || (prev == "") != (ev.PrevHash == nil) || (ev.PrevHash != nil && *ev.PrevHash != prev) {
 			t.Errorf("seq %d: sequence/prev_hash members disagree with the store", r.Sequence)

@@ -98,7 +98,8 @@ type namedDigest struct {
 
 // Handler returns the normative HTTP binding of b (chp-http-binding.md): a
 // processed invocation — whatever its outcome — is 200 with an
-// InvocationResult; 400 malformed, 401 unauthenticated, 404 unknown route.
+// InvocationResult; 400 malformed, 401 unauthenticated, 404 unknown route
+// or (/verify, /export) a correlation without evidence.
 // Routes: GET / and /health and /.well-known/chp-identity (public); GET
 // /host, /capabilities, /replay/{id}, /verify/{id}, /export/{id}; POST
 // /invoke, /replay.
@@ -140,11 +141,14 @@ func Handler(b *boundary.Boundary, opts *Options) http.Handler {
 	}))
 	mux.HandleFunc("GET /verify/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
 		v, err := b.Verify(r.Context(), r.PathValue("corr"))
-		if err != nil {
+		switch {
+		case errors.Is(err, boundary.ErrUnknownCorrelation):
+			httpError(w, http.StatusNotFound, "not_found", err.Error())
+		case err != nil:
 			httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())
-			return
+		default:
+			writeJSON(w, http.StatusOK, v)
 		}
-		writeJSON(w, http.StatusOK, v)
 	}))
 	mux.HandleFunc("GET /export/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
 		bundle, err := b.Export(r.Context(), r.PathValue("corr"))

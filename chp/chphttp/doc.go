@@ -11,8 +11,9 @@
 //	  → X-CHP-Version check (400 version_unsupported)
 //	  → body bounded (413) → chp.ParseEnvelope (400 invalid_envelope)
 //	  → Boundary.Invoke | Replay | Verify | Export
-//	  → 200 with the CHP object, whatever the invocation's outcome; 500 only
-//	    when evidence could not be recorded or read.
+//	  → 200 with the CHP object, whatever the invocation's outcome; 404 for
+//	    /verify or /export of a correlation without evidence; 500 only when
+//	    evidence could not be recorded or read.
 //
 //	mux.Handle("/", chphttp.Handler(b, &chphttp.Options{NamedKeys: keys}))
 package chphttp

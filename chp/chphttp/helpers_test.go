@@ -41,3 +41,26 @@ func TestMalformedSubjectIs400(t *testing.T) {
 		t.Errorf("a rejected envelope left %d events", store.LastSequence())
 	}
 }
+
+// TestVerifyUnknownCorrelationIs404: /verify of a correlation the host holds
+// no evidence for is 404 with the error envelope (as /export), never
+// {valid: true, event_count: 0}; a known one is 200 and valid.
+func TestVerifyUnknownCorrelationIs404(t *testing.T) {
+	b := fixtureBoundary(t, evidence.NewMemory())
+	h := chphttp.Handler(b, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/invoke", strings.NewReader(`{"capability_id":"conformance.echo","correlation_id":"known"}`)))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("invoke: %d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/verify/known", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"valid":true`) {
+		t.Errorf("known correlation: %d %s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/verify/never-seen", nil))
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) || strings.Contains(rec.Body.String(), `"valid"`) {
+		t.Errorf("unknown correlation: %d %s", rec.Code, rec.Body)
+	}
+}

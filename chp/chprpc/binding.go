@@ -73,6 +73,9 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 				return nil, err
 			}
 			v, err := b.Verify(ctx, corr)
+			if errors.Is(err, boundary.ErrUnknownCorrelation) {
+				return nil, jsonrpc.Errorf(CodeNoEvidence, "no evidence for correlation %q", corr)
+			}
 			if err != nil {
 				return nil, evidenceError(err)
 			}
@@ -145,13 +148,15 @@ type rpcMeta struct {
 	Correlation   *chp.CorrelationContext `json:"correlation"`
 	InvocationID  string                  `json:"invocation_id"`
 	Version       *string                 `json:"version"`
+	// RequestedCapabilityVersion is a semver range (chp-v0.2.md §1).
+	RequestedCapabilityVersion *string `json:"requested_capability_version"`
 }
 
 // EnvelopeFromRequest synthesizes the envelope of a direct JSON-RPC call of a
 // capability method (`kv.get`): capability_id is the method, the payload is
 // the params object without `_meta` (array params become {"args": [...]},
-// absent params {}), and correlation, invocation_id and version come from
-// params._meta when given (`_meta.correlation_id` or a full
+// absent params {}), and correlation, invocation_id, version and
+// requested_capability_version come from params._meta when given (`_meta.correlation_id` or a full
 // `_meta.correlation`). An invalid request is an InvalidParams *jsonrpc.Error.
 func EnvelopeFromRequest(req *jsonrpc.Request) (*chp.InvocationEnvelope, error) {
 	env := new(chp.InvocationEnvelope)
@@ -194,6 +199,7 @@ func envelopeFromRequest(req *jsonrpc.Request, env *chp.InvocationEnvelope) erro
 			}
 			env.InvocationID = meta.InvocationID
 			env.Version = meta.Version
+			env.RequestedCapabilityVersion = meta.RequestedCapabilityVersion
 			env.Payload, _ = json.Marshal(m)
 		} else {
 			env.Payload = append(json.RawMessage(nil), params...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,6 +71,11 @@ func TestRPCBinding(t *testing.T) {
 	if !errors.As(err, &rpcErr) || rpcErr.Code != CodeDenied {
 		t.Fatalf("direct denied call: %v", err)
 	}
+	// A direct call's _meta carries a version range, honoured at gate 2.
+	err = cl.Call(ctx, "conformance.echo", map[string]any{"value": "hi", "_meta": map[string]any{"correlation_id": "rpc-1", "requested_capability_version": "^2"}}, &data)
+	if !errors.As(err, &rpcErr) || rpcErr.Code != CodeDenied || !strings.Contains(rpcErr.Message, chp.CodeCapabilityVersionUnsupported) {
+		t.Fatalf("direct call of an unsupported version range: %v", err)
+	}
 	var replay chp.ReplayResult
 	if err := cl.Call(ctx, "chp.replay", map[string]any{"correlation_id": "rpc-1"}, &replay); err != nil {
 		t.Fatal(err)
@@ -95,6 +101,10 @@ func TestRPCBinding(t *testing.T) {
 	}
 	if err := cl.Call(ctx, "chp.export", map[string]any{"correlation_id": "nope"}, &bundle); !errors.As(err, &rpcErr) || rpcErr.Code != CodeNoEvidence {
 		t.Fatalf("export of unknown correlation: %v", err)
+	}
+	// An unknown correlation is not a valid empty chain.
+	if err := cl.Call(ctx, "chp.verify", map[string]any{"correlation_id": "nope"}, &v); !errors.As(err, &rpcErr) || rpcErr.Code != CodeNoEvidence {
+		t.Fatalf("verify of unknown correlation: %v %+v", err, v)
 	}
 	if err := cl.Call(ctx, "chp.invoke", []int{1}, &res); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.InvalidParams {
 		t.Fatalf("malformed chp.invoke: %v", err)

@@ -258,8 +258,11 @@ func newEvidenceVerifyCmd(a *app, key *string) *cobra.Command {
 		Long: `Verify an evidence bundle offline: every event's content hash, the chain from
 genesis, payload commitments, the root hash, the completeness claim, and at the
 signed tier the header signature and the host-identity attestation; events
-sealed by capmesh also have their subject, denial, error, sequence, version
-and causation checked. Given TARGET and CORRELATION_ID it exports the bundle
+sealed by capmesh also have their attribution (subject, denial, error,
+sequence, version, correlation: every member besides the payload) checked,
+withheld payloads or not. Each event is listed as attribution bound or
+unbound; a bundle whose events bind none (a reference host's) verifies with a
+warning that who acted and why it was denied are not protected. Given TARGET and CORRELATION_ID it exports the bundle
 from the host first (never trusting the host's own verdict).
 
 Exit status: 0 valid, 1 invalid, 2 usage, 3 network.`,
@@ -301,26 +304,7 @@ Exit status: 0 valid, 1 invalid, 2 usage, 3 network.`,
 				b, _ := json.MarshalIndent(v, "", "  ")
 				fmt.Fprintln(a.stdout, string(b))
 			} else {
-				verdict := "VALID"
-				if !v.Valid {
-					verdict = "INVALID"
-				}
-				fmt.Fprintf(a.stdout, "%s (%s, %d events, host %s", verdict, v.Assurance, v.EventCount, v.HostID)
-				if v.KeyID != "" {
-					fmt.Fprintf(a.stdout, ", key %s", v.KeyID)
-				}
-				fmt.Fprintln(a.stdout, ")")
-				for _, c := range v.Checks {
-					mark := "ok  "
-					if !c.OK {
-						mark = "FAIL"
-					}
-					line := fmt.Sprintf("  %s %s", mark, c.Name)
-					if c.Detail != "" {
-						line += ": " + c.Detail
-					}
-					fmt.Fprintln(a.stdout, line)
-				}
+				printVerdict(a.stdout, v)
 			}
 			if !v.Valid {
 				return silentExit(exitFailure)

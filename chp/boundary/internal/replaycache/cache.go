@@ -11,8 +11,11 @@
 package replaycache
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"runtime"
@@ -126,6 +129,46 @@ type resultSlot struct {
 	chunk  *resultChunk
 	at     int64 // when it was recorded, unix ns
 	inColl bool  // indexed by coll, not idx
+	req    RequestDigest
+}
+
+// RequestDigest identifies what an invocation asked for (the boundary
+// hashes capability, versions, mode, payload and subject): a recorded id is
+// replayed only to the same request. The zero digest is unknown (a result
+// recorded before digests were kept) and matches any request.
+type RequestDigest [32]byte
+
+// ErrConflict is Claim's answer to an invocation_id recorded for a
+// different request.
+var ErrConflict = errors.New("replaycache: invocation_id already recorded for a different request")
+
+// requestMember is the member, last in a recorded result's encoding, that
+// carries its request digest through a durable store.
+const requestMember = `,"io.github.capmesh.request":"`
+
+// AppendRequest adds d to an encoded result raw (a JSON object), as its last
+// member, so that Load recovers it. Decoding raw as an InvocationResult
+// ignores the member.
+func AppendRequest(raw []byte, d RequestDigest) []byte {
+	if d == (RequestDigest{}) || len(raw) == 0 || raw[len(raw)-1] != '}' {
+		return raw
+	}
+	raw = append(raw[:len(raw)-1], requestMember...)
+	raw = hex.AppendEncode(raw, d[:])
+	return append(raw, `"}`...)
+}
+
+// requestOf returns the digest AppendRequest added to raw (zero: none).
+func requestOf(raw []byte) RequestDigest {
+	var d RequestDigest
+	n := len(requestMember) + 2*len(d) + 2
+	if len(raw) < n || !bytes.HasPrefix(raw[len(raw)-n:], []byte(requestMember)) {
+		return d
+	}
+	if _, err := hex.Decode(d[:], raw[len(raw)-n+len(requestMember):len(raw)-2]); err != nil {
+		return RequestDigest{}
+	}
+	return d
 }
 
 // New returns a cache of at most size results (at least one per shard),
@@ -224,8 +267,8 @@ func (c *Cache) locate(id string) (*resultShard, uint64) {
 // again), or — when neither — marks id in flight: the caller leads, and
 // must settle. fresh says the id was generated for this call: it can be in
 // flight (a caller who read it in the evidence may present it) but not
-// recorded.
-func (c *Cache) Claim(id string, fresh bool) (recorded *chp.InvocationResult, wait <-chan struct{}, err error) {
+// recorded. An id recorded for a request other than req is ErrConflict.
+func (c *Cache) Claim(id string, fresh bool, req RequestDigest) (recorded *chp.InvocationResult, wait <-chan struct{}, err error) {
 	s, h := c.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -240,6 +283,9 @@ func (c *Cache) Claim(id string, fresh bool) (recorded *chp.InvocationResult, wa
 		if i, ok := s.find(h, id); ok {
 			sl := &s.ring[i]
 			if c.now().UnixNano()-sl.at <= int64(c.window) {
+				if sl.req != (RequestDigest{}) && req != (RequestDigest{}) && sl.req != req {
+					return nil, nil, ErrConflict
+				}
 				if sl.res == nil {
 					var r chp.InvocationResult
 					if err := json.Unmarshal(sl.raw, &r); err != nil {
@@ -256,17 +302,17 @@ func (c *Cache) Claim(id string, fresh bool) (recorded *chp.InvocationResult, wa
 	return nil, nil, nil
 }
 
-// Settle ends the leader's flight and records its outcome, recorded at at:
-// the encoded result raw or, when nil, a copy of res. A failed invocation
-// (res == nil) leaves nothing to replay.
-func (c *Cache) Settle(id string, res *chp.InvocationResult, raw []byte, at time.Time) {
+// Settle ends the leader's flight and records its outcome for request req,
+// recorded at at: the encoded result raw or, when nil, a copy of res. A
+// failed invocation (res == nil) leaves nothing to replay.
+func (c *Cache) Settle(id string, res *chp.InvocationResult, raw []byte, req RequestDigest, at time.Time) {
 	s, h := c.locate(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ch := s.flying[id]
 	delete(s.flying, id)
 	if res != nil {
-		sl := resultSlot{h: h, at: at.UnixNano()}
+		sl := resultSlot{h: h, at: at.UnixNano(), req: req}
 		sl.id, sl.raw, sl.chunk = s.keep(id, raw)
 		if raw == nil {
 			sl.res = detachResult(res)
@@ -364,7 +410,7 @@ func (c *Cache) Load(ctx context.Context, rs evidence.ResultStore) (int, error) 
 		if j, ok := s.find(h, r.InvocationID); ok {
 			s.drop(j) // a store may hold an id twice; the newer wins
 		}
-		sl := resultSlot{h: h, at: r.At.UnixNano()}
+		sl := resultSlot{h: h, at: r.At.UnixNano(), req: requestOf(r.Data)}
 		sl.id, sl.raw, sl.chunk = s.keep(r.InvocationID, r.Data)
 		s.record(sl, c.per)
 		s.mu.Unlock()

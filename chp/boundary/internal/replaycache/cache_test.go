@@ -17,11 +17,11 @@ func TestResultCacheBounded(t *testing.T) {
 	c := New(resultShards*4, time.Hour, now)
 	for i := range 1000 {
 		id := fmt.Sprint("id", i)
-		rec, wait, err := c.Claim(id, i%2 == 0)
+		rec, wait, err := c.Claim(id, i%2 == 0, RequestDigest{})
 		if err != nil || rec != nil || wait != nil {
 			t.Fatalf("claim %d: %v %v %v", i, rec, wait, err)
 		}
-		c.Settle(id, &chp.InvocationResult{InvocationID: id}, nil, now())
+		c.Settle(id, &chp.InvocationResult{InvocationID: id}, nil, RequestDigest{}, now())
 	}
 	total := 0
 	for i := range c.shards {
@@ -40,10 +40,10 @@ func TestResultCacheBounded(t *testing.T) {
 	if total > resultShards*4 {
 		t.Fatalf("cache holds %d results", total)
 	}
-	if rec, _, _ := c.Claim("id999", false); rec == nil {
+	if rec, _, _ := c.Claim("id999", false, RequestDigest{}); rec == nil {
 		t.Error("newest result evicted")
 	}
-	if rec, wait, _ := c.Claim("id0", false); rec != nil || wait != nil {
+	if rec, wait, _ := c.Claim("id0", false, RequestDigest{}); rec != nil || wait != nil {
 		t.Error("oldest result kept")
 	}
 }
@@ -101,10 +101,10 @@ func TestResultCacheChunks(t *testing.T) {
 	const n = 20000
 	for i := range n {
 		id := fmt.Sprint("id", i)
-		if _, wait, err := c.Claim(id, true); err != nil || wait != nil {
+		if _, wait, err := c.Claim(id, true, RequestDigest{}); err != nil || wait != nil {
 			t.Fatal(err)
 		}
-		c.Settle(id, &chp.InvocationResult{InvocationID: id}, result(i), time.Now())
+		c.Settle(id, &chp.InvocationResult{InvocationID: id}, result(i), RequestDigest{}, time.Now())
 	}
 	c.mapped.mu.Lock()
 	mapped := len(c.mapped.m)
@@ -124,7 +124,7 @@ func TestResultCacheChunks(t *testing.T) {
 	}
 	found := 0
 	for i := n - 200; i < n; i++ {
-		rec, _, err := c.Claim(fmt.Sprint("id", i), false)
+		rec, _, err := c.Claim(fmt.Sprint("id", i), false, RequestDigest{})
 		if err != nil {
 			t.Fatal(err)
 		}
