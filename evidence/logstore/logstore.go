@@ -41,7 +41,6 @@
 package logstore
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -81,7 +80,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Options struct {
 	// Logger receives recovery reports. Default: slog.Default().
 	Logger *slog.Logger
-	// NoSync skips fsync (benchmarks of the floor only; never in production).
+	// NoSync skips every fsync (benchmarks of the floor and tests only;
+	// never in production).
 	NoSync bool
 }
 
@@ -207,7 +207,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		f.Close()
 		return nil, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := s.syncDir(); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -230,100 +230,57 @@ func Open(dir string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// recover scans the file and rebuilds the index, cutting a torn tail.
+// recover scans the file and rebuilds the index, cutting a torn tail. A
+// log with damage before records that verify is left untouched: Open fails
+// with a *DamageError.
 func (s *Store) recover() error {
-	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
 	st, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("logstore: %w", err)
+	}
+	path := filepath.Join(s.dir, FileName)
+	res, err := scanLog(s.f, st.Size(), func(it *item) error {
+		switch it.kind {
+		case kindRecord:
+			s.index(it.rec, it.off, uint32(it.size))
+		case kindResult:
+			s.results = append(s.results, resultLoc{off: it.off, size: uint32(it.size), at: it.at})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("logstore: reading %s: %w", path, err)
+	}
+	if len(res.damaged) > 0 {
+		return &DamageError{Path: path, Damaged: res.damaged, Tail: res.tail}
+	}
+	s.seq = res.next - 1 // past a final gap record too
+	s.end, s.alloc = res.end, st.Size()
+	if res.tail == nil {
+		return nil
+	}
+	return s.cutTail(res.tail)
+}
+
+// cutTail ends the log at the torn tail t: its non-zero bytes are
+// preserved in evidence.log.torn-<offset>, then everything from its offset
+// on is removed — also any stale piece of a write that was never
+// acknowledged, so nothing written before a crash can reappear after later
+// appends.
+func (s *Store) cutTail(t *Tail) error {
+	keep, err := preserve(s.dir, fmt.Sprintf("%s.torn-%d", FileName, t.Offset), io.NewSectionReader(s.f, t.Offset, t.Length), !s.opts.NoSync)
 	if err != nil {
 		return err
 	}
-	total := st.Size()
-	r := bufio.NewReaderSize(s.f, 1<<20)
-	var off int64
-	var hdr [headerSize]byte
-	body := make([]byte, 0, 4096)
-	for off < total {
-		bad := ""
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			bad = "short header"
-		} else if hdr == ([headerSize]byte{}) {
-			bad = "end" // preallocated space: the log ends here
-		} else {
-			n := binary.BigEndian.Uint32(hdr[0:4])
-			sum := binary.BigEndian.Uint32(hdr[4:8])
-			switch {
-			case n > maxBody || int64(n) > total-off-headerSize:
-				bad = "short or oversized body"
-			default:
-				if cap(body) < int(n) {
-					body = make([]byte, n)
-				}
-				body = body[:n]
-				if _, err := io.ReadFull(r, body); err != nil {
-					bad = "short body"
-				} else if crc32.Checksum(body, castagnoli) != sum {
-					bad = "checksum mismatch"
-				} else if isResult(body) {
-					res, err := decodeResult(body)
-					if err != nil {
-						bad = err.Error()
-						break
-					}
-					s.results = append(s.results, resultLoc{off: off, size: uint32(headerSize + n), at: res.At.UnixMicro()})
-					off += headerSize + int64(n)
-					continue
-				} else if rec, err := decodeBody(body); err != nil {
-					bad = err.Error()
-				} else if rec.Sequence != s.seq+1 {
-					bad = fmt.Sprintf("sequence %d after %d", rec.Sequence, s.seq)
-				} else {
-					s.index(rec, off, uint32(headerSize+n))
-					off += headerSize + int64(n)
-					continue
-				}
-			}
-		}
-		return s.cutTail(off, total, bad)
-	}
-	s.end = off
-	return nil
-}
-
-// cutTail ends the log at off: the bytes after it are removed, and those
-// that are not preallocated zeros (a torn write) are first preserved in
-// evidence.log.torn-<offset>. Removing them also removes any stale piece of
-// a write that was never acknowledged, so nothing written before a crash can
-// reappear after later appends.
-func (s *Store) cutTail(off, total int64, why string) error {
-	s.end, s.alloc = off, off
-	if total == off {
-		return nil
-	}
-	tail := make([]byte, total-off)
-	if _, err := s.f.ReadAt(tail, off); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("logstore: reading the tail: %w", err)
-	}
-	last := len(tail) - 1
-	for last >= 0 && tail[last] == 0 {
-		last--
-	}
-	if last < 0 {
-		s.alloc = total // preallocated zeros only: keep them
-		return nil
-	}
-	{
-		keep := filepath.Join(s.dir, fmt.Sprintf("%s.torn-%d", FileName, off))
-		if err := os.WriteFile(keep, tail[:last+1], 0o600); err != nil {
-			return fmt.Errorf("logstore: preserving torn tail: %w", err)
-		}
-		s.log.Warn("evidence log ended in a torn or corrupt record; cut it off",
-			"path", filepath.Join(s.dir, FileName), "offset", off, "bytes", last+1, "reason", why,
-			"preserved_in", keep, "last_sequence", s.seq)
-	}
-	if err := s.f.Truncate(off); err != nil {
+	s.log.Warn("evidence log ended in a torn record (a write cut short); cut it off",
+		"path", filepath.Join(s.dir, FileName), "offset", t.Offset, "bytes", t.Length, "reason", t.Reason,
+		"preserved_in", keep, "last_sequence", s.seq)
+	s.end, s.alloc = t.Offset, t.Offset
+	if err := s.f.Truncate(t.Offset); err != nil {
 		return fmt.Errorf("logstore: truncating the tail: %w", err)
+	}
+	if s.opts.NoSync {
+		return nil
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("logstore: %w", err)
@@ -821,7 +778,10 @@ func (s *Store) Close() error {
 	<-s.extended
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	err := s.f.Sync()
+	var err error
+	if !s.opts.NoSync {
+		err = s.f.Sync()
+	}
 	if cerr := s.f.Close(); err == nil {
 		err = cerr
 	}
@@ -829,6 +789,14 @@ func (s *Store) Close() error {
 		return werr
 	}
 	return err
+}
+
+// syncDir makes the store directory's entries durable, unless NoSync.
+func (s *Store) syncDir() error {
+	if s.opts.NoSync {
+		return nil
+	}
+	return syncDir(s.dir)
 }
 
 func syncDir(dir string) error {

@@ -1,0 +1,285 @@
+package logstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/storetest"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// realLog builds a log through the store API: writers appending
+// started/completed pairs to many correlations, recorded results, every
+// pair made durable with Sync (group commits, zeros prepared ahead). It
+// returns the file's bytes up to the end of the data plus 4 KiB of the
+// zeros after it, and the records in file order.
+func realLog(t testing.TB, writers, pairs int) ([]byte, []item) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range pairs {
+				corr := fmt.Sprintf("corr-%d", rng.IntN(40))
+				body := fmt.Sprintf("w%d-i%d-%s", w, i, strings.Repeat("x", rng.IntN(200)))
+				recs, err := s.Append(ctx, storetest.Event(corr, "execution_started", body), storetest.Event(corr, "execution_completed", body))
+				if err == nil && i%10 == 0 {
+					err = s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprintf("inv-%d-%d", w, i), At: time.Unix(1700000000+int64(w*100000+i), 0), Data: []byte(`{"ok":true}`)})
+				}
+				if err == nil {
+					err = s.Sync(ctx, recs[1].Sequence)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	end := s.end
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:min(int64(len(data)), end+4096)]
+	var items []item
+	res, err := scanLog(bytes.NewReader(data), int64(len(data)), func(it *item) error {
+		c := *it
+		c.raw = nil
+		c.rec.Data = append([]byte(nil), it.rec.Data...)
+		items = append(items, c)
+		return nil
+	})
+	if err != nil || len(res.damaged) > 0 || res.tail != nil || res.end != end {
+		t.Fatalf("the pristine log does not scan cleanly: %v %+v", err, res)
+	}
+	return data, items
+}
+
+// TestDamageRandomPositions flips or zeroes one byte of a real log at
+// random positions, one per trial. Every time the check reports the damage
+// at exactly the damaged record, and the repaired log holds every record
+// and result except that one. Damage before the last record makes Open
+// refuse the store (ErrDamaged) and Repair moves exactly the damaged
+// record's bytes aside; damage in the last record is a torn tail that Open
+// cuts and preserves. Every trial is checked in memory (the code paths of
+// Check and Repair over the same bytes); every 25th, and every torn tail,
+// also through the files: Check, Open, Repair, and the reopened store
+// serving each remaining record and result.
+func TestDamageRandomPositions(t *testing.T) {
+	trials := 1000
+	if testing.Short() {
+		trials = 100
+	}
+	data, items := realLog(t, 4, 75)
+	end := items[len(items)-1].off + items[len(items)-1].size
+	rng := rand.New(rand.NewPCG(15, 5))
+	dir := t.TempDir()
+	start := time.Now()
+	var refused, torn, onDisk int
+	for trial := range trials {
+		pos := rng.Int64N(end)
+		bad := append([]byte(nil), data...)
+		if rng.IntN(2) == 0 && bad[pos] != 0 {
+			bad[pos] = 0
+		} else {
+			bad[pos] ^= byte(1 + rng.IntN(255))
+		}
+		k := 0
+		for items[k].off+items[k].size <= pos {
+			k++
+		}
+		desc := fmt.Sprintf("trial %d: byte %d (record %d of %d at %d)", trial, pos, k, len(items), items[k].off)
+		want := append(append([]item(nil), items[:k]...), items[k+1:]...)
+		last := k == len(items)-1
+		if last {
+			torn++
+		} else {
+			refused++
+			checkInMemory(t, desc, bad, items[k], want)
+		}
+		if !last && trial%25 != 0 {
+			continue
+		}
+		onDisk++
+		if err := os.WriteFile(filepath.Join(dir, FileName), bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if last {
+			checkTornTrial(t, desc, dir, items[k])
+		} else {
+			checkDamagedTrial(t, desc, dir, bad, items[k])
+		}
+		checkServed(t, desc, dir, want)
+		kept, _ := filepath.Glob(filepath.Join(dir, FileName+".*"))
+		for _, k := range kept {
+			if err := os.Remove(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("%d trials on a log of %d records (%d bytes): %d refused and repaired, %d torn tails, %d through the files; %v",
+		trials, len(items), end, refused, torn, onDisk, time.Since(start).Round(time.Millisecond))
+}
+
+// checkInMemory checks the report on bad, then repairs it and checks the
+// repaired log holds exactly want.
+func checkInMemory(t *testing.T, desc string, bad []byte, it item, want []item) {
+	t.Helper()
+	r, err := check(bytes.NewReader(bad), int64(len(bad)), FileName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, desc, r, it)
+	var out bytes.Buffer
+	if err := repaired(bytes.NewReader(bad), int64(len(bad)), nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	var got []item
+	gaps := 0
+	res, err := scanLog(bytes.NewReader(out.Bytes()), int64(out.Len()), func(it *item) error {
+		if it.kind == kindGap {
+			gaps++
+		} else {
+			got = append(got, *it)
+		}
+		return nil
+	})
+	if err != nil || len(res.damaged) > 0 || res.tail != nil || len(got) != len(want) || (it.kind == kindRecord) != (gaps == 1) {
+		t.Fatalf("%s: repaired log: %v, %+v, %d items, want %d", desc, err, res, len(got), len(want))
+	}
+	for i, g := range got {
+		w := want[i]
+		if g.kind != w.kind || g.at != w.at || g.rec.Sequence != w.rec.Sequence || g.rec.ContentHash != w.rec.ContentHash || !bytes.Equal(g.rec.Data, w.rec.Data) {
+			t.Fatalf("%s: repaired log: item %d differs", desc, i)
+		}
+	}
+}
+
+// checkReport checks that r reports exactly the record it as damaged.
+func checkReport(t *testing.T, desc string, r *Report, it item) {
+	t.Helper()
+	if len(r.Damaged) != 1 || r.Tail != nil {
+		t.Fatalf("%s: report %+v", desc, r)
+	}
+	d := r.Damaged[0]
+	if d.Offset != it.off || d.Length != it.size {
+		t.Fatalf("%s: damage reported at %d+%d, want the record at %d+%d", desc, d.Offset, d.Length, it.off, it.size)
+	}
+	if it.kind == kindRecord && (d.Missing() != 1 || d.After+1 != it.rec.Sequence) {
+		t.Fatalf("%s: damage reported as sequences %d–%d lost, want %d", desc, d.After+1, d.Next-1, it.rec.Sequence)
+	}
+}
+
+func checkTornTrial(t *testing.T, desc, dir string, it item) {
+	t.Helper()
+	r, err := Check(dir)
+	if err != nil || r.IsDamaged() || r.Tail == nil || r.Tail.Offset != it.off {
+		t.Fatalf("%s: Check = %v, %+v: want a torn tail at %d", desc, err, r, it.off)
+	}
+	s, err := Open(dir, &Options{NoSync: true, Logger: quiet})
+	if err != nil {
+		t.Fatalf("%s: Open of a torn tail: %v", desc, err)
+	}
+	s.Close()
+	kept, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s.torn-%d", FileName, it.off)))
+	if err != nil || len(kept) == 0 || int64(len(kept)) > it.size {
+		t.Fatalf("%s: torn tail not preserved: %v", desc, err)
+	}
+}
+
+func checkDamagedTrial(t *testing.T, desc, dir string, bad []byte, it item) {
+	t.Helper()
+	r, err := Check(dir)
+	if err != nil {
+		t.Fatalf("%s: Check: %v", desc, err)
+	}
+	checkReport(t, desc, r, it)
+	if _, err := Open(dir, &Options{NoSync: true, Logger: quiet}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("%s: Open of a damaged log: %v, want ErrDamaged", desc, err)
+	}
+	r, err = Repair(dir, &Options{NoSync: true})
+	if err != nil || !r.Repaired || len(r.Preserved) != 1 {
+		t.Fatalf("%s: Repair = %v, %+v", desc, err, r)
+	}
+	kept, err := os.ReadFile(r.Preserved[0])
+	if err != nil || !bytes.Equal(kept, bad[it.off:it.off+it.size]) {
+		t.Fatalf("%s: damaged bytes not preserved in %s: %v", desc, r.Preserved[0], err)
+	}
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Tail != nil || (it.kind == kindRecord && len(r.Gaps) != 1) {
+		t.Fatalf("%s: Check after Repair = %v, %+v", desc, err, r)
+	}
+}
+
+// checkServed opens the store in dir and checks that it serves exactly the
+// records and results of want, and takes an append after them.
+func checkServed(t *testing.T, desc, dir string, want []item) {
+	t.Helper()
+	s, err := Open(dir, &Options{NoSync: true, Logger: quiet})
+	if err != nil {
+		t.Fatalf("%s: Open: %v", desc, err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	byCorr := map[string][]*item{}
+	results := map[int64]bool{}
+	var last uint64
+	for i := range want {
+		switch it := &want[i]; it.kind {
+		case kindRecord:
+			byCorr[it.rec.CorrelationID] = append(byCorr[it.rec.CorrelationID], it)
+			last = it.rec.Sequence
+		case kindResult:
+			results[it.at] = true
+		}
+	}
+	for corr, recs := range byCorr {
+		got, err := s.Replay(ctx, evidence.Query{CorrelationID: corr})
+		if err != nil || len(got) != len(recs) {
+			t.Fatalf("%s: %s: %v, %d records served, want %d", desc, corr, err, len(got), len(recs))
+		}
+		for i, g := range got {
+			w := recs[i].rec
+			if g.Sequence != w.Sequence || g.ContentHash != w.ContentHash || g.PrevHash != w.PrevHash || !bytes.Equal(g.Data, w.Data) {
+				t.Fatalf("%s: %s: record %d served as %d, want %d", desc, corr, i, g.Sequence, w.Sequence)
+			}
+		}
+	}
+	n := 0
+	if err := s.Results(ctx, time.Time{}, func(r evidence.Result) bool { n++; return results[r.At.UnixMicro()] }); err != nil || n != len(results) {
+		t.Fatalf("%s: %d results served (%v), want %d", desc, n, err, len(results))
+	}
+	if s.LastSequence() < last {
+		t.Fatalf("%s: LastSequence %d, want at least %d", desc, s.LastSequence(), last)
+	}
+	if recs, err := s.Append(ctx, storetest.Event("after", "e", "x")); err != nil || recs[0].Sequence != s.LastSequence() {
+		t.Fatalf("%s: append after recovery: %v", desc, err)
+	}
+}
