@@ -283,3 +283,202 @@ func checkServed(t *testing.T, desc, dir string, want []item) {
 		t.Fatalf("%s: append after recovery: %v", desc, err)
 	}
 }
+
+// smallLog writes n records over three correlations, with a result after
+// the first, and returns the store directory, the log's bytes up to the
+// end of the data and the records' offsets.
+func smallLog(t *testing.T, n int) (string, []byte, []int64) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var offs []int64
+	for i := range n {
+		s.mu.RLock()
+		offs = append(offs, s.end)
+		s.mu.RUnlock()
+		recs, err := s.Append(ctx, storetest.Event(fmt.Sprint("c", i%3), "e", fmt.Sprintf("body-%03d", i)))
+		if err == nil && i == 0 {
+			err = s.PutResult(ctx, evidence.Result{InvocationID: "inv", At: time.Unix(1, 0), Data: []byte("{}")})
+		}
+		if err == nil {
+			err = s.Sync(ctx, recs[0].Sequence)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := s.end
+	s.Close()
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, data[:end], offs
+}
+
+// TestFlippedByteMidLog is the case: one flipped byte in the middle
+// of the log. The old recovery cut the log there and served half of it;
+// now Open refuses the store and leaves the file as it was, Check names the
+// damaged record, and after Repair every other record is served, the
+// sequence carrying on past the gap across reopens.
+func TestFlippedByteMidLog(t *testing.T) {
+	dir, _, offs := smallLog(t, 30)
+	path := filepath.Join(dir, FileName)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{'X'}, offs[15]+40); err != nil { // inside sequence 16
+		t.Fatal(err)
+	}
+	f.Close()
+	before, _ := os.ReadFile(path)
+	_, err = Open(dir, &Options{Logger: quiet})
+	var de *DamageError
+	if !errors.Is(err, ErrDamaged) || !errors.As(err, &de) || de.Damaged[0].Offset != offs[15] {
+		t.Fatalf("Open of a damaged log: %v", err)
+	}
+	if !strings.Contains(err.Error(), "sequences 16–16 lost") || !strings.Contains(err.Error(), "capmesh evidence check") {
+		t.Errorf("error does not say what to do: %v", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("Open changed a damaged log")
+	}
+	if torn, _ := filepath.Glob(path + ".*"); len(torn) != 0 {
+		t.Fatalf("Open preserved or cut something: %v", torn)
+	}
+	r, err := Check(dir)
+	if err != nil || len(r.Damaged) != 1 || r.Records != 29 || r.Results != 1 || r.LastSequence != 30 {
+		t.Fatalf("Check = %v, %+v", err, r)
+	}
+	if c := r.Damaged[0].Claims; len(c) != 1 || c[0].Sequence != 16 || c[0].CorrelationID != "c0" {
+		t.Errorf("claims %+v, want sequence 16 of c0", c)
+	}
+	if len(r.Broken) != 1 || r.Broken[0] != (ChainBreak{CorrelationID: "c0", Sequence: 19}) {
+		t.Errorf("broken chains %+v, want c0 from 19", r.Broken)
+	}
+	if r, err = Repair(dir, nil); err != nil || !r.Repaired {
+		t.Fatalf("Repair: %v", err)
+	}
+	ctx := context.Background()
+	for round := range 2 {
+		s, err := Open(dir, &Options{Logger: quiet})
+		if err != nil {
+			t.Fatalf("round %d: Open after Repair: %v", round, err)
+		}
+		if s.LastSequence() != uint64(30+round) {
+			t.Fatalf("round %d: LastSequence %d", round, s.LastSequence())
+		}
+		for c, want := range map[string]int{"c0": 9 + round, "c1": 10, "c2": 10} {
+			recs, err := s.Replay(ctx, evidence.Query{CorrelationID: c})
+			if err != nil || len(recs) != want {
+				t.Fatalf("round %d: %s: %v, %d records, want %d", round, c, err, len(recs), want)
+			}
+		}
+		if _, err := s.Append(ctx, storetest.Event("c0", "e", "after")); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	r, err = Check(dir)
+	if err != nil || r.IsDamaged() || len(r.Gaps) != 1 || r.Gaps[0].After != 15 || r.Gaps[0].Next != 17 {
+		t.Fatalf("Check after Repair: %v %+v", err, r)
+	}
+}
+
+// TestZeroedBlockMidLog: a zeroed block in the middle (a lost write) reads
+// as damage, not as the end of the log, with every sequence it held
+// reported lost.
+func TestZeroedBlockMidLog(t *testing.T) {
+	dir, _, offs := smallLog(t, 200)
+	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 4096), offs[50]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := Open(dir, &Options{Logger: quiet}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open: %v", err)
+	}
+	r, err := Check(dir)
+	if err != nil || len(r.Damaged) != 1 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	d := r.Damaged[0]
+	k := 50
+	for offs[k] < offs[50]+4096 {
+		k++
+	} // the first record after the zeros starting at its own offset, or the one it cuts
+	if d.Offset != offs[50] || d.After != 50 || d.Next != uint64(k+1) || d.Reason != whyZero {
+		t.Fatalf("damage %+v, want from %d, sequences 51–%d", d, offs[50], k)
+	}
+}
+
+// TestSequenceJump: records that verify but skip sequences without any
+// damaged bytes (records removed whole) are damage too.
+func TestSequenceJump(t *testing.T) {
+	dir, data, offs := smallLog(t, 10)
+	cut := append(append([]byte(nil), data[:offs[4]]...), data[offs[6]:]...)
+	if err := os.WriteFile(filepath.Join(dir, FileName), cut, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, &Options{Logger: quiet}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open: %v", err)
+	}
+	r, err := Check(dir)
+	if err != nil || len(r.Damaged) != 1 || r.Damaged[0].Length != 0 || r.Damaged[0].Missing() != 2 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	if r, err := Repair(dir, nil); err != nil || len(r.Preserved) != 0 {
+		t.Fatalf("Repair: %v %+v", err, r)
+	}
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil || s.LastSequence() != 10 {
+		t.Fatalf("Open after Repair: %v", err)
+	}
+	s.Close()
+}
+
+// TestReadsVersion1Log: a log written before gap records existed
+// (testdata/v1, 13 records and a result) reads unchanged.
+func TestReadsVersion1Log(t *testing.T) {
+	data, err := os.ReadFile("testdata/v1/evidence.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Tail != nil || r.Records != 13 || r.Results != 1 || len(r.Broken) != 0 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.LastSequence() != 13 {
+		t.Fatalf("LastSequence %d", s.LastSequence())
+	}
+	n := 0
+	_ = s.Results(context.Background(), time.Time{}, func(r evidence.Result) bool { n++; return r.InvocationID == "inv-1" })
+	if n != 1 {
+		t.Fatalf("%d results", n)
+	}
+	recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: "c0"})
+	if err != nil || len(recs) != 5 || len(recs[4].ContentHash) != 8 || !strings.HasSuffix(string(recs[4].Data), ":short") {
+		t.Fatalf("c0: %v, %d records", err, len(recs))
+	}
+	for i, r := range recs {
+		if (i == 0 && r.PrevHash != "") || (i > 0 && r.PrevHash != recs[i-1].ContentHash) || r.Sequence != []uint64{1, 4, 7, 10, 13}[i] {
+			t.Fatalf("c0 record %d: %+v", i, r)
+		}
+	}
+}

@@ -27,17 +27,26 @@
 //	evidence body = u64 sequence | u16 len + correlation id | u8 len + event type |
 //	                u8 len + content hash | u8 len + prev hash | data
 //	result body   = u64 0 | u8 1 | i64 unix µs | u16 len + invocation id | data
+//	gap body      = u64 0 | u8 2 | u64 next sequence | i64 unix µs | note
 //
-// all integers big-endian. Evidence sequences are contiguous from 1; a
+// all integers big-endian. Evidence sequences are contiguous from 1, except
+// after a gap record (written only by Repair, where damaged records were
+// moved aside), after which the sequence resumes at its next sequence; a
 // result record (sequence 0: an idempotent-replay result, serving state that
-// is never part of a chain, see evidence.ResultStore) may sit between them.
-// After the last record come zeros (the space prepared ahead); a zero header
-// ends the log. On open the file is scanned; the first record that is short,
-// fails its checksum or breaks the sequence ends the log too: the non-zero
-// bytes from there on (a torn final write, or the remains of one beyond a
-// gap) are copied to evidence.log.torn-<offset> for inspection and cut off,
-// and the store carries on from the last good record. Only records that were
-// never reported durable can be lost that way.
+// is never part of a chain, see evidence.ResultStore) may sit anywhere.
+// After the last record come zeros (the space prepared ahead).
+//
+// Recovery (Open) tells a torn tail from damage. Where a record is short,
+// fails its checksum, is zero or breaks the sequence, the scan looks for the
+// next record that verifies (see scan.go). If there is none, the bytes from
+// there on are a torn tail — a final write cut short, never acknowledged —
+// and are copied to evidence.log.torn-<offset> for inspection and cut off;
+// the store carries on from the last good record. If there is one, the log
+// is damaged: acknowledged records may be behind the damage, so Open
+// refuses the store with a *DamageError (ErrDamaged) and changes nothing.
+// Check reports what is damaged and what still verifies; Repair moves the
+// damaged bytes aside (evidence.log.damaged-<offset>) and keeps every
+// record that verifies.
 package logstore
 
 import (
