@@ -33,6 +33,7 @@ tcp://host:port, or a socket path), which carries the same objects.`,
 	var key string
 	cmd.PersistentFlags().StringVar(&key, "key", os.Getenv("CHP_HOST_API_KEY"), "X-CHP-Key for HTTP targets (default $CHP_HOST_API_KEY)")
 	cmd.AddCommand(newEvidenceReplayCmd(a, &key), newEvidenceExportCmd(a, &key), newEvidenceVerifyCmd(a, &key))
+	cmd.AddCommand(newEvidenceCheckCmd(a))
 	return cmd
 }
 

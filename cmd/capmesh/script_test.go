@@ -39,6 +39,8 @@ func TestScripts(t *testing.T) {
 			"waitfor":  cmdWaitfor,
 			"freeport": cmdFreeport,
 			"waitconn": cmdWaitconn,
+
+			"evidencelog": cmdEvidenceLog, // evidence_check_test.go
 		},
 	})
 }

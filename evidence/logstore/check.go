@@ -29,8 +29,11 @@ func (e *DamageError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "logstore: %s is damaged: %d run(s) of damaged bytes with records that verify after them (first at offset %d, %d bytes, %s",
 		e.Path, len(e.Damaged), d.Offset, d.Length, d.Reason)
-	if m := d.Missing(); m > 0 {
-		fmt.Fprintf(&b, ", sequences %d–%d lost", d.After+1, d.Next-1)
+	switch m := d.Missing(); {
+	case m == 1:
+		fmt.Fprintf(&b, ", sequence %d lost", d.After+1)
+	case m > 1:
+		fmt.Fprintf(&b, ", sequences %d-%d lost", d.After+1, d.Next-1)
 	}
 	fmt.Fprintf(&b, "); refusing to open it: run `capmesh evidence check %s` to see what is damaged and what is still provable, and `capmesh evidence check --repair %s` to move the damaged bytes aside and keep every record that verifies",
 		filepath.Dir(e.Path), filepath.Dir(e.Path))
