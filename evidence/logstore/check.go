@@ -359,7 +359,7 @@ type bufWriter struct {
 	err error
 }
 
-func newBufWriter(f io.Writer) *bufWriter { return &bufWriter{f: f, buf: make([]byte, 0, scanChunk)} }
+func newBufWriter(f io.Writer) *bufWriter { return &bufWriter{f: f, buf: make([]byte, 0, 64<<10)} }
 
 func (w *bufWriter) write(b []byte) {
 	if len(w.buf)+len(b) > cap(w.buf) {
