@@ -39,6 +39,9 @@ const (
 	// whyZero is the reason for a zero header: the end of the log, unless
 	// records follow.
 	whyZero = "zeroed record header"
+	// maxSequence bounds the sequences a log may hold: far beyond any real
+	// log, far enough from 2^64 that the next sequence never wraps.
+	maxSequence = 1 << 62
 )
 
 type itemKind uint8
@@ -241,6 +244,8 @@ func (s *scanner) parse(off int64, next uint64, loose bool, maxSeq uint64) (item
 		return it, err.Error(), nil
 	}
 	switch seq := rec.Sequence; {
+	case seq > maxSequence:
+		return it, fmt.Sprintf("sequence %d out of range", seq), nil
 	case seq == next, loose && seq > next && seq <= maxSeq:
 	case seq > next && !loose:
 		return it, whyJump, nil
@@ -325,7 +330,7 @@ func candidate(b []byte, room int64, next, maxSeq uint64) bool {
 	if seq == 0 {
 		return b[headerSize+8] == resultKind || b[headerSize+8] == gapKind
 	}
-	return seq >= next && seq <= maxSeq
+	return seq >= next && seq <= min(maxSeq, maxSequence)
 }
 
 // tail describes the bytes from off to the end of the file, which hold no
@@ -384,8 +389,8 @@ func decodeGap(b []byte) (gap, error) {
 		return gap{}, errors.New("malformed gap record")
 	}
 	g := gap{next: binary.BigEndian.Uint64(b[9:]), at: int64(binary.BigEndian.Uint64(b[17:])), note: string(b[25:])}
-	if g.next == 0 {
-		return gap{}, errors.New("gap record to sequence 0")
+	if g.next == 0 || g.next > maxSequence {
+		return gap{}, fmt.Errorf("gap record to sequence %d", g.next)
 	}
 	return g, nil
 }
