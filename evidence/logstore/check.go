@@ -288,6 +288,11 @@ func Repair(dir string, opts *Options) (*Report, error) {
 		}
 		r.Preserved = append(r.Preserved, kept)
 	}
+	if doSync { // the preserved files exist before the log that drops their bytes
+		if err := syncDir(dir); err != nil {
+			return r, err
+		}
+	}
 	if err := rewrite(f, st.Size(), path, notes, doSync); err != nil {
 		return r, err
 	}

@@ -500,3 +500,53 @@ func TestReadsVersion1Log(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAndRepairTakeTheLock: a store a host has open is neither
+// checked nor repaired.
+func TestCheckAndRepairTakeTheLock(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := Check(dir); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("Check of a store in use: %v", err)
+	}
+	if _, err := Repair(dir, nil); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("Repair of a store in use: %v", err)
+	}
+}
+
+// TestRepairNeverOverwrites: damaged bytes found at an offset where an
+// earlier repair already preserved some go to a new file; a damaged gap
+// record is repaired like any other.
+func TestRepairNeverOverwrites(t *testing.T) {
+	dir, _, offs := smallLog(t, 10)
+	path := filepath.Join(dir, FileName)
+	var kept []string
+	for round := range 2 {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[offs[3]+20] ^= 1 // whatever record now starts there
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Repair(dir, nil)
+		if err != nil || len(r.Preserved) != 1 {
+			t.Fatalf("round %d: Repair: %v %+v", round, err, r)
+		}
+		kept = append(kept, r.Preserved[0])
+	}
+	if kept[0] != path+fmt.Sprintf(".damaged-%d", offs[3]) || kept[1] != kept[0]+".1" {
+		t.Fatalf("preserved in %v", kept)
+	}
+	// The second flip hit the first repair's gap record (now at that
+	// offset): it is replaced by one naming the file that holds it.
+	r, err := Check(dir)
+	if err != nil || r.IsDamaged() || r.Records != 9 || len(r.Gaps) != 1 || !strings.HasSuffix(r.Gaps[0].Note, filepath.Base(kept[1])) {
+		t.Fatalf("Check after two repairs: %v %+v", err, r)
+	}
+}
