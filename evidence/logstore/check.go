@@ -278,7 +278,7 @@ func Repair(dir string, opts *Options) (*Report, error) {
 			r.Preserved = append(r.Preserved, kept)
 		}
 		if d.Missing() > 0 {
-			notes[d.Next] = fmt.Sprintf("repair: sequences %d-%d were in damaged bytes moved to %s", d.After+1, d.Next-1, filepath.Base(kept))
+			notes[d.Next] = fmt.Sprintf("repair: sequences %d-%d missing; the damaged bytes in their place were moved to %s", d.After+1, d.Next-1, filepath.Base(kept))
 		}
 	}
 	if t := r.Tail; t != nil {
