@@ -218,11 +218,15 @@ func checkTornTrial(t *testing.T, desc, dir string, it item) {
 	if err != nil || r.IsDamaged() || r.Tail == nil || r.Tail.Offset != it.off {
 		t.Fatalf("%s: Check = %v, %+v: want a torn tail at %d", desc, err, r, it.off)
 	}
-	s, err := Open(dir, &Options{NoSync: true, Logger: quiet})
+	var logged bytes.Buffer
+	s, err := Open(dir, &Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatalf("%s: Open of a torn tail: %v", desc, err)
 	}
 	s.Close()
+	if !strings.Contains(logged.String(), "level=WARN msg=\"evidence log ended in a torn record") {
+		t.Fatalf("%s: torn tail not reported: %q", desc, logged.String())
+	}
 	kept, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s.torn-%d", FileName, it.off)))
 	if err != nil || len(kept) == 0 || int64(len(kept)) > it.size {
 		t.Fatalf("%s: torn tail not preserved: %v", desc, err)
