@@ -277,7 +277,11 @@ func Repair(dir string, opts *Options) (*Report, error) {
 			}
 			r.Preserved = append(r.Preserved, kept)
 		}
-		if d.Missing() > 0 {
+		switch {
+		case d.Missing() == 0:
+		case kept == "":
+			notes[d.Next] = fmt.Sprintf("repair: sequences %d-%d missing, no bytes in their place", d.After+1, d.Next-1)
+		default:
 			notes[d.Next] = fmt.Sprintf("repair: sequences %d-%d missing; the damaged bytes in their place were moved to %s", d.After+1, d.Next-1, filepath.Base(kept))
 		}
 	}

@@ -460,6 +460,9 @@ func TestSequenceJump(t *testing.T) {
 	if r, err := Repair(dir, nil); err != nil || len(r.Preserved) != 0 {
 		t.Fatalf("Repair: %v %+v", err, r)
 	}
+	if r, err := Check(dir); err != nil || len(r.Gaps) != 1 || r.Gaps[0].Note != "repair: sequences 5-6 missing, no bytes in their place" {
+		t.Fatalf("Check after Repair: %v %+v", err, r)
+	}
 	s, err := Open(dir, &Options{Logger: quiet})
 	if err != nil || s.LastSequence() != 10 {
 		t.Fatalf("Open after Repair: %v", err)
