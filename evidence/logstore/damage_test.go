@@ -557,3 +557,49 @@ func TestRepairNeverOverwrites(t *testing.T) {
 		t.Fatalf("Check after two repairs: %v %+v", err, r)
 	}
 }
+
+// TestDamageUnderAnOpenStore: a record damaged on disk after Open is never
+// served: Replay and Results of what it holds fail with ErrDamaged, the
+// rest is still served.
+func TestDamageUnderAnOpenStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	recs, err := s.Append(ctx, storetest.Event("a", "e", "first"), storetest.Event("b", "e", "second"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "inv", At: time.Unix(5, 0), Data: []byte(`{"r":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx, recs[1].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, marker := range []string{"first", `"r":1`} {
+		if _, err := f.WriteAt([]byte{'#'}, int64(bytes.Index(data, []byte(marker)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if got, err := s.Replay(ctx, evidence.Query{CorrelationID: "a"}); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Replay of a damaged record: %v, %d records", err, len(got))
+	}
+	if err := s.Results(ctx, time.Time{}, func(evidence.Result) bool { return true }); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Results with a damaged result: %v", err)
+	}
+	if got, err := s.Replay(ctx, evidence.Query{CorrelationID: "b"}); err != nil || len(got) != 1 || !strings.HasSuffix(string(got[0].Data), "second") {
+		t.Errorf("Replay of an intact record: %v", err)
+	}
+}

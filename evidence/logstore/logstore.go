@@ -561,7 +561,11 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 		if _, err := s.f.ReadAt(buf, l.off); err != nil {
 			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
 		}
-		r, err := decodeResult(buf[headerSize:])
+		body, err := s.verified(buf, l.off)
+		if err != nil {
+			return err
+		}
+		r, err := decodeResult(body)
 		if err != nil {
 			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
 		}
@@ -735,7 +739,14 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 		}
 		for k := i; k < j; k++ {
 			n := ents[k].Size
-			rec, err := decodeBody(buf[headerSize:n])
+			body, err := s.verified(buf[:n], ents[k].Loc)
+			if err != nil {
+				return nil, err
+			}
+			rec, err := decodeBody(body)
+			if err == nil && (rec.Sequence != ents[k].Seq || rec.CorrelationID != q.CorrelationID) {
+				err = fmt.Errorf("%w: record at %d is not sequence %d of %s", ErrDamaged, ents[k].Loc, ents[k].Seq, q.CorrelationID)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("logstore: record at %d: %w", ents[k].Loc, err)
 			}
@@ -745,6 +756,19 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 		i = j
 	}
 	return out, nil
+}
+
+// verified checks the record rec, read back from off, against its header
+// and returns its body. A mismatch means the file changed under the store
+// (damage since it was opened): an error wrapping ErrDamaged, never the
+// damaged bytes.
+func (s *Store) verified(rec []byte, off int64) ([]byte, error) {
+	body := rec[headerSize:]
+	if int(binary.BigEndian.Uint32(rec)) != len(body) || binary.BigEndian.Uint32(rec[4:]) != crc32.Checksum(body, castagnoli) {
+		return nil, fmt.Errorf("%w: the record at offset %d of %s no longer verifies; stop the host and run `capmesh evidence check %s`",
+			ErrDamaged, off, filepath.Join(s.dir, FileName), s.dir)
+	}
+	return body, nil
 }
 
 // Count implements evidence.Store.
