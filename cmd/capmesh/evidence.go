@@ -40,6 +40,7 @@ directory, as for 'capmesh call --name'.`,
 	cmd.PersistentFlags().StringVar(&key, "key", os.Getenv("CHP_HOST_API_KEY"), "X-CHP-Key for HTTP targets (default $CHP_HOST_API_KEY)")
 	cmd.PersistentFlags().StringVar(&a.evidenceName, "name", "", "primal name: its socket in the biomeos directory replaces TARGET")
 	cmd.AddCommand(newEvidenceReplayCmd(a, &key), newEvidenceExportCmd(a, &key), newEvidenceVerifyCmd(a, &key))
+	cmd.AddCommand(newEvidenceCheckCmd(a))
 	return cmd
 }
 

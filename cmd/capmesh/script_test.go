@@ -50,6 +50,8 @@ func TestScripts(t *testing.T) {
 			"freeport": cmdFreeport,
 			"waitconn": cmdWaitconn,
 			"waitexec": cmdWaitexec,
+
+			"evidencelog": cmdEvidenceLog, // evidence_check_test.go
 		},
 	})
 }

@@ -27,21 +27,29 @@
 //	evidence body = u64 sequence | u16 len + correlation id | u8 len + event type |
 //	                u8 len + content hash | u8 len + prev hash | data
 //	result body   = u64 0 | u8 1 | i64 unix µs | u16 len + invocation id | data
+//	gap body      = u64 0 | u8 2 | u64 next sequence | i64 unix µs | note
 //
-// all integers big-endian. Evidence sequences are contiguous from 1; a
+// all integers big-endian. Evidence sequences are contiguous from 1, except
+// after a gap record (written only by Repair, where damaged records were
+// moved aside), after which the sequence resumes at its next sequence; a
 // result record (sequence 0: an idempotent-replay result, serving state that
-// is never part of a chain, see evidence.ResultStore) may sit between them.
-// After the last record come zeros (the space prepared ahead); a zero header
-// ends the log. On open the file is scanned; the first record that is short,
-// fails its checksum or breaks the sequence ends the log too: the non-zero
-// bytes from there on (a torn final write, or the remains of one beyond a
-// gap) are copied to evidence.log.torn-<offset> for inspection and cut off,
-// and the store carries on from the last good record. Only records that were
-// never reported durable can be lost that way.
+// is never part of a chain, see evidence.ResultStore) may sit anywhere.
+// After the last record come zeros (the space prepared ahead).
+//
+// Recovery (Open) tells a torn tail from damage. Where a record is short,
+// fails its checksum, is zero or breaks the sequence, the scan looks for the
+// next record that verifies (see scan.go). If there is none, the bytes from
+// there on are a torn tail — a final write cut short, never acknowledged —
+// and are copied to evidence.log.torn-<offset> for inspection and cut off;
+// the store carries on from the last good record. If there is one, the log
+// is damaged: acknowledged records may be behind the damage, so Open
+// refuses the store with a *DamageError (ErrDamaged) and changes nothing.
+// Check reports what is damaged and what still verifies; Repair moves the
+// damaged bytes aside (evidence.log.damaged-<offset>) and keeps every
+// record that verifies.
 package logstore
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -81,7 +89,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Options struct {
 	// Logger receives recovery reports. Default: slog.Default().
 	Logger *slog.Logger
-	// NoSync skips fsync (benchmarks of the floor only; never in production).
+	// NoSync skips every fsync (benchmarks of the floor and tests only;
+	// never in production).
 	NoSync bool
 }
 
@@ -207,7 +216,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		f.Close()
 		return nil, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := s.syncDir(); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -230,100 +239,57 @@ func Open(dir string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// recover scans the file and rebuilds the index, cutting a torn tail.
+// recover scans the file and rebuilds the index, cutting a torn tail. A
+// log with damage before records that verify is left untouched: Open fails
+// with a *DamageError.
 func (s *Store) recover() error {
-	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
 	st, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("logstore: %w", err)
+	}
+	path := filepath.Join(s.dir, FileName)
+	res, err := scanLog(s.f, st.Size(), func(it *item) error {
+		switch it.kind {
+		case kindRecord:
+			s.index(it.rec, it.off, uint32(it.size))
+		case kindResult:
+			s.results = append(s.results, resultLoc{off: it.off, size: uint32(it.size), at: it.at})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("logstore: reading %s: %w", path, err)
+	}
+	if len(res.damaged) > 0 {
+		return &DamageError{Path: path, Damaged: res.damaged, Tail: res.tail}
+	}
+	s.seq = res.next - 1 // past a final gap record too
+	s.end, s.alloc = res.end, st.Size()
+	if res.tail == nil {
+		return nil
+	}
+	return s.cutTail(res.tail)
+}
+
+// cutTail ends the log at the torn tail t: its non-zero bytes are
+// preserved in evidence.log.torn-<offset>, then everything from its offset
+// on is removed — also any stale piece of a write that was never
+// acknowledged, so nothing written before a crash can reappear after later
+// appends.
+func (s *Store) cutTail(t *Tail) error {
+	keep, err := preserve(s.dir, fmt.Sprintf("%s.torn-%d", FileName, t.Offset), io.NewSectionReader(s.f, t.Offset, t.Length), !s.opts.NoSync)
 	if err != nil {
 		return err
 	}
-	total := st.Size()
-	r := bufio.NewReaderSize(s.f, 1<<20)
-	var off int64
-	var hdr [headerSize]byte
-	body := make([]byte, 0, 4096)
-	for off < total {
-		bad := ""
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			bad = "short header"
-		} else if hdr == ([headerSize]byte{}) {
-			bad = "end" // preallocated space: the log ends here
-		} else {
-			n := binary.BigEndian.Uint32(hdr[0:4])
-			sum := binary.BigEndian.Uint32(hdr[4:8])
-			switch {
-			case n > maxBody || int64(n) > total-off-headerSize:
-				bad = "short or oversized body"
-			default:
-				if cap(body) < int(n) {
-					body = make([]byte, n)
-				}
-				body = body[:n]
-				if _, err := io.ReadFull(r, body); err != nil {
-					bad = "short body"
-				} else if crc32.Checksum(body, castagnoli) != sum {
-					bad = "checksum mismatch"
-				} else if isResult(body) {
-					res, err := decodeResult(body)
-					if err != nil {
-						bad = err.Error()
-						break
-					}
-					s.results = append(s.results, resultLoc{off: off, size: uint32(headerSize + n), at: res.At.UnixMicro()})
-					off += headerSize + int64(n)
-					continue
-				} else if rec, err := decodeBody(body); err != nil {
-					bad = err.Error()
-				} else if rec.Sequence != s.seq+1 {
-					bad = fmt.Sprintf("sequence %d after %d", rec.Sequence, s.seq)
-				} else {
-					s.index(rec, off, uint32(headerSize+n))
-					off += headerSize + int64(n)
-					continue
-				}
-			}
-		}
-		return s.cutTail(off, total, bad)
-	}
-	s.end = off
-	return nil
-}
-
-// cutTail ends the log at off: the bytes after it are removed, and those
-// that are not preallocated zeros (a torn write) are first preserved in
-// evidence.log.torn-<offset>. Removing them also removes any stale piece of
-// a write that was never acknowledged, so nothing written before a crash can
-// reappear after later appends.
-func (s *Store) cutTail(off, total int64, why string) error {
-	s.end, s.alloc = off, off
-	if total == off {
-		return nil
-	}
-	tail := make([]byte, total-off)
-	if _, err := s.f.ReadAt(tail, off); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("logstore: reading the tail: %w", err)
-	}
-	last := len(tail) - 1
-	for last >= 0 && tail[last] == 0 {
-		last--
-	}
-	if last < 0 {
-		s.alloc = total // preallocated zeros only: keep them
-		return nil
-	}
-	{
-		keep := filepath.Join(s.dir, fmt.Sprintf("%s.torn-%d", FileName, off))
-		if err := os.WriteFile(keep, tail[:last+1], 0o600); err != nil {
-			return fmt.Errorf("logstore: preserving torn tail: %w", err)
-		}
-		s.log.Warn("evidence log ended in a torn or corrupt record; cut it off",
-			"path", filepath.Join(s.dir, FileName), "offset", off, "bytes", last+1, "reason", why,
-			"preserved_in", keep, "last_sequence", s.seq)
-	}
-	if err := s.f.Truncate(off); err != nil {
+	s.log.Warn("evidence log ended in a torn record (a write cut short); cut it off",
+		"path", filepath.Join(s.dir, FileName), "offset", t.Offset, "bytes", t.Length, "reason", t.Reason,
+		"preserved_in", keep, "last_sequence", s.seq)
+	s.end, s.alloc = t.Offset, t.Offset
+	if err := s.f.Truncate(t.Offset); err != nil {
 		return fmt.Errorf("logstore: truncating the tail: %w", err)
+	}
+	if s.opts.NoSync {
+		return nil
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("logstore: %w", err)
@@ -595,7 +561,11 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 		if _, err := s.f.ReadAt(buf, l.off); err != nil {
 			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
 		}
-		r, err := decodeResult(buf[headerSize:])
+		body, err := s.verified(buf, l.off)
+		if err != nil {
+			return err
+		}
+		r, err := decodeResult(body)
 		if err != nil {
 			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
 		}
@@ -769,7 +739,14 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 		}
 		for k := i; k < j; k++ {
 			n := ents[k].Size
-			rec, err := decodeBody(buf[headerSize:n])
+			body, err := s.verified(buf[:n], ents[k].Loc)
+			if err != nil {
+				return nil, err
+			}
+			rec, err := decodeBody(body)
+			if err == nil && (rec.Sequence != ents[k].Seq || rec.CorrelationID != q.CorrelationID) {
+				err = fmt.Errorf("%w: record at %d is not sequence %d of %s", ErrDamaged, ents[k].Loc, ents[k].Seq, q.CorrelationID)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("logstore: record at %d: %w", ents[k].Loc, err)
 			}
@@ -779,6 +756,19 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 		i = j
 	}
 	return out, nil
+}
+
+// verified checks the record rec, read back from off, against its header
+// and returns its body. A mismatch means the file changed under the store
+// (damage since it was opened): an error wrapping ErrDamaged, never the
+// damaged bytes.
+func (s *Store) verified(rec []byte, off int64) ([]byte, error) {
+	body := rec[headerSize:]
+	if int(binary.BigEndian.Uint32(rec)) != len(body) || binary.BigEndian.Uint32(rec[4:]) != crc32.Checksum(body, castagnoli) {
+		return nil, fmt.Errorf("%w: the record at offset %d of %s no longer verifies; stop the host and run `capmesh evidence check %s`",
+			ErrDamaged, off, filepath.Join(s.dir, FileName), s.dir)
+	}
+	return body, nil
 }
 
 // Count implements evidence.Store.
@@ -821,7 +811,10 @@ func (s *Store) Close() error {
 	<-s.extended
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	err := s.f.Sync()
+	var err error
+	if !s.opts.NoSync {
+		err = s.f.Sync()
+	}
 	if cerr := s.f.Close(); err == nil {
 		err = cerr
 	}
@@ -829,6 +822,14 @@ func (s *Store) Close() error {
 		return werr
 	}
 	return err
+}
+
+// syncDir makes the store directory's entries durable, unless NoSync.
+func (s *Store) syncDir() error {
+	if s.opts.NoSync {
+		return nil
+	}
+	return syncDir(s.dir)
 }
 
 func syncDir(dir string) error {

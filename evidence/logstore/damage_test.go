@@ -1,0 +1,605 @@
+package logstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/storetest"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// realLog builds a log through the store API: writers appending
+// started/completed pairs to many correlations, recorded results, every
+// pair made durable with Sync (group commits, zeros prepared ahead). It
+// returns the file's bytes up to the end of the data plus 4 KiB of the
+// zeros after it, and the records in file order.
+func realLog(t testing.TB, writers, pairs int) ([]byte, []item) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range pairs {
+				corr := fmt.Sprintf("corr-%d", rng.IntN(40))
+				body := fmt.Sprintf("w%d-i%d-%s", w, i, strings.Repeat("x", rng.IntN(200)))
+				recs, err := s.Append(ctx, storetest.Event(corr, "execution_started", body), storetest.Event(corr, "execution_completed", body))
+				if err == nil && i%10 == 0 {
+					err = s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprintf("inv-%d-%d", w, i), At: time.Unix(1700000000+int64(w*100000+i), 0), Data: []byte(`{"ok":true}`)})
+				}
+				if err == nil {
+					err = s.Sync(ctx, recs[1].Sequence)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	end := s.end
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:min(int64(len(data)), end+4096)]
+	var items []item
+	res, err := scanLog(bytes.NewReader(data), int64(len(data)), func(it *item) error {
+		c := *it
+		c.raw = nil
+		c.rec.Data = append([]byte(nil), it.rec.Data...)
+		items = append(items, c)
+		return nil
+	})
+	if err != nil || len(res.damaged) > 0 || res.tail != nil || res.end != end {
+		t.Fatalf("the pristine log does not scan cleanly: %v %+v", err, res)
+	}
+	return data, items
+}
+
+// TestDamageRandomPositions flips or zeroes one byte of a real log at
+// random positions, one per trial. Every time the check reports the damage
+// at exactly the damaged record, and the repaired log holds every record
+// and result except that one. Damage before the last record makes Open
+// refuse the store (ErrDamaged) and Repair moves exactly the damaged
+// record's bytes aside; damage in the last record is a torn tail that Open
+// cuts and preserves. Every trial is checked in memory (the code paths of
+// Check and Repair over the same bytes); every 25th, and every torn tail,
+// also through the files: Check, Open, Repair, and the reopened store
+// serving each remaining record and result.
+func TestDamageRandomPositions(t *testing.T) {
+	trials := 1000
+	if testing.Short() {
+		trials = 100
+	}
+	data, items := realLog(t, 4, 40)
+	end := items[len(items)-1].off + items[len(items)-1].size
+	rng := rand.New(rand.NewPCG(15, 5))
+	dir := t.TempDir()
+	start := time.Now()
+	var refused, torn, onDisk int
+	for trial := range trials {
+		pos := rng.Int64N(end)
+		bad, orig := data, data[pos] // damaged in place, restored below
+		if rng.IntN(2) == 0 && bad[pos] != 0 {
+			bad[pos] = 0
+		} else {
+			bad[pos] ^= byte(1 + rng.IntN(255))
+		}
+		k := 0
+		for items[k].off+items[k].size <= pos {
+			k++
+		}
+		desc := fmt.Sprintf("trial %d: byte %d (record %d of %d at %d)", trial, pos, k, len(items), items[k].off)
+		last := k == len(items)-1
+		if last {
+			torn++
+		} else {
+			refused++
+			checkInMemory(t, desc, bad, items, k)
+		}
+		if last || trial%25 == 0 {
+			checkOnDisk(t, desc, dir, bad, items, k)
+			onDisk++
+		}
+		data[pos] = orig
+	}
+	t.Logf("%d trials on a log of %d records (%d bytes): %d refused and repaired, %d torn tails, %d through the files; %v",
+		trials, len(items), end, refused, torn, onDisk, time.Since(start).Round(time.Millisecond))
+}
+
+// checkOnDisk runs one trial through the files: Check, Open, Repair and
+// the reopened store.
+func checkOnDisk(t *testing.T, desc, dir string, bad []byte, items []item, k int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, FileName), bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if k == len(items)-1 {
+		checkTornTrial(t, desc, dir, items[k])
+	} else {
+		checkDamagedTrial(t, desc, dir, bad, items[k])
+	}
+	checkServed(t, desc, dir, items, k)
+	kept, _ := filepath.Glob(filepath.Join(dir, FileName+".*"))
+	for _, p := range kept {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkInMemory checks the report on bad, then repairs it and checks the
+// repaired log holds exactly the items but the k-th.
+func checkInMemory(t *testing.T, desc string, bad []byte, items []item, k int) {
+	t.Helper()
+	it := items[k]
+	r, err := check(bytes.NewReader(bad), int64(len(bad)), FileName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, desc, r, it)
+	var out bytes.Buffer
+	out.Grow(len(bad) + 4096)
+	if err := repaired(bytes.NewReader(bad), int64(len(bad)), nil, &out); err != nil {
+		t.Fatal(err)
+	}
+	i, gaps := 0, 0
+	res, err := scanLog(bytes.NewReader(out.Bytes()), int64(out.Len()), func(g *item) error {
+		if g.kind == kindGap {
+			gaps++
+			return nil
+		}
+		if i == k {
+			i++ // the damaged one
+		}
+		if i == len(items) {
+			return errors.New("more items than the log had")
+		}
+		w := &items[i]
+		if g.kind != w.kind || g.at != w.at || g.rec.Sequence != w.rec.Sequence || g.rec.ContentHash != w.rec.ContentHash || !bytes.Equal(g.rec.Data, w.rec.Data) {
+			return fmt.Errorf("item %d differs", i)
+		}
+		i++
+		return nil
+	})
+	if i == k {
+		i++
+	}
+	if err != nil || len(res.damaged) > 0 || res.tail != nil || i != len(items) || (it.kind == kindRecord) != (gaps == 1) {
+		t.Fatalf("%s: repaired log: %v, %+v, %d of %d items, %d gaps", desc, err, res, i, len(items), gaps)
+	}
+}
+
+// checkReport checks that r reports exactly the record it as damaged.
+func checkReport(t *testing.T, desc string, r *Report, it item) {
+	t.Helper()
+	if len(r.Damaged) != 1 || r.Tail != nil {
+		t.Fatalf("%s: report %+v", desc, r)
+	}
+	d := r.Damaged[0]
+	if d.Offset != it.off || d.Length != it.size {
+		t.Fatalf("%s: damage reported at %d+%d, want the record at %d+%d", desc, d.Offset, d.Length, it.off, it.size)
+	}
+	if it.kind == kindRecord && (d.Missing() != 1 || d.After+1 != it.rec.Sequence) {
+		t.Fatalf("%s: damage reported as sequences %d–%d lost, want %d", desc, d.After+1, d.Next-1, it.rec.Sequence)
+	}
+}
+
+func checkTornTrial(t *testing.T, desc, dir string, it item) {
+	t.Helper()
+	r, err := Check(dir)
+	if err != nil || r.IsDamaged() || r.Tail == nil || r.Tail.Offset != it.off {
+		t.Fatalf("%s: Check = %v, %+v: want a torn tail at %d", desc, err, r, it.off)
+	}
+	var logged bytes.Buffer
+	s, err := Open(dir, &Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatalf("%s: Open of a torn tail: %v", desc, err)
+	}
+	s.Close()
+	if !strings.Contains(logged.String(), "level=WARN msg=\"evidence log ended in a torn record") {
+		t.Fatalf("%s: torn tail not reported: %q", desc, logged.String())
+	}
+	kept, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s.torn-%d", FileName, it.off)))
+	if err != nil || len(kept) == 0 || int64(len(kept)) > it.size {
+		t.Fatalf("%s: torn tail not preserved: %v", desc, err)
+	}
+}
+
+func checkDamagedTrial(t *testing.T, desc, dir string, bad []byte, it item) {
+	t.Helper()
+	r, err := Check(dir)
+	if err != nil {
+		t.Fatalf("%s: Check: %v", desc, err)
+	}
+	checkReport(t, desc, r, it)
+	if _, err := Open(dir, &Options{NoSync: true, Logger: quiet}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("%s: Open of a damaged log: %v, want ErrDamaged", desc, err)
+	}
+	r, err = Repair(dir, &Options{NoSync: true})
+	if err != nil || !r.Repaired || len(r.Preserved) != 1 {
+		t.Fatalf("%s: Repair = %v, %+v", desc, err, r)
+	}
+	kept, err := os.ReadFile(r.Preserved[0])
+	if err != nil || !bytes.Equal(kept, bad[it.off:it.off+it.size]) {
+		t.Fatalf("%s: damaged bytes not preserved in %s: %v", desc, r.Preserved[0], err)
+	}
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Tail != nil || (it.kind == kindRecord && len(r.Gaps) != 1) {
+		t.Fatalf("%s: Check after Repair = %v, %+v", desc, err, r)
+	}
+}
+
+// checkServed opens the store in dir and checks that it serves exactly the
+// records and results of items but the k-th, and takes an append after
+// them.
+func checkServed(t *testing.T, desc, dir string, items []item, k int) {
+	t.Helper()
+	s, err := Open(dir, &Options{NoSync: true, Logger: quiet})
+	if err != nil {
+		t.Fatalf("%s: Open: %v", desc, err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	byCorr := map[string][]*item{}
+	results := map[int64]bool{}
+	var last uint64
+	for i := range items {
+		if i == k {
+			continue
+		}
+		switch it := &items[i]; it.kind {
+		case kindRecord:
+			byCorr[it.rec.CorrelationID] = append(byCorr[it.rec.CorrelationID], it)
+			last = it.rec.Sequence
+		case kindResult:
+			results[it.at] = true
+		}
+	}
+	for corr, recs := range byCorr {
+		got, err := s.Replay(ctx, evidence.Query{CorrelationID: corr})
+		if err != nil || len(got) != len(recs) {
+			t.Fatalf("%s: %s: %v, %d records served, want %d", desc, corr, err, len(got), len(recs))
+		}
+		for i, g := range got {
+			w := recs[i].rec
+			if g.Sequence != w.Sequence || g.ContentHash != w.ContentHash || g.PrevHash != w.PrevHash || !bytes.Equal(g.Data, w.Data) {
+				t.Fatalf("%s: %s: record %d served as %d, want %d", desc, corr, i, g.Sequence, w.Sequence)
+			}
+		}
+	}
+	n := 0
+	if err := s.Results(ctx, time.Time{}, func(r evidence.Result) bool { n++; return results[r.At.UnixMicro()] }); err != nil || n != len(results) {
+		t.Fatalf("%s: %d results served (%v), want %d", desc, n, err, len(results))
+	}
+	if s.LastSequence() < last {
+		t.Fatalf("%s: LastSequence %d, want at least %d", desc, s.LastSequence(), last)
+	}
+	if recs, err := s.Append(ctx, storetest.Event("after", "e", "x")); err != nil || recs[0].Sequence != s.LastSequence() {
+		t.Fatalf("%s: append after recovery: %v", desc, err)
+	}
+}
+
+// smallLog writes n records over three correlations, with a result after
+// the first, and returns the store directory, the log's bytes up to the
+// end of the data and the records' offsets.
+func smallLog(t *testing.T, n int) (string, []byte, []int64) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var offs []int64
+	for i := range n {
+		s.mu.RLock()
+		offs = append(offs, s.end)
+		s.mu.RUnlock()
+		recs, err := s.Append(ctx, storetest.Event(fmt.Sprint("c", i%3), "e", fmt.Sprintf("body-%03d", i)))
+		if err == nil && i == 0 {
+			err = s.PutResult(ctx, evidence.Result{InvocationID: "inv", At: time.Unix(1, 0), Data: []byte("{}")})
+		}
+		if err == nil {
+			err = s.Sync(ctx, recs[0].Sequence)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := s.end
+	s.Close()
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, data[:end], offs
+}
+
+// TestFlippedByteMidLog is the issue's case: one flipped byte in the middle
+// of the log. The old recovery cut the log there and served half of it;
+// now Open refuses the store and leaves the file as it was, Check names the
+// damaged record, and after Repair every other record is served, the
+// sequence carrying on past the gap across reopens.
+func TestFlippedByteMidLog(t *testing.T) {
+	dir, _, offs := smallLog(t, 30)
+	path := filepath.Join(dir, FileName)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{'X'}, offs[15]+40); err != nil { // inside sequence 16
+		t.Fatal(err)
+	}
+	f.Close()
+	before, _ := os.ReadFile(path)
+	_, err = Open(dir, &Options{Logger: quiet})
+	var de *DamageError
+	if !errors.Is(err, ErrDamaged) || !errors.As(err, &de) || de.Damaged[0].Offset != offs[15] {
+		t.Fatalf("Open of a damaged log: %v", err)
+	}
+	if !strings.Contains(err.Error(), "sequence 16 lost") || !strings.Contains(err.Error(), "capmesh evidence check") {
+		t.Errorf("error does not say what to do: %v", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("Open changed a damaged log")
+	}
+	if torn, _ := filepath.Glob(path + ".*"); len(torn) != 0 {
+		t.Fatalf("Open preserved or cut something: %v", torn)
+	}
+	r, err := Check(dir)
+	if err != nil || len(r.Damaged) != 1 || r.Records != 29 || r.Results != 1 || r.LastSequence != 30 {
+		t.Fatalf("Check = %v, %+v", err, r)
+	}
+	if c := r.Damaged[0].Claims; len(c) != 1 || c[0].Sequence != 16 || c[0].CorrelationID != "c0" {
+		t.Errorf("claims %+v, want sequence 16 of c0", c)
+	}
+	if len(r.Broken) != 1 || r.Broken[0] != (ChainBreak{CorrelationID: "c0", Sequence: 19}) {
+		t.Errorf("broken chains %+v, want c0 from 19", r.Broken)
+	}
+	if r, err = Repair(dir, nil); err != nil || !r.Repaired {
+		t.Fatalf("Repair: %v", err)
+	}
+	ctx := context.Background()
+	for round := range 2 {
+		s, err := Open(dir, &Options{Logger: quiet})
+		if err != nil {
+			t.Fatalf("round %d: Open after Repair: %v", round, err)
+		}
+		if s.LastSequence() != uint64(30+round) {
+			t.Fatalf("round %d: LastSequence %d", round, s.LastSequence())
+		}
+		for c, want := range map[string]int{"c0": 9 + round, "c1": 10, "c2": 10} {
+			recs, err := s.Replay(ctx, evidence.Query{CorrelationID: c})
+			if err != nil || len(recs) != want {
+				t.Fatalf("round %d: %s: %v, %d records, want %d", round, c, err, len(recs), want)
+			}
+		}
+		if _, err := s.Append(ctx, storetest.Event("c0", "e", "after")); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	r, err = Check(dir)
+	if err != nil || r.IsDamaged() || len(r.Gaps) != 1 || r.Gaps[0].After != 15 || r.Gaps[0].Next != 17 {
+		t.Fatalf("Check after Repair: %v %+v", err, r)
+	}
+}
+
+// TestZeroedBlockMidLog: a zeroed block in the middle (a lost write) reads
+// as damage, not as the end of the log, with every sequence it held
+// reported lost.
+func TestZeroedBlockMidLog(t *testing.T) {
+	dir, _, offs := smallLog(t, 200)
+	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 4096), offs[50]); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := Open(dir, &Options{Logger: quiet}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open: %v", err)
+	}
+	r, err := Check(dir)
+	if err != nil || len(r.Damaged) != 1 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	d := r.Damaged[0]
+	k := 50
+	for offs[k] < offs[50]+4096 {
+		k++
+	} // the first record after the zeros starting at its own offset, or the one it cuts
+	if d.Offset != offs[50] || d.After != 50 || d.Next != uint64(k+1) || d.Reason != whyZero {
+		t.Fatalf("damage %+v, want from %d, sequences 51–%d", d, offs[50], k)
+	}
+}
+
+// TestSequenceJump: records that verify but skip sequences without any
+// damaged bytes (records removed whole) are damage too.
+func TestSequenceJump(t *testing.T) {
+	dir, data, offs := smallLog(t, 10)
+	cut := append(append([]byte(nil), data[:offs[4]]...), data[offs[6]:]...)
+	if err := os.WriteFile(filepath.Join(dir, FileName), cut, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, &Options{Logger: quiet}); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open: %v", err)
+	}
+	r, err := Check(dir)
+	if err != nil || len(r.Damaged) != 1 || r.Damaged[0].Length != 0 || r.Damaged[0].Missing() != 2 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	if r, err := Repair(dir, nil); err != nil || len(r.Preserved) != 0 {
+		t.Fatalf("Repair: %v %+v", err, r)
+	}
+	if r, err := Check(dir); err != nil || len(r.Gaps) != 1 || r.Gaps[0].Note != "repair: sequences 5-6 missing, no bytes in their place" {
+		t.Fatalf("Check after Repair: %v %+v", err, r)
+	}
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil || s.LastSequence() != 10 {
+		t.Fatalf("Open after Repair: %v", err)
+	}
+	s.Close()
+}
+
+// TestReadsVersion1Log: a log written before gap records existed
+// (testdata/v1, 13 records and a result) reads unchanged.
+func TestReadsVersion1Log(t *testing.T) {
+	data, err := os.ReadFile("testdata/v1/evidence.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Tail != nil || r.Records != 13 || r.Results != 1 || len(r.Broken) != 0 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.LastSequence() != 13 {
+		t.Fatalf("LastSequence %d", s.LastSequence())
+	}
+	n := 0
+	_ = s.Results(context.Background(), time.Time{}, func(r evidence.Result) bool { n++; return r.InvocationID == "inv-1" })
+	if n != 1 {
+		t.Fatalf("%d results", n)
+	}
+	recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: "c0"})
+	if err != nil || len(recs) != 5 || len(recs[4].ContentHash) != 8 || !strings.HasSuffix(string(recs[4].Data), ":short") {
+		t.Fatalf("c0: %v, %d records", err, len(recs))
+	}
+	for i, r := range recs {
+		if (i == 0 && r.PrevHash != "") || (i > 0 && r.PrevHash != recs[i-1].ContentHash) || r.Sequence != []uint64{1, 4, 7, 10, 13}[i] {
+			t.Fatalf("c0 record %d: %+v", i, r)
+		}
+	}
+}
+
+// TestCheckAndRepairTakeTheLock: a store a host has open is neither
+// checked nor repaired.
+func TestCheckAndRepairTakeTheLock(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := Check(dir); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("Check of a store in use: %v", err)
+	}
+	if _, err := Repair(dir, nil); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("Repair of a store in use: %v", err)
+	}
+}
+
+// TestRepairNeverOverwrites: damaged bytes found at an offset where an
+// earlier repair already preserved some go to a new file; a damaged gap
+// record is repaired like any other.
+func TestRepairNeverOverwrites(t *testing.T) {
+	dir, _, offs := smallLog(t, 10)
+	path := filepath.Join(dir, FileName)
+	var kept []string
+	for round := range 2 {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[offs[3]+20] ^= 1 // whatever record now starts there
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Repair(dir, nil)
+		if err != nil || len(r.Preserved) != 1 {
+			t.Fatalf("round %d: Repair: %v %+v", round, err, r)
+		}
+		kept = append(kept, r.Preserved[0])
+	}
+	if kept[0] != path+fmt.Sprintf(".damaged-%d", offs[3]) || kept[1] != kept[0]+".1" {
+		t.Fatalf("preserved in %v", kept)
+	}
+	// The second flip hit the first repair's gap record (now at that
+	// offset): it is replaced by one naming the file that holds it.
+	r, err := Check(dir)
+	if err != nil || r.IsDamaged() || r.Records != 9 || len(r.Gaps) != 1 || !strings.HasSuffix(r.Gaps[0].Note, filepath.Base(kept[1])) {
+		t.Fatalf("Check after two repairs: %v %+v", err, r)
+	}
+}
+
+// TestDamageUnderAnOpenStore: a record damaged on disk after Open is never
+// served: Replay and Results of what it holds fail with ErrDamaged, the
+// rest is still served.
+func TestDamageUnderAnOpenStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	recs, err := s.Append(ctx, storetest.Event("a", "e", "first"), storetest.Event("b", "e", "second"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "inv", At: time.Unix(5, 0), Data: []byte(`{"r":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx, recs[1].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, marker := range []string{"first", `"r":1`} {
+		if _, err := f.WriteAt([]byte{'#'}, int64(bytes.Index(data, []byte(marker)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if got, err := s.Replay(ctx, evidence.Query{CorrelationID: "a"}); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Replay of a damaged record: %v, %d records", err, len(got))
+	}
+	if err := s.Results(ctx, time.Time{}, func(evidence.Result) bool { return true }); !errors.Is(err, ErrDamaged) {
+		t.Errorf("Results with a damaged result: %v", err)
+	}
+	if got, err := s.Replay(ctx, evidence.Query{CorrelationID: "b"}); err != nil || len(got) != 1 || !strings.HasSuffix(string(got[0].Data), "second") {
+		t.Errorf("Replay of an intact record: %v", err)
+	}
+}

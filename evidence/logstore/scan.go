@@ -1,0 +1,396 @@
+package logstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"time"
+
+	"github.com/capmesh/capmesh/evidence"
+)
+
+// Reading a log: the scanner walks the file record by record. Where a record
+// does not verify it looks for the next one that does, byte by byte (a
+// record header is recognisable: a plausible length, then a sequence in
+// the range the damaged bytes could have held, then a matching CRC-32C),
+// so that one damaged record never hides the records after it. Damage with
+// nothing that verifies after it is a torn tail.
+
+const (
+	// gapKind tags a gap record (sequence 0): written by Repair where
+	// damaged records were moved aside, it licenses the jump of the
+	// evidence sequence to the record after it.
+	gapKind = 2
+	// minEvidenceBody is the smallest evidence body: sequence, the three
+	// one-byte and one two-byte length fields.
+	minEvidenceBody = 8 + 2 + 3
+	// minRecord is the smallest record, header included: a bound on how
+	// many records a run of damaged bytes can have held.
+	minRecord = headerSize + minEvidenceBody
+	// scanChunk is how much the scanner reads at a time.
+	scanChunk = 1 << 20
+	// whyJump is the reason for a record that verifies but skips
+	// sequences: damage of zero bytes (records removed whole).
+	whyJump = "sequence jump"
+	// whyZero is the reason for a zero header: the end of the log, unless
+	// records follow.
+	whyZero = "zeroed record header"
+	// maxSequence bounds the sequences a log may hold: far beyond any real
+	// log, far enough from 2^64 that the next sequence never wraps.
+	maxSequence = 1 << 62
+)
+
+type itemKind uint8
+
+const (
+	kindRecord itemKind = iota
+	kindResult
+	kindGap
+)
+
+// item is one record that verifies.
+type item struct {
+	kind itemKind
+	off  int64
+	size int64
+	raw  []byte // header and body, valid during the visit only
+	rec  evidence.Record
+	at   int64  // result, gap: unix µs
+	next uint64 // gap: the sequence of the next evidence record
+	note string // gap
+}
+
+// Damage is one run of bytes in the log that holds no record that verifies,
+// with records that verify after it.
+type Damage struct {
+	// Offset and Length place the damaged bytes in the log. Length 0 means
+	// records are missing whole (the sequence jumps without damaged bytes).
+	Offset int64 `json:"offset"`
+	Length int64 `json:"length"`
+	// Reason says why the record at Offset does not verify.
+	Reason string `json:"reason"`
+	// After is the last evidence sequence that verifies before the damage
+	// (0: none); Next the first after it (0: only results follow).
+	After uint64 `json:"after"`
+	Next  uint64 `json:"next"`
+	// Claims are what the damaged bytes' record headers say, unverified.
+	Claims []Claim `json:"claims,omitempty"`
+}
+
+// Missing is the number of evidence sequences lost in d.
+func (d Damage) Missing() uint64 {
+	if d.Next <= d.After+1 {
+		return 0
+	}
+	return d.Next - d.After - 1
+}
+
+// Claim is what a damaged record's bytes say about it. None of it is
+// verified: the record's checksum failed.
+type Claim struct {
+	Offset        int64  `json:"offset"`
+	Sequence      uint64 `json:"sequence"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	EventType     string `json:"event_type,omitempty"`
+}
+
+// Tail is a torn tail: bytes after the last record that verifies, with no
+// record that verifies after them — what a write cut short by a crash
+// leaves.
+type Tail struct {
+	Offset int64 `json:"offset"`
+	// Length counts the bytes up to the last non-zero one.
+	Length int64  `json:"length"`
+	Reason string `json:"reason"`
+}
+
+// scanResult is what a scan of the whole file found.
+type scanResult struct {
+	end     int64  // end of the last record that verifies
+	next    uint64 // the evidence sequence the next append takes
+	damaged []Damage
+	tail    *Tail
+}
+
+type scanner struct {
+	r     io.ReaderAt
+	total int64
+	buf   []byte
+	bufAt int64
+}
+
+// bytes returns the file's bytes [at, at+n); the slice is valid until the
+// next call.
+func (s *scanner) bytes(at int64, n int) ([]byte, error) {
+	if at >= s.bufAt && at+int64(n) <= s.bufAt+int64(len(s.buf)) {
+		return s.buf[at-s.bufAt : at-s.bufAt+int64(n)], nil
+	}
+	size := min(max(int64(n), scanChunk), s.total-at)
+	if size < int64(n) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	if int64(cap(s.buf)) < size {
+		s.buf = make([]byte, size)
+	}
+	s.buf = s.buf[:size]
+	k, err := s.r.ReadAt(s.buf, at)
+	if int64(k) < size {
+		s.buf = s.buf[:0]
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("reading at %d: %w", at, err)
+	}
+	s.bufAt = at
+	return s.buf[:n], nil
+}
+
+// scanLog walks the log, calling visit for each record that verifies, in
+// file order.
+func scanLog(r io.ReaderAt, total int64, visit func(*item) error) (scanResult, error) {
+	sc := &scanner{r: r, total: total}
+	res := scanResult{next: 1}
+	var off int64
+	loose, maxSeq := false, uint64(0)
+	unresolved := 0 // res.damaged[unresolved:] wait for their Next
+	for off < total {
+		it, why, err := sc.parse(off, res.next, loose, maxSeq)
+		if err != nil {
+			return res, err
+		}
+		switch why {
+		case "":
+			switch it.kind {
+			case kindRecord:
+				for i := unresolved; i < len(res.damaged); i++ {
+					res.damaged[i].Next = it.rec.Sequence
+				}
+				unresolved = len(res.damaged)
+				res.next, loose = it.rec.Sequence+1, false
+			case kindGap:
+				res.next = it.next
+			}
+			if visit != nil {
+				if err := visit(&it); err != nil {
+					return res, err
+				}
+			}
+			off += it.size
+			res.end = off
+			continue
+		case whyJump:
+			res.damaged = append(res.damaged, Damage{Offset: off, Reason: fmt.Sprintf("sequence jumps past %d", res.next), After: res.next - 1})
+			loose, maxSeq = true, math.MaxUint64
+			continue
+		}
+		at, err := sc.resync(off, res.next)
+		if err != nil {
+			return res, err
+		}
+		if at < 0 {
+			res.tail, err = sc.tail(off, why)
+			return res, err
+		}
+		res.damaged = append(res.damaged, Damage{Offset: off, Length: at - off, Reason: why, After: res.next - 1})
+		loose, maxSeq = true, seqBound(res.next, at-off)
+		off = at
+	}
+	return res, nil
+}
+
+// seqBound is the highest sequence a record can have after n damaged bytes
+// when next was expected before them.
+func seqBound(next uint64, n int64) uint64 { return next + uint64(n/minRecord) }
+
+// parse reads the record at off. It returns why it does not verify ("" if
+// it does); an error only for a failed read. next is the evidence sequence
+// expected; with loose (after damage) any sequence from next to maxSeq is
+// accepted.
+func (s *scanner) parse(off int64, next uint64, loose bool, maxSeq uint64) (item, string, error) {
+	it := item{off: off}
+	if s.total-off < headerSize {
+		return it, "short header", nil
+	}
+	h, err := s.bytes(off, headerSize)
+	if err != nil {
+		return it, "", err
+	}
+	if [headerSize]byte(h) == ([headerSize]byte{}) {
+		return it, whyZero, nil
+	}
+	n := int64(binary.BigEndian.Uint32(h))
+	sum := binary.BigEndian.Uint32(h[4:])
+	if n > maxBody || n > s.total-off-headerSize {
+		return it, "short or oversized body", nil
+	}
+	raw, err := s.bytes(off, int(headerSize+n))
+	if err != nil {
+		return it, "", err
+	}
+	body := raw[headerSize:]
+	if crc32.Checksum(body, castagnoli) != sum {
+		return it, "checksum mismatch", nil
+	}
+	it.raw, it.size = raw, headerSize+n
+	if isResult(body) {
+		return s.parseSpecial(it, body, next)
+	}
+	rec, err := decodeBody(body)
+	if err != nil {
+		return it, err.Error(), nil
+	}
+	switch seq := rec.Sequence; {
+	case seq > maxSequence:
+		return it, fmt.Sprintf("sequence %d out of range", seq), nil
+	case seq == next, loose && seq > next && seq <= maxSeq:
+	case seq > next && !loose:
+		return it, whyJump, nil
+	default:
+		return it, fmt.Sprintf("sequence %d where %d was expected", seq, next), nil
+	}
+	it.kind, it.rec = kindRecord, rec
+	return it, "", nil
+}
+
+// parseSpecial decodes a result or gap record.
+func (s *scanner) parseSpecial(it item, body []byte, next uint64) (item, string, error) {
+	if len(body) > 8 && body[8] == gapKind {
+		g, err := decodeGap(body)
+		if err != nil {
+			return it, err.Error(), nil
+		}
+		if g.next < next {
+			return it, fmt.Sprintf("gap to sequence %d where %d was expected", g.next, next), nil
+		}
+		it.kind, it.next, it.at, it.note = kindGap, g.next, g.at, g.note
+		return it, "", nil
+	}
+	r, err := decodeResult(body)
+	if err != nil {
+		return it, err.Error(), nil
+	}
+	it.kind, it.at = kindResult, r.At.UnixMicro()
+	return it, "", nil
+}
+
+var zeroBlock [256]byte
+
+// resync finds the first record that verifies after the one at bad, or -1.
+// A candidate must look like a record header before its checksum is
+// computed: a length that fits, then a result or gap tag, or a sequence the
+// damaged bytes before it could have been followed by.
+func (s *scanner) resync(bad int64, next uint64) (int64, error) {
+	const look = headerSize + 9 // the bytes a candidate is judged on
+	for p := bad + 1; s.total-p >= minRecord; {
+		b, err := s.bytes(p, int(min(scanChunk, s.total-p)))
+		if err != nil {
+			return -1, err
+		}
+		lim := len(b) - look
+		for i := 0; i <= lim; i++ {
+			if b[i] > maxBody>>24 {
+				continue
+			}
+			if i+len(zeroBlock) <= len(b) && bytes.Equal(b[i:i+len(zeroBlock)], zeroBlock[:]) {
+				i += len(zeroBlock) - 4 // no length field starts in a zero run
+				continue
+			}
+			at := p + int64(i)
+			if !candidate(b[i:i+look], s.total-at, next, seqBound(next, at-bad)) {
+				continue
+			}
+			_, why, err := s.parse(at, next, true, seqBound(next, at-bad))
+			if err != nil {
+				return -1, err
+			}
+			if why == "" {
+				return at, nil
+			}
+			if b, err = s.bytes(p, len(b)); err != nil { // parse moved the window
+				return -1, err
+			}
+		}
+		p += int64(lim + 1)
+	}
+	return -1, nil
+}
+
+// candidate judges the first bytes of a possible record at a position with
+// room bytes left in the file.
+func candidate(b []byte, room int64, next, maxSeq uint64) bool {
+	n := int64(binary.BigEndian.Uint32(b))
+	if n < minEvidenceBody || n > maxBody || n > room-headerSize {
+		return false
+	}
+	seq := binary.BigEndian.Uint64(b[headerSize:])
+	if seq == 0 {
+		return b[headerSize+8] == resultKind || b[headerSize+8] == gapKind
+	}
+	return seq >= next && seq <= min(maxSeq, maxSequence)
+}
+
+// tail describes the bytes from off to the end of the file, which hold no
+// record that verifies; nil if they are all zeros (space prepared ahead).
+func (s *scanner) tail(off int64, why string) (*Tail, error) {
+	end := s.total
+	for end > off {
+		from := max(off, end-scanChunk)
+		b, err := s.bytes(from, int(end-from))
+		if err != nil {
+			return nil, err
+		}
+		if i := lastNonZero(b); i >= 0 {
+			return &Tail{Offset: off, Length: from + int64(i) + 1 - off, Reason: why}, nil
+		}
+		end = from
+	}
+	return nil, nil
+}
+
+func lastNonZero(b []byte) int {
+	for len(b) >= len(zeroBlock) && bytes.Equal(b[len(b)-len(zeroBlock):], zeroBlock[:]) {
+		b = b[:len(b)-len(zeroBlock)]
+	}
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// gap is a decoded gap record.
+type gap struct {
+	next uint64
+	at   int64
+	note string
+}
+
+// appendGap appends a gap record: the next evidence record has sequence
+// next; note says where the missing records' bytes went.
+func appendGap(dst []byte, next uint64, at time.Time, note string) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, headerSize)...)
+	dst = binary.BigEndian.AppendUint64(dst, 0)
+	dst = append(dst, gapKind)
+	dst = binary.BigEndian.AppendUint64(dst, next)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(at.UnixMicro()))
+	dst = append(dst, note...)
+	seal(dst[start:])
+	return dst
+}
+
+func decodeGap(b []byte) (gap, error) {
+	if len(b) < 25 || b[8] != gapKind {
+		return gap{}, errors.New("malformed gap record")
+	}
+	g := gap{next: binary.BigEndian.Uint64(b[9:]), at: int64(binary.BigEndian.Uint64(b[17:])), note: string(b[25:])}
+	if g.next == 0 || g.next > maxSequence {
+		return gap{}, fmt.Errorf("gap record to sequence %d", g.next)
+	}
+	return g, nil
+}
