@@ -5,7 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -295,18 +295,20 @@ func (n *Node) verifyNodeRequest(ctx context.Context, o map[string]any, nodeKey,
 	return nil
 }
 
-func intField(o map[string]any, k string, def int) (int, error) {
+// intField reads an optional integer member k of an HTTP body, in
+// [1, max]; def when absent or null.
+func intField(o map[string]any, k string, def int, max int64) (int, error) {
 	v, ok := o[k]
 	if !ok || v == nil {
 		return def, nil
 	}
 	num, ok := v.(json.Number)
 	if !ok || strings.ContainsAny(string(num), ".eE") {
-		return 0, fmt.Errorf("%s must be a positive integer", k)
+		return 0, boundedIntError(k, max)
 	}
 	i, err := num.Int64()
-	if err != nil || i <= 0 || i > 1<<20 {
-		return 0, fmt.Errorf("%s must be a positive integer", k)
+	if err != nil || i <= 0 || i > max {
+		return 0, boundedIntError(k, max)
 	}
 	return int(i), nil
 }
@@ -319,7 +321,7 @@ func (n *Node) httpJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	key, _ := o["node_public_key"].(string)
 	token, _ := o["invite_token"].(string)
-	hours, err := intField(o, "validity_hours", 168)
+	hours, err := intField(o, "validity_hours", 168, MaxValidityHours)
 	if err != nil {
 		writeErr(w, r, withStatus("invalid_validity_hours", 400, -32602, "%v", err))
 		return
@@ -368,7 +370,7 @@ func (n *Node) httpRenew(w http.ResponseWriter, r *http.Request) {
 	}
 	certID, _ := o["cert_id"].(string)
 	key, _ := o["node_public_key"].(string)
-	hours, err := intField(o, "validity_hours", 168)
+	hours, err := intField(o, "validity_hours", 168, MaxValidityHours)
 	if err != nil {
 		writeErr(w, r, withStatus("invalid_validity_hours", 400, -32602, "%v", err))
 		return
@@ -533,10 +535,10 @@ func (n *Node) httpInvite(w http.ResponseWriter, r *http.Request) {
 		s, _ := x.(string)
 		roles = append(roles, s)
 	}
-	maxH, err1 := intField(o, "max_validity_hours", 168)
-	expH, err2 := intField(o, "token_expiry_hours", 24)
-	if err1 != nil || err2 != nil {
-		writeErr(w, r, withStatus("invalid_max_validity_hours", 400, -32602, "token validity windows must be positive"))
+	maxH, err1 := intField(o, "max_validity_hours", 168, MaxValidityHours)
+	expH, err2 := intField(o, "token_expiry_hours", 24, MaxTokenExpiryHours)
+	if err := errors.Join(err1, err2); err != nil {
+		writeErr(w, r, withStatus("invalid_max_validity_hours", 400, -32602, "%v", err))
 		return
 	}
 	tok, exp, err := n.Invite(r.Context(), roles, time.Duration(maxH)*time.Hour, time.Duration(expH)*time.Hour)

@@ -307,12 +307,16 @@ func (n *Node) methods() jsonrpc.Map {
 		"registry.enroll": handler(func(ctx context.Context, peer jsonrpc.Peer, p struct {
 			NodePublicKey string   `json:"node_public_key"`
 			Roles         []string `json:"roles"`
-			ValidityHours int      `json:"validity_hours"`
+			ValidityHours *int64   `json:"validity_hours"`
 		}) (any, error) {
 			if err := n.requireOperator(peer); err != nil {
 				return nil, err
 			}
-			c, err := n.Enroll(ctx, p.NodePublicKey, p.Roles, time.Duration(p.ValidityHours)*time.Hour)
+			validity, err := hoursParam("validity_hours", p.ValidityHours, 168, MaxValidityHours)
+			if err != nil {
+				return nil, err
+			}
+			c, err := n.Enroll(ctx, p.NodePublicKey, p.Roles, validity)
 			if err != nil {
 				return nil, err
 			}
@@ -321,13 +325,21 @@ func (n *Node) methods() jsonrpc.Map {
 		}),
 		"registry.invite": handler(func(ctx context.Context, peer jsonrpc.Peer, p struct {
 			Roles            []string `json:"roles"`
-			MaxValidityHours int      `json:"max_validity_hours"`
-			TokenExpiryHours int      `json:"token_expiry_hours"`
+			MaxValidityHours *int64   `json:"max_validity_hours"`
+			TokenExpiryHours *int64   `json:"token_expiry_hours"`
 		}) (any, error) {
 			if err := n.requireOperator(peer); err != nil {
 				return nil, err
 			}
-			tok, exp, err := n.Invite(ctx, p.Roles, time.Duration(p.MaxValidityHours)*time.Hour, time.Duration(p.TokenExpiryHours)*time.Hour)
+			maxV, err := hoursParam("max_validity_hours", p.MaxValidityHours, 168, MaxValidityHours)
+			if err != nil {
+				return nil, err
+			}
+			ttl, err := hoursParam("token_expiry_hours", p.TokenExpiryHours, 24, MaxTokenExpiryHours)
+			if err != nil {
+				return nil, err
+			}
+			tok, exp, err := n.Invite(ctx, p.Roles, maxV, ttl)
 			if err != nil {
 				return nil, err
 			}
