@@ -94,6 +94,9 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	if err != nil {
 		return Entry{}, refuse(CodeWordInvalidParams, "%v", err)
 	}
+	if err := n.refuseSelf(ep); err != nil {
+		return Entry{}, err
+	}
 	for i, c := range reg.Capabilities {
 		if c == "" {
 			return Entry{}, refuse(CodeWordInvalidParams, "capabilities[%d] is empty", i)

@@ -66,6 +66,10 @@ type Config struct {
 	// WatchHistory is how many events ipc.watch can at least replay (up to
 	// twice as many are kept between trims). Default 10000.
 	WatchHistory int
+	// MaxHops is how many routers a request may have passed (its
+	// params._meta.hops) for this node to forward it once more; a request
+	// at the limit is refused with CodeHopLimit. Default DefaultMaxHops.
+	MaxHops int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -154,6 +158,7 @@ type Node struct {
 	done     chan struct{} // closed by Close: ends pending watches
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
+	self     selfEndpoints // the node's own listeners (loop protection)
 }
 
 // NewNode loads the durable state from cfg.Store and starts the expiry
@@ -182,6 +187,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	if cfg.WatchHistory == 0 {
 		cfg.WatchHistory = 10000
+	}
+	if cfg.MaxHops <= 0 {
+		cfg.MaxHops = DefaultMaxHops
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -589,6 +597,9 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	}
 	if n.cfg.MaxDescriptorTTL > 0 && d.ExpiresAt.Instant().Sub(d.RegisteredAt.Instant()) > n.cfg.MaxDescriptorTTL {
 		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
+	}
+	if err := n.refuseSelf(d.Endpoint.URI()); err != nil {
+		return Entry{}, err
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()

@@ -410,10 +410,14 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 	if len(cands) == 0 {
 		return nil, rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
 	}
+	params, err := n.nextHop(params) // loop protection: _meta.hops
+	if err != nil {
+		return nil, rpcError(err)
+	}
 	var lastErr error
 	for _, e := range cands {
-		if !routableEndpoint(e.Endpoint) {
-			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint", e.Name, e.Endpoint)
+		if !routableEndpoint(e.Endpoint) || n.isSelf(e.Endpoint) {
+			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint of another host", e.Name, e.Endpoint)
 			continue
 		}
 		c, err := n.cfg.Dial(ctx, e.Endpoint)
