@@ -73,6 +73,8 @@ var statusByWord = map[string]struct {
 	CodeWordNoProvider:                 {404, CodeNotFound},
 	CodeWordCompacted:                  {410, CodeCompacted},
 	CodeWordHopLimit:                   {508, CodeHopLimit},
+	CodeWordNameInUse:                  {409, CodeConflict},
+	CodeWordNotRegistrant:              {403, CodeForbidden},
 	CodeWordSelfRoute:                  {400, jsonrpc.InvalidParams},
 }
 

@@ -272,6 +272,8 @@ type localRecord struct {
 	Endpoint     string    `json:"endpoint"`
 	Version      string    `json:"version,omitempty"`
 	UID          uint32    `json:"uid"`
+	PID          int32     `json:"pid,omitempty"`        // the registrant's process
+	TokenHash    string    `json:"token_hash,omitempty"` // SHA-256 of its registration token
 	RegisteredAt time.Time `json:"registered_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
 }

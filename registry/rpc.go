@@ -102,6 +102,9 @@ type nameParams struct {
 	PrimalID string `json:"primal_id"`
 	Name     string `json:"name"`
 	Primal   string `json:"primal"`
+	// Token is the registration token ipc.register returned (heartbeat,
+	// unregister, re-register).
+	Token string `json:"registration_token"`
 }
 
 func (p nameParams) name() string {
@@ -190,6 +193,7 @@ func (n *Node) methods() jsonrpc.Map {
 	return jsonrpc.Map{
 		"ipc.register": handler(func(ctx context.Context, peer jsonrpc.Peer, p registerParams) (any, error) {
 			var e Entry
+			var token string
 			var err error
 			if len(p.Descriptor) > 0 && string(p.Descriptor) != "null" {
 				var d *descriptor.Descriptor
@@ -202,16 +206,20 @@ func (n *Node) methods() jsonrpc.Map {
 				if ep == "" {
 					ep = p.Socket
 				}
-				e, err = n.RegisterLocal(ctx, peer, LocalRegistration{Name: p.name(), Capabilities: p.Capabilities, Endpoint: ep, Version: p.Version})
+				e, token, err = n.RegisterLocal(ctx, peer, LocalRegistration{Name: p.name(), Capabilities: p.Capabilities, Endpoint: ep, Version: p.Version, Token: p.Token})
 			}
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{
+			res := map[string]any{
 				"virtual_endpoint": "/primal/" + e.Name, "registered_at": e.RegisteredAt.Format(time.RFC3339Nano),
 				"expires_at": e.ExpiresAt.Format(time.RFC3339Nano), "ttl_seconds": int(e.ExpiresAt.Sub(n.cfg.Now()).Seconds()),
 				"key": e.Key, "endpoint": e.Endpoint, "source": e.Source, "trust": e.Trust, "registered": true,
-			}, nil
+			}
+			if token != "" {
+				res["registration_token"] = token
+			}
+			return res, nil
 		}),
 		"ipc.resolve": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
 			nameParams
@@ -248,14 +256,14 @@ func (n *Node) methods() jsonrpc.Map {
 			return json.RawMessage(append(b, '}')), nil
 		}),
 		"ipc.heartbeat": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
-			exp, err := n.Heartbeat(ctx, peer, p.name())
+			exp, err := n.Heartbeat(ctx, peer, p.name(), p.Token)
 			if err != nil {
 				return nil, err
 			}
 			return map[string]any{"acknowledged": true, "timestamp": n.cfg.Now().UTC().Format(time.RFC3339Nano), "expires_at": exp.Format(time.RFC3339Nano)}, nil
 		}),
 		"ipc.unregister": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
-			if err := n.Unregister(ctx, peer, p.name()); err != nil {
+			if err := n.Unregister(ctx, peer, p.name(), p.Token); err != nil {
 				return nil, err
 			}
 			return map[string]any{"unregistered": true}, nil
@@ -422,6 +430,7 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 		}
 		c, err := n.cfg.Dial(ctx, e.Endpoint)
 		if err != nil {
+			n.dropIfGone(ctx, e, err) // the host stopped without unregistering
 			lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
 			continue
 		}
