@@ -113,3 +113,32 @@ func TestCandidates(t *testing.T) {
 		t.Fatalf("DISCOVERY_SOCKET ignored: %v", got)
 	}
 }
+
+// TestAnnounceCloseUnregisters: Close withdraws a local registration with
+// its token, so the node stops listing the host at once — not at the end
+// of the TTL (an hour here) — and says so in its watch stream.
+func TestAnnounceCloseUnregisters(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "cmann")
+	defer os.RemoveAll(dir)
+	hostSock := filepath.Join(dir, "beardog.sock")
+	serveAt(t, jsonrpc.Map{"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]string{"primal": "beardog"}, nil
+	})}, hostSock)
+	nodeSock := filepath.Join(dir, "capmesh.sock")
+	n, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour})
+	defer n.Close()
+	serveAt(t, n.RPC(), nodeSock)
+
+	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
+		Node: nodeSock, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
+	waitFor(t, "registration", func() bool { return len(n.Find("crypto", registry.FindOptions{})) == 1 })
+	rev := n.Version()
+	s.Close()
+	if got := n.Find("crypto", registry.FindOptions{}); len(got) != 0 {
+		t.Fatalf("still listed right after Close: %v", got)
+	}
+	_, evs, err := n.Watch(context.Background(), rev, nil, 0)
+	if err != nil || len(evs) != 1 || evs[0].Kind != registry.EventDeregistered || evs[0].Reason != "ipc.unregister" {
+		t.Fatalf("watch after Close: %v %+v", err, evs)
+	}
+}
