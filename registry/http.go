@@ -34,15 +34,17 @@ func HTTPRoutes() []string {
 // /agents/{key}, GET /crl, POST /join, POST /renew, POST /heartbeat,
 // POST /admin/invite, POST /admin/revoke, GET /genesis, GET /policy,
 // GET /healthz.
+// Writes are rate-limited per client IP (Config.RateLimits): over the
+// limit, 429 rate_limit_exceeded with Retry-After.
 // Bodies are written as the reference's Flask does (sorted keys, no
 // spaces, ASCII only); errors as {"error":{"code","message","details",
 // "request_id"}}.
 func (n *Node) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /agents", n.httpRegister)
+	mux.HandleFunc("POST /agents", limited(n.limits.agents, n.httpRegister))
 	mux.HandleFunc("GET /agents", n.httpList)
 	mux.HandleFunc("GET /agents/{key...}", n.httpGet)
-	mux.HandleFunc("DELETE /agents/{key...}", n.httpDelete)
+	mux.HandleFunc("DELETE /agents/{key...}", limited(n.limits.agents, n.httpDelete))
 	mux.HandleFunc("GET /crl", func(w http.ResponseWriter, r *http.Request) {
 		c, err := n.CurrentCRL(r.Context())
 		if err != nil {
@@ -64,11 +66,11 @@ func (n *Node) HTTPHandler() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"status": "healthy", "network": n.cfg.Network, "version": "v1"})
 	})
-	mux.HandleFunc("POST /join", n.httpJoin)
-	mux.HandleFunc("POST /renew", n.httpRenew)
-	mux.HandleFunc("POST /heartbeat", n.httpHeartbeat)
-	mux.HandleFunc("POST /admin/invite", n.httpInvite)
-	mux.HandleFunc("POST /admin/revoke", n.httpRevoke)
+	mux.HandleFunc("POST /join", limited(n.limits.join, n.httpJoin))
+	mux.HandleFunc("POST /renew", limited(n.limits.join, n.httpRenew))
+	mux.HandleFunc("POST /heartbeat", limited(n.limits.join, n.httpHeartbeat))
+	mux.HandleFunc("POST /admin/invite", limited(n.limits.admin, n.httpInvite))
+	mux.HandleFunc("POST /admin/revoke", limited(n.limits.admin, n.httpRevoke))
 	return mux
 }
 

@@ -66,6 +66,10 @@ type Config struct {
 	// WatchHistory is how many events ipc.watch can at least replay (up to
 	// twice as many are kept between trims). Default 10000.
 	WatchHistory int
+	// RateLimits are the per-client limits of the HTTP surface's writes
+	// (POST /agents, /join, /admin/*, …). The zero value is the defaults
+	// (30 a minute per client IP for each group).
+	RateLimits RateLimits
 	// MaxHops is how many routers a request may have passed (its
 	// params._meta.hops) for this node to forward it once more; a request
 	// at the limit is refused with CodeHopLimit. Default DefaultMaxHops.
@@ -159,6 +163,7 @@ type Node struct {
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 	self     selfEndpoints // the node's own listeners (loop protection)
+	limits   httpLimiters  // per-client HTTP rate limits
 }
 
 // NewNode loads the durable state from cfg.Store and starts the expiry
@@ -220,6 +225,7 @@ func NewNode(cfg Config) (*Node, error) {
 		nonces:  map[string]time.Time{},
 		done:    make(chan struct{}),
 	}
+	n.limits = newHTTPLimiters(cfg.RateLimits, cfg.Now)
 	if err := n.load(context.Background()); err != nil {
 		return nil, err
 	}
