@@ -294,7 +294,7 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 			}
 		}
 	}
-	declareSelfWhenReady(ctx, node, h, log)
+	declareSelf(ctx, node, h, f, hcfg, log)
 	log.Info("capmesh node starting", "name", f.name, "version", versionString(), "network", f.network, "memory", f.memory)
 	if err := h.Serve(ctx); err != nil {
 		if errors.Is(err, endpoint.ErrSocketInUse) || isListenError(err) {
