@@ -292,7 +292,7 @@ func (s *Session) serveNode(ctx context.Context, c jsonrpc.Caller, addr string) 
 		select {
 		case <-ctx.Done():
 			if isLocal(addr) {
-				s.unregister(c)
+				s.unregister(c, addr)
 			}
 			return ctx.Err()
 		case <-t.C:
@@ -313,7 +313,7 @@ func (s *Session) serveNode(ctx context.Context, c jsonrpc.Caller, addr string) 
 			err = s.register(ctx, c, addr)
 		}
 		if err != nil && ctx.Err() != nil && isLocal(addr) {
-			s.unregister(c) // stopped during the keep-alive call
+			s.unregister(c, addr) // stopped during the keep-alive call
 			return ctx.Err()
 		}
 		if err != nil {
@@ -346,12 +346,20 @@ func (s *Session) nameParams() map[string]any {
 	return p
 }
 
-// unregister withdraws the local registration on the session's
-// connection, once the session is stopping.
-func (s *Session) unregister(c jsonrpc.Caller) {
+// unregister withdraws the local registration, once the session is
+// stopping: on the session's connection, or on a fresh one to addr when
+// that one has broken (the node restarted since the last heartbeat).
+func (s *Session) unregister(c jsonrpc.Caller, addr string) {
 	ctx, cancel := context.WithTimeout(context.Background(), unregisterTimeout)
 	defer cancel()
-	if err := c.Call(ctx, "ipc.unregister", s.nameParams(), nil); err != nil {
+	err := c.Call(ctx, "ipc.unregister", s.nameParams(), nil)
+	if _, isRPC := jsonrpc.ErrorCode(err); err != nil && !isRPC && ctx.Err() == nil {
+		if fresh, derr := s.cfg.Dial(ctx, addr); derr == nil {
+			err = fresh.Call(ctx, "ipc.unregister", s.nameParams(), nil)
+			fresh.Close()
+		}
+	}
+	if err != nil {
 		s.cfg.Logger.Warn("announce: could not unregister; the node drops the registration at its TTL", "name", s.cfg.Name, "err", err)
 		return
 	}

@@ -143,3 +143,37 @@ func TestAnnounceCloseUnregisters(t *testing.T) {
 		t.Fatalf("watch after Close: %v %+v", err, evs)
 	}
 }
+
+// TestAnnounceCloseUnregistersAfterNodeRestart: when the node restarted
+// (keeping its state) since the last heartbeat, Close withdraws the
+// registration on a fresh connection rather than giving up on the broken
+// one.
+func TestAnnounceCloseUnregistersAfterNodeRestart(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "cmann")
+	defer os.RemoveAll(dir)
+	hostSock := filepath.Join(dir, "beardog.sock")
+	serveAt(t, jsonrpc.Map{"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]string{"primal": "beardog"}, nil
+	})}, hostSock)
+	nodeSock := filepath.Join(dir, "capmesh.sock")
+	store := registry.NewMemStore() // the node's durable state, kept across the restart
+	n1, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour, Store: store})
+	stop1 := serveAt(t, n1.RPC(), nodeSock)
+
+	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
+		Node: nodeSock, Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
+	defer s.Close()
+	waitFor(t, "registration", func() bool { return len(n1.Find("crypto", registry.FindOptions{})) == 1 })
+	stop1()
+	n1.Close()
+	n2, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour, Store: store})
+	defer n2.Close()
+	serveAt(t, n2.RPC(), nodeSock)
+	if len(n2.Find("crypto", registry.FindOptions{})) != 1 {
+		t.Fatal("the restarted node lost the registration")
+	}
+	s.Close()
+	if got := n2.Find("crypto", registry.FindOptions{}); len(got) != 0 {
+		t.Fatalf("still listed by the restarted node after Close: %v", got)
+	}
+}
