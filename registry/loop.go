@@ -33,7 +33,8 @@ const (
 )
 
 // nextHop checks the hop count of routed params and returns the params
-// to forward, with _meta.hops one higher. Absent params become
+// to forward, with _meta.hops one higher (params without _meta keep their
+// bytes, the count inserted first). Absent params become
 // {"_meta":{"hops":1}} (a capability host reads an object without members
 // other than _meta as empty params); array params cannot carry the count
 // and are refused.
@@ -44,6 +45,15 @@ func (n *Node) nextHop(params json.RawMessage) (json.RawMessage, error) {
 	}
 	if p[0] != '{' {
 		return nil, refuse(CodeWordInvalidParams, "a routed call takes object params: its hop count travels in params._meta.hops")
+	}
+	if !bytes.Contains(p, []byte("_meta")) && !bytes.Contains(p, []byte(`\u`)) && json.Valid(p) {
+		// The common first hop: no member can be _meta (not even spelt
+		// with escapes), so the caller's bytes go on with the count first.
+		out := append(make([]byte, 0, len(p)+20), `{"_meta":{"hops":1}`...)
+		if rest := bytes.TrimSpace(p[1:]); rest[0] != '}' {
+			out = append(out, ',')
+		}
+		return append(out, p[1:]...), nil
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(p, &obj); err != nil {

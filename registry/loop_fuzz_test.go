@@ -59,3 +59,29 @@ func FuzzNextHop(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkNextHop is the hop step's cost on a routed call's params (a
+// small object): "first" as a client sends it, "relayed" with the _meta
+// (correlation and count) a router adds — next to the dial and round trip
+// the router makes anyway.
+func BenchmarkNextHop(b *testing.B) {
+	n, err := registry.NewNode(registry.Config{SweepInterval: time.Hour, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	for _, bc := range []struct{ name, params string }{
+		{"first", `{"key":"user:42","value":"hello, world","ttl_seconds":60}`},
+		{"relayed", `{"key":"user:42","value":"hello, world","ttl_seconds":60,"_meta":{"correlation_id":"c-0f1e2d3c","hops":1}}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := []byte(bc.params)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := registry.NextHop(n, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
