@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +38,26 @@ func TestEnrollValidityBounds(t *testing.T) {
 	for _, p := range []map[string]any{{"max_validity_hours": 5124096}, {"max_validity_hours": -1}, {"token_expiry_hours": 1 << 40}, {"token_expiry_hours": 0}} {
 		if code, _ := rpcCode(c.Call(context.Background(), "registry.invite", p, nil)); code != jsonrpc.InvalidParams {
 			t.Errorf("registry.invite %v: code %v, want -32602", p, code)
+		}
+	}
+	// The HTTP surface names the same bounds.
+	srv := httptest.NewServer(n.HTTPHandler())
+	defer srv.Close()
+	for _, tc := range []struct{ path, body, bound string }{
+		{"/join", `{"node_public_key":"k","invite_token":"t","validity_hours":5124096}`, "87600"},
+		{"/renew", `{"cert_id":"c","node_public_key":"k","validity_hours":-5}`, "87600"},
+	} {
+		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(out.Error.Message, tc.bound) {
+			t.Errorf("POST %s %s: %d %q, want 400 naming %s", tc.path, tc.body, resp.StatusCode, out.Error.Message, tc.bound)
 		}
 	}
 	if _, err := n.Enroll(context.Background(), key, nil, -time.Hour); err == nil {
