@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,21 +50,27 @@ func TestStoppedHostLeavesRegistry(t *testing.T) {
 		})
 		return cmd
 	}
-	// listed polls `capmesh registry find kv.get` until it says want
-	// (exit 0: listed, exit 1: not), for up to 30 s; it returns how long
-	// that took.
+	// listed polls `capmesh registry find kv.get --json` until the node's
+	// answer lists kvhost (want) or lists nothing (!want), for up to 30 s,
+	// and returns how long that took. The answer is read, not the exit
+	// status: a node that does not answer is neither.
 	listed := func(want bool) time.Duration {
 		t.Helper()
 		t0 := time.Now()
 		for time.Since(t0) < 30*time.Second {
-			cmd := exec.Command("capmesh", "registry", "find", "kv.get")
+			cmd := exec.Command("capmesh", "registry", "find", "kv.get", "--json")
 			cmd.Env = env
-			err := cmd.Run()
-			if (err == nil) == want {
-				return time.Since(t0)
+			out, _ := cmd.Output()
+			var res struct {
+				Providers *[]struct {
+					PrimalID string `json:"primal_id"`
+				} `json:"providers"`
 			}
-			if ee, ok := err.(*exec.ExitError); err != nil && (!ok || ee.ExitCode() > 1) {
-				t.Logf("registry find: %v", err) // node not up yet
+			if json.Unmarshal(out, &res) == nil && res.Providers != nil {
+				ps := *res.Providers
+				if got := len(ps) == 1 && ps[0].PrimalID == "kvhost"; got == want && (want || len(ps) == 0) {
+					return time.Since(t0)
+				}
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
