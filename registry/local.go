@@ -131,7 +131,7 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
 	cur, live := n.liveLocalLocked(key, now)
-	if live != had || (live && (cur.Endpoint != prev.Endpoint || !cur.RegisteredAt.Equal(prev.RegisteredAt))) {
+	if live && (!had || cur.Endpoint != prev.Endpoint || !cur.RegisteredAt.Equal(prev.RegisteredAt)) {
 		return Entry{}, "", refuse(CodeWordNameInUse, "the registration of %q changed while this one was checked; register again", reg.Name)
 	}
 	kind := EventRegistered
