@@ -114,17 +114,19 @@ func (h *Host) Serve(ctx context.Context) error {
 		}
 	}
 
-	// Drain: refuse new work, let the calls in flight finish.
+	// Drain: refuse new work, let the calls in flight finish. The node
+	// stops listing the host first (the announcement unregisters), so that
+	// no new call is routed to a host that is going away.
 	_, inflight := h.drain.start()
 	h.accepting.Store(false)
+	if sess != nil {
+		_ = sess.Close()
+	}
 	h.log.Info("shutting down: draining calls in flight", "in_flight", inflight, "timeout", h.cfg.DrainTimeout)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.DrainTimeout)
 	defer cancel()
 	if err := h.drain.wait(dctx); err != nil {
 		h.log.Warn("drain timeout reached with calls still in flight")
-	}
-	if sess != nil {
-		_ = sess.Close()
 	}
 	if hs != nil {
 		_ = hs.Shutdown(dctx)

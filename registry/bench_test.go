@@ -321,7 +321,8 @@ func BenchmarkFind100kRPC(b *testing.B) {
 // request at a time.
 func BenchmarkRegisterSignedHTTP(b *testing.B) {
 	const pool = 1000
-	n, err := registry.NewNode(registry.Config{Network: "N", TrustedKeys: pins(pool), SweepInterval: time.Hour, Logger: quiet})
+	n, err := registry.NewNode(registry.Config{Network: "N", TrustedKeys: pins(pool), SweepInterval: time.Hour, Logger: quiet,
+		RateLimits: registry.RateLimits{Agents: registry.RateLimit{PerMinute: -1}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,7 +13,10 @@
 //   - An unsigned local registration (ipc.register {name, capabilities,
 //     endpoint}) is accepted only from a Unix-socket peer of the node's own
 //     user, after the registry has called identity.get on the endpoint and
-//     the names match. It lives for its TTL and is renewed by ipc.heartbeat.
+//     the names match. It lives for its TTL and is renewed by ipc.heartbeat;
+//     it belongs to its registrant (the registration token ipc.register
+//     returns, or the registrant's process), and a router that finds its
+//     socket gone drops it (docs/routing.md).
 //   - Reads (Find, FindFunc, ipc.discover, ipc.find_capability,
 //     GET /agents?capability=) come from the in-memory capability index —
 //     providers kept sorted per tag, verdicts cached per provider — filtered

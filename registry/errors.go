@@ -72,6 +72,10 @@ var statusByWord = map[string]struct {
 	CodeWordInvalidParams:              {400, jsonrpc.InvalidParams},
 	CodeWordNoProvider:                 {404, CodeNotFound},
 	CodeWordCompacted:                  {410, CodeCompacted},
+	CodeWordHopLimit:                   {508, CodeHopLimit},
+	CodeWordNameInUse:                  {409, CodeConflict},
+	CodeWordNotRegistrant:              {403, CodeForbidden},
+	CodeWordSelfRoute:                  {400, jsonrpc.InvalidParams},
 }
 
 func refuse(word, format string, args ...any) *Error {

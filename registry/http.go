@@ -5,7 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -34,15 +34,17 @@ func HTTPRoutes() []string {
 // /agents/{key}, GET /crl, POST /join, POST /renew, POST /heartbeat,
 // POST /admin/invite, POST /admin/revoke, GET /genesis, GET /policy,
 // GET /healthz.
+// Writes are rate-limited per client IP (Config.RateLimits): over the
+// limit, 429 rate_limit_exceeded with Retry-After.
 // Bodies are written as the reference's Flask does (sorted keys, no
 // spaces, ASCII only); errors as {"error":{"code","message","details",
 // "request_id"}}.
 func (n *Node) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /agents", n.httpRegister)
+	mux.HandleFunc("POST /agents", limited(n.limits.agents, n.httpRegister))
 	mux.HandleFunc("GET /agents", n.httpList)
 	mux.HandleFunc("GET /agents/{key...}", n.httpGet)
-	mux.HandleFunc("DELETE /agents/{key...}", n.httpDelete)
+	mux.HandleFunc("DELETE /agents/{key...}", limited(n.limits.agents, n.httpDelete))
 	mux.HandleFunc("GET /crl", func(w http.ResponseWriter, r *http.Request) {
 		c, err := n.CurrentCRL(r.Context())
 		if err != nil {
@@ -64,11 +66,11 @@ func (n *Node) HTTPHandler() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"status": "healthy", "network": n.cfg.Network, "version": "v1"})
 	})
-	mux.HandleFunc("POST /join", n.httpJoin)
-	mux.HandleFunc("POST /renew", n.httpRenew)
-	mux.HandleFunc("POST /heartbeat", n.httpHeartbeat)
-	mux.HandleFunc("POST /admin/invite", n.httpInvite)
-	mux.HandleFunc("POST /admin/revoke", n.httpRevoke)
+	mux.HandleFunc("POST /join", limited(n.limits.join, n.httpJoin))
+	mux.HandleFunc("POST /renew", limited(n.limits.join, n.httpRenew))
+	mux.HandleFunc("POST /heartbeat", limited(n.limits.join, n.httpHeartbeat))
+	mux.HandleFunc("POST /admin/invite", limited(n.limits.admin, n.httpInvite))
+	mux.HandleFunc("POST /admin/revoke", limited(n.limits.admin, n.httpRevoke))
 	return mux
 }
 
@@ -295,18 +297,20 @@ func (n *Node) verifyNodeRequest(ctx context.Context, o map[string]any, nodeKey,
 	return nil
 }
 
-func intField(o map[string]any, k string, def int) (int, error) {
+// intField reads an optional integer member k of an HTTP body, in
+// [1, max]; def when absent or null.
+func intField(o map[string]any, k string, def int, max int64) (int, error) {
 	v, ok := o[k]
 	if !ok || v == nil {
 		return def, nil
 	}
 	num, ok := v.(json.Number)
 	if !ok || strings.ContainsAny(string(num), ".eE") {
-		return 0, fmt.Errorf("%s must be a positive integer", k)
+		return 0, boundedIntError(k, max)
 	}
 	i, err := num.Int64()
-	if err != nil || i <= 0 || i > 1<<20 {
-		return 0, fmt.Errorf("%s must be a positive integer", k)
+	if err != nil || i <= 0 || i > max {
+		return 0, boundedIntError(k, max)
 	}
 	return int(i), nil
 }
@@ -319,7 +323,7 @@ func (n *Node) httpJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	key, _ := o["node_public_key"].(string)
 	token, _ := o["invite_token"].(string)
-	hours, err := intField(o, "validity_hours", 168)
+	hours, err := intField(o, "validity_hours", 168, MaxValidityHours)
 	if err != nil {
 		writeErr(w, r, withStatus("invalid_validity_hours", 400, -32602, "%v", err))
 		return
@@ -368,7 +372,7 @@ func (n *Node) httpRenew(w http.ResponseWriter, r *http.Request) {
 	}
 	certID, _ := o["cert_id"].(string)
 	key, _ := o["node_public_key"].(string)
-	hours, err := intField(o, "validity_hours", 168)
+	hours, err := intField(o, "validity_hours", 168, MaxValidityHours)
 	if err != nil {
 		writeErr(w, r, withStatus("invalid_validity_hours", 400, -32602, "%v", err))
 		return
@@ -533,10 +537,10 @@ func (n *Node) httpInvite(w http.ResponseWriter, r *http.Request) {
 		s, _ := x.(string)
 		roles = append(roles, s)
 	}
-	maxH, err1 := intField(o, "max_validity_hours", 168)
-	expH, err2 := intField(o, "token_expiry_hours", 24)
-	if err1 != nil || err2 != nil {
-		writeErr(w, r, withStatus("invalid_max_validity_hours", 400, -32602, "token validity windows must be positive"))
+	maxH, err1 := intField(o, "max_validity_hours", 168, MaxValidityHours)
+	expH, err2 := intField(o, "token_expiry_hours", 24, MaxTokenExpiryHours)
+	if err := errors.Join(err1, err2); err != nil {
+		writeErr(w, r, withStatus("invalid_max_validity_hours", 400, -32602, "%v", err))
 		return
 	}
 	tok, exp, err := n.Invite(r.Context(), roles, time.Duration(maxH)*time.Hour, time.Duration(expH)*time.Hour)

@@ -23,6 +23,9 @@ type LocalRegistration struct {
 	Capabilities []string
 	Endpoint     string
 	Version      string
+	// Token is the registration token of the registration this one
+	// renews, when the registrant holds one (see RegisterLocal).
+	Token string
 }
 
 // NormalizeEndpoint turns the endpoint forms ecoPrimals registrations use
@@ -80,45 +83,67 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 // registry has called identity.get on the endpoint and the primal name it
 // answers equals the registered name (ASCII case-insensitive, as Songbird
 // compares). An unreachable endpoint is a refusal, not trust on first use.
-func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRegistration) (Entry, error) {
+//
+// The registration is bound to its registrant: RegisterLocal returns a
+// registration token that Heartbeat and Unregister (and a re-registration
+// of the name) must present, unless they come from the registrant's own
+// process. A live registration of the name by someone else is replaced
+// only when it names the same endpoint or its endpoint is gone (nobody
+// listens on its socket); otherwise the answer is CodeWordNameInUse.
+func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRegistration) (Entry, string, error) {
 	if peer.Transport != "unix" || !peer.HasCred {
-		return Entry{}, refuse(CodeWordUnsignedRemote, "unsigned registration is accepted only over the node's Unix socket; over %s send a signed descriptor ({\"descriptor\": …})", nonEmpty(peer.Transport, "this transport"))
+		return Entry{}, "", refuse(CodeWordUnsignedRemote, "unsigned registration is accepted only over the node's Unix socket; over %s send a signed descriptor ({\"descriptor\": …})", nonEmpty(peer.Transport, "this transport"))
 	}
 	if peer.UID != *n.cfg.UID {
-		return Entry{}, refuse(CodeWordForeignUser, "peer uid %d is not the node's user (uid %d)", peer.UID, *n.cfg.UID)
+		return Entry{}, "", refuse(CodeWordForeignUser, "peer uid %d is not the node's user (uid %d)", peer.UID, *n.cfg.UID)
 	}
 	if reg.Name == "" {
-		return Entry{}, refuse(CodeWordInvalidParams, "primal_id (or name) is required")
+		return Entry{}, "", refuse(CodeWordInvalidParams, "primal_id (or name) is required")
 	}
 	ep, err := NormalizeEndpoint(reg.Endpoint)
 	if err != nil {
-		return Entry{}, refuse(CodeWordInvalidParams, "%v", err)
+		return Entry{}, "", refuse(CodeWordInvalidParams, "%v", err)
+	}
+	if err := n.refuseSelf(ep); err != nil {
+		return Entry{}, "", err
 	}
 	for i, c := range reg.Capabilities {
 		if c == "" {
-			return Entry{}, refuse(CodeWordInvalidParams, "capabilities[%d] is empty", i)
+			return Entry{}, "", refuse(CodeWordInvalidParams, "capabilities[%d] is empty", i)
 		}
 	}
 	if err := n.probeIdentity(ctx, ep, reg.Name); err != nil {
-		return Entry{}, err
+		return Entry{}, "", err
 	}
+	key := localKey(reg.Name)
+	prev, had := n.liveLocal(key)
+	if had {
+		if err := n.mayTakeOver(ctx, prev, peer, reg.Token, ep); err != nil {
+			return Entry{}, "", err
+		}
+	}
+	token := newRegistrationToken()
 	now := n.cfg.Now()
 	lr := localRecord{Name: reg.Name, Capabilities: append([]string{}, reg.Capabilities...), Endpoint: ep, Version: reg.Version, UID: peer.UID,
-		RegisteredAt: now.UTC(), ExpiresAt: now.Add(n.cfg.LocalTTL).UTC()}
+		PID: peer.PID, TokenHash: tokenHash(token), RegisteredAt: now.UTC(), ExpiresAt: now.Add(n.cfg.LocalTTL).UTC()}
 	raw, _ := json.Marshal(lr)
 	e := localEntry(lr, raw)
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
+	cur, live := n.liveLocalLocked(key, now)
+	if live && (!had || cur.Endpoint != prev.Endpoint || !cur.RegisteredAt.Equal(prev.RegisteredAt)) {
+		return Entry{}, "", refuse(CodeWordNameInUse, "the registration of %q changed while this one was checked; register again", reg.Name)
+	}
 	kind := EventRegistered
-	if cur, ok := n.entries[e.Key]; ok && n.live(cur, now) {
+	if live {
 		kind = EventReplaced
 	}
 	if err := n.commit(ctx, []Op{{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt}}},
 		Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
-		return Entry{}, err
+		return Entry{}, "", err
 	}
 	n.publish(func() { n.index(e) })
-	return n.view(e, now), nil
+	return n.view(e, now), token, nil
 }
 
 func nonEmpty(s, def string) string {
@@ -148,10 +173,11 @@ func (n *Node) probeIdentity(ctx context.Context, ep, name string) error {
 	return nil
 }
 
-// Heartbeat renews a registration's TTL: a local registration by name,
-// or (for a signed registration) nothing to renew — descriptors are
-// refreshed by posting a newer one.
-func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name string) (time.Time, error) {
+// Heartbeat renews a local registration's TTL, by name, for its
+// registrant only: the caller presents the registration token, or is the
+// registrant's process. (A signed registration has nothing to renew —
+// descriptors are refreshed by posting a newer one.)
+func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name, token string) (time.Time, error) {
 	if name == "" {
 		return time.Time{}, refuse(CodeWordInvalidParams, "name (or primal_id) is required")
 	}
@@ -167,6 +193,9 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name string) (t
 	}
 	var lr localRecord
 	_ = json.Unmarshal(e.raw, &lr)
+	if !lr.owns(peer, token) {
+		return time.Time{}, refuse(CodeWordNotRegistrant, "%q was registered by another process: renew it with its registration_token, from the registrant, or register again", name)
+	}
 	lr.ExpiresAt = now.Add(n.cfg.LocalTTL).UTC()
 	raw, _ := json.Marshal(lr)
 	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt}}); err != nil {
@@ -177,13 +206,25 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name string) (t
 	return lr.ExpiresAt, nil
 }
 
-// Unregister removes a local registration by name.
-func (n *Node) Unregister(ctx context.Context, peer jsonrpc.Peer, name string) error {
+// Unregister removes a local registration by name. The caller must be
+// its registrant (the registration token, or the registrant's process) —
+// or the registered endpoint must be gone, so that anyone of the node's
+// user may clean up after a host that died.
+func (n *Node) Unregister(ctx context.Context, peer jsonrpc.Peer, name, token string) error {
 	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
 		return refuse(CodeWordForeignUser, "only the node's own user may remove a local registration over the Unix socket")
 	}
+	lr, had := n.liveLocal(localKey(name))
+	if had && !lr.owns(peer, token) {
+		if token != "" || !n.endpointGone(ctx, lr.Endpoint) {
+			return refuse(CodeWordNotRegistrant, "%q was registered by another process, whose endpoint %s is still listening: only its registrant may unregister it", name, lr.Endpoint)
+		}
+	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
+	if cur, live := n.liveLocalLocked(localKey(name), n.cfg.Now()); live && (!had || cur.TokenHash != lr.TokenHash) {
+		return refuse(CodeWordNotRegistrant, "%q was registered again while this unregistration was checked", name)
+	}
 	ok, err := n.deregisterLocked(ctx, localKey(name), EventDeregistered, "ipc.unregister")
 	if err != nil {
 		return err

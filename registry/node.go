@@ -70,6 +70,14 @@ type Config struct {
 	// WatchHistory is how many events ipc.watch can at least replay (up to
 	// twice as many are kept between trims). Default 10000.
 	WatchHistory int
+	// RateLimits are the per-client limits of the HTTP surface's writes
+	// (POST /agents, /join, /admin/*, …). The zero value is the defaults
+	// (30 a minute per client IP for each group).
+	RateLimits RateLimits
+	// MaxHops is how many routers a request may have passed (its
+	// params._meta.hops) for this node to forward it once more; a request
+	// at the limit is refused with CodeHopLimit. Default DefaultMaxHops.
+	MaxHops int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -158,6 +166,8 @@ type Node struct {
 	done     chan struct{} // closed by Close: ends pending watches
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
+	self     selfEndpoints // the node's own listeners (loop protection)
+	limits   httpLimiters  // per-client HTTP rate limits
 }
 
 // NewNode loads the durable state from cfg.Store and starts the expiry
@@ -186,6 +196,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	if cfg.WatchHistory == 0 {
 		cfg.WatchHistory = 10000
+	}
+	if cfg.MaxHops <= 0 {
+		cfg.MaxHops = DefaultMaxHops
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -216,6 +229,7 @@ func NewNode(cfg Config) (*Node, error) {
 		nonces:  map[string]time.Time{},
 		done:    make(chan struct{}),
 	}
+	n.limits = newHTTPLimiters(cfg.RateLimits, cfg.Now)
 	if err := n.load(context.Background()); err != nil {
 		return nil, err
 	}
@@ -268,6 +282,8 @@ type localRecord struct {
 	Endpoint     string    `json:"endpoint"`
 	Version      string    `json:"version,omitempty"`
 	UID          uint32    `json:"uid"`
+	PID          int32     `json:"pid,omitempty"`        // the registrant's process
+	TokenHash    string    `json:"token_hash,omitempty"` // SHA-256 of its registration token
 	RegisteredAt time.Time `json:"registered_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
 }
@@ -593,6 +609,9 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	}
 	if n.cfg.MaxDescriptorTTL > 0 && d.ExpiresAt.Instant().Sub(d.RegisteredAt.Instant()) > n.cfg.MaxDescriptorTTL {
 		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
+	}
+	if err := n.refuseSelf(d.Endpoint.URI()); err != nil {
+		return Entry{}, err
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,7 +110,12 @@ func rpcCode(err error) (jsonrpc.Code, string) {
 }
 
 func TestLocalRegistrationDiscoverCallExpire(t *testing.T) {
-	n := newNode(t, registry.Config{LocalTTL: 400 * time.Millisecond, SweepInterval: 50 * time.Millisecond})
+	// The registry's clock is the test's: the TTL runs out when the test
+	// says so, not when a loaded machine happens to be slow.
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	n := newNode(t, registry.Config{LocalTTL: 400 * time.Millisecond, SweepInterval: time.Hour, Now: now})
 	l, nodeSock := unixListener(t, "node")
 	serve(t, n.RPC(), l)
 	host := fakeHost(t, "beardog")
@@ -159,7 +165,7 @@ func TestLocalRegistrationDiscoverCallExpire(t *testing.T) {
 
 	// Heartbeats keep it alive past its TTL...
 	for i := 0; i < 4; i++ {
-		time.Sleep(200 * time.Millisecond)
+		clock.Add(int64(200 * time.Millisecond))
 		call(t, c, "ipc.heartbeat", map[string]any{"name": "beardog"})
 	}
 	if got := n.Find("crypto", registry.FindOptions{}); len(got) != 1 {
@@ -168,10 +174,11 @@ func TestLocalRegistrationDiscoverCallExpire(t *testing.T) {
 	// ...and a host that stops without deregistering disappears after it.
 	w := call(t, c, "ipc.watch", map[string]any{"since_revision": 0})
 	rev := uint64(w["revision"].(float64))
-	time.Sleep(600 * time.Millisecond)
+	clock.Add(int64(600 * time.Millisecond))
 	if got := call(t, c, "ipc.discover", map[string]any{"capability": "crypto"})["providers"].([]any); len(got) != 0 {
 		t.Fatalf("expired host still discoverable: %v", got)
 	}
+	n.Sweep(context.Background()) // what the sweeper does every SweepInterval
 	w = call(t, c, "ipc.watch", map[string]any{"since_revision": rev, "wait_ms": 2000})
 	evs := w["events"].([]any)
 	if len(evs) != 1 || evs[0].(map[string]any)["kind"] != "expired" || evs[0].(map[string]any)["primal"] != "beardog" {

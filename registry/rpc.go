@@ -102,6 +102,9 @@ type nameParams struct {
 	PrimalID string `json:"primal_id"`
 	Name     string `json:"name"`
 	Primal   string `json:"primal"`
+	// Token is the registration token ipc.register returned (heartbeat,
+	// unregister, re-register).
+	Token string `json:"registration_token"`
 }
 
 func (p nameParams) name() string {
@@ -190,6 +193,7 @@ func (n *Node) methods() jsonrpc.Map {
 	return jsonrpc.Map{
 		"ipc.register": handler(func(ctx context.Context, peer jsonrpc.Peer, p registerParams) (any, error) {
 			var e Entry
+			var token string
 			var err error
 			if len(p.Descriptor) > 0 && string(p.Descriptor) != "null" {
 				var d *descriptor.Descriptor
@@ -202,16 +206,20 @@ func (n *Node) methods() jsonrpc.Map {
 				if ep == "" {
 					ep = p.Socket
 				}
-				e, err = n.RegisterLocal(ctx, peer, LocalRegistration{Name: p.name(), Capabilities: p.Capabilities, Endpoint: ep, Version: p.Version})
+				e, token, err = n.RegisterLocal(ctx, peer, LocalRegistration{Name: p.name(), Capabilities: p.Capabilities, Endpoint: ep, Version: p.Version, Token: p.Token})
 			}
 			if err != nil {
 				return nil, err
 			}
-			return map[string]any{
+			res := map[string]any{
 				"virtual_endpoint": "/primal/" + e.Name, "registered_at": e.RegisteredAt.Format(time.RFC3339Nano),
 				"expires_at": e.ExpiresAt.Format(time.RFC3339Nano), "ttl_seconds": int(e.ExpiresAt.Sub(n.cfg.Now()).Seconds()),
 				"key": e.Key, "endpoint": e.Endpoint, "source": e.Source, "trust": e.Trust, "registered": true,
-			}, nil
+			}
+			if token != "" {
+				res["registration_token"] = token
+			}
+			return res, nil
 		}),
 		"ipc.resolve": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
 			nameParams
@@ -248,14 +256,14 @@ func (n *Node) methods() jsonrpc.Map {
 			return json.RawMessage(append(b, '}')), nil
 		}),
 		"ipc.heartbeat": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
-			exp, err := n.Heartbeat(ctx, peer, p.name())
+			exp, err := n.Heartbeat(ctx, peer, p.name(), p.Token)
 			if err != nil {
 				return nil, err
 			}
 			return map[string]any{"acknowledged": true, "timestamp": n.cfg.Now().UTC().Format(time.RFC3339Nano), "expires_at": exp.Format(time.RFC3339Nano)}, nil
 		}),
 		"ipc.unregister": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
-			if err := n.Unregister(ctx, peer, p.name()); err != nil {
+			if err := n.Unregister(ctx, peer, p.name(), p.Token); err != nil {
 				return nil, err
 			}
 			return map[string]any{"unregistered": true}, nil
@@ -307,12 +315,16 @@ func (n *Node) methods() jsonrpc.Map {
 		"registry.enroll": handler(func(ctx context.Context, peer jsonrpc.Peer, p struct {
 			NodePublicKey string   `json:"node_public_key"`
 			Roles         []string `json:"roles"`
-			ValidityHours int      `json:"validity_hours"`
+			ValidityHours *int64   `json:"validity_hours"`
 		}) (any, error) {
 			if err := n.requireOperator(peer); err != nil {
 				return nil, err
 			}
-			c, err := n.Enroll(ctx, p.NodePublicKey, p.Roles, time.Duration(p.ValidityHours)*time.Hour)
+			validity, err := hoursParam("validity_hours", p.ValidityHours, 168, MaxValidityHours)
+			if err != nil {
+				return nil, err
+			}
+			c, err := n.Enroll(ctx, p.NodePublicKey, p.Roles, validity)
 			if err != nil {
 				return nil, err
 			}
@@ -321,13 +333,21 @@ func (n *Node) methods() jsonrpc.Map {
 		}),
 		"registry.invite": handler(func(ctx context.Context, peer jsonrpc.Peer, p struct {
 			Roles            []string `json:"roles"`
-			MaxValidityHours int      `json:"max_validity_hours"`
-			TokenExpiryHours int      `json:"token_expiry_hours"`
+			MaxValidityHours *int64   `json:"max_validity_hours"`
+			TokenExpiryHours *int64   `json:"token_expiry_hours"`
 		}) (any, error) {
 			if err := n.requireOperator(peer); err != nil {
 				return nil, err
 			}
-			tok, exp, err := n.Invite(ctx, p.Roles, time.Duration(p.MaxValidityHours)*time.Hour, time.Duration(p.TokenExpiryHours)*time.Hour)
+			maxV, err := hoursParam("max_validity_hours", p.MaxValidityHours, 168, MaxValidityHours)
+			if err != nil {
+				return nil, err
+			}
+			ttl, err := hoursParam("token_expiry_hours", p.TokenExpiryHours, 24, MaxTokenExpiryHours)
+			if err != nil {
+				return nil, err
+			}
+			tok, exp, err := n.Invite(ctx, p.Roles, maxV, ttl)
 			if err != nil {
 				return nil, err
 			}
@@ -398,14 +418,19 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 	if len(cands) == 0 {
 		return nil, rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
 	}
+	params, err := n.nextHop(params) // loop protection: _meta.hops
+	if err != nil {
+		return nil, rpcError(err)
+	}
 	var lastErr error
 	for _, e := range cands {
-		if !routableEndpoint(e.Endpoint) {
-			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint", e.Name, e.Endpoint)
+		if !routableEndpoint(e.Endpoint) || n.isSelf(e.Endpoint) {
+			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint of another host", e.Name, e.Endpoint)
 			continue
 		}
 		c, err := n.cfg.Dial(ctx, e.Endpoint)
 		if err != nil {
+			n.dropIfGone(ctx, e, err) // the host stopped without unregistering
 			lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
 			continue
 		}

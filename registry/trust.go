@@ -360,7 +360,10 @@ func (n *Node) Enroll(ctx context.Context, nodeKey string, roles []string, valid
 	if err := validRoles(roles); err != nil {
 		return nil, refuse(CodeWordInvalidParams, "%v", err)
 	}
-	if validity <= 0 {
+	if err := checkHours("validity", validity, MaxValidityHours); err != nil {
+		return nil, err
+	}
+	if validity == 0 {
 		validity = 168 * time.Hour
 	}
 	n.wmu.Lock()
@@ -399,10 +402,16 @@ func (n *Node) Invite(ctx context.Context, roles []string, maxValidity, tokenTTL
 	if err := validRoles(roles); err != nil {
 		return "", time.Time{}, refuse(CodeWordInvalidParams, "%v", err)
 	}
-	if maxValidity <= 0 {
+	if err := checkHours("max validity", maxValidity, MaxValidityHours); err != nil {
+		return "", time.Time{}, err
+	}
+	if err := checkHours("token expiry", tokenTTL, MaxTokenExpiryHours); err != nil {
+		return "", time.Time{}, err
+	}
+	if maxValidity == 0 {
 		maxValidity = 168 * time.Hour
 	}
-	if tokenTTL <= 0 {
+	if tokenTTL == 0 {
 		tokenTTL = 24 * time.Hour
 	}
 	var b [24]byte

@@ -48,6 +48,7 @@ type serverFlags struct {
 	memory       bool
 	requireBTSP  bool
 	chpFixtures  bool
+	rateLimits   map[string]int
 }
 
 func init() { register(newServerCmd) }
@@ -110,6 +111,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
+	fl.StringToIntVar(&f.rateLimits, "http-rate-limit", nil, "per-client-IP limits a minute of the HTTP registry writes, as agents=N (POST/DELETE /agents), join=N (/join, /renew, /heartbeat), admin=N (/admin/*); 0 is no limit (default 30 each)")
 	fl.BoolVar(&f.requireBTSP, "require-btsp", false, "on a family-scoped socket, refuse plaintext JSON-RPC with the BTSP-required error (TS-01)")
 	return cmd
 }
@@ -141,6 +143,10 @@ func (f *serverFlags) validate() error {
 // registryConfig turns the trust flags into the registry's configuration.
 func (f *serverFlags) registryConfig() (registry.Config, error) {
 	cfg := registry.Config{Network: f.network, LocalTTL: f.localTTL}
+	var err error
+	if cfg.RateLimits, err = rateLimits(f.rateLimits); err != nil {
+		return cfg, err
+	}
 	for _, s := range f.operatorKeys {
 		id, key, ok := strings.Cut(s, "=")
 		if !ok || id == "" {
@@ -311,6 +317,7 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 			}
 		}
 	}
+	declareSelf(ctx, node, h, f, hcfg, log)
 	log.Info("capmesh node starting", "name", f.name, "version", versionString(), "network", f.network, "memory", f.memory)
 	if err := h.Serve(ctx); err != nil {
 		if isAddrError(err) {

@@ -7,9 +7,12 @@
 // Flow: Start → locate the node (Config.Node, else $DISCOVERY_SOCKET, else
 // capmesh.sock or songbird.sock in the biomeos socket directory) → over a
 // local Unix socket, unsigned ipc.register {name, capabilities, endpoint}
-// then ipc.heartbeat every Interval; over TCP/HTTP, a signed RFC-005
-// descriptor (ipc.register {"descriptor": …}) refreshed at half its TTL →
-// on any failure, reconnect with backoff and register again.
+// then ipc.heartbeat every Interval, both carrying the registration token
+// the node returned; over TCP/HTTP, a signed RFC-005 descriptor
+// (ipc.register {"descriptor": …}) refreshed at half its TTL → on any
+// failure, reconnect with backoff and register again → on Close, a local
+// registration is withdrawn (ipc.unregister with its token), so the node
+// stops listing the host at once instead of at the end of its TTL.
 //
 // The package depends only on jsonrpc and registry/descriptor, so the host
 // library can import it without pulling in SQLite or an HTTP server.
@@ -75,6 +78,7 @@ type Session struct {
 	registered bool
 	node       string
 	changed    chan struct{}
+	token      string // registration token of the local registration
 }
 
 // Start begins announcing in the background and returns at once.
@@ -103,8 +107,10 @@ func Start(ctx context.Context, cfg Config) *Session {
 	return s
 }
 
-// Close stops the session (without deregistering: the TTL does that, and
-// a restarting host re-registers under the same name).
+// Close stops the session and withdraws a local registration
+// (ipc.unregister with its registration token, waiting at most
+// unregisterTimeout), so that the node stops listing a host that is going
+// away. A signed registration is left to its TTL.
 func (s *Session) Close() error {
 	s.cancel()
 	<-s.done
@@ -196,7 +202,7 @@ func (s *Session) run(ctx context.Context) {
 			return
 		}
 		if !warned {
-			s.cfg.Logger.Warn("announce: no registry reachable; serving standalone and retrying quietly", "name", s.cfg.Name, "err", err)
+			s.cfg.Logger.Warn("announce: not registered with a node; serving standalone and retrying quietly", "name", s.cfg.Name, "err", err)
 			warned = true
 		} else {
 			s.cfg.Logger.Debug("announce: retry failed", "err", err)
@@ -238,6 +244,9 @@ func (s *Session) register(ctx context.Context, c jsonrpc.Caller, addr string) e
 	var params map[string]any
 	if isLocal(addr) {
 		params = map[string]any{"primal_id": s.cfg.Name, "name": s.cfg.Name, "capabilities": s.cfg.Capabilities, "endpoint": s.cfg.Endpoint, "version": s.cfg.Version}
+		if tok := s.getToken(); tok != "" {
+			params["registration_token"] = tok
+		}
 	} else {
 		if s.cfg.Key == nil {
 			return fmt.Errorf("announce: node %s is not local and no signing key is configured", addr)
@@ -255,7 +264,16 @@ func (s *Session) register(ctx context.Context, c jsonrpc.Caller, addr string) e
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return c.Call(cctx, "ipc.register", params, nil)
+	var res struct {
+		Token string `json:"registration_token"`
+	}
+	if err := c.Call(cctx, "ipc.register", params, &res); err != nil {
+		return err
+	}
+	if isLocal(addr) {
+		s.setToken(res.Token)
+	}
+	return nil
 }
 
 func (s *Session) serveNode(ctx context.Context, c jsonrpc.Caller, addr string) error {
@@ -273,25 +291,79 @@ func (s *Session) serveNode(ctx context.Context, c jsonrpc.Caller, addr string) 
 	for {
 		select {
 		case <-ctx.Done():
+			if isLocal(addr) {
+				s.unregister(c, addr)
+			}
 			return ctx.Err()
 		case <-t.C:
 		}
 		var err error
 		if isLocal(addr) {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err = c.Call(cctx, "ipc.heartbeat", map[string]any{"name": s.cfg.Name}, nil)
+			err = c.Call(cctx, "ipc.heartbeat", s.nameParams(), nil)
 			cancel()
-			if code, ok := jsonrpc.ErrorCode(err); ok && code == -32004 {
-				// The node forgot us (restart without state, or expiry): register again.
+			if code, ok := jsonrpc.ErrorCode(err); ok && (code == -32004 || code == -32003) {
+				// The node forgot us (restart without state, or expiry), or
+				// the name is no longer ours: register afresh. The node
+				// refuses (name_in_use) if another live host holds it.
+				s.setToken("")
 				err = s.register(ctx, c, addr)
 			}
 		} else {
 			err = s.register(ctx, c, addr)
 		}
+		if err != nil && ctx.Err() != nil && isLocal(addr) {
+			s.unregister(c, addr) // stopped during the keep-alive call
+			return ctx.Err()
+		}
 		if err != nil {
 			return fmt.Errorf("keep-alive at %s: %w", addr, err)
 		}
 	}
+}
+
+// unregisterTimeout bounds the ipc.unregister of Close.
+const unregisterTimeout = 2 * time.Second
+
+func (s *Session) getToken() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token
+}
+
+func (s *Session) setToken(tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = tok
+}
+
+// nameParams names the registration for ipc.heartbeat and ipc.unregister.
+func (s *Session) nameParams() map[string]any {
+	p := map[string]any{"name": s.cfg.Name}
+	if tok := s.getToken(); tok != "" {
+		p["registration_token"] = tok
+	}
+	return p
+}
+
+// unregister withdraws the local registration, once the session is
+// stopping: on the session's connection, or on a fresh one to addr when
+// that one has broken (the node restarted since the last heartbeat).
+func (s *Session) unregister(c jsonrpc.Caller, addr string) {
+	ctx, cancel := context.WithTimeout(context.Background(), unregisterTimeout)
+	defer cancel()
+	err := c.Call(ctx, "ipc.unregister", s.nameParams(), nil)
+	if _, isRPC := jsonrpc.ErrorCode(err); err != nil && !isRPC && ctx.Err() == nil {
+		if fresh, derr := s.cfg.Dial(ctx, addr); derr == nil {
+			err = fresh.Call(ctx, "ipc.unregister", s.nameParams(), nil)
+			fresh.Close()
+		}
+	}
+	if err != nil {
+		s.cfg.Logger.Warn("announce: could not unregister; the node drops the registration at its TTL", "name", s.cfg.Name, "err", err)
+		return
+	}
+	s.cfg.Logger.Info("announce: unregistered", "name", s.cfg.Name)
 }
 
 func tcpEndpoint(ep string) (descriptor.Endpoint, error) {

@@ -61,7 +61,7 @@ func TestAnnounceHeartbeatAndReRegisterAfterNodeRestart(t *testing.T) {
 	})}, hostSock)
 
 	nodeSock := filepath.Join(dir, "capmesh.sock")
-	n1, _ := registry.NewNode(registry.Config{LocalTTL: 300 * time.Millisecond, SweepInterval: 50 * time.Millisecond})
+	n1, _ := registry.NewNode(registry.Config{LocalTTL: 2 * time.Second, SweepInterval: 50 * time.Millisecond})
 	defer n1.Close()
 	stop1 := serveAt(t, n1.RPC(), nodeSock)
 
@@ -69,21 +69,22 @@ func TestAnnounceHeartbeatAndReRegisterAfterNodeRestart(t *testing.T) {
 		Node: nodeSock, Interval: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
 	defer s.Close()
 	waitFor(t, "registration", func() bool { return len(n1.Find("crypto", registry.FindOptions{})) == 1 })
-	time.Sleep(700 * time.Millisecond) // > 2 TTLs: only heartbeats keep it
+	time.Sleep(5 * time.Second) // > 2 TTLs: only heartbeats (every 100 ms) keep it
 	if len(n1.Find("crypto", registry.FindOptions{})) != 1 {
 		t.Fatal("registration lapsed despite heartbeats")
 	}
 
 	// The node restarts with no state; the host registers again by itself.
 	stop1()
-	n2, _ := registry.NewNode(registry.Config{LocalTTL: 300 * time.Millisecond})
+	n2, _ := registry.NewNode(registry.Config{LocalTTL: 2 * time.Second})
 	defer n2.Close()
 	serveAt(t, n2.RPC(), nodeSock)
 	waitFor(t, "re-registration after node restart", func() bool { return len(n2.Find("crypto", registry.FindOptions{})) == 1 })
 
-	// Close stops heartbeats: the entry expires by TTL.
+	// Close unregisters (TestAnnounceCloseUnregisters), or at worst the
+	// heartbeats stop and the TTL ends it.
 	s.Close()
-	waitFor(t, "expiry after the host stopped", func() bool { return len(n2.Find("crypto", registry.FindOptions{})) == 0 })
+	waitFor(t, "removal after the host stopped", func() bool { return len(n2.Find("crypto", registry.FindOptions{})) == 0 })
 }
 
 func TestAnnounceWarnsOnceWhenNoNode(t *testing.T) {
@@ -111,5 +112,68 @@ func TestCandidates(t *testing.T) {
 	t.Setenv("DISCOVERY_SOCKET", "/x.sock")
 	if got := announce.Candidates(announce.Config{}); len(got) != 1 || got[0] != "/x.sock" {
 		t.Fatalf("DISCOVERY_SOCKET ignored: %v", got)
+	}
+}
+
+// TestAnnounceCloseUnregisters: Close withdraws a local registration with
+// its token, so the node stops listing the host at once — not at the end
+// of the TTL (an hour here) — and says so in its watch stream.
+func TestAnnounceCloseUnregisters(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "cmann")
+	defer os.RemoveAll(dir)
+	hostSock := filepath.Join(dir, "beardog.sock")
+	serveAt(t, jsonrpc.Map{"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]string{"primal": "beardog"}, nil
+	})}, hostSock)
+	nodeSock := filepath.Join(dir, "capmesh.sock")
+	n, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour})
+	defer n.Close()
+	serveAt(t, n.RPC(), nodeSock)
+
+	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
+		Node: nodeSock, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
+	waitFor(t, "registration", func() bool { return len(n.Find("crypto", registry.FindOptions{})) == 1 })
+	rev := n.Version()
+	s.Close()
+	if got := n.Find("crypto", registry.FindOptions{}); len(got) != 0 {
+		t.Fatalf("still listed right after Close: %v", got)
+	}
+	_, evs, err := n.Watch(context.Background(), rev, nil, 0)
+	if err != nil || len(evs) != 1 || evs[0].Kind != registry.EventDeregistered || evs[0].Reason != "ipc.unregister" {
+		t.Fatalf("watch after Close: %v %+v", err, evs)
+	}
+}
+
+// TestAnnounceCloseUnregistersAfterNodeRestart: when the node restarted
+// (keeping its state) since the last heartbeat, Close withdraws the
+// registration on a fresh connection rather than giving up on the broken
+// one.
+func TestAnnounceCloseUnregistersAfterNodeRestart(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "cmann")
+	defer os.RemoveAll(dir)
+	hostSock := filepath.Join(dir, "beardog.sock")
+	serveAt(t, jsonrpc.Map{"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]string{"primal": "beardog"}, nil
+	})}, hostSock)
+	nodeSock := filepath.Join(dir, "capmesh.sock")
+	store := registry.NewMemStore() // the node's durable state, kept across the restart
+	n1, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour, Store: store})
+	stop1 := serveAt(t, n1.RPC(), nodeSock)
+
+	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
+		Node: nodeSock, Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
+	defer s.Close()
+	waitFor(t, "registration", func() bool { return len(n1.Find("crypto", registry.FindOptions{})) == 1 })
+	stop1()
+	n1.Close()
+	n2, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour, Store: store})
+	defer n2.Close()
+	serveAt(t, n2.RPC(), nodeSock)
+	if len(n2.Find("crypto", registry.FindOptions{})) != 1 {
+		t.Fatal("the restarted node lost the registration")
+	}
+	s.Close()
+	if got := n2.Find("crypto", registry.FindOptions{}); len(got) != 0 {
+		t.Fatalf("still listed by the restarted node after Close: %v", got)
 	}
 }

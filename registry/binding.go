@@ -1,0 +1,127 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+)
+
+// Registration binding (docs/routing.md): a local registration belongs to
+// the process that made it. ipc.register returns a registration token; a
+// heartbeat, an unregistration or a re-registration of the name must carry
+// it, or come from the registrant's own process (its SO_PEERCRED pid —
+// what Songbird clients, which renew by name only, satisfy). Anyone else of
+// the node's user may take the name over only when the registered endpoint
+// is gone (nobody listens on its socket) or when registering the very same
+// endpoint.
+
+// Refusal words of the binding.
+const (
+	CodeWordNameInUse     = "name_in_use"
+	CodeWordNotRegistrant = "not_the_registrant"
+)
+
+// newRegistrationToken returns a fresh random token (32 bytes, base64url).
+func newRegistrationToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// owns reports whether the caller is lr's registrant: by its token when
+// it presents one (a wrong token is not made up for by the pid), else by
+// its process id.
+func (lr *localRecord) owns(peer jsonrpc.Peer, token string) bool {
+	if token != "" {
+		return lr.TokenHash != "" && subtle.ConstantTimeCompare([]byte(tokenHash(token)), []byte(lr.TokenHash)) == 1
+	}
+	return lr.PID != 0 && peer.HasCred && peer.PID == lr.PID
+}
+
+// liveLocal returns a copy of the live local registration of key.
+func (n *Node) liveLocal(key string) (localRecord, bool) {
+	now := n.cfg.Now()
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.liveLocalLocked(key, now)
+}
+
+// liveLocalLocked is liveLocal for a caller holding mu or wmu.
+func (n *Node) liveLocalLocked(key string, now time.Time) (localRecord, bool) {
+	e, ok := n.entries[key]
+	if !ok || e.Source != SourceLocal || !n.live(e, now) {
+		return localRecord{}, false
+	}
+	var lr localRecord
+	if json.Unmarshal(e.raw, &lr) != nil {
+		return localRecord{}, false
+	}
+	return lr, true
+}
+
+// mayTakeOver decides whether a registration of cur's name at ep by peer
+// (holding token, maybe) may replace cur. It dials cur's endpoint when
+// that is what decides, so the caller must not hold a lock.
+func (n *Node) mayTakeOver(ctx context.Context, cur localRecord, peer jsonrpc.Peer, token, ep string) error {
+	if cur.owns(peer, token) || cur.Endpoint == ep {
+		return nil
+	}
+	if token != "" {
+		return refuse(CodeWordNotRegistrant, "registration_token does not match the registration of %q", cur.Name)
+	}
+	if n.endpointGone(ctx, cur.Endpoint) {
+		return nil
+	}
+	return refuse(CodeWordNameInUse, "%q is registered by another process at %s, which is still listening; it must unregister (or stop) first", cur.Name, cur.Endpoint)
+}
+
+// endpointGone dials ep and reports whether nobody listens there.
+func (n *Node) endpointGone(ctx context.Context, ep string) bool {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ProbeTimeout)
+	defer cancel()
+	c, err := n.cfg.Dial(ctx, ep)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return gone(ep, err)
+}
+
+// gone reports whether err, from dialling ep, means that no one listens
+// there any more: the Unix socket file is missing (ENOENT) or has no
+// listener (ECONNREFUSED). A timeout or any TCP error proves nothing.
+func gone(ep string, err error) bool {
+	return strings.HasPrefix(ep, "unix://") && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT))
+}
+
+// dropIfGone removes the local registration e after a call could not
+// reach its Unix socket because nobody listens there any more (the host
+// stopped without unregistering), so that discovery stops listing it now
+// rather than at the end of its TTL. Signed descriptors are the signer's
+// statement and are left to their TTL; the router just tries the next
+// provider.
+func (n *Node) dropIfGone(ctx context.Context, e Entry, err error) {
+	if e.Source != SourceLocal || !gone(e.Endpoint, err) {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	cur, ok := n.entries[e.Key]
+	if !ok || cur.Endpoint != e.Endpoint || !cur.RegisteredAt.Equal(e.RegisteredAt) {
+		return // replaced meanwhile: the new registration is not the dead one
+	}
+	if _, derr := n.deregisterLocked(ctx, e.Key, EventDeregistered, "endpoint gone: "+err.Error()); derr != nil {
+		n.log.Warn("registry: dropping an unreachable provider", "name", e.Name, "err", derr)
+		return
+	}
+	n.log.Info("registry: dropped a provider whose socket is gone", "name", e.Name, "endpoint", e.Endpoint)
+}

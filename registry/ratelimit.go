@@ -1,0 +1,176 @@
+package registry
+
+import (
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// RateLimit is a per-client token bucket: PerMinute requests a minute on
+// average, up to Burst at once. PerMinute 0 means the group's default, a
+// negative PerMinute turns the limit off; Burst 0 means PerMinute.
+type RateLimit struct {
+	PerMinute int
+	Burst     int
+}
+
+// RateLimits are the per-client limits of the HTTP surface's writes, as
+// the Genesis-Mesh reference NA has them (it answers 429 after 30 POSTs a
+// minute from one IP). A client is its remote IP address (an IPv6 client
+// its /64); X-Forwarded-For is not trusted. Reads are not limited.
+type RateLimits struct {
+	// Agents limits POST /agents and DELETE /agents/{key}. Default 30 a
+	// minute.
+	Agents RateLimit
+	// Join limits the node requests POST /join, /renew and /heartbeat.
+	// Default 30 a minute.
+	Join RateLimit
+	// Admin limits POST /admin/*. Default 30 a minute.
+	Admin RateLimit
+	// MaxClients bounds the clients remembered per group; once that many
+	// are tracked and none can be forgotten (a bucket is forgotten when it
+	// is full again), new clients share one bucket. Default 10000.
+	MaxClients int
+}
+
+// DefaultRatePerMinute is every group's default limit.
+const DefaultRatePerMinute = 30
+
+// CodeWordRateLimited is the 429 refusal's word (the reference's).
+const CodeWordRateLimited = "rate_limit_exceeded"
+
+// limiter is one group's buckets.
+type limiter struct {
+	rate, burst float64 // tokens per second, bucket size
+	max         int
+	now         func() time.Time
+
+	mu       sync.Mutex
+	clients  map[string]*bucket
+	overflow bucket
+	swept    time.Time
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// newLimiter returns nil (no limit) for a negative PerMinute.
+func newLimiter(rl RateLimit, maxClients int, now func() time.Time) *limiter {
+	if rl.PerMinute < 0 {
+		return nil
+	}
+	if rl.PerMinute == 0 {
+		rl.PerMinute = DefaultRatePerMinute
+	}
+	if rl.Burst <= 0 {
+		rl.Burst = rl.PerMinute
+	}
+	if maxClients <= 0 {
+		maxClients = 10000
+	}
+	l := &limiter{rate: float64(rl.PerMinute) / 60, burst: float64(rl.Burst), max: maxClients, now: now, clients: map[string]*bucket{}}
+	l.overflow = bucket{tokens: l.burst, at: now()}
+	return l
+}
+
+// allow takes a token from client's bucket; when there is none it says
+// how long until there is.
+func (l *limiter) allow(client string) (bool, time.Duration) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.clients[client]
+	if b == nil {
+		if len(l.clients) >= l.max {
+			l.forgetFull(now)
+		}
+		if len(l.clients) >= l.max {
+			b = &l.overflow
+		} else {
+			b = &bucket{tokens: l.burst, at: now}
+			l.clients[client] = b
+		}
+	}
+	l.refill(b, now)
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+}
+
+func (l *limiter) refill(b *bucket, now time.Time) {
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = math.Min(l.burst, b.tokens+d.Seconds()*l.rate)
+	}
+	b.at = now
+}
+
+// forgetFull drops the clients whose bucket has refilled (they are as if
+// new), at most once a second so that a full table costs one scan.
+func (l *limiter) forgetFull(now time.Time) {
+	if now.Sub(l.swept) < time.Second {
+		return
+	}
+	l.swept = now
+	for k, b := range l.clients {
+		if l.refill(b, now); b.tokens >= l.burst {
+			delete(l.clients, k)
+		}
+	}
+}
+
+// clientKey is the remote IP of r (the /64 of an IPv6 address).
+func clientKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return host
+	}
+	if ip4 := ip.To4(); ip4 != nil {
+		return ip4.String()
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// limited wraps h with l: a client over its limit is answered 429
+// rate_limit_exceeded with Retry-After (whole seconds).
+func limited(l *limiter, h http.HandlerFunc) http.HandlerFunc {
+	if l == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		ok, wait := l.allow(clientKey(r))
+		if !ok {
+			secs := int(math.Ceil(wait.Seconds()))
+			if secs < 1 {
+				secs = 1
+			}
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			e := withStatus(CodeWordRateLimited, http.StatusTooManyRequests, CodeUnavailable, "too many requests from this client; retry in %d s", secs)
+			e.Details = map[string]any{"retry_after_seconds": secs}
+			writeErr(w, r, e)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// httpLimiters are the node's per-group limiters.
+type httpLimiters struct{ agents, join, admin *limiter }
+
+func newHTTPLimiters(rl RateLimits, now func() time.Time) httpLimiters {
+	return httpLimiters{
+		agents: newLimiter(rl.Agents, rl.MaxClients, now),
+		join:   newLimiter(rl.Join, rl.MaxClients, now),
+		admin:  newLimiter(rl.Admin, rl.MaxClients, now),
+	}
+}
