@@ -8,10 +8,12 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecodeFrame checks the frame decoder against encoding/json: a frame
-// is a parse error exactly when json.Valid rejects it, decoding never
+// is a parse error exactly when json.Valid rejects it or it is not UTF-8
+// (encoding/json accepts invalid UTF-8 inside strings; RFC 8259 does not), decoding never
 // panics, and whatever the server answers is itself valid JSON.
 func FuzzDecodeFrame(f *testing.F) {
 	for _, tc := range specCases {
@@ -21,7 +23,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	srv := NewServer(specMethods(), &ServerOptions{Logger: newTestLogger(io.Discard)})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		single, batch, isBatch, perr := decodeFrame(data)
-		valid := json.Valid(data)
+		valid := json.Valid(data) && utf8.Valid(data)
 		if (perr != nil && perr.Code == ParseError) == valid {
 			t.Fatalf("json.Valid=%v but decodeFrame perr=%v for %q", valid, perr, data)
 		}
@@ -43,7 +45,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			check(single)
 		}
 		out := srv.processFrame(context.Background(), data)
-		if out != nil && !json.Valid(out) {
+		if out != nil && (!json.Valid(out) || !utf8.Valid(out)) {
 			t.Fatalf("response %q to %q is not valid JSON", out, data)
 		}
 	})
@@ -148,6 +150,60 @@ func FuzzDecodeClientMsg(f *testing.F) {
 		ok := err == nil && skipSpace(data, end) == len(data)
 		if ok != valid {
 			t.Fatalf("decodeClientMsg ok=%v, json.Valid=%v for %q", ok, valid, data)
+		}
+	})
+}
+
+// errWouldBlock stands for a read that would wait for the peer.
+var errWouldBlock = errors.New("would block")
+
+// chunkReader returns data in reads of at most n bytes, then errWouldBlock
+// for ever: a peer that sent data and is now silent.
+type chunkReader struct {
+	data []byte
+	n    int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, errWouldBlock
+	}
+	k := min(len(p), r.n, len(r.data))
+	copy(p, r.data[:k])
+	r.data = r.data[k:]
+	return k, nil
+}
+
+// FuzzReady checks the frame reader's Ready against what ReadFrame then
+// does: when Ready reports a whole frame buffered, ReadFrame returns one
+// without reading; once the peer has nothing more to send, ReadFrame
+// returns a frame exactly when Ready said so. A Ready that answers true
+// too eagerly makes the server hold replies back; one that answers false
+// too eagerly only costs an extra write.
+func FuzzReady(f *testing.F) {
+	f.Add([]byte("{\"a\":1}\n\n{\"b\""), 5)
+	f.Add([]byte("{}\r\n\n"), 1)
+	f.Add([]byte("\xEC\x01\n{}\n \n"), 3)
+	f.Add([]byte("{} \n \t\r\n{\"jsonrpc\":"), 64)
+	f.Fuzz(func(t *testing.T, data []byte, chunk int) {
+		if chunk <= 0 || chunk > 1<<16 {
+			chunk = 7
+		}
+		cr := &chunkReader{data: data, n: chunk}
+		fr := Newline.NewReader(cr, 1<<20)
+		for range len(data) + 2 {
+			ready := fr.Ready()
+			exhausted := len(cr.data) == 0
+			_, err := fr.ReadFrame()
+			if ready && err != nil {
+				t.Fatalf("Ready() but ReadFrame failed: %v", err)
+			}
+			if exhausted && !ready && err == nil {
+				t.Fatal("ReadFrame returned a frame that Ready() did not see")
+			}
+			if err != nil && !errors.Is(err, errWouldBlock) {
+				t.Fatalf("unexpected error %v", err)
+			}
 		}
 	})
 }

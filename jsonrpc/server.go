@@ -379,8 +379,9 @@ func (c *serverConn) readLoop(peer Peer) {
 		if c.stopping.Load() {
 			return
 		}
-		if fr.Buffered() == 0 {
-			// About to block for input: write what was queued meanwhile.
+		if !fr.Ready() {
+			// About to wait for input (whatever partial input is
+			// buffered): write what was queued meanwhile.
 			c.goIdle()
 			if idle > 0 {
 				_ = c.nc.SetReadDeadline(time.Now().Add(idle))
