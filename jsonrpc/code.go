@@ -30,17 +30,21 @@ const (
 	// (Capability Wire Standard GD-01: -32000 "Service draining").
 	ServiceDraining Code = -32000
 	// ServerBusy answers a connection beyond the server's MaxConns.
-	ServerBusy Code = -32001
+	ServerBusy Code = -32002
+	// ResponseTooLarge answers a call whose reply would exceed the
+	// connection's MaxReplyBytes.
+	ResponseTooLarge Code = -32005
 )
 
 var codeText = map[Code]string{
-	ParseError:      "Parse error",
-	InvalidRequest:  "Invalid Request",
-	MethodNotFound:  "Method not found",
-	InvalidParams:   "Invalid params",
-	InternalError:   "Internal error",
-	ServiceDraining: "Service draining",
-	ServerBusy:      "Server busy",
+	ParseError:       "Parse error",
+	InvalidRequest:   "Invalid Request",
+	MethodNotFound:   "Method not found",
+	InvalidParams:    "Invalid params",
+	InternalError:    "Internal error",
+	ServiceDraining:  "Service draining",
+	ServerBusy:       "Server busy",
+	ResponseTooLarge: "Response too large",
 }
 
 // String returns the specification's name for the code ("Invalid params"),

@@ -32,6 +32,9 @@ type FrameReader interface {
 	// in the buffer (a blank line, a space, the start of the next request)
 	// must not delay them.
 	Ready() bool
+	// Buffered returns the number of input bytes read but not yet
+	// returned as frames (a partial frame, blank lines).
+	Buffered() int
 }
 
 // FrameTooLargeError reports a frame longer than the reader's limit.
@@ -73,6 +76,8 @@ type lineReader struct {
 
 // preamble is the two-byte connection preamble some peers send first.
 var preamble = [2]byte{0xEC, 0x01}
+
+func (r *lineReader) Buffered() int { return r.br.Buffered() }
 
 func (r *lineReader) Ready() bool {
 	n := r.br.Buffered()

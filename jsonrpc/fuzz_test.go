@@ -20,12 +20,22 @@ func FuzzDecodeFrame(f *testing.F) {
 		f.Add([]byte(tc.req))
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"a\u0062c","params":{"x":[1,{"y":null}]},"id":"\ud83d\ude00"}`))
-	srv := NewServer(specMethods(), &ServerOptions{Logger: newTestLogger(io.Discard)})
+	f.Add([]byte(`[{"jsonrpc":"2.0","method":"ping","id":1},{},3,{"a":[]}]`))
+	srv := NewServer(specMethods(), &ServerOptions{Logger: newTestLogger(io.Discard), MaxBatch: 3, MaxReplyBytes: 200})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		single, batch, isBatch, perr := decodeFrame(data)
+		single, batch, isBatch, perr := decodeFrame(data, 0)
 		valid := json.Valid(data) && utf8.Valid(data)
 		if (perr != nil && perr.Code == ParseError) == valid {
 			t.Fatalf("json.Valid=%v but decodeFrame perr=%v for %q", valid, perr, data)
+		}
+		// With a batch bound the frame is exactly as valid; a batch over
+		// the bound is refused whole.
+		_, lb, _, lperr := decodeFrame(data, 2)
+		if (lperr != nil && lperr.Code == ParseError) != (perr != nil && perr.Code == ParseError) {
+			t.Fatalf("batch bound changed validity: %v vs %v for %q", lperr, perr, data)
+		}
+		if isBatch && len(batch) > 2 && (lperr == nil || lperr.Code != InvalidRequest || lb != nil) {
+			t.Fatalf("batch of %d under bound 2: %v", len(batch), lperr)
 		}
 		check := func(in inbound) {
 			if in.err == nil {

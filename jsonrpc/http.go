@@ -5,10 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // HTTPHandler returns the HTTP bridge: an http.Handler that accepts one
@@ -71,18 +75,21 @@ func (s *Server) processFrame(ctx context.Context, frame []byte) []byte {
 	if isBlank(frame) {
 		return appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: empty body"))
 	}
-	single, batch, isBatch, perr := decodeFrame(frame)
+	single, batch, isBatch, perr := decodeFrame(frame, s.opts.maxBatch())
 	switch {
 	case perr != nil:
 		return appendError(nil, nil, perr)
 	case isBatch:
-		return s.runBatch(ctx, batch)
+		return s.runBatch(ctx, batch, s.opts.maxReplyBytes())
 	case single.err != nil:
 		return appendError(nil, single.req.ID, single.err)
 	}
 	result, e := s.call(ctx, &single.req)
 	if single.req.ID == nil {
 		return nil
+	}
+	if n, budget := len(result)+len(single.req.ID)+replyOverhead, s.opts.maxReplyBytes(); e == nil && n > budget {
+		e = replyTooLarge("this call", n, budget)
 	}
 	if e != nil {
 		return appendError(nil, single.req.ID, e)
@@ -177,4 +184,76 @@ func (c *HTTPClient) post(ctx context.Context, msg []byte) ([]byte, int, error) 
 func (c *HTTPClient) Close() error {
 	c.hc.CloseIdleConnections()
 	return nil
+}
+
+// HTTPServer returns an http.Server for h hardened with the server's
+// limits: headers must arrive within HeaderTimeout and a whole request
+// within HeaderTimeout+LineTimeout, idle keep-alive connections are
+// closed after IdleTimeout, and headers are bounded to 64 KiB. Serve it on
+// HTTPListener(l) so that its connections count against MaxConns. The
+// response is not bounded in time, so long polls keep working.
+func (s *Server) HTTPServer(h http.Handler) *http.Server {
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.opts.headerTimeout(),
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	if d := s.opts.lineTimeout(); d > 0 {
+		hs.ReadTimeout = hs.ReadHeaderTimeout + d
+	}
+	if d := s.opts.idleTimeout(); d > 0 {
+		hs.IdleTimeout = d
+	}
+	return hs
+}
+
+// maxHeaderBytes bounds the headers of an HTTP request.
+const maxHeaderBytes = 64 << 10
+
+// HTTPListener wraps l so that each HTTP connection it accepts holds one
+// of the server's connection slots, as a non-owner peer, until it is
+// closed. A connection over the budget is answered 503 with a ServerBusy
+// body and closed, without reaching the http.Server.
+func (s *Server) HTTPListener(l net.Listener) net.Listener {
+	return &httpListener{Listener: l, s: s}
+}
+
+type httpListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *httpListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.admit(false) {
+			return &slotConn{Conn: c, s: l.s}, nil
+		}
+		go refuseHTTP(c, l.s.busyError())
+	}
+}
+
+// refuseHTTP answers a connection over the budget with 503 and closes it.
+func refuseHTTP(c net.Conn, e *Error) {
+	body := appendError(nil, nil, e)
+	msg := fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", len(body))
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write(append(msg, body...))
+	lingerClose(c)
+}
+
+// slotConn releases its connection slot when closed.
+type slotConn struct {
+	net.Conn
+	s    *Server
+	once sync.Once
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(func() { c.s.nconns.Add(-1) })
+	return c.Conn.Close()
 }

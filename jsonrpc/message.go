@@ -77,10 +77,12 @@ type inbound struct {
 
 // decodeFrame splits one frame into requests, validating it in the same
 // pass. A frame is a single request object or a batch array. perr is set
-// when the frame is not JSON at all (ParseError) or is an empty batch or
-// neither object nor array (InvalidRequest); the caller answers it with a
-// single error and id null.
-func decodeFrame(data []byte) (single inbound, batch []inbound, isBatch bool, perr *Error) {
+// when the frame is not JSON at all (ParseError) or is an empty batch, a
+// batch of more than maxBatch elements (0: no bound) or neither object nor
+// array (InvalidRequest); the caller answers it with a single error and
+// id null. Elements past maxBatch are validated but not decoded, so a huge
+// batch costs no memory beyond its bytes.
+func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, isBatch bool, perr *Error) {
 	parseErr := func(err error) (inbound, []inbound, bool, *Error) {
 		return inbound{}, nil, false, Errorf(ParseError, "Parse error: %v", err)
 	}
@@ -119,6 +121,26 @@ func decodeFrame(data []byte) (single inbound, batch []inbound, isBatch bool, pe
 			var in inbound
 			var end int
 			var err error
+			if maxBatch > 0 && len(batch) >= maxBatch {
+				// Over the bound: only check that the frame is JSON.
+				n := len(batch) + 1
+				if end, err = scanValue(data, j, 1); err != nil {
+					return parseErr(err)
+				}
+				for j = skipSpace(data, end); j < len(data) && data[j] == ','; n++ {
+					if end, err = scanValue(data, skipSpace(data, j+1), 1); err != nil {
+						return parseErr(err)
+					}
+					j = skipSpace(data, end)
+				}
+				if j >= len(data) || data[j] != ']' {
+					return parseErr(&syntaxError{"expected ',' or ']' in array", j})
+				}
+				if err := trailing(j + 1); err != nil {
+					return parseErr(err)
+				}
+				return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: a batch of %d elements exceeds the limit of %d", n, maxBatch)
+			}
 			if data[j] == '{' {
 				in, end, err = decodeObject(data, j)
 			} else {
