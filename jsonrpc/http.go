@@ -80,7 +80,8 @@ func (s *Server) processFrame(ctx context.Context, frame []byte) []byte {
 	case perr != nil:
 		return appendError(nil, nil, perr)
 	case isBatch:
-		return s.runBatch(ctx, batch, s.opts.maxReplyBytes())
+		out, _ := s.runBatch(ctx, batch, s.opts.maxReplyBytes(), new(atomic.Int64))
+		return out
 	case single.err != nil:
 		return appendError(nil, single.req.ID, single.err)
 	}

@@ -330,3 +330,43 @@ func TestSlowReaderGetsWholeReply(t *testing.T) {
 		t.Fatalf("got %d bytes, want %d", got, want)
 	}
 }
+
+// TestReplyBudgetSharedByBatches runs two batches on one connection at
+// once, their four 100 KiB results all ready together: the reply budget
+// (256 KiB) is the connection's, so only two results are kept across both
+// batches. A budget per batch would keep all four, and 64 batches in
+// flight would hold 64 budgets.
+func TestReplyBudgetSharedByBatches(t *testing.T) {
+	big := json.RawMessage(`"` + strings.Repeat("x", 100<<10) + `"`)
+	var started atomic.Int64
+	all := make(chan struct{})
+	m := Map{"big": HandlerFunc(func(ctx context.Context, _ *Request) (any, error) {
+		if started.Add(1) == 4 {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-ctx.Done():
+		}
+		return big, nil
+	})}
+	ts := startServer(t, "unix", m, &ServerOptions{MaxReplyBytes: 256 << 10})
+	rc := dialRaw(t, ts)
+	batch := `[{"jsonrpc":"2.0","method":"big","id":1},{"jsonrpc":"2.0","method":"big","id":2}]` + "\n"
+	rc.send(batch + batch)
+	kept := 0
+	for range 2 {
+		var replies []struct{ Result json.RawMessage }
+		if err := json.Unmarshal([]byte(rc.line()), &replies); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range replies {
+			if len(r.Result) > 0 {
+				kept++
+			}
+		}
+	}
+	if kept != 2 {
+		t.Fatalf("%d results of 100 KiB kept under a 256 KiB connection budget, want 2", kept)
+	}
+}

@@ -403,15 +403,18 @@ type serverConn struct {
 	wg       sync.WaitGroup // handler goroutines
 	frame    Framing
 
-	wmu      sync.Mutex
-	pending  []byte // framed responses not yet written
-	inWrite  int    // bytes of the write in progress (reply budget)
-	slots    int    // in-flight slots to release once pending is written
-	writing  bool
-	active   bool // the reader is working through buffered input and will flush before it blocks
-	spare    []byte
-	werr     error
-	stopping atomic.Bool
+	wmu     sync.Mutex
+	pending []byte // framed responses not yet written
+	inWrite int    // bytes of the write in progress (reply budget)
+	// batchBytes counts the results held by batches still running, which
+	// share the reply budget.
+	batchBytes atomic.Int64
+	slots      int // in-flight slots to release once pending is written
+	writing    bool
+	active     bool // the reader is working through buffered input and will flush before it blocks
+	spare      []byte
+	werr       error
+	stopping   atomic.Bool
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
@@ -620,8 +623,9 @@ func (c *serverConn) dispatch(line []byte) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			out := c.s.runBatch(c.ctx, batch, c.s.opts.maxReplyBytes())
+			out, kept := c.s.runBatch(c.ctx, batch, c.s.opts.maxReplyBytes(), &c.batchBytes)
 			c.wmu.Lock()
+			c.batchBytes.Add(-kept)
 			if out != nil {
 				if c.overBudget(len(out)) {
 					c.appendLocked(nil, replyTooLarge("a batch", len(out), c.s.opts.maxReplyBytes()), nil)
@@ -950,10 +954,12 @@ func (s *Server) run(ctx context.Context, h Handler, req *Request) (result []byt
 }
 
 // runBatch answers the elements of a batch concurrently and returns the
-// batch response, or nil when every element was a notification. Results
-// are kept only while their sum stays within budget bytes; an element whose
-// result would exceed it is answered ResponseTooLarge instead.
-func (s *Server) runBatch(ctx context.Context, batch []inbound, budget int) []byte {
+// batch response, or nil when every element was a notification. The bytes
+// of the results kept are counted in held, which the batches of one
+// connection share; an element whose result would take held past budget
+// is answered ResponseTooLarge instead. The caller subtracts the returned
+// count from held once the response is queued or dropped.
+func (s *Server) runBatch(ctx context.Context, batch []inbound, budget int, held *atomic.Int64) (out []byte, kept int64) {
 	type reply struct {
 		id     []byte
 		e      *Error
@@ -961,8 +967,19 @@ func (s *Server) runBatch(ctx context.Context, batch []inbound, budget int) []by
 		skip   bool
 	}
 	replies := make([]reply, len(batch))
-	var used atomic.Int64
-	used.Add(int64(2 + len(batch)*replyOverhead)) // brackets, commas, envelopes
+	var mine atomic.Int64
+	take := func(n int64) bool {
+		if held.Add(n) > int64(budget) {
+			held.Add(-n)
+			return false
+		}
+		mine.Add(n)
+		return true
+	}
+	// The envelopes, brackets and commas are always sent.
+	envelopes := int64(2 + len(batch)*replyOverhead)
+	held.Add(envelopes)
+	mine.Add(envelopes)
 	var wg sync.WaitGroup
 	limit := make(chan struct{}, s.opts.maxInFlight())
 	for i := range batch {
@@ -976,14 +993,17 @@ func (s *Server) runBatch(ctx context.Context, batch []inbound, budget int) []by
 		go func() {
 			defer func() { <-limit; wg.Done() }()
 			result, e := s.call(ctx, &in.req)
-			if e == nil && used.Add(int64(len(result)+len(in.req.ID))) > int64(budget) {
+			if in.req.ID == nil {
+				replies[i] = reply{skip: true}
+				return
+			}
+			if e == nil && !take(int64(len(result)+len(in.req.ID))) {
 				e, result = replyTooLarge(fmt.Sprintf("batch element %d", i), len(result), budget), nil
 			}
 			replies[i] = reply{id: in.req.ID, e: e, result: result, skip: in.req.ID == nil}
 		}()
 	}
 	wg.Wait()
-	var out []byte
 	for _, r := range replies {
 		if r.skip {
 			continue
@@ -1000,9 +1020,9 @@ func (s *Server) runBatch(ctx context.Context, batch []inbound, budget int) []by
 		}
 	}
 	if out == nil {
-		return nil
+		return nil, mine.Load()
 	}
-	return append(out, ']')
+	return append(out, ']'), mine.Load()
 }
 
 func isTimeout(err error) bool {
