@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // HTTPHandler returns the HTTP bridge: an http.Handler that accepts one
@@ -234,17 +233,15 @@ func (l *httpListener) Accept() (net.Conn, error) {
 		if l.s.admit(false) {
 			return &slotConn{Conn: c, s: l.s}, nil
 		}
-		go refuseHTTP(c, l.s.busyError())
+		go l.s.refuse(c, busyHTTP(l.s.busyError()))
 	}
 }
 
-// refuseHTTP answers a connection over the budget with 503 and closes it.
-func refuseHTTP(c net.Conn, e *Error) {
+// busyHTTP is the 503 response that refuses a connection over the budget.
+func busyHTTP(e *Error) []byte {
 	body := appendError(nil, nil, e)
 	msg := fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", len(body))
-	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = c.Write(append(msg, body...))
-	lingerClose(c)
+	return append(msg, body...)
 }
 
 // slotConn releases its connection slot when closed.

@@ -331,42 +331,43 @@ func TestSlowReaderGetsWholeReply(t *testing.T) {
 	}
 }
 
-// TestReplyBudgetSharedByBatches runs two batches on one connection at
-// once, their four 100 KiB results all ready together: the reply budget
-// (256 KiB) is the connection's, so only two results are kept across both
-// batches. A budget per batch would keep all four, and 64 batches in
-// flight would hold 64 budgets.
+// TestReplyBudgetSharedByBatches checks that the reply budget is the
+// connection's, not each batch's: a batch whose 7 MiB reply the peer does
+// not read (it has read one byte, so the reply is queued) leaves too little
+// of an 8 MiB budget for a second batch's 3.5 MiB results, which are
+// answered ResponseTooLarge. A budget per batch would keep them, and 64
+// batches in flight would hold 64 budgets.
 func TestReplyBudgetSharedByBatches(t *testing.T) {
-	big := json.RawMessage(`"` + strings.Repeat("x", 100<<10) + `"`)
-	var started atomic.Int64
-	all := make(chan struct{})
-	m := Map{"big": HandlerFunc(func(ctx context.Context, _ *Request) (any, error) {
-		if started.Add(1) == 4 {
-			close(all)
-		}
-		select {
-		case <-all:
-		case <-ctx.Done():
-		}
-		return big, nil
-	})}
-	ts := startServer(t, "unix", m, &ServerOptions{MaxReplyBytes: 256 << 10})
+	big := json.RawMessage(`"` + strings.Repeat("x", 3584<<10) + `"`)
+	m := Map{"big": HandlerFunc(func(context.Context, *Request) (any, error) { return big, nil })}
+	ts := startServer(t, "unix", m, &ServerOptions{MaxReplyBytes: 8 << 20})
 	rc := dialRaw(t, ts)
 	batch := `[{"jsonrpc":"2.0","method":"big","id":1},{"jsonrpc":"2.0","method":"big","id":2}]` + "\n"
-	rc.send(batch + batch)
-	kept := 0
-	for range 2 {
-		var replies []struct{ Result json.RawMessage }
+	rc.send(batch)
+	_ = rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := rc.br.Peek(1); err != nil { // the first reply is being written
+		t.Fatal(err)
+	}
+	rc.send(batch)
+	for i, want := range []int{2, 0} {
+		var replies []struct {
+			Result json.RawMessage
+			Error  *Error
+		}
 		if err := json.Unmarshal([]byte(rc.line()), &replies); err != nil {
 			t.Fatal(err)
 		}
+		kept := 0
 		for _, r := range replies {
-			if len(r.Result) > 0 {
+			switch {
+			case len(r.Result) > 0:
 				kept++
+			case r.Error == nil || r.Error.Code != ResponseTooLarge:
+				t.Fatalf("batch %d: %+v", i, r)
 			}
 		}
-	}
-	if kept != 2 {
-		t.Fatalf("%d results of 100 KiB kept under a 256 KiB connection budget, want 2", kept)
+		if kept != want {
+			t.Fatalf("batch %d: %d results of 3.5 MiB kept under an 8 MiB connection budget, want %d", i, kept, want)
+		}
 	}
 }

@@ -219,17 +219,19 @@ type Server struct {
 	opts   *ServerOptions
 	log    *slog.Logger
 
-	nconns   atomic.Int64 // connections holding a slot, all listeners
-	limit    int64        // MaxConns, lowered to fit the fd limit
-	reserve  int64        // slots of limit only owner peers may take
-	euid     int
-	closed   atomic.Bool
-	mu       sync.Mutex
-	lns      map[net.Listener]struct{}
-	conns    map[*serverConn]struct{}
-	connsWG  sync.WaitGroup
-	shutdown chan struct{}
-	workers  *workerPool
+	nconns  atomic.Int64 // connections holding a slot, all listeners
+	limit   int64        // MaxConns, lowered to fit the fd limit
+	reserve int64        // slots of limit only owner peers may take
+	euid    int
+	// lingering counts refused connections being closed gracefully.
+	lingering atomic.Int32
+	closed    atomic.Bool
+	mu        sync.Mutex
+	lns       map[net.Listener]struct{}
+	conns     map[*serverConn]struct{}
+	connsWG   sync.WaitGroup
+	shutdown  chan struct{}
+	workers   *workerPool
 }
 
 // fdReserve is what the connection budget leaves of the process's file
@@ -405,25 +407,21 @@ type serverConn struct {
 
 	wmu     sync.Mutex
 	pending []byte // framed responses not yet written
-	inWrite int    // bytes of the write in progress (reply budget)
-	// batchBytes counts the results held by batches still running, which
-	// share the reply budget.
-	batchBytes atomic.Int64
-	slots      int // in-flight slots to release once pending is written
-	writing    bool
-	active     bool // the reader is working through buffered input and will flush before it blocks
-	spare      []byte
-	werr       error
-	stopping   atomic.Bool
+	// held counts the reply bytes the connection holds against its
+	// MaxReplyBytes: pending, being written, or kept by running batches.
+	held     atomic.Int64
+	slots    int // in-flight slots to release once pending is written
+	writing  bool
+	active   bool // the reader is working through buffered input and will flush before it blocks
+	spare    []byte
+	werr     error
+	stopping atomic.Bool
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	peer := peerOf(nc)
 	if !s.admit(s.isOwner(peer)) {
-		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-		msg := appendError(nil, nil, s.busyError())
-		_, _ = nc.Write(s.opts.framing().AppendFrame(nil, msg))
-		lingerClose(nc)
+		s.refuse(nc, s.opts.framing().AppendFrame(nil, appendError(nil, nil, s.busyError())))
 		return
 	}
 	defer s.nconns.Add(-1)
@@ -458,6 +456,25 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 func (c *serverConn) stopReading() {
 	c.stopping.Store(true)
 	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// maxLingering bounds the refused connections that linger at once: each
+// holds a descriptor for up to half a second, and a flood of connections
+// over the budget must not take the descriptors the budget leaves free.
+const maxLingering = 32
+
+// refuse writes msg to a connection over the budget and closes it,
+// lingering (see lingerClose) only while few refusals are lingering.
+func (s *Server) refuse(nc net.Conn, msg []byte) {
+	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = nc.Write(msg)
+	if s.lingering.Add(1) > maxLingering {
+		s.lingering.Add(-1)
+		_ = nc.Close()
+		return
+	}
+	defer s.lingering.Add(-1)
+	lingerClose(nc)
 }
 
 // lingerClose ends a connection we refuse to read further (after an
@@ -623,15 +640,20 @@ func (c *serverConn) dispatch(line []byte) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			out, kept := c.s.runBatch(c.ctx, batch, c.s.opts.maxReplyBytes(), &c.batchBytes)
+			out, kept := c.s.runBatch(c.ctx, batch, c.s.opts.maxReplyBytes(), &c.held)
 			c.wmu.Lock()
-			c.batchBytes.Add(-kept)
-			if out != nil {
-				if c.overBudget(len(out)) {
-					c.appendLocked(nil, replyTooLarge("a batch", len(out), c.s.opts.maxReplyBytes()), nil)
-				} else {
-					c.pending = c.frame.AppendFrame(c.pending, out)
-				}
+			switch {
+			case out == nil:
+				c.held.Add(-kept)
+			case c.held.Load()-kept+int64(len(out)) > int64(c.s.opts.maxReplyBytes()):
+				c.held.Add(-kept)
+				c.appendLocked(nil, replyTooLarge("a batch", len(out), c.s.opts.maxReplyBytes()), nil)
+			default:
+				// Trade the results' count for the response's in one step,
+				// so that other batches never see the bytes uncounted.
+				n := len(c.pending)
+				c.pending = c.frame.AppendFrame(c.pending, out)
+				c.held.Add(int64(len(c.pending)-n) - kept)
 			}
 			c.slots++
 			c.flushUnlessActive()
@@ -787,10 +809,10 @@ func (c *serverConn) send(id []byte, e *Error, result []byte, slots int) {
 	c.flushLocked()
 }
 
-// overBudget reports whether n more reply bytes would take the
-// connection's unwritten output past MaxReplyBytes. Called with wmu held.
+// overBudget reports whether n more reply bytes would take the bytes the
+// connection holds past MaxReplyBytes.
 func (c *serverConn) overBudget(n int) bool {
-	return len(c.pending)+c.inWrite+n > c.s.opts.maxReplyBytes()
+	return c.held.Load()+int64(n) > int64(c.s.opts.maxReplyBytes())
 }
 
 // replyOverhead is a generous bound on the bytes a response adds to its
@@ -812,6 +834,7 @@ func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
 	if e == nil && c.overBudget(len(result)+len(id)+replyOverhead) {
 		e, result = replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.maxReplyBytes()), nil
 	}
+	n := len(c.pending)
 	if _, nl := c.frame.(newlineFraming); nl {
 		// Build the message in place: no intermediate buffer.
 		if e != nil {
@@ -820,15 +843,16 @@ func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
 			c.pending = appendResult(c.pending, id, result)
 		}
 		c.pending = append(c.pending, '\n')
-		return
-	}
-	var msg []byte
-	if e != nil {
-		msg = appendError(nil, id, e)
 	} else {
-		msg = appendResult(nil, id, result)
+		var msg []byte
+		if e != nil {
+			msg = appendError(nil, id, e)
+		} else {
+			msg = appendResult(nil, id, result)
+		}
+		c.pending = c.frame.AppendFrame(c.pending, msg)
 	}
-	c.pending = c.frame.AppendFrame(c.pending, msg)
+	c.held.Add(int64(len(c.pending) - n))
 }
 
 // flushLocked writes everything pending unless another goroutine is
@@ -844,7 +868,6 @@ func (c *serverConn) flushLocked() {
 		buf, n := c.pending, c.slots
 		c.pending, c.slots = c.spare[:0], 0
 		c.spare = nil
-		c.inWrite = len(buf)
 		err := c.werr
 		c.wmu.Unlock()
 		if len(buf) > 0 && err == nil {
@@ -853,9 +876,9 @@ func (c *serverConn) flushLocked() {
 				c.abort()
 			}
 		}
+		c.held.Add(-int64(len(buf)))
 		c.release(n)
 		c.wmu.Lock()
-		c.inWrite = 0
 		if err != nil && c.werr == nil {
 			c.werr = err
 		}
@@ -912,7 +935,9 @@ func (c *serverConn) Notify(ctx context.Context, method string, params any) erro
 		c.abort()
 		return errSlowConsumer
 	}
+	n := len(c.pending)
 	c.pending = c.frame.AppendFrame(c.pending, msg)
+	c.held.Add(int64(len(c.pending) - n))
 	c.flushLocked()
 	return nil
 }
