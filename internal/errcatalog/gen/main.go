@@ -61,6 +61,8 @@ func load(data []byte) ([]entry, error) {
 	}
 	ident := regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 	word := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	pkg := regexp.MustCompile(`^[a-z0-9_./-]+$`)
+	text := regexp.MustCompile(`^[^\x00-\x1f\x7f]+$`) // one line, no control characters
 	seen := map[string]int{}
 	for _, e := range es {
 		for _, k := range []string{fmt.Sprint("code ", e.Code), "name " + e.Name, "word " + e.Word} {
@@ -76,14 +78,19 @@ func load(data []byte) ([]entry, error) {
 			return nil, fmt.Errorf("code %d: name %q is not an exported Go identifier", e.Code, e.Name)
 		case !word.MatchString(e.Word):
 			return nil, fmt.Errorf("code %d: word %q is not snake_case", e.Code, e.Word)
-		case e.Title == "" || e.Meaning == "":
-			return nil, fmt.Errorf("code %d: title and meaning are required", e.Code)
+		case !text.MatchString(e.Title) || !text.MatchString(e.Meaning):
+			return nil, fmt.Errorf("code %d: title and meaning are required, each one line", e.Code)
 		case http.StatusText(e.HTTPStatus) == "":
 			return nil, fmt.Errorf("code %d: %d is not an HTTP status", e.Code, e.HTTPStatus)
 		case e.Retry != "no" && e.Retry != "later" && e.Retry != "data":
 			return nil, fmt.Errorf("code %d: retry %q: want no, later or data", e.Code, e.Retry)
 		case len(e.Owners) == 0:
 			return nil, fmt.Errorf("code %d: no owner package", e.Code)
+		}
+		for _, o := range e.Owners {
+			if !pkg.MatchString(o) {
+				return nil, fmt.Errorf("code %d: owner %q is not a package path", e.Code, o)
+			}
 		}
 	}
 	return es, nil
@@ -126,8 +133,9 @@ func render(data []byte) (src, md []byte, err error) {
 		"CHP `InvocationResult`) says whether a retry can help.\n\n")
 	m.WriteString("| code | message | word | meaning | HTTP | retry | sent by |\n|---:|---|---|---|---:|---|---|\n")
 	for _, e := range es {
-		fmt.Fprintf(&m, "| %d | %s | `%s` | %s | %d | %s | %s |\n", e.Code, e.Title, e.Word,
-			strings.ReplaceAll(e.Meaning, "|", `\|`), e.HTTPStatus, e.Retry, "`"+strings.Join(e.Owners, "`, `")+"`")
+		cell := strings.NewReplacer("|", `\|`).Replace
+		fmt.Fprintf(&m, "| %d | %s | `%s` | %s | %d | %s | %s |\n", e.Code, cell(e.Title), e.Word,
+			cell(e.Meaning), e.HTTPStatus, e.Retry, "`"+strings.Join(e.Owners, "`, `")+"`")
 	}
 	return src, m.Bytes(), nil
 }

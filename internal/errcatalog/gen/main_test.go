@@ -125,3 +125,31 @@ func TestEveryCodeInCatalog(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRender feeds arbitrary catalogs to the generator: it never panics,
+// and whatever it accepts renders to Go that is well formed and a table
+// with one row per code.
+func FuzzRender(f *testing.F) {
+	data, err := os.ReadFile("../errors.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add([]byte(`[{"code":-32001,"name":"A","title":"a|b","word":"a","meaning":"m\n*/ x","http_status":401,"retry":"no","owners":["x"]}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		es, err := load(data)
+		if err != nil {
+			return
+		}
+		src, md, err := render(data)
+		if err != nil {
+			t.Fatalf("accepted catalog does not render: %v", err)
+		}
+		if !bytes.Contains(src, []byte("package errcatalog")) {
+			t.Fatalf("generated Go: %s", src)
+		}
+		if rows := bytes.Count(md, []byte("\n| -")); rows != len(es) {
+			t.Fatalf("%d table rows for %d codes", rows, len(es))
+		}
+	})
+}
