@@ -217,7 +217,12 @@ func TestLineTimeout(t *testing.T) {
 // number of elements (one 4 MB frame produced a 254 MB reply).
 func TestBatchLimit(t *testing.T) {
 	var ran atomic.Int64
-	m := Map{"ping": HandlerFunc(func(context.Context, *Request) (any, error) { ran.Add(1); return "pong", nil })}
+	m := Map{"ping": HandlerFunc(func(_ context.Context, r *Request) (any, error) {
+		if string(r.ID) != `"owner"` {
+			ran.Add(1)
+		}
+		return "pong", nil
+	})}
 	ts := startServer(t, "unix", m, &ServerOptions{MaxBatch: 4})
 	rc := dialRaw(t, ts)
 	el := `{"jsonrpc":"2.0","method":"ping","id":1}`
@@ -225,6 +230,7 @@ func TestBatchLimit(t *testing.T) {
 	if got := rc.line(); got != `{"jsonrpc":"2.0","error":{"code":-32600,"message":"Invalid Request: a batch of 5 elements exceeds the limit of 4"},"id":null}` {
 		t.Fatalf("over-long batch: %s", got)
 	}
+	ownerAnswered(t, ts.addr)
 	rc.send("[" + strings.Repeat(el+",", 3) + el + "]\n")
 	var replies []json.RawMessage
 	if err := json.Unmarshal([]byte(rc.line()), &replies); err != nil || len(replies) != 4 {
@@ -262,6 +268,7 @@ func TestReplyBudget(t *testing.T) {
 	if got := rc.line(); !strings.HasPrefix(got, tooLarge) || !strings.HasSuffix(got, `"id":2}`) {
 		t.Fatalf("reply over the budget: %.300s", got)
 	}
+	ownerAnswered(t, ts.addr)
 	m["big"] = HandlerFunc(func(context.Context, *Request) (any, error) { return big, nil })
 	rc.send("[" + strings.Repeat(`{"jsonrpc":"2.0","method":"big","id":3},`, 4) + `{"jsonrpc":"2.0","method":"big","id":3}]` + "\n")
 	var replies []struct {
@@ -304,7 +311,10 @@ func TestReplyBudget(t *testing.T) {
 func TestSlowReaderGetsWholeReply(t *testing.T) {
 	const size = 4 << 20
 	big := json.RawMessage(`"` + strings.Repeat("z", size) + `"`)
-	m := Map{"big": HandlerFunc(func(context.Context, *Request) (any, error) { return big, nil })}
+	m := Map{
+		"big":  HandlerFunc(func(context.Context, *Request) (any, error) { return big, nil }),
+		"ping": HandlerFunc(func(context.Context, *Request) (any, error) { return "pong", nil }),
+	}
 	ts := startServer(t, "unix", m, &ServerOptions{WriteTimeout: time.Second})
 	c, err := net.Dial("unix", ts.addr)
 	if err != nil {
@@ -323,6 +333,9 @@ func TestSlowReaderGetsWholeReply(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatalf("reply cut after %d bytes: %v", got, err)
+		}
+		if got == n {
+			ownerAnswered(t, ts.addr) // while the slow read is held
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
