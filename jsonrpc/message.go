@@ -123,23 +123,14 @@ func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, is
 			var err error
 			if maxBatch > 0 && len(batch) >= maxBatch {
 				// Over the bound: only check that the frame is JSON.
-				n := len(batch) + 1
-				if end, err = scanValue(data, j, 1); err != nil {
+				n, end, err := scanRest(data, j)
+				if err == nil {
+					err = trailing(end)
+				}
+				if err != nil {
 					return parseErr(err)
 				}
-				for j = skipSpace(data, end); j < len(data) && data[j] == ','; n++ {
-					if end, err = scanValue(data, skipSpace(data, j+1), 1); err != nil {
-						return parseErr(err)
-					}
-					j = skipSpace(data, end)
-				}
-				if j >= len(data) || data[j] != ']' {
-					return parseErr(&syntaxError{"expected ',' or ']' in array", j})
-				}
-				if err := trailing(j + 1); err != nil {
-					return parseErr(err)
-				}
-				return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: a batch of %d elements exceeds the limit of %d", n, maxBatch)
+				return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: a batch of %d elements exceeds the limit of %d", len(batch)+n, maxBatch)
 			}
 			if data[j] == '{' {
 				in, end, err = decodeObject(data, j)
@@ -178,6 +169,27 @@ func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, is
 			return parseErr(err)
 		}
 		return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object or a batch array, got %s", kindOf(data[i]))
+	}
+}
+
+// scanRest validates the rest of an array from its element at data[j] to
+// its closing bracket, and returns the number of elements and the offset
+// just past the bracket.
+func scanRest(data []byte, j int) (n, end int, err error) {
+	for {
+		if end, err = scanValue(data, j, 1); err != nil {
+			return n, end, err
+		}
+		n++
+		j = skipSpace(data, end)
+		switch {
+		case j < len(data) && data[j] == ',':
+			j = skipSpace(data, j+1)
+		case j < len(data) && data[j] == ']':
+			return n, j + 1, nil
+		default:
+			return n, j, &syntaxError{"expected ',' or ']' in array", j}
+		}
 	}
 }
 

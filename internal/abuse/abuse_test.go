@@ -304,139 +304,22 @@ func TestAbuseCorpus(t *testing.T) {
 	base := n.ownerAnswered(t)
 	t.Logf("owner answered in %v before the attack; node RSS %d MiB", base, n.peakRSS(t)>>20)
 
-	// 1. The corpus, on two connections per transport, each frame
-	// followed by a ping that must be answered: no crash, no held reply,
-	// every reply valid JSON.
-	r := rand.New(rand.NewPCG(15, 2026))
-	frames := corpus(r)
-	for _, tr := range []struct{ network, addr string }{{"unix", n.sock}, {"tcp", n.tcp}} {
-		c := dial(t, tr.network, tr.addr)
-		for i, f := range frames {
-			c.untilSentinel(t, f, i)
-		}
-	}
-	n.alive(t)
-
-	// 2. Huge batches: one over --max-batch is refused whole; one within
-	// it whose replies exceed --max-reply-bytes gets response_too_large
-	// for the elements over the budget.
-	c := dial(t, "tcp", n.tcp)
-	el := `{"jsonrpc":"2.0","method":"health.liveness","id":1}`
-	c.untilSentinel(t, []byte("["+strings.Repeat(el+",", 60000)+el+"]"), -1)
-	cl := `{"jsonrpc":"2.0","method":"capabilities.list","id":1}`
-	c.untilSentinel(t, []byte("["+strings.Repeat(cl+",", 1023)+cl+"]"), -2)
-	// 3. Oversize frame: answered, then closed.
-	big := dial(t, "unix", n.sock)
-	go func() { _, _ = big.Write(bytes.Repeat([]byte(" 1"), 3<<20)) }()
-	if l := big.line(t); !strings.Contains(l, `"code":-32600`) {
-		t.Fatalf("oversize frame: %s", l)
-	}
-
-	// 4. Half-closes and trailing whitespace: the reply is written at
-	// once, whatever follows the newline.
-	for i, tail := range []string{"", "\n", "\r\n", " ", "\t\r\n\n", "\n \n"} {
-		hc := dial(t, "unix", n.sock)
-		_, _ = fmt.Fprintf(hc, `{"jsonrpc":"2.0","method":"health.liveness","id":%d}`+"\n%s", i, tail)
-		if i%2 == 0 {
-			_ = hc.Conn.(*net.UnixConn).CloseWrite()
-		}
-		if l := hc.line(t); !strings.Contains(l, `"alive":true`) {
-			t.Fatalf("half-close/tail %q: %s", tail, l)
-		}
-	}
-
-	// 5. Held attacks: slowloris lines and HTTP bodies and headers, peers
-	// that never read, then an idle flood until the budget refuses.
+	sendCorpus(t, n)
+	hugeFrames(t, n)
+	halfCloses(t, n)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var slow []*conn
-	for i := range 60 {
-		var sc *conn
-		switch i % 3 {
-		case 0:
-			sc = dial(t, "tcp", n.tcp)
-			_, _ = io.WriteString(sc, `{"jsonrpc":"2.0","method":`)
-		case 1:
-			sc = dial(t, "tcp", n.web)
-			_, _ = io.WriteString(sc, "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
-		default:
-			sc = dial(t, "tcp", n.web)
-			_, _ = io.WriteString(sc, "POST /jsonrpc HTTP/1.1\r\nHost: x\r\n")
-		}
-		slow = append(slow, sc)
-		go func() { // one byte a second (the line deadline must still end it)
-			tk := time.NewTicker(time.Second)
-			defer tk.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-tk.C:
-					if _, err := sc.Write([]byte("x")); err != nil {
-						return
-					}
-				}
-			}
-		}()
-	}
-	for range 4 { // never read: replies pile up to the reply budget
-		nr := dial(t, "unix", n.sock)
-		go func() {
-			req := []byte(strings.Repeat(cl+"\n", 64))
-			for ctx.Err() == nil {
-				_ = nr.SetWriteDeadline(time.Now().Add(time.Second))
-				if _, err := nr.Write(req); err != nil {
-					return
-				}
-			}
-		}()
-	}
-	admitted, busy := 0, 0
-	for i := 0; i < fdLimit && busy < 50; i++ {
-		network, addr := "tcp", n.tcp
-		if i%4 == 3 {
-			network, addr = "tcp", n.web
-		}
-		fc := dial(t, network, addr)
-		if network == "tcp" && addr == n.web {
-			_, _ = io.WriteString(fc, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-			_ = fc.SetReadDeadline(time.Now().Add(10 * time.Second))
-			l, err := fc.br.ReadString('\n')
-			switch {
-			case strings.HasPrefix(l, "HTTP/1.1 503"):
-				busy++
-				fc.Close()
-			case err == nil:
-				admitted++
-			default:
-				t.Fatalf("HTTP flood connection %d: %q %v", i, l, err)
-			}
-			continue
-		}
-		_, _ = io.WriteString(fc, `{"jsonrpc":"2.0","method":"health.liveness","id":1}`+"\n")
-		l := fc.line(t)
-		switch {
-		case strings.Contains(l, `"code":-32002`):
-			busy++
-			fc.Close()
-		case strings.Contains(l, `"alive":true`):
-			admitted++
-		default:
-			t.Fatalf("flood connection %d: %s", i, l)
-		}
-	}
-	if busy == 0 {
-		t.Fatalf("the idle flood of %d connections was never refused", admitted)
-	}
+	slow := slowPeers(ctx, t, n)
+	admitted, busy := idleFlood(t, n)
 	held := n.ownerAnswered(t)
 	rss := n.peakRSS(t)
-	t.Logf("attack held: %d flood connections admitted, %d refused busy, 60 slow, 4 not reading; owner answered in %v; peak RSS %d MiB",
-		admitted, busy, held, rss>>20)
+	t.Logf("attack held: %d flood connections admitted, %d refused busy, %d slow, 4 not reading; owner answered in %v; peak RSS %d MiB",
+		admitted, busy, len(slow), held, rss>>20)
 	if rss > maxRSS {
 		t.Errorf("peak RSS %d MiB exceeds the bound of %d MiB", rss>>20, maxRSS>>20)
 	}
 
-	// 6. The line deadline ends every slow message, however it trickles.
+	// The line deadline ends every slow message, however it trickles.
 	for i, sc := range slow {
 		_ = sc.SetReadDeadline(time.Now().Add(lineTimeout + 15*time.Second))
 		// A reset is a close too: the node closed while bytes trickled in.
@@ -452,4 +335,141 @@ func TestAbuseCorpus(t *testing.T) {
 	if took > corpusTime {
 		t.Errorf("the corpus took %v, over its bound of %v", took, corpusTime)
 	}
+}
+
+// sendCorpus sends the corpus on a Unix and a TCP connection, each frame
+// followed by a ping that must be answered: no crash, no held reply, every
+// reply valid JSON.
+func sendCorpus(t *testing.T, n *node) {
+	frames := corpus(rand.New(rand.NewPCG(15, 2026)))
+	for _, tr := range []struct{ network, addr string }{{"unix", n.sock}, {"tcp", n.tcp}} {
+		c := dial(t, tr.network, tr.addr)
+		for i, f := range frames {
+			c.untilSentinel(t, f, i)
+		}
+	}
+	n.alive(t)
+}
+
+const capsList = `{"jsonrpc":"2.0","method":"capabilities.list","id":1}`
+
+// hugeFrames sends a batch over --max-batch (refused whole), one within
+// it whose replies exceed --max-reply-bytes (the elements over the budget
+// get response_too_large), and an oversize frame (answered, then closed).
+func hugeFrames(t *testing.T, n *node) {
+	c := dial(t, "tcp", n.tcp)
+	el := `{"jsonrpc":"2.0","method":"health.liveness","id":1}`
+	c.untilSentinel(t, []byte("["+strings.Repeat(el+",", 60000)+el+"]"), -1)
+	c.untilSentinel(t, []byte("["+strings.Repeat(capsList+",", 1023)+capsList+"]"), -2)
+	big := dial(t, "unix", n.sock)
+	go func() { _, _ = big.Write(bytes.Repeat([]byte(" 1"), 3<<20)) }()
+	if l := big.line(t); !strings.Contains(l, `"code":-32600`) {
+		t.Fatalf("oversize frame: %s", l)
+	}
+}
+
+// halfCloses sends requests followed by whitespace, some then half-closed:
+// the reply is written at once, whatever follows the newline.
+func halfCloses(t *testing.T, n *node) {
+	for i, tail := range []string{"", "\n", "\r\n", " ", "\t\r\n\n", "\n \n"} {
+		hc := dial(t, "unix", n.sock)
+		_, _ = fmt.Fprintf(hc, `{"jsonrpc":"2.0","method":"health.liveness","id":%d}`+"\n%s", i, tail)
+		if i%2 == 0 {
+			_ = hc.Conn.(*net.UnixConn).CloseWrite()
+		}
+		if l := hc.line(t); !strings.Contains(l, `"alive":true`) {
+			t.Fatalf("half-close/tail %q: %s", tail, l)
+		}
+	}
+}
+
+// slowPeers starts 60 slowloris peers — a JSON-RPC line, an HTTP body and
+// HTTP headers, each trickling a byte a second until ctx ends — and 4
+// peers that send requests and never read. It returns the slowloris
+// connections.
+func slowPeers(ctx context.Context, t *testing.T, n *node) []*conn {
+	var slow []*conn
+	for i := range 60 {
+		var sc *conn
+		switch i % 3 {
+		case 0:
+			sc = dial(t, "tcp", n.tcp)
+			_, _ = io.WriteString(sc, `{"jsonrpc":"2.0","method":`)
+		case 1:
+			sc = dial(t, "tcp", n.web)
+			_, _ = io.WriteString(sc, "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+		default:
+			sc = dial(t, "tcp", n.web)
+			_, _ = io.WriteString(sc, "POST /jsonrpc HTTP/1.1\r\nHost: x\r\n")
+		}
+		slow = append(slow, sc)
+		go trickle(ctx, sc)
+	}
+	for range 4 { // never read: replies pile up to the reply budget
+		nr := dial(t, "unix", n.sock)
+		go func() {
+			req := []byte(strings.Repeat(capsList+"\n", 64))
+			for ctx.Err() == nil {
+				_ = nr.SetWriteDeadline(time.Now().Add(time.Second))
+				if _, err := nr.Write(req); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return slow
+}
+
+// trickle writes a byte a second to c until ctx ends or a write fails.
+func trickle(ctx context.Context, c net.Conn) {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			if _, err := c.Write([]byte("x")); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// idleFlood opens TCP and HTTP connections that stay idle after one call,
+// until 50 have been refused busy, and returns the counts.
+func idleFlood(t *testing.T, n *node) (admitted, busy int) {
+	for i := 0; i < fdLimit && busy < 50; i++ {
+		if i%4 == 3 {
+			fc := dial(t, "tcp", n.web)
+			_, _ = io.WriteString(fc, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+			_ = fc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			l, err := fc.br.ReadString('\n')
+			switch {
+			case strings.HasPrefix(l, "HTTP/1.1 503"):
+				busy++
+				fc.Close()
+			case err == nil:
+				admitted++
+			default:
+				t.Fatalf("HTTP flood connection %d: %q %v", i, l, err)
+			}
+			continue
+		}
+		fc := dial(t, "tcp", n.tcp)
+		_, _ = io.WriteString(fc, `{"jsonrpc":"2.0","method":"health.liveness","id":1}`+"\n")
+		switch l := fc.line(t); {
+		case strings.Contains(l, `"code":-32002`):
+			busy++
+			fc.Close()
+		case strings.Contains(l, `"alive":true`):
+			admitted++
+		default:
+			t.Fatalf("flood connection %d: %s", i, l)
+		}
+	}
+	if busy == 0 {
+		t.Fatalf("the idle flood of %d connections was never refused", admitted)
+	}
+	return admitted, busy
 }
