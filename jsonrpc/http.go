@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // HTTPHandler returns the HTTP bridge: an http.Handler that accepts one
@@ -47,7 +48,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > max {
-		writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit", max)))
+		s.writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit", max)))
 		return
 	}
 	peer := Peer{Transport: "http", Addr: r.RemoteAddr}
@@ -57,15 +58,29 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeJSON(w, http.StatusOK, out)
 }
 
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
+// writeJSON writes the response as the stream transports do: in pieces of
+// at most 64 KiB, each under its own WriteTimeout, so that an HTTP peer
+// that does not read its response is disconnected instead of holding it.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	rc := http.NewResponseController(w)
+	for len(body) > 0 {
+		n := min(len(body), writeChunk)
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.writeTimeout()))
+		if _, err := w.Write(body[:n]); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		body = body[n:]
+	}
 }
 
 // processFrame answers one whole frame synchronously and returns the

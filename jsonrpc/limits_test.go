@@ -384,3 +384,30 @@ func TestReplyBudgetSharedByBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPNonReaderDisconnected posts a call with a 4 MiB answer over the
+// HTTP bridge and never reads it: the write deadline (per 64 KiB, as on
+// streams) ends the connection and frees its slot, and the owner is
+// answered meanwhile. The old bridge wrote without a deadline, so the
+// peer held the response, its goroutine and its slot for as long as it
+// liked.
+func TestHTTPNonReaderDisconnected(t *testing.T) {
+	big := json.RawMessage(`"` + strings.Repeat("z", 4<<20) + `"`)
+	m := specMethods()
+	m["big"] = HandlerFunc(func(context.Context, *Request) (any, error) { return big, nil })
+	ls := startLimitsServer(t, m, &ServerOptions{WriteTimeout: 300 * time.Millisecond})
+	c, _ := holdConn(t, "tcp", ls.httpA, 0)
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10)
+	}
+	body := `{"jsonrpc":"2.0","method":"big","id":1}`
+	_, _ = fmt.Fprintf(c, "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	ownerAnswered(t, ls.unix)
+	deadline := time.Now().Add(20 * time.Second)
+	for ls.srv.nconns.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("an HTTP peer that does not read its response still holds its connection")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
