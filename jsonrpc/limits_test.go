@@ -411,3 +411,25 @@ func TestHTTPNonReaderDisconnected(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestIsOwner pins who may take the owner reserve: only a Unix peer whose
+// kernel-reported uid is the server's.
+func TestIsOwner(t *testing.T) {
+	s := NewServer(Map{}, nil)
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	uid := uint32(s.euid)
+	for _, tc := range []struct {
+		p    Peer
+		want bool
+	}{
+		{Peer{Transport: "unix", HasCred: true, UID: uid}, true},
+		{Peer{Transport: "unix", HasCred: true, UID: uid + 1}, false},
+		{Peer{Transport: "unix", UID: uid}, false}, // no credentials
+		{Peer{Transport: "tcp", HasCred: true, UID: uid}, false},
+		{Peer{Transport: "http", UID: uid}, false},
+	} {
+		if got := s.isOwner(tc.p); got != tc.want {
+			t.Errorf("isOwner(%+v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+}
