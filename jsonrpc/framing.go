@@ -35,6 +35,10 @@ type FrameReader interface {
 	// Buffered returns the number of input bytes read but not yet
 	// returned as frames (a partial frame, blank lines).
 	Buffered() int
+	// Begun reports whether the start of a frame is buffered (input other
+	// than blank lines) without the whole of it: the server gives such a
+	// frame the line deadline rather than the idle one.
+	Begun() bool
 }
 
 // FrameTooLargeError reports a frame longer than the reader's limit.
@@ -78,6 +82,14 @@ type lineReader struct {
 var preamble = [2]byte{0xEC, 0x01}
 
 func (r *lineReader) Buffered() int { return r.br.Buffered() }
+
+func (r *lineReader) Begun() bool {
+	b, _ := r.br.Peek(r.br.Buffered())
+	if !r.started && len(b) >= 2 && b[0] == preamble[0] && b[1] == preamble[1] {
+		b = b[2:]
+	}
+	return !isBlank(b) && !r.Ready()
+}
 
 func (r *lineReader) Ready() bool {
 	n := r.br.Buffered()

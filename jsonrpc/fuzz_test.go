@@ -184,8 +184,8 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// FuzzReady checks the frame reader's Ready against what ReadFrame then
-// does: when Ready reports a whole frame buffered, ReadFrame returns one
+// FuzzReady checks the frame reader's Ready and Begun against what
+// ReadFrame then does (Begun: a frame started but not whole buffered): when Ready reports a whole frame buffered, ReadFrame returns one
 // without reading; once the peer has nothing more to send, ReadFrame
 // returns a frame exactly when Ready said so. A Ready that answers true
 // too eagerly makes the server hold replies back; one that answers false
@@ -202,7 +202,10 @@ func FuzzReady(f *testing.F) {
 		cr := &chunkReader{data: data, n: chunk}
 		fr := Newline.NewReader(cr, 1<<20)
 		for range len(data) + 2 {
-			ready := fr.Ready()
+			ready, begun := fr.Ready(), fr.Begun()
+			if ready && begun {
+				t.Fatal("Ready and Begun at once")
+			}
 			exhausted := len(cr.data) == 0
 			_, err := fr.ReadFrame()
 			if ready && err != nil {
@@ -210,6 +213,9 @@ func FuzzReady(f *testing.F) {
 			}
 			if exhausted && !ready && err == nil {
 				t.Fatal("ReadFrame returned a frame that Ready() did not see")
+			}
+			if exhausted && !begun && !ready && fr.Buffered() > 0 && err == nil {
+				t.Fatal("a frame came from input Begun called blank")
 			}
 			if err != nil && !errors.Is(err, errWouldBlock) {
 				t.Fatalf("unexpected error %v", err)

@@ -433,3 +433,23 @@ func TestIsOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestBlankLinesDoNotStartMessage sends a request followed by an extra
+// blank line and then stays quiet for five line timeouts: a blank line is
+// not the start of a message, so the connection is idle, not stalled, and
+// still serves the next request. (An early version armed the line deadline
+// on any buffered byte and closed it.)
+func TestBlankLinesDoNotStartMessage(t *testing.T) {
+	const line = 100 * time.Millisecond
+	ts := startServer(t, "unix", specMethods(), &ServerOptions{LineTimeout: line, IdleTimeout: time.Minute})
+	rc := dialRaw(t, ts)
+	rc.send(sentinelReq + "\n \r\n")
+	if got := rc.line(); got != sentinelResp {
+		t.Fatal(got)
+	}
+	time.Sleep(5 * line) // what is tested is that nothing happens
+	rc.send(sentinelReq)
+	if got := rc.line(); got != sentinelResp {
+		t.Fatalf("quiet connection after blank lines: %s", got)
+	}
+}

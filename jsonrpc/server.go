@@ -523,7 +523,7 @@ func (c *serverConn) readLoop(peer Peer) {
 			// buffered): write what was queued meanwhile.
 			c.goIdle()
 			switch {
-			case fr.Buffered() > 0:
+			case clock.d > 0 && fr.Begun():
 				// A frame has begun: it has LineTimeout to complete.
 				clock.arm()
 			case idle > 0:
