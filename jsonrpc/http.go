@@ -204,7 +204,7 @@ func (c *HTTPClient) Close() error {
 // HTTPServer returns an http.Server for h hardened with the server's
 // limits: headers must arrive within HeaderTimeout and a whole request
 // within HeaderTimeout+LineTimeout, idle keep-alive connections are
-// closed after IdleTimeout, and headers are bounded to 64 KiB. Serve it on
+// closed after IdleTimeout or 2 minutes, whichever is shorter, and headers are bounded to 64 KiB. Serve it on
 // HTTPListener(l) so that its connections count against MaxConns. The
 // response is not bounded in time, so long polls keep working.
 func (s *Server) HTTPServer(h http.Handler) *http.Server {
@@ -217,14 +217,19 @@ func (s *Server) HTTPServer(h http.Handler) *http.Server {
 	if d := s.opts.lineTimeout(); d > 0 {
 		hs.ReadTimeout = hs.ReadHeaderTimeout + d
 	}
+	hs.IdleTimeout = httpIdle
 	if d := s.opts.idleTimeout(); d > 0 {
-		hs.IdleTimeout = d
+		hs.IdleTimeout = min(d, httpIdle)
 	}
 	return hs
 }
 
 // maxHeaderBytes bounds the headers of an HTTP request.
 const maxHeaderBytes = 64 << 10
+
+// httpIdle bounds how long an idle keep-alive HTTP connection keeps its
+// slot (IdleTimeout, when shorter, wins).
+const httpIdle = 2 * time.Minute
 
 // HTTPListener wraps l so that each HTTP connection it accepts holds one
 // of the server's connection slots, as a non-owner peer, until it is
