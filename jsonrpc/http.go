@@ -203,10 +203,12 @@ func (c *HTTPClient) Close() error {
 
 // HTTPServer returns an http.Server for h hardened with the server's
 // limits: headers must arrive within HeaderTimeout and a whole request
-// within HeaderTimeout+LineTimeout, idle keep-alive connections are
-// closed after IdleTimeout or 2 minutes, whichever is shorter, and headers are bounded to 64 KiB. Serve it on
-// HTTPListener(l) so that its connections count against MaxConns. The
-// response is not bounded in time, so long polls keep working.
+// within HeaderTimeout+LineTimeout, idle keep-alive connections are closed
+// after IdleTimeout or 2 minutes, whichever is shorter, and headers are
+// bounded to 64 KiB. Serve it on HTTPListener(l) so that its connections
+// count against MaxConns. Responses have no overall deadline, so long
+// polls keep working; the JSON-RPC bridge bounds its own writes per
+// 64 KiB (WriteTimeout).
 func (s *Server) HTTPServer(h http.Handler) *http.Server {
 	hs := &http.Server{
 		Handler:           h,
