@@ -8,12 +8,14 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/chprpc"
+	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
-// CodeForbidden answers a call the caller is not allowed to make (the same
-// code the capmesh registry uses for a refusal by policy).
-const CodeForbidden jsonrpc.Code = -32003
+// CodeForbidden answers a call the caller is not allowed to make (the
+// catalog's Forbidden, the code the capmesh registry uses for a refusal by
+// policy).
+const CodeForbidden jsonrpc.Code = errcatalog.Forbidden
 
 // direct returns the handler of a direct capability call (`kv.get`): the
 // CHP boundary's own mapping (a synthesized envelope with correlation from

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
@@ -84,7 +83,9 @@ func (h *Host) Serve(ctx context.Context) error {
 			closeListeners()
 			return err
 		}
-		hs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		// The jsonrpc server's budget and deadlines: HTTP connections
+		// count against MaxConns and cannot take the owner's reserve.
+		hs = srv.HTTPServer(mux)
 	}
 
 	sctx := context.WithoutCancel(ctx)
@@ -93,7 +94,7 @@ func (h *Host) Serve(ctx context.Context) error {
 		go func() { errc <- srv.Serve(sctx, l) }()
 	}
 	if hs != nil {
-		go func() { errc <- hs.Serve(ls.http) }()
+		go func() { errc <- hs.Serve(srv.HTTPListener(ls.http)) }()
 	}
 
 	var sess *announce.Session

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+
+	"github.com/capmesh/capmesh/internal/errcatalog"
 )
 
 // Code is a JSON-RPC 2.0 error code. A Code is itself an error, so a handler
@@ -13,35 +16,42 @@ import (
 //
 // Reserved ranges (JSON-RPC 2.0 §5.1): -32768..-32000 belong to the
 // protocol; -32099..-32000 are "server error" codes an implementation may
-// define (capmesh uses ServerBusy and ServiceDraining there). Everything
-// else is free for applications.
+// define (capmesh uses ServiceDraining, ServerBusy and ResponseTooLarge
+// there). Every code capmesh sends is in the error catalog
+// (internal/errcatalog, docs/errors.md). Everything else is free for
+// applications.
 type Code int32
 
 // The codes of the JSON-RPC 2.0 specification, and the server-defined codes
 // capmesh emits.
 const (
-	ParseError     Code = -32700 // invalid JSON was received
-	InvalidRequest Code = -32600 // the JSON sent is not a valid Request object
-	MethodNotFound Code = -32601 // the method does not exist / is not available
-	InvalidParams  Code = -32602 // invalid method parameter(s)
-	InternalError  Code = -32603 // internal JSON-RPC error
+	ParseError     Code = errcatalog.ParseError     // invalid JSON was received
+	InvalidRequest Code = errcatalog.InvalidRequest // the JSON sent is not a valid Request object
+	MethodNotFound Code = errcatalog.MethodNotFound // the method does not exist / is not available
+	InvalidParams  Code = errcatalog.InvalidParams  // invalid method parameter(s)
+	InternalError  Code = errcatalog.InternalError  // internal JSON-RPC error
 
 	// ServiceDraining answers calls that arrive after a host began draining
 	// (Capability Wire Standard GD-01: -32000 "Service draining").
-	ServiceDraining Code = -32000
-	// ServerBusy answers a connection beyond the server's MaxConns.
-	ServerBusy Code = -32001
+	ServiceDraining Code = errcatalog.ServiceDraining
+	// ServerBusy answers a connection beyond the server's connection
+	// budget (MaxConns, OwnerReserve); retry after a backoff.
+	ServerBusy Code = errcatalog.ServerBusy
+	// ResponseTooLarge answers a call whose reply would exceed the
+	// connection's MaxReplyBytes.
+	ResponseTooLarge Code = errcatalog.ResponseTooLarge
 )
 
-var codeText = map[Code]string{
-	ParseError:      "Parse error",
-	InvalidRequest:  "Invalid Request",
-	MethodNotFound:  "Method not found",
-	InvalidParams:   "Invalid params",
-	InternalError:   "Internal error",
-	ServiceDraining: "Service draining",
-	ServerBusy:      "Server busy",
-}
+// codeText names the codes this package sends, as the catalog words them.
+var codeText = func() map[Code]string {
+	m := map[Code]string{}
+	for _, e := range errcatalog.Entries {
+		if slices.Contains(e.Owners, "jsonrpc") {
+			m[Code(e.Code)] = e.Title
+		}
+	}
+	return m
+}()
 
 // String returns the specification's name for the code ("Invalid params"),
 // or "error <n>" for a code it does not name.

@@ -7,10 +7,15 @@
 // tool — speaks through this package. It follows JSON-RPC 2.0 to the letter
 // (requests, notifications, batches, ids echoed byte for byte, the five
 // standard codes) and is built to stay up under hostile input: frames are
-// size-bounded, invalid JSON is answered with ParseError and the connection
-// stays usable, each connection has a bounded number of calls in flight and
-// a write deadline, handler panics become InternalError, and Shutdown drains
-// calls in flight within a bound.
+// size-bounded and must be UTF-8, invalid JSON is answered with ParseError
+// and the connection stays usable, batches and replies are bounded, a
+// started message must complete within a deadline, each connection has a
+// bounded number of calls in flight and a write deadline per 64 KiB, the
+// owner's Unix socket keeps a reserve of connections no remote peer can
+// take, handler panics become InternalError, and Shutdown drains calls in
+// flight within a bound. Server.HTTPServer and Server.HTTPListener give the
+// HTTP bridge the same budget and deadlines. docs/limits.md is the table
+// of limits; docs/errors.md the table of codes.
 //
 // A server:
 //

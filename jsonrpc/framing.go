@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -25,9 +26,19 @@ type FrameReader interface {
 	// next call. It returns a *FrameTooLargeError when a frame exceeds the
 	// limit; the stream cannot be resynchronised after that.
 	ReadFrame() ([]byte, error)
-	// Buffered reports whether more input is already buffered, i.e.
-	// whether the next ReadFrame may return without blocking.
+	// Ready reports whether a whole frame is already buffered, so that the
+	// next ReadFrame returns without waiting for input. The server writes
+	// the replies it holds back whenever Ready is false: whatever else sits
+	// in the buffer (a blank line, a space, the start of the next request)
+	// must not delay them.
+	Ready() bool
+	// Buffered returns the number of input bytes read but not yet
+	// returned as frames (a partial frame, blank lines).
 	Buffered() int
+	// Begun reports whether the start of a frame is buffered (input other
+	// than blank lines) without the whole of it: the server gives such a
+	// frame the line deadline rather than the idle one.
+	Begun() bool
 }
 
 // FrameTooLargeError reports a frame longer than the reader's limit.
@@ -71,6 +82,37 @@ type lineReader struct {
 var preamble = [2]byte{0xEC, 0x01}
 
 func (r *lineReader) Buffered() int { return r.br.Buffered() }
+
+func (r *lineReader) Begun() bool {
+	b, _ := r.br.Peek(r.br.Buffered())
+	if !r.started && len(b) >= 2 && b[0] == preamble[0] && b[1] == preamble[1] {
+		b = b[2:]
+	}
+	return !isBlank(b) && !r.Ready()
+}
+
+func (r *lineReader) Ready() bool {
+	n := r.br.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := r.br.Peek(n)
+	if !r.started && len(b) >= 2 && b[0] == preamble[0] && b[1] == preamble[1] {
+		b = b[2:]
+	}
+	// ReadFrame skips blank lines; only a complete non-blank line is a
+	// frame it can return at once.
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		if !isBlank(b[:i]) {
+			return true
+		}
+		b = b[i+1:]
+	}
+}
 
 func (r *lineReader) ReadFrame() ([]byte, error) {
 	if !r.started {

@@ -8,22 +8,34 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecodeFrame checks the frame decoder against encoding/json: a frame
-// is a parse error exactly when json.Valid rejects it, decoding never
+// is a parse error exactly when json.Valid rejects it or it is not UTF-8
+// (encoding/json accepts invalid UTF-8 inside strings; RFC 8259 does not), decoding never
 // panics, and whatever the server answers is itself valid JSON.
 func FuzzDecodeFrame(f *testing.F) {
 	for _, tc := range specCases {
 		f.Add([]byte(tc.req))
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"a\u0062c","params":{"x":[1,{"y":null}]},"id":"\ud83d\ude00"}`))
-	srv := NewServer(specMethods(), &ServerOptions{Logger: newTestLogger(io.Discard)})
+	f.Add([]byte(`[{"jsonrpc":"2.0","method":"ping","id":1},{},3,{"a":[]}]`))
+	srv := NewServer(specMethods(), &ServerOptions{Logger: newTestLogger(io.Discard), MaxBatch: 3, MaxReplyBytes: 200})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		single, batch, isBatch, perr := decodeFrame(data)
-		valid := json.Valid(data)
+		single, batch, isBatch, perr := decodeFrame(data, 0)
+		valid := json.Valid(data) && utf8.Valid(data)
 		if (perr != nil && perr.Code == ParseError) == valid {
 			t.Fatalf("json.Valid=%v but decodeFrame perr=%v for %q", valid, perr, data)
+		}
+		// With a batch bound the frame is exactly as valid; a batch over
+		// the bound is refused whole.
+		_, lb, _, lperr := decodeFrame(data, 2)
+		if (lperr != nil && lperr.Code == ParseError) != (perr != nil && perr.Code == ParseError) {
+			t.Fatalf("batch bound changed validity: %v vs %v for %q", lperr, perr, data)
+		}
+		if isBatch && len(batch) > 2 && (lperr == nil || lperr.Code != InvalidRequest || lb != nil) {
+			t.Fatalf("batch of %d under bound 2: %v", len(batch), lperr)
 		}
 		check := func(in inbound) {
 			if in.err == nil {
@@ -43,7 +55,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			check(single)
 		}
 		out := srv.processFrame(context.Background(), data)
-		if out != nil && !json.Valid(out) {
+		if out != nil && (!json.Valid(out) || !utf8.Valid(out)) {
 			t.Fatalf("response %q to %q is not valid JSON", out, data)
 		}
 	})
@@ -148,6 +160,66 @@ func FuzzDecodeClientMsg(f *testing.F) {
 		ok := err == nil && skipSpace(data, end) == len(data)
 		if ok != valid {
 			t.Fatalf("decodeClientMsg ok=%v, json.Valid=%v for %q", ok, valid, data)
+		}
+	})
+}
+
+// errWouldBlock stands for a read that would wait for the peer.
+var errWouldBlock = errors.New("would block")
+
+// chunkReader returns data in reads of at most n bytes, then errWouldBlock
+// for ever: a peer that sent data and is now silent.
+type chunkReader struct {
+	data []byte
+	n    int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, errWouldBlock
+	}
+	k := min(len(p), r.n, len(r.data))
+	copy(p, r.data[:k])
+	r.data = r.data[k:]
+	return k, nil
+}
+
+// FuzzReady checks the frame reader's Ready and Begun against what
+// ReadFrame then does (Begun: a frame started but not whole buffered): when Ready reports a whole frame buffered, ReadFrame returns one
+// without reading; once the peer has nothing more to send, ReadFrame
+// returns a frame exactly when Ready said so. A Ready that answers true
+// too eagerly makes the server hold replies back; one that answers false
+// too eagerly only costs an extra write.
+func FuzzReady(f *testing.F) {
+	f.Add([]byte("{\"a\":1}\n\n{\"b\""), 5)
+	f.Add([]byte("{}\r\n\n"), 1)
+	f.Add([]byte("\xEC\x01\n{}\n \n"), 3)
+	f.Add([]byte("{} \n \t\r\n{\"jsonrpc\":"), 64)
+	f.Fuzz(func(t *testing.T, data []byte, chunk int) {
+		if chunk <= 0 || chunk > 1<<16 {
+			chunk = 7
+		}
+		cr := &chunkReader{data: data, n: chunk}
+		fr := Newline.NewReader(cr, 1<<20)
+		for range len(data) + 2 {
+			ready, begun := fr.Ready(), fr.Begun()
+			if ready && begun {
+				t.Fatal("Ready and Begun at once")
+			}
+			exhausted := len(cr.data) == 0
+			_, err := fr.ReadFrame()
+			if ready && err != nil {
+				t.Fatalf("Ready() but ReadFrame failed: %v", err)
+			}
+			if exhausted && !ready && err == nil {
+				t.Fatal("ReadFrame returned a frame that Ready() did not see")
+			}
+			if exhausted && !begun && !ready && fr.Buffered() > 0 && err == nil {
+				t.Fatal("a frame came from input Begun called blank")
+			}
+			if err != nil && !errors.Is(err, errWouldBlock) {
+				t.Fatalf("unexpected error %v", err)
+			}
 		}
 	})
 }

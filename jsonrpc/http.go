@@ -5,10 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // HTTPHandler returns the HTTP bridge: an http.Handler that accepts one
@@ -44,7 +48,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > max {
-		writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit", max)))
+		s.writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit", max)))
 		return
 	}
 	peer := Peer{Transport: "http", Addr: r.RemoteAddr}
@@ -54,15 +58,29 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	s.writeJSON(w, http.StatusOK, out)
 }
 
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
+// writeJSON writes the response as the stream transports do: in pieces of
+// at most 64 KiB, each under its own WriteTimeout, so that an HTTP peer
+// that does not read its response is disconnected instead of holding it.
+func (s *Server) writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	rc := http.NewResponseController(w)
+	for len(body) > 0 {
+		n := min(len(body), writeChunk)
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.writeTimeout()))
+		if _, err := w.Write(body[:n]); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		body = body[n:]
+	}
 }
 
 // processFrame answers one whole frame synchronously and returns the
@@ -71,18 +89,22 @@ func (s *Server) processFrame(ctx context.Context, frame []byte) []byte {
 	if isBlank(frame) {
 		return appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: empty body"))
 	}
-	single, batch, isBatch, perr := decodeFrame(frame)
+	single, batch, isBatch, perr := decodeFrame(frame, s.opts.maxBatch())
 	switch {
 	case perr != nil:
 		return appendError(nil, nil, perr)
 	case isBatch:
-		return s.runBatch(ctx, batch)
+		out, _ := s.runBatch(ctx, batch, s.opts.maxReplyBytes(), new(atomic.Int64))
+		return out
 	case single.err != nil:
 		return appendError(nil, single.req.ID, single.err)
 	}
 	result, e := s.call(ctx, &single.req)
 	if single.req.ID == nil {
 		return nil
+	}
+	if n, budget := len(result)+len(single.req.ID)+replyOverhead, s.opts.maxReplyBytes(); e == nil && n > budget {
+		e = replyTooLarge("this call", n, budget)
 	}
 	if e != nil {
 		return appendError(nil, single.req.ID, e)
@@ -177,4 +199,81 @@ func (c *HTTPClient) post(ctx context.Context, msg []byte) ([]byte, int, error) 
 func (c *HTTPClient) Close() error {
 	c.hc.CloseIdleConnections()
 	return nil
+}
+
+// HTTPServer returns an http.Server for h hardened with the server's
+// limits: headers must arrive within HeaderTimeout and a whole request
+// within HeaderTimeout+LineTimeout, idle keep-alive connections are closed
+// after IdleTimeout or 2 minutes, whichever is shorter, and headers are
+// bounded to 64 KiB. Serve it on HTTPListener(l) so that its connections
+// count against MaxConns. Responses have no overall deadline, so long
+// polls keep working; the JSON-RPC bridge bounds its own writes per
+// 64 KiB (WriteTimeout).
+func (s *Server) HTTPServer(h http.Handler) *http.Server {
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.opts.headerTimeout(),
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	if d := s.opts.lineTimeout(); d > 0 {
+		hs.ReadTimeout = hs.ReadHeaderTimeout + d
+	}
+	hs.IdleTimeout = httpIdle
+	if d := s.opts.idleTimeout(); d > 0 {
+		hs.IdleTimeout = min(d, httpIdle)
+	}
+	return hs
+}
+
+// maxHeaderBytes bounds the headers of an HTTP request.
+const maxHeaderBytes = 64 << 10
+
+// httpIdle bounds how long an idle keep-alive HTTP connection keeps its
+// slot (IdleTimeout, when shorter, wins).
+const httpIdle = 2 * time.Minute
+
+// HTTPListener wraps l so that each HTTP connection it accepts holds one
+// of the server's connection slots, as a non-owner peer, until it is
+// closed. A connection over the budget is answered 503 with a ServerBusy
+// body and closed, without reaching the http.Server.
+func (s *Server) HTTPListener(l net.Listener) net.Listener {
+	return &httpListener{Listener: l, s: s}
+}
+
+type httpListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *httpListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.admit(false) {
+			return &slotConn{Conn: c, s: l.s}, nil
+		}
+		go l.s.refuse(c, busyHTTP(l.s.busyError()))
+	}
+}
+
+// busyHTTP is the 503 response that refuses a connection over the budget.
+func busyHTTP(e *Error) []byte {
+	body := appendError(nil, nil, e)
+	msg := fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n", len(body))
+	return append(msg, body...)
+}
+
+// slotConn releases its connection slot when closed.
+type slotConn struct {
+	net.Conn
+	s    *Server
+	once sync.Once
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(func() { c.s.nconns.Add(-1) })
+	return c.Conn.Close()
 }

@@ -77,10 +77,12 @@ type inbound struct {
 
 // decodeFrame splits one frame into requests, validating it in the same
 // pass. A frame is a single request object or a batch array. perr is set
-// when the frame is not JSON at all (ParseError) or is an empty batch or
-// neither object nor array (InvalidRequest); the caller answers it with a
-// single error and id null.
-func decodeFrame(data []byte) (single inbound, batch []inbound, isBatch bool, perr *Error) {
+// when the frame is not JSON at all (ParseError) or is an empty batch, a
+// batch of more than maxBatch elements (0: no bound) or neither object nor
+// array (InvalidRequest); the caller answers it with a single error and
+// id null. Elements past maxBatch are validated but not decoded, so a huge
+// batch costs no memory beyond its bytes.
+func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, isBatch bool, perr *Error) {
 	parseErr := func(err error) (inbound, []inbound, bool, *Error) {
 		return inbound{}, nil, false, Errorf(ParseError, "Parse error: %v", err)
 	}
@@ -119,6 +121,17 @@ func decodeFrame(data []byte) (single inbound, batch []inbound, isBatch bool, pe
 			var in inbound
 			var end int
 			var err error
+			if maxBatch > 0 && len(batch) >= maxBatch {
+				// Over the bound: only check that the frame is JSON.
+				n, end, err := scanRest(data, j)
+				if err == nil {
+					err = trailing(end)
+				}
+				if err != nil {
+					return parseErr(err)
+				}
+				return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: a batch of %d elements exceeds the limit of %d", len(batch)+n, maxBatch)
+			}
 			if data[j] == '{' {
 				in, end, err = decodeObject(data, j)
 			} else {
@@ -156,6 +169,27 @@ func decodeFrame(data []byte) (single inbound, batch []inbound, isBatch bool, pe
 			return parseErr(err)
 		}
 		return inbound{}, nil, false, Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object or a batch array, got %s", kindOf(data[i]))
+	}
+}
+
+// scanRest validates the rest of an array from its element at data[j] to
+// its closing bracket, and returns the number of elements and the offset
+// just past the bracket.
+func scanRest(data []byte, j int) (n, end int, err error) {
+	for {
+		if end, err = scanValue(data, j, 1); err != nil {
+			return n, end, err
+		}
+		n++
+		j = skipSpace(data, end)
+		switch {
+		case j < len(data) && data[j] == ',':
+			j = skipSpace(data, j+1)
+		case j < len(data) && data[j] == ']':
+			return n, j + 1, nil
+		default:
+			return n, j, &syntaxError{"expected ',' or ']' in array", j}
+		}
 	}
 }
 

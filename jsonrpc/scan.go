@@ -171,17 +171,19 @@ func scanNumber(data []byte, i int) (int, error) {
 	return i, nil
 }
 
-// plainStringByte marks the bytes that may appear in a JSON string as
-// themselves: everything but control characters, '"' and '\\'.
+// plainStringByte marks the ASCII bytes that may appear in a JSON string
+// as themselves: everything but control characters, '"' and '\\'. Bytes
+// from 0x80 up start a multi-byte sequence that must be valid UTF-8.
 var plainStringByte = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
 	return t
 }()
 
-// scanString validates the string starting at data[i] == '"' and returns the
-// offset just past its closing quote.
+// scanString validates the string starting at data[i] == '"' — escapes,
+// no control characters, valid UTF-8 — and returns the offset just past
+// its closing quote.
 func scanString(data []byte, i int) (int, error) {
 	start := i
 	i++
@@ -220,7 +222,13 @@ func scanString(data []byte, i int) (int, error) {
 		case c < 0x20:
 			return i, &syntaxError{"control character in string", i}
 		default:
-			i++
+			// RFC 8259 §8.1: JSON text is UTF-8. A string echoed byte for
+			// byte (an id) must not carry invalid sequences into a reply.
+			r, n := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && n == 1 {
+				return i, &syntaxError{"invalid UTF-8 in string", i}
+			}
+			i += n
 		}
 	}
 	return i, &syntaxError{"unterminated string", start}

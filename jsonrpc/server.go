@@ -28,15 +28,44 @@ type ServerOptions struct {
 	// read while the bound is reached, so a peer that stops reading its
 	// responses cannot grow server memory. Default 64.
 	MaxInFlight int
-	// MaxConns bounds concurrent stream connections; one more is answered
-	// with ServerBusy and closed. Default 1024.
+	// MaxConns bounds the connections of the server, all its listeners
+	// together (stream connections and, through HTTPListener, HTTP ones);
+	// one more is answered with ServerBusy and closed. It is lowered to fit
+	// the process's file descriptor limit (RLIMIT_NOFILE less 128 for
+	// everything else the process opens). Default 1024.
 	MaxConns int
+	// OwnerReserve is the part of MaxConns only owner peers may use: Unix
+	// socket peers whose kernel-reported uid is the server's own. Other
+	// peers (TCP, HTTP, other users) are refused once MaxConns-OwnerReserve
+	// connections are open, so they cannot lock the owner out of its own
+	// socket. Default 64, at most MaxConns/2.
+	OwnerReserve int
 	// IdleTimeout closes a connection that sent nothing and has nothing in
 	// flight for this long. Default 5 minutes; negative disables it.
 	IdleTimeout time.Duration
-	// WriteTimeout bounds each write to a connection; a peer that does not
-	// drain its responses within it is disconnected. Default 10 seconds.
+	// LineTimeout bounds the time a peer takes to complete a message once
+	// its first byte arrived (a stalled or byte-by-byte line, a slow HTTP
+	// body); the connection is then answered InvalidRequest and closed.
+	// Default 30 seconds; negative disables it.
+	LineTimeout time.Duration
+	// HeaderTimeout bounds reading an HTTP request's headers. Default 10
+	// seconds.
+	HeaderTimeout time.Duration
+	// WriteTimeout bounds each write of at most 64 KiB to a connection: a
+	// peer that reads nothing for this long is disconnected, one that
+	// reads slowly gets every reply whole. Default 10 seconds.
 	WriteTimeout time.Duration
+	// MaxBatch bounds the elements of a batch; a longer batch is answered
+	// with one InvalidRequest error (id null) and none of it is run.
+	// Default 1024.
+	MaxBatch int
+	// MaxReplyBytes bounds the reply bytes a connection may have waiting
+	// to be written. A reply (a response, or a whole batch response) that
+	// would exceed it is not built or queued: the call is answered with
+	// ResponseTooLarge instead, which keeps a peer that does not read, or
+	// a small request with a huge answer, from costing unbounded memory.
+	// Default 16 MiB.
+	MaxReplyBytes int
 	// DrainTimeout bounds how long Serve waits for in-flight calls when its
 	// context ends. Default 10 seconds.
 	DrainTimeout time.Duration
@@ -77,6 +106,42 @@ func (o *ServerOptions) maxConns() int {
 		return 1024
 	}
 	return o.MaxConns
+}
+
+func (o *ServerOptions) ownerReserve() int {
+	r := 64
+	if o != nil && o.OwnerReserve > 0 {
+		r = o.OwnerReserve
+	}
+	return min(r, o.maxConns()/2)
+}
+
+func (o *ServerOptions) lineTimeout() time.Duration {
+	if o == nil || o.LineTimeout == 0 {
+		return 30 * time.Second
+	}
+	return o.LineTimeout
+}
+
+func (o *ServerOptions) headerTimeout() time.Duration {
+	if o == nil || o.HeaderTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return o.HeaderTimeout
+}
+
+func (o *ServerOptions) maxBatch() int {
+	if o == nil || o.MaxBatch <= 0 {
+		return 1024
+	}
+	return o.MaxBatch
+}
+
+func (o *ServerOptions) maxReplyBytes() int {
+	if o == nil || o.MaxReplyBytes <= 0 {
+		return 16 << 20
+	}
+	return o.MaxReplyBytes
 }
 
 func (o *ServerOptions) idleTimeout() time.Duration {
@@ -123,7 +188,13 @@ var ErrServerClosed = errors.New("jsonrpc: server closed")
 //
 // The flow of a request on a stream connection:
 //
-//	conn ──► reader goroutine: ReadFrame (bounded size) ──► decodeFrame
+//	accept ──► admit: a slot of MaxConns, by peer class (owner peers — the
+//	           │  server's own uid on a Unix socket — may also take the
+//	           │  OwnerReserve); none left ──► ServerBusy, close
+//	           ▼
+//	conn ──► reader goroutine: ReadFrame (bounded size; idle deadline while
+//	           │  nothing is buffered, LineTimeout once a message began)
+//	           │  ──► decodeFrame (UTF-8 checked, at most MaxBatch elements)
 //	           │  parse error / invalid request ──► error response
 //	           │  acquire an in-flight slot (blocks the reader when full)
 //	           ▼
@@ -131,40 +202,89 @@ var ErrServerClosed = errors.New("jsonrpc: server closed")
 //	           │  (panics recovered as InternalError)
 //	           ▼
 //	       writer: responses appended to the connection's pending buffer as
-//	       they complete (out of order; the id matches them up); whichever
-//	       goroutine finds no write in progress writes everything pending in
-//	       one system call, under a write deadline, then releases the slots
-//	       of the responses it wrote.
+//	       they complete (out of order; the id matches them up), each
+//	       replaced by ResponseTooLarge if it would take the unwritten
+//	       bytes past MaxReplyBytes. While the reader still holds a whole
+//	       frame it defers the write; before it waits for input it writes
+//	       everything pending. Writes go out in 64 KiB pieces, each under
+//	       its own WriteTimeout, then release the slots of the responses
+//	       they carried.
 //
 // Slots are held until a response is written, so a peer that stops reading
-// stalls only its own connection and costs at most MaxInFlight responses
-// of memory before the write deadline disconnects it.
+// stalls only its own connection and costs at most MaxReplyBytes of
+// memory before the write deadline disconnects it. docs/limits.md lists
+// every limit with its default and flag.
 type Server struct {
 	assign Assigner
 	opts   *ServerOptions
 	log    *slog.Logger
 
-	nconns   atomic.Int64
-	closed   atomic.Bool
-	mu       sync.Mutex
-	lns      map[net.Listener]struct{}
-	conns    map[*serverConn]struct{}
-	connsWG  sync.WaitGroup
-	shutdown chan struct{}
-	workers  *workerPool
+	nconns  atomic.Int64 // connections holding a slot, all listeners
+	limit   int64        // MaxConns, lowered to fit the fd limit
+	reserve int64        // slots of limit only owner peers may take
+	euid    int
+	// lingering counts refused connections being closed gracefully.
+	lingering atomic.Int32
+	closed    atomic.Bool
+	mu        sync.Mutex
+	lns       map[net.Listener]struct{}
+	conns     map[*serverConn]struct{}
+	connsWG   sync.WaitGroup
+	shutdown  chan struct{}
+	workers   *workerPool
 }
+
+// fdReserve is what the connection budget leaves of the process's file
+// descriptor limit for listeners, stores, logs and outgoing connections.
+const fdReserve = 128
 
 // NewServer returns a server that dispatches to a. opts may be nil.
 func NewServer(a Assigner, opts *ServerOptions) *Server {
-	return &Server{
+	s := &Server{
 		assign:   a,
 		opts:     opts,
 		log:      opts.logger(),
+		euid:     os.Geteuid(),
 		lns:      make(map[net.Listener]struct{}),
 		conns:    make(map[*serverConn]struct{}),
 		shutdown: make(chan struct{}),
 		workers:  newWorkerPool(),
 	}
+	s.limit = int64(opts.maxConns())
+	if fds := fdLimit(); fds > 0 && s.limit > fds-fdReserve {
+		s.limit = max(fds-fdReserve, 2)
+		s.log.Warn("jsonrpc: connection limit lowered to fit the file descriptor limit", "max_conns", s.limit, "nofile", fds)
+	}
+	s.reserve = min(int64(opts.ownerReserve()), s.limit/2)
+	return s
+}
+
+// isOwner reports whether p is an owner peer: a Unix socket peer running
+// as the server's own user.
+func (s *Server) isOwner(p Peer) bool {
+	return p.Transport == "unix" && p.HasCred && int(p.UID) == s.euid
+}
+
+// admit takes a connection slot, or reports false when the budget of the
+// peer's class is spent: non-owner peers may not take the owner reserve.
+func (s *Server) admit(owner bool) bool {
+	limit := s.limit
+	if !owner {
+		limit -= s.reserve
+	}
+	for {
+		n := s.nconns.Load()
+		if n >= limit {
+			return false
+		}
+		if s.nconns.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (s *Server) busyError() *Error {
+	return Errorf(ServerBusy, "Server busy: too many connections (limit %d); retry later", s.limit)
 }
 
 // Serve accepts connections on l and serves each until it closes. It
@@ -285,9 +405,12 @@ type serverConn struct {
 	wg       sync.WaitGroup // handler goroutines
 	frame    Framing
 
-	wmu      sync.Mutex
-	pending  []byte // framed responses not yet written
-	slots    int    // in-flight slots to release once pending is written
+	wmu     sync.Mutex
+	pending []byte // framed responses not yet written
+	// held counts the reply bytes the connection holds against its
+	// MaxReplyBytes: pending, being written, or kept by running batches.
+	held     atomic.Int64
+	slots    int // in-flight slots to release once pending is written
 	writing  bool
 	active   bool // the reader is working through buffered input and will flush before it blocks
 	spare    []byte
@@ -296,17 +419,13 @@ type serverConn struct {
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
-	if s.nconns.Add(1) > int64(s.opts.maxConns()) {
-		s.nconns.Add(-1)
-		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-		msg := appendError(nil, nil, Errorf(ServerBusy, "Server busy: too many connections (limit %d)", s.opts.maxConns()))
-		_, _ = nc.Write(s.opts.framing().AppendFrame(nil, msg))
-		lingerClose(nc)
+	peer := peerOf(nc)
+	if !s.admit(s.isOwner(peer)) {
+		s.refuse(nc, s.opts.framing().AppendFrame(nil, appendError(nil, nil, s.busyError())))
 		return
 	}
 	defer s.nconns.Add(-1)
 
-	peer := peerOf(nc)
 	c := &serverConn{s: s, nc: nc, maxIn: int32(s.opts.maxInFlight()), room: make(chan struct{}, 1), frame: s.opts.framing()}
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.WithValue(ctx, peerKey, &peer), notifierKey, Notifier(c)))
 	s.mu.Lock()
@@ -337,6 +456,25 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 func (c *serverConn) stopReading() {
 	c.stopping.Store(true)
 	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// maxLingering bounds the refused connections that linger at once: each
+// holds a descriptor for up to half a second, and a flood of connections
+// over the budget must not take the descriptors the budget leaves free.
+const maxLingering = 32
+
+// refuse writes msg to a connection over the budget and closes it,
+// lingering (see lingerClose) only while few refusals are lingering.
+func (s *Server) refuse(nc net.Conn, msg []byte) {
+	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = nc.Write(msg)
+	if s.lingering.Add(1) > maxLingering {
+		s.lingering.Add(-1)
+		_ = nc.Close()
+		return
+	}
+	defer s.lingering.Add(-1)
+	lingerClose(nc)
 }
 
 // lingerClose ends a connection we refuse to read further (after an
@@ -371,7 +509,8 @@ func (c *serverConn) readLoop(peer Peer) {
 	defer c.goIdle()
 	s := c.s
 	max := s.opts.maxMessageBytes()
-	fr := c.frame.NewReader(c.nc, max)
+	clock := &lineClock{c: c, d: s.opts.lineTimeout()}
+	fr := c.frame.NewReader(clock, max)
 	idle := s.opts.idleTimeout()
 	gate := s.opts.connGate()
 	first := true
@@ -379,11 +518,20 @@ func (c *serverConn) readLoop(peer Peer) {
 		if c.stopping.Load() {
 			return
 		}
-		if fr.Buffered() == 0 {
-			// About to block for input: write what was queued meanwhile.
+		if !fr.Ready() {
+			// About to wait for input (whatever partial input is
+			// buffered): write what was queued meanwhile.
 			c.goIdle()
-			if idle > 0 {
-				_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+			switch {
+			case clock.d > 0 && fr.Begun():
+				// A frame has begun: it has LineTimeout to complete.
+				clock.arm()
+			case idle > 0:
+				clock.armed = false
+				c.setReadDeadline(time.Now().Add(idle))
+			default:
+				clock.armed = false
+				c.setReadDeadline(time.Time{})
 			}
 		}
 		line, err := fr.ReadFrame()
@@ -401,6 +549,13 @@ func (c *serverConn) readLoop(peer Peer) {
 				c.flushQueued()
 				c.wg.Wait()
 				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit; closing connection", tl.Limit), nil, 0)
+				c.lingerClose()
+				return
+			case isTimeout(err) && !c.stopping.Load() && clock.armed:
+				s.log.Debug("jsonrpc: closing connection with a stalled message", "peer", peer.Addr, "transport", peer.Transport)
+				c.flushQueued()
+				c.wg.Wait()
+				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message not completed within %s; closing connection", clock.d), nil, 0)
 				c.lingerClose()
 				return
 			case isTimeout(err) && !c.stopping.Load():
@@ -429,6 +584,41 @@ func (c *serverConn) readLoop(peer Peer) {
 	}
 }
 
+// lineClock is the connection as its frame reader sees it. While the
+// connection is idle the read deadline is the idle timeout; the first
+// non-blank byte that arrives starts a message, which must then complete
+// within the line timeout (d).
+type lineClock struct {
+	c     *serverConn
+	d     time.Duration
+	armed bool // a message has begun; the deadline is its line deadline
+}
+
+func (l *lineClock) Read(p []byte) (int, error) {
+	n, err := l.c.nc.Read(p)
+	if n > 0 && !l.armed && !isBlank(p[:n]) {
+		l.arm()
+	}
+	return n, err
+}
+
+// arm starts the line deadline of a message that has begun.
+func (l *lineClock) arm() {
+	if l.d <= 0 {
+		return
+	}
+	l.armed = true
+	l.c.setReadDeadline(time.Now().Add(l.d))
+}
+
+// setReadDeadline sets the read deadline without undoing stopReading.
+func (c *serverConn) setReadDeadline(t time.Time) {
+	_ = c.nc.SetReadDeadline(t)
+	if c.stopping.Load() {
+		_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
 // dispatch decodes one frame and runs or starts its handlers. Replies the
 // reader produces itself (errors, inline handlers) are queued without a
 // write; readLoop writes them in one go before it next blocks, which is
@@ -436,7 +626,7 @@ func (c *serverConn) readLoop(peer Peer) {
 func (c *serverConn) dispatch(line []byte) {
 	// Decode in place: line is the reader's buffer, valid until the next
 	// read. Whatever outlives this call is copied below.
-	single, batch, isBatch, perr := decodeFrame(line)
+	single, batch, isBatch, perr := decodeFrame(line, c.s.opts.maxBatch())
 	if perr != nil {
 		c.queue(nil, perr, nil)
 		return
@@ -445,15 +635,25 @@ func (c *serverConn) dispatch(line []byte) {
 		// Rare path: decode a private copy so the elements can be handed
 		// to goroutines.
 		own := append([]byte(nil), line...)
-		_, batch, _, _ = decodeFrame(own)
+		_, batch, _, _ = decodeFrame(own, 0)
 		c.acquire()
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			out := c.s.runBatch(c.ctx, batch)
+			out, kept := c.s.runBatch(c.ctx, batch, c.s.opts.maxReplyBytes(), &c.held)
 			c.wmu.Lock()
-			if out != nil {
+			switch {
+			case out == nil:
+				c.held.Add(-kept)
+			case c.held.Load()-kept+int64(len(out)) > int64(c.s.opts.maxReplyBytes()):
+				c.held.Add(-kept)
+				c.appendLocked(nil, replyTooLarge("a batch", len(out), c.s.opts.maxReplyBytes()), nil)
+			default:
+				// Trade the results' count for the response's in one step,
+				// so that other batches never see the bytes uncounted.
+				n := len(c.pending)
 				c.pending = c.frame.AppendFrame(c.pending, out)
+				c.held.Add(int64(len(c.pending)-n) - kept)
 			}
 			c.slots++
 			c.flushUnlessActive()
@@ -609,11 +809,32 @@ func (c *serverConn) send(id []byte, e *Error, result []byte, slots int) {
 	c.flushLocked()
 }
 
+// overBudget reports whether n more reply bytes would take the bytes the
+// connection holds past MaxReplyBytes.
+func (c *serverConn) overBudget(n int) bool {
+	return c.held.Load()+int64(n) > int64(c.s.opts.maxReplyBytes())
+}
+
+// replyOverhead is a generous bound on the bytes a response adds to its
+// result and id.
+const replyOverhead = 64
+
+// replyTooLarge is the error that replaces a reply over the budget.
+func replyTooLarge(what string, n, budget int) *Error {
+	return Errorf(ResponseTooLarge, "Response too large: the reply to %s (%d bytes) exceeds the connection's reply budget of %d bytes", what, n, budget)
+}
+
 // appendLocked frames one reply (id with either e or result) into pending.
+// A result that would exceed the reply budget is replaced by
+// ResponseTooLarge.
 func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
 	if e == nil && result == nil {
 		return
 	}
+	if e == nil && c.overBudget(len(result)+len(id)+replyOverhead) {
+		e, result = replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.maxReplyBytes()), nil
+	}
+	n := len(c.pending)
 	if _, nl := c.frame.(newlineFraming); nl {
 		// Build the message in place: no intermediate buffer.
 		if e != nil {
@@ -622,15 +843,16 @@ func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
 			c.pending = appendResult(c.pending, id, result)
 		}
 		c.pending = append(c.pending, '\n')
-		return
-	}
-	var msg []byte
-	if e != nil {
-		msg = appendError(nil, id, e)
 	} else {
-		msg = appendResult(nil, id, result)
+		var msg []byte
+		if e != nil {
+			msg = appendError(nil, id, e)
+		} else {
+			msg = appendResult(nil, id, result)
+		}
+		c.pending = c.frame.AppendFrame(c.pending, msg)
 	}
-	c.pending = c.frame.AppendFrame(c.pending, msg)
+	c.held.Add(int64(len(c.pending) - n))
 }
 
 // flushLocked writes everything pending unless another goroutine is
@@ -649,12 +871,12 @@ func (c *serverConn) flushLocked() {
 		err := c.werr
 		c.wmu.Unlock()
 		if len(buf) > 0 && err == nil {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(wt))
-			if _, err = c.nc.Write(buf); err != nil {
+			if err = c.write(buf, wt); err != nil {
 				c.s.log.Debug("jsonrpc: write failed; closing connection", "err", err)
 				c.abort()
 			}
 		}
+		c.held.Add(-int64(len(buf)))
 		c.release(n)
 		c.wmu.Lock()
 		if err != nil && c.werr == nil {
@@ -666,6 +888,26 @@ func (c *serverConn) flushLocked() {
 	}
 	c.writing = false
 	c.wmu.Unlock()
+}
+
+// writeChunk is the most a single write carries; each write has its own
+// deadline, so a peer that reads slowly but steadily gets a long reply whole
+// while one that stops reading is cut off after WriteTimeout.
+const writeChunk = 64 << 10
+
+// write writes buf in chunks of at most writeChunk, each under its own
+// write deadline.
+func (c *serverConn) write(buf []byte, timeout time.Duration) error {
+	for len(buf) > 0 {
+		n := min(len(buf), writeChunk)
+		_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
+		k, err := c.nc.Write(buf[:n])
+		buf = buf[k:]
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Notify sends a server-initiated notification on this connection. It
@@ -693,7 +935,9 @@ func (c *serverConn) Notify(ctx context.Context, method string, params any) erro
 		c.abort()
 		return errSlowConsumer
 	}
+	n := len(c.pending)
 	c.pending = c.frame.AppendFrame(c.pending, msg)
+	c.held.Add(int64(len(c.pending) - n))
 	c.flushLocked()
 	return nil
 }
@@ -735,8 +979,12 @@ func (s *Server) run(ctx context.Context, h Handler, req *Request) (result []byt
 }
 
 // runBatch answers the elements of a batch concurrently and returns the
-// batch response, or nil when every element was a notification.
-func (s *Server) runBatch(ctx context.Context, batch []inbound) []byte {
+// batch response, or nil when every element was a notification. The bytes
+// of the results kept are counted in held, which the batches of one
+// connection share; an element whose result would take held past budget
+// is answered ResponseTooLarge instead. The caller subtracts the returned
+// count from held once the response is queued or dropped.
+func (s *Server) runBatch(ctx context.Context, batch []inbound, budget int, held *atomic.Int64) (out []byte, kept int64) {
 	type reply struct {
 		id     []byte
 		e      *Error
@@ -744,6 +992,19 @@ func (s *Server) runBatch(ctx context.Context, batch []inbound) []byte {
 		skip   bool
 	}
 	replies := make([]reply, len(batch))
+	var mine atomic.Int64
+	take := func(n int64) bool {
+		if held.Add(n) > int64(budget) {
+			held.Add(-n)
+			return false
+		}
+		mine.Add(n)
+		return true
+	}
+	// The envelopes, brackets and commas are always sent.
+	envelopes := int64(2 + len(batch)*replyOverhead)
+	held.Add(envelopes)
+	mine.Add(envelopes)
 	var wg sync.WaitGroup
 	limit := make(chan struct{}, s.opts.maxInFlight())
 	for i := range batch {
@@ -757,11 +1018,17 @@ func (s *Server) runBatch(ctx context.Context, batch []inbound) []byte {
 		go func() {
 			defer func() { <-limit; wg.Done() }()
 			result, e := s.call(ctx, &in.req)
+			if in.req.ID == nil {
+				replies[i] = reply{skip: true}
+				return
+			}
+			if e == nil && !take(int64(len(result)+len(in.req.ID))) {
+				e, result = replyTooLarge(fmt.Sprintf("batch element %d", i), len(result), budget), nil
+			}
 			replies[i] = reply{id: in.req.ID, e: e, result: result, skip: in.req.ID == nil}
 		}()
 	}
 	wg.Wait()
-	var out []byte
 	for _, r := range replies {
 		if r.skip {
 			continue
@@ -778,9 +1045,9 @@ func (s *Server) runBatch(ctx context.Context, batch []inbound) []byte {
 		}
 	}
 	if out == nil {
-		return nil
+		return nil, mine.Load()
 	}
-	return append(out, ']')
+	return append(out, ']'), mine.Load()
 }
 
 func isTimeout(err error) bool {

@@ -5,19 +5,21 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
 // Registry-specific JSON-RPC codes, in the implementation-defined server
-// range. Invalid input uses the standard InvalidParams (-32602).
+// range, from the error catalog (docs/errors.md). Invalid input uses the
+// standard InvalidParams (-32602).
 const (
-	CodeUnauthorized jsonrpc.Code = -32001 // bad or missing signature; unsigned call from a non-local peer
-	CodeForbidden    jsonrpc.Code = -32003 // trust policy refused (not enrolled, revoked, other user)
-	CodeNotFound     jsonrpc.Code = -32004 // no such registration / provider
-	CodeConflict     jsonrpc.Code = -32009 // an older descriptor (rollback) or a replay
-	CodeCompacted    jsonrpc.Code = -32010 // watch cursor older than the retained history
-	CodeUnavailable  jsonrpc.Code = -32011 // provider unreachable
+	CodeUnauthorized jsonrpc.Code = errcatalog.Unauthorized // bad or missing signature; unsigned call from a non-local peer
+	CodeForbidden    jsonrpc.Code = errcatalog.Forbidden    // trust policy refused (not enrolled, revoked, other user)
+	CodeNotFound     jsonrpc.Code = errcatalog.NotFound     // no such registration / provider
+	CodeConflict     jsonrpc.Code = errcatalog.Conflict     // an older descriptor (rollback) or a replay
+	CodeCompacted    jsonrpc.Code = errcatalog.Compacted    // watch cursor older than the retained history
+	CodeUnavailable  jsonrpc.Code = errcatalog.Unavailable  // provider unreachable
 )
 
 // Error is a registry refusal. Code is the reference's word (see

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -19,12 +20,12 @@ import (
 // direct capability call (kv.get) maps a non-success outcome to one of these,
 // with the full InvocationResult as the error's data.
 const (
-	CodeDenied              jsonrpc.Code = -32040
-	CodeFailed              jsonrpc.Code = -32041
-	CodeSkipped             jsonrpc.Code = -32042
-	CodeIndeterminate       jsonrpc.Code = -32043
-	CodeEvidenceUnavailable jsonrpc.Code = -32044
-	CodeNoEvidence          jsonrpc.Code = -32045
+	CodeDenied              jsonrpc.Code = errcatalog.CHPDenied
+	CodeFailed              jsonrpc.Code = errcatalog.CHPFailed
+	CodeSkipped             jsonrpc.Code = errcatalog.CHPSkipped
+	CodeIndeterminate       jsonrpc.Code = errcatalog.CHPIndeterminate
+	CodeEvidenceUnavailable jsonrpc.Code = errcatalog.CHPEvidenceUnavailable
+	CodeNoEvidence          jsonrpc.Code = errcatalog.CHPNoEvidence
 )
 
 // Handlers returns the JSON-RPC binding of b: chp.describe, chp.invoke,

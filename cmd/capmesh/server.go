@@ -35,6 +35,11 @@ type serverFlags struct {
 	httpAddr     string
 	maxMessage   int
 	maxConns     int
+	ownerReserve int
+	maxBatch     int
+	maxReply     int
+	lineTimeout  time.Duration
+	headerTime   time.Duration
 	maxInFlight  int
 	idleTimeout  time.Duration
 	writeTimeout time.Duration
@@ -100,6 +105,11 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.StringVar(&f.httpAddr, "http", "", "also serve HTTP on this address (JSON-RPC at /jsonrpc, the CHP binding, the registry routes), e.g. 127.0.0.1:8080")
 	fl.IntVar(&f.maxMessage, "max-message-bytes", 4<<20, "largest accepted message")
 	fl.IntVar(&f.maxConns, "max-conns", 1024, "most concurrent connections")
+	fl.IntVar(&f.ownerReserve, "owner-reserve", 64, "connections of --max-conns kept for the node's own user on its Unix socket")
+	fl.IntVar(&f.maxBatch, "max-batch", 1024, "most elements of a batch")
+	fl.IntVar(&f.maxReply, "max-reply-bytes", 16<<20, "most reply bytes a connection may have waiting to be written")
+	fl.DurationVar(&f.lineTimeout, "line-timeout", 30*time.Second, "time to complete a message (or an HTTP body) once it began")
+	fl.DurationVar(&f.headerTime, "header-timeout", 10*time.Second, "time to send an HTTP request's headers")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 64, "most calls in flight per connection")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 5*time.Minute, "close connections idle this long")
 	fl.DurationVar(&f.writeTimeout, "write-timeout", 10*time.Second, "disconnect peers that do not read their responses within this")
@@ -198,6 +208,11 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 			MaxInFlight:     f.maxInFlight,
 			IdleTimeout:     f.idleTimeout,
 			WriteTimeout:    f.writeTimeout,
+			OwnerReserve:    f.ownerReserve,
+			MaxBatch:        f.maxBatch,
+			MaxReplyBytes:   f.maxReply,
+			LineTimeout:     f.lineTimeout,
+			HeaderTimeout:   f.headerTime,
 		},
 	}
 	if f.domain == "" {

@@ -39,6 +39,7 @@ var layers = map[string]layer{
 	"internal/xdg":        foundation,
 	"internal/interleave": foundation,
 	"internal/specdata":   foundation,
+	"internal/errcatalog": foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
@@ -79,6 +80,8 @@ var layers = map[string]layer{
 	"internal/bench":                 program,
 	"internal/bench/ratios":          program,
 	"internal/deptest":               program,
+	"internal/errcatalog/gen":        program,
+	"internal/abuse":                 program,
 	"canonical/collate/internal/gen": program,
 }
 

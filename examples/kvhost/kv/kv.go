@@ -21,15 +21,16 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/host"
+	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
 )
 
 // CodeNotFound answers an operation on a key that does not exist.
-const CodeNotFound jsonrpc.Code = -32004
+const CodeNotFound jsonrpc.Code = errcatalog.NotFound
 
 // CodeUnavailable answers kv.seal when no signer can be reached.
-const CodeUnavailable jsonrpc.Code = -32011
+const CodeUnavailable jsonrpc.Code = errcatalog.Unavailable
 
 // MaxValueBytes bounds one value.
 const MaxValueBytes = 1 << 20
