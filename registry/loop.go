@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -24,7 +25,7 @@ const DefaultMaxHops = 6
 // CodeHopLimit is the answer to a routed request whose _meta.hops has
 // reached the node's MaxHops: it has been forwarded in a circle (or along
 // a chain too long to be honest).
-const CodeHopLimit jsonrpc.Code = -32012
+const CodeHopLimit jsonrpc.Code = errcatalog.HopLimitExceeded
 
 // Refusal words of the loop protection.
 const (

@@ -32,6 +32,8 @@ const (
 	Compacted = -32010
 	// Unavailable is "Unavailable" (unavailable): The provider (or a signer it needs) cannot be reached.
 	Unavailable = -32011
+	// HopLimitExceeded is "Hop limit exceeded" (hop_limit_exceeded): A routed request's _meta.hops reached the node's hop limit: it went round a loop of routers or along a chain too long to be honest (docs/routing.md).
+	HopLimitExceeded = -32012
 	// CHPDenied is "Denied" (denied): A direct capability call was denied by the CHP boundary; data is the InvocationResult, whose denial says whether a retry can help.
 	CHPDenied = -32040
 	// CHPFailed is "Failed" (failed): A direct capability call ran and failed; data is the InvocationResult (error type, retryable).
@@ -62,6 +64,7 @@ var Entries = []Entry{
 	{Code: Conflict, Name: "Conflict", Title: "Conflict", Word: "conflict", Meaning: "An older descriptor than the one registered (rollback), or a replayed signature or nonce.", HTTPStatus: 409, Retry: RetryNo, Owners: []string{"registry"}},
 	{Code: Compacted, Name: "Compacted", Title: "Watch compacted", Word: "watch_compacted", Meaning: "The watch cursor is older than the retained history; resume from the node's current revision instead of retrying the cursor.", HTTPStatus: 410, Retry: RetryNo, Owners: []string{"registry"}},
 	{Code: Unavailable, Name: "Unavailable", Title: "Unavailable", Word: "unavailable", Meaning: "The provider (or a signer it needs) cannot be reached.", HTTPStatus: 502, Retry: RetryLater, Owners: []string{"registry", "examples/kvhost/kv"}},
+	{Code: HopLimitExceeded, Name: "HopLimitExceeded", Title: "Hop limit exceeded", Word: "hop_limit_exceeded", Meaning: "A routed request's _meta.hops reached the node's hop limit: it went round a loop of routers or along a chain too long to be honest (docs/routing.md).", HTTPStatus: 508, Retry: RetryNo, Owners: []string{"registry"}},
 	{Code: CHPDenied, Name: "CHPDenied", Title: "Denied", Word: "denied", Meaning: "A direct capability call was denied by the CHP boundary; data is the InvocationResult, whose denial says whether a retry can help.", HTTPStatus: 403, Retry: RetryData, Owners: []string{"chp/chprpc"}},
 	{Code: CHPFailed, Name: "CHPFailed", Title: "Failed", Word: "failed", Meaning: "A direct capability call ran and failed; data is the InvocationResult (error type, retryable).", HTTPStatus: 500, Retry: RetryData, Owners: []string{"chp/chprpc"}},
 	{Code: CHPSkipped, Name: "CHPSkipped", Title: "Skipped", Word: "skipped", Meaning: "The capability is disabled; the invocation was skipped with evidence.", HTTPStatus: 503, Retry: RetryNo, Owners: []string{"chp/chprpc"}},
