@@ -18,10 +18,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/capmesh/capmesh/btsp"
+	"github.com/capmesh/capmesh/jsonrpc"
 )
 
 const (
@@ -278,6 +280,77 @@ func TestIndependentClientSuitesAndSeedReading(t *testing.T) {
 	}
 }
 
+// TestIndependentClientHandshakeVariants: the liberties docs/btsp.md
+// grants a client (unpadded base64, JSON whitespace before the hello, a
+// suite the server also accepts) and the ones it leaves to the reader
+// (sending the first frame before HandshakeComplete, a message that ends in
+// '\n') all interoperate; a wrong version and a low-order key get their
+// documented error frames.
+func TestIndependentClientHandshakeVariants(t *testing.T) {
+	both := []string{btsp.ChaCha20Poly1305, btsp.HMACPlain}
+	cases := []struct {
+		name    string
+		ciphers []string
+		args    []string
+		cipher  string // the suite agreed; "" when the handshake must fail
+		reason  string // the server's error frame reason, if any
+	}{
+		{"unpadded", nil, []string{"--unpadded"}, btsp.ChaCha20Poly1305, ""},
+		{"unpadded-binary", nil, []string{"--unpadded", "--binary"}, btsp.ChaCha20Poly1305, ""},
+		{"pipelined", nil, []string{"--pipeline"}, btsp.ChaCha20Poly1305, ""},
+		{"pipelined-binary", nil, []string{"--pipeline", "--binary"}, btsp.ChaCha20Poly1305, ""},
+		{"newline-in-frame", nil, []string{"--newline"}, btsp.ChaCha20Poly1305, ""},
+		{"space-before-hello", nil, []string{"--prefix", "20"}, btsp.ChaCha20Poly1305, ""},
+		{"signal-then-tab", nil, []string{"--signal", "--prefix", "09"}, btsp.ChaCha20Poly1305, ""},
+		{"preferred-second", both, []string{"--cipher", btsp.HMACPlain}, btsp.HMACPlain, ""},
+		{"version-2", nil, []string{"--hello-version", "2"}, "", btsp.ReasonVersion},
+		{"version-2-binary", nil, []string{"--hello-version", "2", "--binary"}, "", btsp.ReasonVersion},
+		{"low-order-key", nil, []string{"--low-order-key"}, "", btsp.ReasonFamily},
+		{"low-order-key-binary", nil, []string{"--low-order-key", "--binary"}, "", btsp.ReasonFamily},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startIndServer(t, "unix", &btsp.Config{Seed: indSeed, Ciphers: tc.ciphers, Require: true})
+			args := append([]string{"--seed", indSeed}, tc.args...)
+			stdout, stderr, code := runNode(t, append(args, srv.addr, indRequest(1, "echo.one"), indRequest(2, "echo.two"))...)
+			res := srv.next(t)
+			if tc.cipher == "" {
+				if code != 1 || stdout != "" || !strings.HasPrefix(stderr, `{"error":"handshake_failed","reason":"`+tc.reason+`"}`+"\n") {
+					t.Fatalf("client exit %d, stdout %q, stderr %q; want exit 1 and the %s error frame", code, stdout, stderr, tc.reason)
+				}
+				if !errors.Is(res.err, btsp.ErrHandshakeFailed) || len(res.served) != 0 {
+					t.Fatalf("server: served %v, ended with %v", res.served, res.err)
+				}
+				return
+			}
+			got := lines(stdout)
+			if code != 0 || len(got) != 2 {
+				t.Fatalf("client exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+			}
+			checkEcho(t, got[0], 1, "echo.one")
+			checkEcho(t, got[1], 2, "echo.two")
+			if res.state.Cipher != tc.cipher || !errors.Is(res.err, io.EOF) || len(res.served) != 2 {
+				t.Fatalf("server: cipher %q, served %v, ended with %v", res.state.Cipher, res.served, res.err)
+			}
+		})
+	}
+}
+
+// TestIndependentClientRefusesUnallowedSuite: the server picks its own first
+// suite when it does not accept the client's preferred one, and the client,
+// which allowed only that one, refuses (docs/btsp.md). The server then sees
+// the connection end before any request.
+func TestIndependentClientRefusesUnallowedSuite(t *testing.T) {
+	srv := startIndServer(t, "unix", &btsp.Config{Seed: indSeed})
+	stdout, stderr, code := runNode(t, "--seed", indSeed, "--cipher", btsp.HMACPlain, srv.addr, indRequest(1, "echo"))
+	if code != 1 || stdout != "" || !strings.Contains(stderr, `server chose cipher "`+btsp.ChaCha20Poly1305+`"`) {
+		t.Fatalf("client exit %d, stdout %q, stderr %q; want exit 1 refusing the server's suite", code, stdout, stderr)
+	}
+	if res := srv.next(t); len(res.served) != 0 || res.state.Cipher != btsp.ChaCha20Poly1305 {
+		t.Fatalf("server: cipher %q, served %v", res.state.Cipher, res.served)
+	}
+}
+
 // TestIndependentClientWrongSeed: a client with another seed gets the
 // family_verification error frame in its own framing and exits 1.
 func TestIndependentClientWrongSeed(t *testing.T) {
@@ -365,12 +438,12 @@ func TestIndependentClientCleartext(t *testing.T) {
 		name   string
 		req    string
 		reject bool
-		id     string // the id the rejection carries
+		id     string // the id the rejection carries (a batch: null)
 	}{
 		{"whitelisted", `{"jsonrpc":"2.0","id":3,"method":"ping"}`, false, ""},
 		{"number-id", `{"jsonrpc":"2.0","id":7,"method":"capability.call"}`, true, "7"},
 		{"string-id", `{"jsonrpc":"2.0","id":"a-1","method":"evidence.read","params":{}}`, true, `"a-1"`},
-		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"capability.call"}]`, true, ""},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"capability.call"}]`, true, "null"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -424,5 +497,71 @@ func checkRejection(t *testing.T, line, id string) {
 	}
 	if id != "" && string(rej.ID) != id {
 		t.Fatalf("rejection carries id %s, want %s", rej.ID, id)
+	}
+}
+
+// TestIndependentClientWhitelistAgreesWithEngine: the cleartext whitelist
+// must judge a request by the method capmesh's JSON-RPC engine will
+// dispatch. The engine matches member names exactly ("method"), so a
+// request whose "method" is not whitelisted must be refused whatever other
+// members that differ only in case ("METHOD", "Method") say.
+//
+// It fails today: the whitelist matches member names case-insensitively
+// (encoding/json), so {"method":"secret.read","METHOD":"ping"} is judged
+// "ping" and let through, and the engine then runs secret.read in
+// cleartext. The skip goes with the fix.
+func TestIndependentClientWhitelistAgreesWithEngine(t *testing.T) {
+	if os.Getenv("BTSP_KNOWN_BUGS") == "" {
+		t.Skip("known whitelist bypass (case-insensitive \"method\" match), reported from branch h9; set BTSP_KNOWN_BUGS=1 to run")
+	}
+	dir, err := os.MkdirTemp("", "btsp-ind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	inner, err := net.Listen("unix", filepath.Join(dir, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secretCalls atomic.Int32
+	methods := jsonrpc.Map{
+		"ping": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+			return "pong", nil
+		}),
+		"secret.read": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+			secretCalls.Add(1)
+			return "the secret", nil
+		}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- jsonrpc.NewServer(methods, nil).Serve(ctx,
+			btsp.Listener(inner, &btsp.Config{Seed: indSeed, Require: true, Cleartext: btsp.DefaultCleartext}))
+	}()
+	defer func() {
+		cancel()
+		<-served
+	}()
+
+	for _, req := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"secret.read"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"secret.read","METHOD":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"Method":"ping","method":"secret.read","mEthod":"ping"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"secret.read","Method":"ping"}]`,
+	} {
+		stdout, stderr, code := runNode(t, "--cleartext", inner.Addr().String(), req)
+		if code != 0 {
+			t.Fatalf("client exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+		got := lines(stdout)
+		if len(got) != 1 || strings.Contains(stdout, "the secret") {
+			t.Errorf("cleartext %s on a family socket was answered %q; want only the rejection frame", req, stdout)
+			continue
+		}
+		checkRejection(t, got[0], "")
+	}
+	if n := secretCalls.Load(); n != 0 {
+		t.Errorf("secret.read ran %d time(s) in cleartext on a socket that requires BTSP", n)
 	}
 }

@@ -19,6 +19,11 @@
 //   --cipher NAME   the one suite to prefer and allow (default
 //                   BTSP_CHACHA20_POLY1305; BTSP_HMAC_PLAIN and BTSP_NULL too)
 //   --timeout MS    give up after MS milliseconds (default 15000), exit 3
+//   --unpadded      send base64 without '=' padding
+//   --pipeline      send the first frame right after the ChallengeResponse,
+//                   before HandshakeComplete arrives (same write)
+//   --prefix HEX    raw bytes to send before the hello (after the signal)
+//   --newline       end each frame's message with '\n'
 // Misbehaviour, for tests (each sends its frames, half-closes, then prints
 // every reply it can still decrypt until the server closes):
 //   --replay-frame  send the first request's frame twice
@@ -27,6 +32,8 @@
 //   --truncate      send the first frame minus the second half of its body
 //   --nonce-reuse   seal the first two requests both with counter 0
 //   --cleartext     no handshake: send the requests as plain lines
+//   --hello-version N  claim handshake version N in the ClientHello
+//   --low-order-key send the all-zero X25519 point as the client key
 //
 // Exit status: 0 success; 1 handshake failed (the server's error frame, or a
 // check this client makes, is printed to stderr); 2 usage; 3 transport error
@@ -54,6 +61,8 @@ function parseArgs(argv) {
     seed: process.env.FAMILY_SEED, seedBase64: false, binary: false, signal: false,
     cipher: CHACHA, timeout: 15000, replay: false, flip: -1, truncate: false,
     nonceReuse: false, cleartext: false, address: null, requests: [],
+    unpadded: false, pipeline: false, prefix: Buffer.alloc(0), newline: false,
+    helloVersion: 1, lowOrder: false,
   };
   const rest = [];
   for (let i = 0; i < argv.length; i++) {
@@ -74,6 +83,12 @@ function parseArgs(argv) {
       case '--truncate': o.truncate = true; break;
       case '--nonce-reuse': o.nonceReuse = true; break;
       case '--cleartext': o.cleartext = true; break;
+      case '--unpadded': o.unpadded = true; break;
+      case '--pipeline': o.pipeline = true; break;
+      case '--prefix': o.prefix = Buffer.from(val(), 'hex'); break;
+      case '--newline': o.newline = true; break;
+      case '--hello-version': o.helloVersion = Number(val()); break;
+      case '--low-order-key': o.lowOrder = true; break;
       default:
         if (a.startsWith('--')) throw new UsageError(`unknown option ${a}`);
         rest.push(a);
@@ -86,6 +101,7 @@ function parseArgs(argv) {
   if (!o.cleartext && (o.seed === undefined || o.seed === '')) {
     throw new UsageError('no seed: pass --seed or set FAMILY_SEED');
   }
+  if (o.pipeline && o.requests.length < 1) throw new UsageError('--pipeline needs a request');
   if (o.nonceReuse && o.requests.length < 2) throw new UsageError('--nonce-reuse needs two requests');
   if ((o.replay || o.flip >= 0 || o.truncate) && o.requests.length < 1) {
     throw new UsageError('misbehaviour needs a request');
@@ -252,10 +268,11 @@ class Suite {
 // Handshake runs the four messages in the chosen framing and returns the
 // two directions' suites.
 async function handshake(sock, rd, o) {
-  const send = (obj) => {
+  const enc = (obj) => {
     const j = Buffer.from(JSON.stringify(obj));
-    sock.write(o.binary ? Buffer.concat([be32(j.length), j]) : Buffer.concat([j, Buffer.from('\n')]));
+    return o.binary ? Buffer.concat([be32(j.length), j]) : Buffer.concat([j, Buffer.from('\n')]);
   };
+  const b64out = (b) => (o.unpadded ? b.toString('base64').replace(/=+$/, '') : b.toString('base64'));
   const recv = async (what) => {
     let raw;
     if (o.binary) {
@@ -285,10 +302,11 @@ async function handshake(sock, rd, o) {
   const seed = o.seedBase64 ? Buffer.from(o.seed, 'base64') : Buffer.from(o.seed, 'utf8');
   const hk = hkdf(seed, Buffer.from('btsp-v1'), 'handshake', 32);
   const { publicKey, privateKey } = crypto.generateKeyPairSync('x25519');
-  const cpub = publicKey.export({ format: 'der', type: 'spki' }).subarray(X25519_SPKI.length);
+  const cpub = o.lowOrder ? Buffer.alloc(32)
+    : publicKey.export({ format: 'der', type: 'spki' }).subarray(X25519_SPKI.length);
 
-  if (o.signal) sock.write(Buffer.from([0xec, 0x01]));
-  send({ protocol: 'btsp', version: 1, client_ephemeral_pub: cpub.toString('base64') });
+  const hello = enc({ protocol: 'btsp', version: o.helloVersion, client_ephemeral_pub: b64out(cpub) });
+  sock.write(Buffer.concat([Buffer.from(o.signal ? [0xec, 0x01] : []), o.prefix, hello]));
 
   const sh = await recv('ServerHello');
   if (sh.version !== 1) throw new HandshakeError(`ServerHello version ${JSON.stringify(sh.version)}`);
@@ -296,7 +314,16 @@ async function handshake(sock, rd, o) {
   const challenge = b64(sh.challenge, 'challenge', 32);
 
   const response = hmac(hk, challenge, cpub, spub);
-  send({ response: response.toString('base64'), preferred_cipher: o.cipher });
+  const resp = enc({ response: b64out(response), preferred_cipher: o.cipher });
+  const keys = sessionKeys(privateKey, spub, hk);
+  let early = null;
+  if (o.pipeline) {
+    // The keys do not depend on HandshakeComplete: assume the preferred suite.
+    early = new Suite(o.cipher, keys.subarray(0, 32));
+    sock.write(Buffer.concat([resp, early.seal(message(o.requests[0], o))]));
+  } else {
+    sock.write(resp);
+  }
 
   const done = await recv('HandshakeComplete');
   if (done.cipher !== o.cipher) {
@@ -306,15 +333,25 @@ async function handshake(sock, rd, o) {
     throw new HandshakeError(`session_id ${JSON.stringify(done.session_id)} is not 16 bytes of hex`);
   }
 
+  return {
+    out: early || new Suite(done.cipher, keys.subarray(0, 32)),
+    in: new Suite(done.cipher, keys.subarray(32, 64)),
+    sessionID: done.session_id,
+    pipelined: early !== null,
+  };
+}
+
+// sessionKeys derives okm: client→server key, then server→client key.
+function sessionKeys(privateKey, spub, hk) {
   const peer = crypto.createPublicKey({ key: Buffer.concat([X25519_SPKI, spub]), format: 'der', type: 'spki' });
   const shared = crypto.diffieHellman({ privateKey, publicKey: peer });
   if (shared.every((b) => b === 0)) throw new HandshakeError('server key is of low order');
-  const okm = hkdf(shared, hk, 'btsp-session-v1', 64);
-  return {
-    out: new Suite(done.cipher, okm.subarray(0, 32)),
-    in: new Suite(done.cipher, okm.subarray(32, 64)),
-    sessionID: done.session_id,
-  };
+  return hkdf(shared, hk, 'btsp-session-v1', 64);
+}
+
+// message is a request as a frame carries it.
+function message(req, o) {
+  return Buffer.from(o.newline ? req + '\n' : req);
 }
 
 // readReply reads one frame and returns its message.
@@ -365,7 +402,7 @@ async function cleartext(sock, rd, o) {
 }
 
 async function misbehave(sock, rd, s, o) {
-  const reqs = o.requests.map((r) => Buffer.from(r));
+  const reqs = o.requests.map((r) => message(r, o));
   if (o.replay) {
     const f = s.out.seal(reqs[0]);
     sock.write(f);
@@ -398,10 +435,10 @@ async function run(o) {
     const s = await handshake(sock, rd, o);
     process.stderr.write(`client: session ${s.sessionID} cipher ${s.out.name}\n`);
     if (o.replay || o.flip >= 0 || o.truncate || o.nonceReuse) return await misbehave(sock, rd, s, o);
-    for (const r of o.requests) {
-      sock.write(s.out.seal(Buffer.from(r)));
-      printMessage(await readReply(rd, s.in));
-    }
+    o.requests.forEach((r, i) => {
+      if (!(i === 0 && s.pipelined)) sock.write(s.out.seal(message(r, o)));
+    });
+    for (let i = 0; i < o.requests.length; i++) printMessage(await readReply(rd, s.in));
     return undefined;
   } finally {
     sock.destroy();
