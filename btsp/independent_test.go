@@ -365,7 +365,7 @@ func TestIndependentClientWrongSeed(t *testing.T) {
 			if code != 1 || stdout != "" {
 				t.Fatalf("client exit %d, stdout %q; want 1 and nothing\nstderr: %s", code, stdout, stderr)
 			}
-			frame := lines(stderr)[0]
+			frame, _, _ := strings.Cut(stderr, "\n")
 			var e struct {
 				Error  string `json:"error"`
 				Reason string `json:"reason"`
