@@ -171,6 +171,11 @@ func lines(s string) []string {
 	return strings.Split(s, "\n")
 }
 
+// indPretty is indRequest(1, "echo.one") pretty-printed: one JSON-RPC
+// message with newlines between its tokens.
+const indPretty = "{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"method\": \"echo.one\",\n" +
+	"  \"params\": {\"n\": 1, \"s\": \"é\\u2028\\\"x\"}\n}"
+
 func indRequest(id int, method string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"n":%d,"s":"é\u2028\"x"}}`, id, method, id)
 }
@@ -284,7 +289,8 @@ func TestIndependentClientSuitesAndSeedReading(t *testing.T) {
 // grants a client (unpadded base64, JSON whitespace before the hello, a
 // suite the server also accepts) and the ones it leaves to the reader
 // (sending the first frame before HandshakeComplete, a message that ends in
-// '\n') all interoperate; a wrong version and a low-order key get their
+// '\n' or is pretty-printed over several lines, a hello and frames that
+// arrive one byte at a time) all interoperate; a wrong version and a low-order key get their
 // documented error frames.
 func TestIndependentClientHandshakeVariants(t *testing.T) {
 	both := []string{btsp.ChaCha20Poly1305, btsp.HMACPlain}
@@ -294,25 +300,34 @@ func TestIndependentClientHandshakeVariants(t *testing.T) {
 		args    []string
 		cipher  string // the suite agreed; "" when the handshake must fail
 		reason  string // the server's error frame reason, if any
+		first   string // the first request, when not indRequest(1, "echo.one")
 	}{
-		{"unpadded", nil, []string{"--unpadded"}, btsp.ChaCha20Poly1305, ""},
-		{"unpadded-binary", nil, []string{"--unpadded", "--binary"}, btsp.ChaCha20Poly1305, ""},
-		{"pipelined", nil, []string{"--pipeline"}, btsp.ChaCha20Poly1305, ""},
-		{"pipelined-binary", nil, []string{"--pipeline", "--binary"}, btsp.ChaCha20Poly1305, ""},
-		{"newline-in-frame", nil, []string{"--newline"}, btsp.ChaCha20Poly1305, ""},
-		{"space-before-hello", nil, []string{"--prefix", "20"}, btsp.ChaCha20Poly1305, ""},
-		{"signal-then-tab", nil, []string{"--signal", "--prefix", "09"}, btsp.ChaCha20Poly1305, ""},
-		{"preferred-second", both, []string{"--cipher", btsp.HMACPlain}, btsp.HMACPlain, ""},
-		{"version-2", nil, []string{"--hello-version", "2"}, "", btsp.ReasonVersion},
-		{"version-2-binary", nil, []string{"--hello-version", "2", "--binary"}, "", btsp.ReasonVersion},
-		{"low-order-key", nil, []string{"--low-order-key"}, "", btsp.ReasonFamily},
-		{"low-order-key-binary", nil, []string{"--low-order-key", "--binary"}, "", btsp.ReasonFamily},
+		{"unpadded", nil, []string{"--unpadded"}, btsp.ChaCha20Poly1305, "", ""},
+		{"unpadded-binary", nil, []string{"--unpadded", "--binary"}, btsp.ChaCha20Poly1305, "", ""},
+		{"pipelined", nil, []string{"--pipeline"}, btsp.ChaCha20Poly1305, "", ""},
+		{"pipelined-binary", nil, []string{"--pipeline", "--binary"}, btsp.ChaCha20Poly1305, "", ""},
+		{"newline-in-frame", nil, []string{"--newline"}, btsp.ChaCha20Poly1305, "", ""},
+		{"space-before-hello", nil, []string{"--prefix", "20"}, btsp.ChaCha20Poly1305, "", ""},
+		{"signal-then-tab", nil, []string{"--signal", "--prefix", "09"}, btsp.ChaCha20Poly1305, "", ""},
+		{"preferred-second", both, []string{"--cipher", btsp.HMACPlain}, btsp.HMACPlain, "", ""},
+		{"dribbled", nil, []string{"--dribble", "--signal"}, btsp.ChaCha20Poly1305, "", ""},
+		{"dribbled-binary", nil, []string{"--dribble", "--signal", "--binary"}, btsp.ChaCha20Poly1305, "", ""},
+		{"dribbled-pipelined", nil, []string{"--dribble", "--pipeline"}, btsp.ChaCha20Poly1305, "", ""},
+		{"pretty-printed-message", nil, nil, btsp.ChaCha20Poly1305, "", indPretty},
+		{"version-2", nil, []string{"--hello-version", "2"}, "", btsp.ReasonVersion, ""},
+		{"version-2-binary", nil, []string{"--hello-version", "2", "--binary"}, "", btsp.ReasonVersion, ""},
+		{"low-order-key", nil, []string{"--low-order-key"}, "", btsp.ReasonFamily, ""},
+		{"low-order-key-binary", nil, []string{"--low-order-key", "--binary"}, "", btsp.ReasonFamily, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startIndServer(t, "unix", &btsp.Config{Seed: indSeed, Ciphers: tc.ciphers, Require: true})
 			args := append([]string{"--seed", indSeed}, tc.args...)
-			stdout, stderr, code := runNode(t, append(args, srv.addr, indRequest(1, "echo.one"), indRequest(2, "echo.two"))...)
+			first := indRequest(1, "echo.one")
+			if tc.first != "" {
+				first = tc.first
+			}
+			stdout, stderr, code := runNode(t, append(args, srv.addr, first, indRequest(2, "echo.two"))...)
 			res := srv.next(t)
 			if tc.cipher == "" {
 				if code != 1 || stdout != "" || !strings.HasPrefix(stderr, `{"error":"handshake_failed","reason":"`+tc.reason+`"}`+"\n") {

@@ -24,6 +24,7 @@
 //                   before HandshakeComplete arrives (same write)
 //   --prefix HEX    raw bytes to send before the hello (after the signal)
 //   --newline       end each frame's message with '\n'
+//   --dribble       write the handshake and the frames one byte at a time
 // Misbehaviour, for tests (each sends its frames, half-closes, then prints
 // every reply it can still decrypt until the server closes):
 //   --replay-frame  send the first request's frame twice
@@ -62,7 +63,7 @@ function parseArgs(argv) {
     cipher: CHACHA, timeout: 15000, replay: false, flip: -1, truncate: false,
     nonceReuse: false, cleartext: false, address: null, requests: [],
     unpadded: false, pipeline: false, prefix: Buffer.alloc(0), newline: false,
-    helloVersion: 1, lowOrder: false,
+    helloVersion: 1, lowOrder: false, dribble: false,
   };
   const rest = [];
   for (let i = 0; i < argv.length; i++) {
@@ -87,6 +88,7 @@ function parseArgs(argv) {
       case '--pipeline': o.pipeline = true; break;
       case '--prefix': o.prefix = Buffer.from(val(), 'hex'); break;
       case '--newline': o.newline = true; break;
+      case '--dribble': o.dribble = true; break;
       case '--hello-version': o.helloVersion = Number(val()); break;
       case '--low-order-key': o.lowOrder = true; break;
       default:
@@ -164,6 +166,18 @@ class Reader {
       if (this.buf.length > max) throw new TransportError(`${what}: line longer than ${max} bytes`);
       await this.more(what);
     }
+  }
+}
+
+// send writes buf, one byte per write a millisecond apart with --dribble.
+async function send(sock, o, buf) {
+  if (!o.dribble) {
+    sock.write(buf);
+    return;
+  }
+  for (let i = 0; i < buf.length; i++) {
+    sock.write(buf.subarray(i, i + 1));
+    await new Promise((r) => { setTimeout(r, 1); });
   }
 }
 
@@ -306,7 +320,7 @@ async function handshake(sock, rd, o) {
     : publicKey.export({ format: 'der', type: 'spki' }).subarray(X25519_SPKI.length);
 
   const hello = enc({ protocol: 'btsp', version: o.helloVersion, client_ephemeral_pub: b64out(cpub) });
-  sock.write(Buffer.concat([Buffer.from(o.signal ? [0xec, 0x01] : []), o.prefix, hello]));
+  await send(sock, o, Buffer.concat([Buffer.from(o.signal ? [0xec, 0x01] : []), o.prefix, hello]));
 
   const sh = await recv('ServerHello');
   if (sh.version !== 1) throw new HandshakeError(`ServerHello version ${JSON.stringify(sh.version)}`);
@@ -320,9 +334,9 @@ async function handshake(sock, rd, o) {
   if (o.pipeline) {
     // The keys do not depend on HandshakeComplete: assume the preferred suite.
     early = new Suite(o.cipher, keys.subarray(0, 32));
-    sock.write(Buffer.concat([resp, early.seal(message(o.requests[0], o))]));
+    await send(sock, o, Buffer.concat([resp, early.seal(message(o.requests[0], o))]));
   } else {
-    sock.write(resp);
+    await send(sock, o, resp);
   }
 
   const done = await recv('HandshakeComplete');
@@ -425,6 +439,7 @@ async function misbehave(sock, rd, s, o) {
 
 async function run(o) {
   const sock = net.createConnection(connectOptions(o.address));
+  sock.setNoDelay(true);
   const rd = new Reader(sock);
   await new Promise((resolve, reject) => {
     sock.once('connect', resolve);
@@ -435,9 +450,9 @@ async function run(o) {
     const s = await handshake(sock, rd, o);
     process.stderr.write(`client: session ${s.sessionID} cipher ${s.out.name}\n`);
     if (o.replay || o.flip >= 0 || o.truncate || o.nonceReuse) return await misbehave(sock, rd, s, o);
-    o.requests.forEach((r, i) => {
-      if (!(i === 0 && s.pipelined)) sock.write(s.out.seal(message(r, o)));
-    });
+    for (let i = 0; i < o.requests.length; i++) {
+      if (!(i === 0 && s.pipelined)) await send(sock, o, s.out.seal(message(o.requests[i], o)));
+    }
     for (let i = 0; i < o.requests.length; i++) printMessage(await readReply(rd, s.in));
     return undefined;
   } finally {
