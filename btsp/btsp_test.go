@@ -559,3 +559,56 @@ func TestRejectionID(t *testing.T) {
 		}
 	}
 }
+
+// TestWhitelistMatchesNamesExactly pins the bypass the independent client
+// found: encoding/json's struct decoding matched "METHOD" for "method", so
+// the whitelist saw "ping" where the JSON-RPC engine ran secret.read.
+func TestWhitelistMatchesNamesExactly(t *testing.T) {
+	c := &Conn{cfg: &Config{Cleartext: DefaultCleartext}}
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"secret.read","METHOD":"ping"}`,
+		`{"jsonrpc":"2.0","id":1,"Method":"ping","method":"secret.read"}`,
+		`{"jsonrpc":"2.0","id":1,"Method":"ping"}`,
+		`[{"id":1,"method":"ping"},{"id":2,"method":"secret.read","mEthod":"ping"}]`,
+		`{"id":1,"method":"ping","method":"secret.read"}`, // the engine takes the last
+	} {
+		if _, ok := c.allowed([]byte(line)); ok {
+			t.Errorf("whitelist let %s through", line)
+		}
+	}
+	for _, line := range []string{`{"id":1,"method":"secret.read","method":"ping"}`, ` {"method":"ping"} `} {
+		if _, ok := c.allowed([]byte(line)); !ok {
+			t.Errorf("whitelist refused %s", line)
+		}
+	}
+	if isHello([]byte(`{"Protocol":"btsp"}`)) || !isHello([]byte(`{"protocol":"btsp"}`)) {
+		t.Error("hello detection does not match the member name exactly")
+	}
+}
+
+func TestHelloAfterBlankLines(t *testing.T) {
+	rc, rs := pair(t, "unix")
+	echo(Server(rs, &Config{Seed: testSeed, Require: true}))
+	rc.Write([]byte("\n \r\n"))
+	sess, br, err := handshakeByHand(t, rc, jsonLines, false, testSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, _ := sess.out.seal(nil, []byte(`{"id":3}`))
+	rc.Write(frame)
+	if got, err := sess.in.readFrame(br); err != nil || string(got) != `echo:{"id":3}` {
+		t.Fatalf("%q %v", got, err)
+	}
+}
+
+// TestPlainTextGetsRejection: text that is not JSON is not taken for a
+// binary frame; a family socket answers it with the JSON-RPC rejection.
+func TestPlainTextGetsRejection(t *testing.T) {
+	rc, rs := pair(t, "unix")
+	echo(Server(rs, &Config{Seed: testSeed, Require: true, Cleartext: DefaultCleartext}))
+	rc.Write([]byte("not json\n"))
+	got, _ := bufio.NewReader(rc).ReadString('\n')
+	if !strings.Contains(got, `"message":"BTSP handshake required"`) {
+		t.Fatalf("got %q", got)
+	}
+}

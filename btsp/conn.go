@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,11 +157,11 @@ func (c *Conn) serverSide() error {
 			}
 		}
 	}
-	if !isText(first[0]) {
+	if !isText(first[0]) && c.binaryHelloAhead() {
 		return c.handshakeAs(binaryFrames, nil)
 	}
-	if line, ok := c.peekLine(); ok && isHello(line) {
-		_, _ = c.br.Discard(len(line) + 1)
+	if skip, line, ok := c.peekLine(); ok && isHello(line) {
+		_, _ = c.br.Discard(skip + len(line) + 1)
 		return c.handshakeAs(jsonLines, bytes.TrimRight(line, "\r"))
 	}
 	if c.cfg.Require {
@@ -182,28 +183,58 @@ func isText(b byte) bool {
 	return false
 }
 
-// peekLine returns the first line without consuming it, if it ends within
-// detectWindow bytes.
-func (c *Conn) peekLine() ([]byte, bool) {
+// binaryHelloAhead reports whether the next four bytes can be the length
+// of a binary handshake message. Text that is not JSON ("hello\n") reads
+// as a length far beyond any hello's and is treated as (refused or passed)
+// cleartext instead, so such a client gets the JSON-RPC rejection the
+// standard asks for rather than a binary error frame.
+func (c *Conn) binaryHelloAhead() bool {
+	b, err := c.br.Peek(4)
+	if err != nil {
+		return true // too short for cleartext too: the handshake reports it
+	}
+	n := binary.BigEndian.Uint32(b)
+	return n > 0 && n <= maxHandshakeMsg
+}
+
+// peekLine returns the first non-blank line without consuming it, and how
+// many bytes of blank lines and whitespace come before it, if it ends
+// within detectWindow bytes.
+func (c *Conn) peekLine() (skip int, line []byte, ok bool) {
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
-		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-			return buf[:i], true
+		skip = len(buf) - len(bytes.TrimLeft(buf, " \t\r\n"))
+		if i := bytes.IndexByte(buf[skip:], '\n'); i >= 0 {
+			return skip, buf[skip : skip+i], true
 		}
 		if c.br.Buffered() >= detectWindow {
-			return nil, false
+			return 0, nil, false
 		}
 		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
-			return nil, false
+			return 0, nil, false
 		}
 	}
 }
 
 func isHello(line []byte) bool {
-	var h struct {
-		Protocol string `json:"protocol"`
+	var p string
+	return memberString(line, "protocol", &p) && p == ProtocolName
+}
+
+// memberString reads the string member name of a JSON object, matching
+// the name exactly as the JSON-RPC engine does (encoding/json's struct
+// decoding matches names case-insensitively, so {"METHOD":"ping",
+// "method":"secret.read"} would read as "ping" there and run secret.read
+// in the engine). A duplicate name counts as its last occurrence, as in
+// the engine. It reports false for anything that is not an object with
+// that member as a string.
+func memberString(obj []byte, name string, out *string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return false
 	}
-	return json.Unmarshal(line, &h) == nil && h.Protocol == ProtocolName
+	raw, ok := m[name]
+	return ok && json.Unmarshal(raw, out) == nil
 }
 
 func (c *Conn) handshakeAs(f framing, hello []byte) error {
@@ -310,17 +341,18 @@ func (c *Conn) allowed(line []byte) (json.RawMessage, bool) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil, true
 	}
-	type req struct {
-		Method string          `json:"method"`
-		ID     json.RawMessage `json:"id"`
+	ok := func(obj []byte) bool {
+		var method string
+		return memberString(obj, "method", &method) && c.cfg.Cleartext != nil && c.cfg.Cleartext(method)
 	}
-	ok := func(r req) bool { return c.cfg.Cleartext != nil && c.cfg.Cleartext(r.Method) }
-	var one req
-	if json.Unmarshal(line, &one) == nil {
-		return one.ID, ok(one)
+	trimmed := bytes.TrimSpace(line)
+	if trimmed[0] == '{' {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(trimmed, &m)
+		return m["id"], ok(trimmed)
 	}
-	var batch []req
-	if json.Unmarshal(line, &batch) != nil || len(batch) == 0 {
+	var batch []json.RawMessage
+	if json.Unmarshal(trimmed, &batch) != nil || len(batch) == 0 {
 		return nil, false
 	}
 	for _, r := range batch {
