@@ -101,7 +101,7 @@ func (r *Runtime) Hash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return hashWith(func(h *hasher) error { return h.appendRuntime(refs) })
+	return hashPayload("", "", RuntimePayload(refs), nil)
 }
 
 // RuntimePayload is runtimeCapabilityCanonicalPayload: {kind:"runtime",
@@ -131,5 +131,6 @@ func ToolBindingPayload(base string, binding canonical.Value) (canonical.Value, 
 
 // ToolBindingHash hashes ToolBindingPayload.
 func ToolBindingHash(base string, binding canonical.Value) (string, error) {
-	return hashWith(func(h *hasher) error { return h.appendBinding(base, &binding) })
+	p, err := ToolBindingPayload(base, binding)
+	return hashPayload("", "", p, err)
 }

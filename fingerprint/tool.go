@@ -134,7 +134,12 @@ func (t *Tool) StaticPayload() (canonical.Value, error) {
 }
 
 // StaticHash is computeStaticHash().
-func (t *Tool) StaticHash() (string, error) { return hashStatic(t) }
+func (t *Tool) StaticHash() (string, error) {
+	p, err := t.StaticPayload()
+	return hashPayload("tool", t.Name, p, err)
+}
+
+func (*Tool) composable() {}
 
 // Evaluate returns the ToolSpec tool().evaluate produces: instructions
 // joined with "\n\n" in original order, policy ids sorted.
@@ -199,12 +204,8 @@ func specPayload(name string, desc canonical.Value, schema Schema, lines, ids []
 
 // Hash is hashToolSpecStatic.
 func (s *ToolSpec) Hash() (string, error) {
-	h := getHasher()
-	defer putHasher(h)
-	if err := h.appendSpec(s.Name, s.Description, s.InputSchema, splitLines(s.Instructions), s.PolicyIDs); err != nil {
-		return "", err
-	}
-	return h.hexString(), nil
+	p, err := s.Payload()
+	return hashPayload("tool", s.Name, p, err)
 }
 
 // ToolSpecWire is the wire form of a ToolSpec (toolSpecToWire): the
@@ -244,27 +245,6 @@ func (w ToolSpecWire) Payload() (canonical.Value, error) {
 
 // Hash hashes the wire payload.
 func (w ToolSpecWire) Hash() (string, error) {
-	h := getHasher()
-	defer putHasher(h)
-	if err := h.appendSpec(w.Name, wireDescription(w.Description), w.InputSchema, splitLines(w.Instructions), sortedStrings(w.PolicyIDs)); err != nil {
-		return "", err
-	}
-	return h.hexString(), nil
-}
-
-// splitLines is the reference's instructions.split("\n\n"), with no lines
-// for an empty text.
-func splitLines(text string) []string {
-	if text == "" {
-		return nil
-	}
-	return strings.Split(text, "\n\n")
-}
-
-// wireDescription is the wire path's description: "" hashes as null.
-func wireDescription(d string) *string {
-	if d == "" {
-		return nil
-	}
-	return &d
+	p, err := w.Payload()
+	return hashPayload("tool", w.Name, p, err)
 }
