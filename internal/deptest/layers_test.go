@@ -79,6 +79,7 @@ var layers = map[string]layer{
 	"internal/bench":                 program,
 	"internal/bench/ratios":          program,
 	"internal/deptest":               program,
+	"internal/docstest":              program,
 	"canonical/collate/internal/gen": program,
 }
 
