@@ -169,7 +169,6 @@ var knownUnpinned = map[string]string{
 	"HTTP bodies":                                                        "registry",
 	"Watch history.":                                                     "registry",
 	"Connection timeouts.":                                               "conformance",
-	"Status vocabulary.":                                                 "conformance",
 }
 
 // check returns one problem per entry that names no test and per test an
