@@ -178,24 +178,7 @@ func appendGoFloat(b []byte, f float64, bits int) []byte {
 // validString replaces each invalid UTF-8 byte with U+FFFD, as encoding/json
 // does when it writes a string.
 func validString(s string) string {
-	// Most strings are short and ASCII: look at eight bytes at a time for
-	// a high bit before asking for full UTF-8 validation.
-	i := 0
-	for ; len(s)-i >= 8; i += 8 {
-		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if w&msb != 0 {
-			goto full
-		}
-	}
-	for ; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			goto full
-		}
-	}
-	return s
-full:
-	if utf8.ValidString(s[i:]) {
+	if utf8.ValidString(s) {
 		return s
 	}
 	b := make([]byte, 0, len(s)+8)

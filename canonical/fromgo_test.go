@@ -37,7 +37,7 @@ func TestFromGoMatchesEncodingJSON(t *testing.T) {
 		// Every kind nested in the direct walk.
 		map[string]any{
 			"ints":   []any{0, -1, 99, 100, int8(-8), int16(300), int32(-70000), int64(1 << 40), uint(7), uint8(200), uint16(65535), uint32(1 << 31), uint64(1 << 63), uintptr(12)},
-			"floats": []any{0.0, -0.0, 1.5, 1e21, 1e-7, float32(0.1), float32(-2.5e-8)},
+			"floats": []any{0.0, math.Copysign(0, -1), 1.5, 1e21, 1e-7, float32(0.1), float32(-2.5e-8)},
 			"strs":   []string{"x", "bad \xc3", ""}, "nostrs": []string(nil), "nomap": map[string]any(nil), "noarr": []any(nil),
 			"raw": json.RawMessage(`[1.0,{"b":2,"a":1}]`), "num": json.Number("-0.0"), "struct": inner{N: 3},
 			"deep": map[string]any{"a": []any{map[string]any{"b": []any{[]any{}, map[string]any{}}}}}, "t": true, "f": false, "nil": nil,

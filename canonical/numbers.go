@@ -48,19 +48,6 @@ func (e *encoder) number(b []byte, lit string) ([]byte, error) {
 		}
 		return append(b, lit...), nil
 	default: // numES
-		// Fast path: an integer of up to 15 digits is exact in a double and
-		// ECMAScript writes it as plain decimal, i.e. as written.
-		if isInt && len(strings.TrimPrefix(lit, "-")) <= 15 {
-			if lit == "-0" {
-				return append(b, '0'), nil
-			}
-			return append(b, lit...), nil
-		}
-		// Literals of up to 15 significant digits are written from their
-		// digits (see appendShortDecimal).
-		if out, ok := appendShortDecimal(b, lit); ok {
-			return out, nil
-		}
 		f, err := parseDouble(lit)
 		if err != nil {
 			return b, err

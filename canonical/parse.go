@@ -535,6 +535,11 @@ var strPlain = func() (t [256]bool) {
 	return t
 }()
 
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
 // specialMask flags, in the high bit of each byte of w (eight string
 // bytes, the first in the low byte), the bytes a string cannot hold as they
 // are: '"', '\\', controls below 0x20, and every byte from 0x80. Bytes

@@ -115,9 +115,7 @@ func ParseCase(name string, data []byte) (Case, error) {
 	for _, f := range ar.Files {
 		switch f.Name {
 		case "send":
-			for _, l := range bytes.Split(bytes.TrimRight(f.Data, "\n"), []byte("\n")) {
-				c.Send = append(c.Send, l)
-			}
+			c.Send = append(c.Send, bytes.Split(bytes.TrimRight(f.Data, "\n"), []byte("\n"))...)
 		case "expect":
 			for i, l := range bytes.Split(bytes.TrimSpace(f.Data), []byte("\n")) {
 				p, err := decodeJSON(l)

@@ -15,8 +15,6 @@ import (
 	"github.com/capmesh/capmesh/chp/schema"
 )
 
-const srcCHP = "CHP v0.1 §11 Conformance Requirements"
-
 // chpReqs are the nine requirements of CHP v0.1 §11 with the section that
 // details each.
 var chpReqs = []struct{ id, req, src string }{

@@ -169,7 +169,7 @@ type Store interface {
 }
 
 // SeqAppender is implemented by stores that can append a batch without
-// returning its records (Memory): an invocation, which needs only the last
+// returning its records: an invocation, which needs only the last
 // sequence (for Sync), then appends its evidence without allocating.
 type SeqAppender interface {
 	// AppendSeq is Append returning only the sequence of the batch's last

@@ -13,15 +13,13 @@
 // hex. The canonical bytes are the khoralabs form of package canonical
 // (keys by ICU root collation, array-index keys first, JSON.stringify
 // strings and numbers) of a pre-hash payload. The *Payload functions build
-// those payloads as trees, for UIs, diffs and `capmesh hash --payload`; the
-// hash functions write the same bytes directly, because every payload's
-// field names are fixed and so is their order: only caller strings
-// (instruction lines, policy ids, member and tool names) are sorted at run
-// time, user JSON (schemas, bindings, contexts) goes through the khoralabs
-// encoder, and a toolkit hashes each member once. HashPlainObject encodes a
-// plain JSON tree in one pass and copies it to resolve markers only when it
-// finds one. Hashes are not cached on the declarations: their fields are
-// exported and mutable, and a stale fingerprint is worse than a slow one.
+// those payloads as trees — for UIs, diffs and `capmesh hash --payload` —
+// and every hash function is the SHA-256 of its payload's khoralabs form:
+// one path, so what `--payload` shows is what was hashed. A toolkit hashes
+// each member once. HashPlainObject encodes a plain JSON tree in one pass
+// and copies it to resolve markers only when it finds one. Hashes are not
+// cached on the declarations: their fields are exported and mutable, and a
+// stale fingerprint is worse than a slow one.
 //
 // Why not RFC 8785: the reference sorts keys with localeCompare, i.e. Node's
 // ICU collation ("_" < "-" < "0" < "a" < "A" < "b"), where JCS sorts by

@@ -172,7 +172,7 @@ func InvocationHash(v canonical.Value, allowlist []string) (hash string, ok bool
 	if err != nil || !ok {
 		return "", false, err
 	}
-	h, err := hashWith(func(h *hasher) error { return h.appendInvocation(&ctx) })
+	h, err := hashPayload("", "", InvocationPayload(ctx), nil)
 	return h, err == nil, err
 }
 

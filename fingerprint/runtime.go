@@ -2,10 +2,8 @@ package fingerprint
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/capmesh/capmesh/canonical"
-	"github.com/capmesh/capmesh/canonical/collate"
 )
 
 // ToolRef is one enabled tool of a runtime: its name and the hash the
@@ -103,7 +101,7 @@ func (r *Runtime) Hash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return hashWith(func(h *hasher) error { return h.appendRuntime(refs) })
+	return hashPayload("", "", RuntimePayload(refs), nil)
 }
 
 // RuntimePayload is runtimeCapabilityCanonicalPayload: {kind:"runtime",
@@ -133,10 +131,6 @@ func ToolBindingPayload(base string, binding canonical.Value) (canonical.Value, 
 
 // ToolBindingHash hashes ToolBindingPayload.
 func ToolBindingHash(base string, binding canonical.Value) (string, error) {
-	return hashWith(func(h *hasher) error { return h.appendBinding(base, &binding) })
-}
-
-// sortRefsByName is a helper for callers that build refs themselves.
-func sortRefsByName(refs []ToolRef) {
-	slices.SortStableFunc(refs, func(a, b ToolRef) int { return collate.Compare(a.ToolKey, b.ToolKey) })
+	p, err := ToolBindingPayload(base, binding)
+	return hashPayload("", "", p, err)
 }

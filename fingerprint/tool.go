@@ -43,7 +43,7 @@ func (s Schema) hashInput() (canonical.Value, bool, error) {
 		}
 		return v, ok, nil
 	}
-	var ms []canonical.Member
+	ms := make([]canonical.Member, 0, 2)
 	if s.Vendor != nil {
 		ms = append(ms, member("vendor", str(*s.Vendor)))
 	}
@@ -90,6 +90,13 @@ func sortedStrings(ss []string) []string {
 	return out
 }
 
+// sortedArray is the JSON array of ss stable-sorted by collation.
+func sortedArray(ss []string) canonical.Value {
+	v := strArray(ss)
+	slices.SortStableFunc(v.Arr, func(a, b canonical.Value) int { return collate.Compare(a.Str, b.Str) })
+	return v
+}
+
 func policyIDs(ps []Policy) []string {
 	ids := make([]string, len(ps))
 	for i, p := range ps {
@@ -107,18 +114,22 @@ func (t *Tool) StaticPayload() (canonical.Value, error) {
 	if err != nil {
 		return canonical.Value{}, fmt.Errorf("tool %q: %w", t.Name, err)
 	}
+	// One stable sort by id orders both the policy ids and the bindings.
+	ps := slices.SortedStableFunc(slices.Values(t.Policies), func(a, b Policy) int { return collate.Compare(a.ID, b.ID) })
+	ids := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, len(ps))}
+	for i, p := range ps {
+		ids.Arr[i] = str(p.ID)
+	}
 	ms := make([]canonical.Member, 0, 7)
 	ms = append(ms,
 		member("description", strOrNull(t.Description)),
-		member("instructions", strArray(sortedStrings(t.Instructions))),
+		member("instructions", sortedArray(t.Instructions)),
 		member("kind", str("tool")),
 		member("name", str(t.Name)),
-		member("policies", strArray(sortedStrings(policyIDs(t.Policies)))))
-	if len(t.Policies) > 0 {
-		bs := slices.Clone(t.Policies)
-		slices.SortStableFunc(bs, func(a, b Policy) int { return collate.Compare(a.ID, b.ID) })
-		arr := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, len(bs))}
-		for i, p := range bs {
+		member("policies", ids))
+	if len(ps) > 0 {
+		arr := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, len(ps))}
+		for i, p := range ps {
 			eb := "live"
 			if p.ExecuteBinding != nil {
 				eb = *p.ExecuteBinding
@@ -134,7 +145,12 @@ func (t *Tool) StaticPayload() (canonical.Value, error) {
 }
 
 // StaticHash is computeStaticHash().
-func (t *Tool) StaticHash() (string, error) { return hashStatic(t) }
+func (t *Tool) StaticHash() (string, error) {
+	p, err := t.StaticPayload()
+	return hashPayload("tool", t.Name, p, err)
+}
+
+func (*Tool) composable() {}
 
 // Evaluate returns the ToolSpec tool().evaluate produces: instructions
 // joined with "\n\n" in original order, policy ids sorted.
@@ -199,12 +215,8 @@ func specPayload(name string, desc canonical.Value, schema Schema, lines, ids []
 
 // Hash is hashToolSpecStatic.
 func (s *ToolSpec) Hash() (string, error) {
-	h := getHasher()
-	defer putHasher(h)
-	if err := h.appendSpec(s.Name, s.Description, s.InputSchema, splitLines(s.Instructions), s.PolicyIDs); err != nil {
-		return "", err
-	}
-	return h.hexString(), nil
+	p, err := s.Payload()
+	return hashPayload("tool", s.Name, p, err)
 }
 
 // ToolSpecWire is the wire form of a ToolSpec (toolSpecToWire): the
@@ -244,27 +256,6 @@ func (w ToolSpecWire) Payload() (canonical.Value, error) {
 
 // Hash hashes the wire payload.
 func (w ToolSpecWire) Hash() (string, error) {
-	h := getHasher()
-	defer putHasher(h)
-	if err := h.appendSpec(w.Name, wireDescription(w.Description), w.InputSchema, splitLines(w.Instructions), sortedStrings(w.PolicyIDs)); err != nil {
-		return "", err
-	}
-	return h.hexString(), nil
-}
-
-// splitLines is the reference's instructions.split("\n\n"), with no lines
-// for an empty text.
-func splitLines(text string) []string {
-	if text == "" {
-		return nil
-	}
-	return strings.Split(text, "\n\n")
-}
-
-// wireDescription is the wire path's description: "" hashes as null.
-func wireDescription(d string) *string {
-	if d == "" {
-		return nil
-	}
-	return &d
+	p, err := w.Payload()
+	return hashPayload("tool", w.Name, p, err)
 }

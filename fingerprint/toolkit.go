@@ -14,8 +14,8 @@ import (
 type Composable interface {
 	ComposableName() string
 	StaticHash() (string, error)
-	// appendStatic writes the canonical bytes of the static payload.
-	appendStatic(h *hasher) error
+	// composable keeps the set of composables to this package's types.
+	composable()
 }
 
 // Toolkit is a toolkit(members, {name, instructions}) declaration.
@@ -65,7 +65,12 @@ func (k *Toolkit) StaticPayload() (canonical.Value, error) {
 
 // StaticHash is the toolkit's computeStaticHash(). Each member is hashed
 // once.
-func (k *Toolkit) StaticHash() (string, error) { return hashStatic(k) }
+func (k *Toolkit) StaticHash() (string, error) {
+	p, err := k.StaticPayload()
+	return hashPayload("toolkit", k.Name, p, err)
+}
+
+func (*Toolkit) composable() {}
 
 // DynamicToolkit is a dynamicToolkit declaration. Its tools exist only at
 // evaluation time and are not part of its static hash.
@@ -90,7 +95,12 @@ func (k *DynamicToolkit) StaticPayload() (canonical.Value, error) {
 }
 
 // StaticHash is the dynamic toolkit's computeStaticHash().
-func (k *DynamicToolkit) StaticHash() (string, error) { return hashStatic(k) }
+func (k *DynamicToolkit) StaticHash() (string, error) {
+	p, err := k.StaticPayload()
+	return hashPayload("dynamic toolkit", k.Name, p, err)
+}
+
+func (*DynamicToolkit) composable() {}
 
 // CollectToolStaticHashes walks root depth-first like the reference's
 // collectToolStaticHashes: each tool maps its name to its static hash (a
@@ -153,7 +163,10 @@ func (a *RegisteredAgent) StaticPayload() (canonical.Value, error) {
 }
 
 // StaticHash is the registered agent's staticHash.
-func (a *RegisteredAgent) StaticHash() (string, error) { return hashWith(a.appendStatic) }
+func (a *RegisteredAgent) StaticHash() (string, error) {
+	p, err := a.StaticPayload()
+	return hashPayload("agent", a.AgentID, p, err)
+}
 
 // JSTrim is String.prototype.trim: it removes WhiteSpace and
 // LineTerminator code points (TAB, LF, VT, FF, CR, SPACE, U+00A0, U+1680,

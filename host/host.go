@@ -153,7 +153,6 @@ type Host struct {
 	addrs     sync.Map    // transport → address string
 	ready     chan struct{}
 	stop      chan struct{} // closed by a completed health.drain
-	once      sync.Once
 }
 
 type httpMount struct {

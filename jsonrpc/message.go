@@ -210,15 +210,6 @@ func kindOf(c byte) string {
 	}
 }
 
-// decodeRequest decodes one already-validated JSON value as a request.
-func decodeRequest(v []byte) inbound {
-	if v[0] != '{' {
-		return inbound{err: Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object, got %s", kindOf(v[0]))}
-	}
-	in, _, _ := decodeObject(v, 0)
-	return in
-}
-
 // decodeObject validates the object starting at data[i] == '{' and decodes
 // it as a request, returning the offset just past it. A syntax error makes
 // the whole frame a parse error; a well-formed object that is not a valid

@@ -59,7 +59,7 @@ func ids(cs []Check) []string {
 	return out
 }
 
-var rpcNotFound = errors.New("-32601 method not found")
+var errRPCNotFound = errors.New("-32601 method not found")
 
 func call(result string) *Call { return &Call{Result: json.RawMessage(result)} }
 
@@ -109,7 +109,7 @@ func TestLevelProbe(t *testing.T) {
 		},
 		{
 			name: "liveness not implemented", caps: demoL3,
-			probe: func(p *Probe) { p.Health[MethodHealthLiveness] = &Call{Err: rpcNotFound} },
+			probe: func(p *Probe) { p.Health[MethodHealthLiveness] = &Call{Err: errRPCNotFound} },
 			level: 0,
 			missed: map[string]string{
 				"L1.liveness": "health.liveness failed: -32601 method not found",
@@ -125,7 +125,7 @@ func TestLevelProbe(t *testing.T) {
 		},
 		{
 			name: "identity.get missing", caps: demoL3,
-			probe:    func(p *Probe) { p.Identity = &Call{Err: rpcNotFound} },
+			probe:    func(p *Probe) { p.Identity = &Call{Err: errRPCNotFound} },
 			level:    1,
 			verified: 1,
 			missed:   map[string]string{"L2.identity": "identity.get failed: -32601"},
@@ -153,7 +153,7 @@ func TestLevelProbe(t *testing.T) {
 		},
 		{
 			name: "capabilities.list does not answer", caps: "",
-			probe: func(p *Probe) { p.CapabilitiesErr = rpcNotFound },
+			probe: func(p *Probe) { p.CapabilitiesErr = errRPCNotFound },
 			level: 0,
 			missed: map[string]string{
 				"L1.responds":  "no answer: -32601 method not found",

@@ -278,23 +278,6 @@ func (s *Sorter) compare(a, b *sortEnt, strs []string) int {
 	return bytes.Compare(s.key(a.p, sa), s.key(b.p, sb))
 }
 
-// PrimaryPrefix summarizes s for fast sorting: p packs the primary ranks
-// of its first eight bytes, big-endian and padded with 0, and exact
-// reports whether all of those bytes are "simple" (printable ASCII, TAB,
-// LF, VT, FF or CR). When exact holds for two strings and their prefixes
-// differ, the strings compare as their prefixes do; equal prefixes decide
-// nothing (QuickCompare or Compare then does), and p means nothing when
-// exact is false. Sorting code uses it to decide most pairs with one
-// integer comparison.
-func PrimaryPrefix(s string) (p uint64, exact bool) { return prefix(s) }
-
-// SimpleRank is the rank PrimaryPrefix packs for byte c: the order of its
-// primary weight among the simple characters (1..74), or 0 when c is not
-// simple. A string that starts with a simple character has that
-// character's primary weight first, so strings whose first ranks differ
-// are ordered by them: the khoralabs encoder buckets keys on it.
-func SimpleRank(c byte) uint8 { return simplePrim[c] }
-
 // prefix summarizes s for fast sorting: the primary ranks of its first 8
 // bytes, packed big-endian and padded with 0 (below every rank), and
 // whether all of those bytes are "simple" (printable ASCII, TAB, LF, VT, FF

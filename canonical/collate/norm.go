@@ -127,26 +127,3 @@ func (nd *normData) appendNFD(dst []rune, src []rune) []rune {
 	}
 	return dst
 }
-
-// isQuickNFD reports whether every rune of src is unaffected by NFD on its
-// own (no decomposition, combining class 0), so src is already in NFD.
-func (nd *normData) isQuickNFD(src []rune) bool {
-	for _, c := range src {
-		if c < 0xc0 {
-			continue
-		}
-		if c < 0x10000 {
-			if nd.mayChange[c>>6]&(1<<(c&63)) != 0 {
-				return false
-			}
-			continue
-		}
-		if _, ok := nd.decomp[c]; ok {
-			return false
-		}
-		if nd.suppCCC[c] != 0 {
-			return false
-		}
-	}
-	return true
-}

@@ -508,8 +508,6 @@ type dual struct{ c, k []byte }
 
 func (d *dual) sep(canon, compact string) { d.c, d.k = append(d.c, canon...), append(d.k, compact...) }
 
-func (d *dual) raw(b []byte) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
-
 func (d *dual) rawString(b string) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
 
 func (d *dual) nullable(s *string) {

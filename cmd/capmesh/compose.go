@@ -105,9 +105,7 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 			if c.Name == "" {
 				c.Name = g.Name
 			}
-			for _, n := range g.Nodes {
-				c.Nodes = append(c.Nodes, n)
-			}
+			c.Nodes = append(c.Nodes, g.Nodes...)
 			for _, h := range g.Hosts {
 				c.Add(h)
 			}

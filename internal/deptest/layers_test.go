@@ -74,14 +74,16 @@ var layers = map[string]layer{
 
 	"node": nodeLayer,
 
-	"cmd/capmesh":                    program,
-	"examples/kvhost":                program,
-	"examples/kvhost/kv":             program,
-	"internal/bench":                 program,
-	"internal/bench/ratios":          program,
-	"internal/deptest":               program,
-	"internal/errcatalog/gen":        program,
-	"internal/abuse":                 program,
+	"cmd/capmesh":             program,
+	"examples/kvhost":         program,
+	"examples/kvhost/kv":      program,
+	"internal/bench":          program,
+	"internal/bench/ratios":   program,
+	"internal/deptest":        program,
+	"internal/errcatalog/gen": program,
+	"internal/abuse":          program,
+
+	"internal/docstest":              program,
 	"canonical/collate/internal/gen": program,
 }
 

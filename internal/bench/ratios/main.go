@@ -3,7 +3,7 @@
 // per second of each server in each transport and pattern, as a ratio of
 // the raw echo (the physical limit) and of the faster peer library.
 //
-//	go test ./internal/bench -run '^$' -bench RoundTrip -count 5 | go run ./internal/bench/ratios
+//	cd internal/bench && go test . -run '^$' -bench RoundTrip -count 5 | go run ./ratios
 package main
 
 import (

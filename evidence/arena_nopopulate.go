@@ -1,5 +1,0 @@
-//go:build unix && !linux
-
-package evidence
-
-const mapPopulate = 0
