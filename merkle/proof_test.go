@@ -244,7 +244,7 @@ func TestRandomLarge(t *testing.T) {
 	}
 	o := newOracle(t, n)
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, size := range []int{n, n - 1, 1 << 16, 1<<16 + 1, rng.IntN(n + 1)} {
+	for _, size := range []int{n, n - 1, 1 << 13, 1<<13 + 1, rng.IntN(n + 1)} {
 		if got, want := o.roots[size], refMTH(o.leaves[:size]); got != want {
 			t.Fatalf("reference roots disagree at %d", size)
 		}
