@@ -176,3 +176,37 @@ func TestSignedHeadsAllPairs(t *testing.T) {
 		t.Errorf("older head by another key: err = %v", err)
 	}
 }
+
+// TestSizeBoundByHead shows why proofs are checked against signed heads: a
+// root alone does not name its tree size, so the path for leaf 0 of a
+// 3-leaf tree, relabelled as a proof for a 4-leaf tree, still leads to the
+// 3-leaf root. VerifyInclusion refuses it against either head, because the
+// head signs the size with the root.
+func TestSizeBoundByHead(t *testing.T) {
+	key := testKey(t, 1)
+	o := newOracle(t, 4)
+	p, _ := o.tree.InclusionProof(0, 3)
+	relabelled := InclusionProof{LeafIndex: 0, TreeSize: 4, Path: p.Path}
+	if err := relabelled.Verify(o.leaves[0], o.roots[3]); err != nil {
+		t.Fatalf("the RFC verifier binds the size after all (update docs/merkle.md): %v", err)
+	}
+	for _, size := range []uint64{3, 4} {
+		head, _ := o.tree.SignHead(key, size, testTime)
+		if err := VerifyInclusion(key.Public(), head, o.leaves[0], relabelled); !errors.Is(err, ErrInvalidProof) {
+			t.Errorf("relabelled proof against head %d: err = %v", size, err)
+		}
+	}
+}
+
+// TestTimestampsNotCompared: consistency is about trees; an older tree
+// signed later than a newer one is still its prefix.
+func TestTimestampsNotCompared(t *testing.T) {
+	key := testKey(t, 1)
+	o := newOracle(t, 9)
+	older, _ := o.tree.SignHead(key, 5, testTime.Add(time.Hour))
+	newer, _ := o.tree.SignHead(key, 9, testTime)
+	p, _ := o.tree.ConsistencyProof(5, 9)
+	if err := VerifyConsistency(key.Public(), older, newer, p); err != nil {
+		t.Errorf("err = %v", err)
+	}
+}
