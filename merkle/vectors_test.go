@@ -159,3 +159,34 @@ func TestRFC6962Vectors(t *testing.T) {
 		}
 	}
 }
+
+// TestTamperedLeafData flips every byte of every event of the RFC 6962
+// tree, and truncates and extends each event: the inclusion proof of the
+// genuine event must then fail for every head that contains it.
+func TestTamperedLeafData(t *testing.T) {
+	tree, _ := rfcTree(t)
+	roots := mustHashes(t, rfcRoots)
+	for i, s := range rfcLeaves {
+		var variants [][]byte
+		for b := range len(s) {
+			v := []byte(s)
+			v[b] ^= 0xff
+			variants = append(variants, v)
+		}
+		variants = append(variants, append([]byte(s), 0))
+		if len(s) > 0 {
+			variants = append(variants, []byte(s[:len(s)-1]))
+		}
+		for size := uint64(i + 1); size <= 8; size++ {
+			p, _ := tree.InclusionProof(uint64(i), size)
+			if err := p.Verify(LeafHash([]byte(s)), roots[size]); err != nil {
+				t.Fatalf("genuine leaf %d in %d: %v", i, size, err)
+			}
+			for _, v := range variants {
+				if err := p.Verify(LeafHash(v), roots[size]); err == nil {
+					t.Errorf("leaf %d tampered to %x verifies in tree %d", i, v, size)
+				}
+			}
+		}
+	}
+}
