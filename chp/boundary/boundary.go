@@ -83,6 +83,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// RevocationsFile, when set, keeps the mandate revocations the host
+	// accepts (AcceptRevocation) in this file, outside the evidence store,
+	// and reloads them in New. "" keeps them in memory.
+	RevocationsFile string
 }
 
 // Boundary is the CHP capability boundary: every invocation passes through
@@ -107,6 +111,7 @@ type Boundary struct {
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
+	mandates mandateState // gate 5: revocations held, uses counted
 }
 
 type registered struct {
@@ -183,6 +188,11 @@ func New(cfg Config) (*Boundary, error) {
 		}
 		if n > 0 {
 			b.log.Debug("idempotent-replay cache refilled from the evidence store", "results", n, "store", cfg.Store.Name())
+		}
+	}
+	if cfg.RevocationsFile != "" {
+		if err := b.loadRevocations(cfg.RevocationsFile); err != nil {
+			return nil, fmt.Errorf("boundary: loading mandate revocations: %w", err)
 		}
 	}
 	if cfg.Key != nil {
