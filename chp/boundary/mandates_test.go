@@ -15,6 +15,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/internal/specdata"
 )
 
 // mandateClock is the host time of the gate 5 tests.
@@ -375,5 +376,28 @@ func TestMandateRevocation(t *testing.T) {
 	b3 := mandateBoundary(t, evidence.NewMemory(), file)
 	if n := len(b3.Revocations().Mandates); n != 3 {
 		t.Fatalf("%d revocations reloaded, want 3", n)
+	}
+}
+
+// TestRevocationHead: chp-revocation-head-v1 over the held set — the empty
+// set's digest, then the spec's mandate-revocation vector's (computed
+// independently: sha256 of "m\x00{id}\x00{key}\n").
+func TestRevocationHead(t *testing.T) {
+	b := mandateBoundary(t, evidence.NewMemory(), "")
+	if h := b.RevocationHead(); h != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		t.Fatalf("empty set: %s", h)
+	}
+	raw, err := os.ReadFile(specdata.Path("chp/vectors/mandate-revocation.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AcceptRevocation(raw); err != nil {
+		t.Fatal(err)
+	}
+	if h := b.RevocationHead(); h != "b958e0a53171eaf7a6bd402c340562122260a6b4c556e0e43d95a12079d78406" {
+		t.Fatalf("vector set: %s", h)
+	}
+	if ids := b.RevocationIDs(); len(ids) != 1 || !strings.HasPrefix(ids[0], "m\x00mnd_") {
+		t.Fatalf("ids %q", ids)
 	}
 }

@@ -2,11 +2,14 @@ package boundary
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 
 	"github.com/capmesh/capmesh/chp"
 )
@@ -142,4 +145,30 @@ func appendLine(path string, line []byte, torn bool) error {
 		err = cerr
 	}
 	return err
+}
+
+// RevocationIDs returns the identifiers of the held revocation set, sorted:
+// "m\x00{mandate_id}\x00{principal public key}" per mandate revocation
+// (chp-v0.2.md §12, proposal 0010; capmesh holds no key revocations).
+func (b *Boundary) RevocationIDs() []string {
+	ms := &b.mandates
+	ms.mu.Lock()
+	ids := make([]string, 0, len(ms.revoked))
+	for k := range ms.revoked {
+		ids = append(ids, "m\x00"+k.id+"\x00"+k.principalKey)
+	}
+	ms.mu.Unlock()
+	slices.Sort(ids)
+	return ids
+}
+
+// RevocationHead is the chp-revocation-head-v1 digest of the held set:
+// SHA-256 (hex) over the sorted identifiers, each ended by a newline. The
+// empty set has the digest of no bytes.
+func (b *Boundary) RevocationHead() string {
+	h := sha256.New()
+	for _, id := range b.RevocationIDs() {
+		h.Write([]byte(id + "\n"))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
