@@ -225,12 +225,12 @@ func TestEnvelopeIsDerivedFromTheTable(t *testing.T) {
 	want := wire.CapabilitiesList{
 		Primal:  "kvtest",
 		Version: "1.2.3",
-		Methods: []string{"capabilities.list", "capability.list", "chp.describe", "chp.export", "chp.invoke", "chp.replay", "chp.verify",
+		Methods: []string{"capabilities.list", "capability.list", "chp.describe", "chp.export", "chp.invoke", "chp.replay", "chp.revocations", "chp.revoke", "chp.verify",
 			"health.check", "health.drain", "health.liveness", "health.readiness", "identity.get", "kv.delete", "kv.get", "kv.put", "primal.capabilities"},
 		ProvidedCapabilities: []wire.ProvidedCapability{
 			{Type: "capabilities", Methods: []string{"list"}},
 			{Type: "capability", Methods: []string{"list"}},
-			{Type: "chp", Methods: []string{"describe", "export", "invoke", "replay", "verify"}},
+			{Type: "chp", Methods: []string{"describe", "export", "invoke", "replay", "revocations", "revoke", "verify"}},
 			{Type: "health", Methods: []string{"check", "drain", "liveness", "readiness"}},
 			{Type: "identity", Methods: []string{"get"}},
 			{Type: "kv", Methods: []string{"delete", "get", "put"}, Description: "a key-value store"},
