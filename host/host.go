@@ -84,8 +84,9 @@ type Config struct {
 	// <DataDir>/evidence/<name>, or memory when Ephemeral.
 	Evidence evidence.Store
 	// CHP configures the boundary beyond what the host sets itself
-	// (HostID, HostVersion, Store, Key, Logger are filled in when empty):
-	// policy, safety, output-schema strictness, result windows.
+	// (HostID, HostVersion, Store, Key, Logger are filled in when empty;
+	// RevocationsFile too, <DataDir>/revocations/<name>.jsonl unless
+	// Ephemeral): policy, safety, output-schema strictness, result windows.
 	CHP boundary.Config
 	// CHPHTTP configures the CHP HTTP binding (API keys). Default:
 	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS).
@@ -216,6 +217,16 @@ func New(info Info, cfg *Config) (*Host, error) {
 	}
 	if bc.Logger == nil {
 		bc.Logger = h.log
+	}
+	if bc.RevocationsFile == "" && !c.Ephemeral {
+		// Accepted mandate revocations outlive a restart, beside (never
+		// inside) the evidence.
+		dir, err := xdg.SubDir(c.DataDir, "revocations")
+		if err != nil {
+			h.closeAll()
+			return nil, fmt.Errorf("host: revocations: %w", err)
+		}
+		bc.RevocationsFile = filepath.Join(dir, info.Name+".jsonl")
 	}
 	b, err := boundary.New(bc)
 	if err != nil {

@@ -567,9 +567,12 @@ func TestDurableStateInDataDir(t *testing.T) {
 	must(t, host.Register(h, "echo.say", func(_ context.Context, in getIn) (string, error) { return in.Key, nil }))
 	c := h.LocalClient(context.Background())
 	must(t, c.Call(context.Background(), "echo.say", map[string]any{"key": "x", "_meta": map[string]any{"correlation_id": "c1"}}, nil))
+	rev, err := chp.SignMandateRevocation("principal", "mnd_1", "2026-01-01T00:00:00Z", "", ed25519.NewKeyFromSeed(make([]byte, 32)))
+	must(t, err)
+	must(t, c.Call(context.Background(), "chp.revoke", json.RawMessage(rev), nil))
 	c.Close()
 	must(t, h.Close())
-	for _, p := range []string{"keys/durable.pem", "evidence/durable/evidence.log"} {
+	for _, p := range []string{"keys/durable.pem", "evidence/durable/evidence.log", "revocations/durable.jsonl"} {
 		fi, err := os.Stat(filepath.Join(dir, p))
 		if err != nil {
 			t.Fatal(err)
@@ -589,6 +592,9 @@ func TestDurableStateInDataDir(t *testing.T) {
 	must(t, err)
 	if rep.EventCount != 2 {
 		t.Errorf("replayed %d events after restart, want 2", rep.EventCount)
+	}
+	if n := len(h2.Boundary().Revocations().Mandates); n != 1 {
+		t.Errorf("%d mandate revocations after restart, want 1", n)
 	}
 }
 
