@@ -319,7 +319,7 @@ func TestMandateRevocation(t *testing.T) {
 	key := seedKey(1)
 	mandate := signMandate(t, echoGrant(), key, nil)
 	id := mandateIDOf(t, mandate)
-	if res := invokeMandated(t, b, "conformance.echo", mandate, nil, ""); res.Outcome != chp.OutcomeSuccess {
+	if res := invokeMandated(t, b, "conformance.echo", mandate, nil, "inv_before"); res.Outcome != chp.OutcomeSuccess {
 		t.Fatalf("before revocation: %+v", res.Denial)
 	}
 	// Tampered: retargeted after signing.
@@ -348,6 +348,11 @@ func TestMandateRevocation(t *testing.T) {
 	code, _ := denialOf(t, invokeMandated(t, b, "conformance.echo", mandate, nil, ""))
 	if code != chp.CodeMandateInvalid {
 		t.Fatalf("after revocation: %s", code)
+	}
+	// An invocation recorded before the revocation still replays (gate 0
+	// precedes gate 5): the revocation withdraws authority, not history.
+	if res := invokeMandated(t, b, "conformance.echo", mandate, nil, "inv_before"); res.Outcome != chp.OutcomeSuccess || !res.Replayed {
+		t.Fatalf("replay after revocation: %+v", res)
 	}
 	// Nothing of it went into the evidence store.
 	recs, _ := store.Replay(context.Background(), evidence.Query{})
