@@ -406,3 +406,25 @@ func TestRevocationHead(t *testing.T) {
 		t.Fatalf("ids %q", ids)
 	}
 }
+
+// TestMandateAncestorCap: a capped root bounds all its sub-mandates
+// together — two sub-mandates of a 2-use root cannot spend three uses.
+func TestMandateAncestorCap(t *testing.T) {
+	b := mandateBoundary(t, evidence.NewMemory(), "")
+	r := echoGrant()
+	r.PrincipalID, r.DelegateID, r.MaxInvocations = "root", "middle", 2
+	root := signMandate(t, r, seedKey(1), nil)
+	l := echoGrant()
+	l.PrincipalID, l.DelegateID, l.MaxInvocations = "middle", "leaf", 2
+	subA, subB := signMandate(t, l, seedKey(3), root), signMandate(t, l, seedKey(3), root)
+	for i, sub := range []json.RawMessage{subA, subB} {
+		if res := invokeMandated(t, b, "conformance.echo", sub, nil, ""); res.Outcome != chp.OutcomeSuccess {
+			t.Fatalf("use %d: %+v", i, res.Denial)
+		}
+	}
+	res := invokeMandated(t, b, "conformance.echo", subA, nil, "")
+	code, details := denialOf(t, res)
+	if code != chp.CodeMandateExhausted || details["mandate_id"] != mandateIDOf(t, root) || details["used"] != 2.0 {
+		t.Fatalf("third use across the root's cap: %s %v", code, details)
+	}
+}
