@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/internal/specdata"
 )
@@ -426,5 +427,25 @@ func TestMandateAncestorCap(t *testing.T) {
 	code, details := denialOf(t, res)
 	if code != chp.CodeMandateExhausted || details["mandate_id"] != mandateIDOf(t, root) || details["used"] != 2.0 {
 		t.Fatalf("third use across the root's cap: %s %v", code, details)
+	}
+}
+
+// TestSignedStatementsMatchSchemas: the mandates, sub-mandates and
+// revocations capmesh signs validate against the upstream schemas.
+func TestSignedStatementsMatchSchemas(t *testing.T) {
+	root, sub := subChain(t)
+	g := echoGrant()
+	g.MaxInvocations = 3
+	for name, raw := range map[string]json.RawMessage{"root": root, "sub": sub, "capped": signMandate(t, g, seedKey(1), nil)} {
+		if err := schema.Validate("mandate", raw); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	rev, err := chp.SignMandateRevocation("root", mandateIDOf(t, root), rfc(mandateClock), "", seedKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Validate("mandate-revocation", rev); err != nil {
+		t.Error(err)
 	}
 }
