@@ -1,6 +1,7 @@
 package chp
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -369,5 +370,26 @@ func TestMandateRevocationVerify(t *testing.T) {
 	}
 	if _, err := ParseMandateRevocation([]byte(`{"kind":"mandate"}`)); !errors.Is(err, ErrBadMandate) {
 		t.Errorf("a mandate parsed as a revocation: %v", err)
+	}
+}
+
+// TestMandateSurvivesReencoding: forwarding (proposal 0004) may re-encode a
+// mandate — another member order, indentation, escapes — and it still
+// verifies, chain included: the signatures cover canonical headers.
+func TestMandateSurvivesReencoding(t *testing.T) {
+	_, sub := chain(t, leafGrant())
+	var v any
+	if err := json.Unmarshal(sub, &v); err != nil {
+		t.Fatal(err)
+	}
+	pretty, err := json.MarshalIndent(v, "", "\t") // keys sorted, indented, HTML-escaped
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(pretty, sub) {
+		t.Fatal("re-encoding changed nothing")
+	}
+	if r := verifyRaw(t, pretty, MandateVerifyOptions{At: mandateNow, Delegate: "leaf"}); !r.Valid {
+		t.Fatalf("re-encoded chain: %s", r.Reason)
 	}
 }
