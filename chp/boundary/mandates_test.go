@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -447,5 +448,33 @@ func TestSignedStatementsMatchSchemas(t *testing.T) {
 	}
 	if err := schema.Validate("mandate-revocation", rev); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestRevocationsBounded: past MaxRevocations a new statement is refused
+// (ErrTooManyRevocations) and not kept; one already held is still accepted.
+func TestRevocationsBounded(t *testing.T) {
+	b := mandateBoundary(t, evidence.NewMemory(), "")
+	key := seedKey(1)
+	first, _ := chp.SignMandateRevocation("p", "mnd_first", rfc(mandateClock), "", key)
+	if _, err := b.AcceptRevocation(first); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the rest of the set directly: signing 65535 statements would
+	// only slow the test.
+	b.mandates.mu.Lock()
+	for i := len(b.mandates.revoked); i < MaxRevocations; i++ {
+		b.mandates.add(mandateKey{id: "mnd_" + strconv.Itoa(i), principalKey: "k"}, []byte("{}"))
+	}
+	b.mandates.mu.Unlock()
+	next, _ := chp.SignMandateRevocation("p", "mnd_next", rfc(mandateClock), "", key)
+	if _, err := b.AcceptRevocation(next); !errors.Is(err, ErrTooManyRevocations) {
+		t.Fatalf("over the bound: %v", err)
+	}
+	if n := len(b.Revocations().Mandates); n != MaxRevocations {
+		t.Fatalf("%d held", n)
+	}
+	if _, err := b.AcceptRevocation(first); err != nil {
+		t.Fatalf("a statement already held: %v", err)
 	}
 }

@@ -18,6 +18,14 @@ import (
 // it is malformed or does not verify. Nothing refused is stored.
 var ErrBadRevocation = errors.New("boundary: invalid mandate revocation")
 
+// ErrTooManyRevocations is AcceptRevocation's answer once the host holds
+// MaxRevocations statements: a new one is not kept.
+var ErrTooManyRevocations = errors.New("boundary: the host holds as many mandate revocations as it keeps")
+
+// MaxRevocations bounds the mandate revocations a host holds (memory and
+// sidecar file alike).
+const MaxRevocations = 1 << 16
+
 // RevocationSet is the revocation set a host holds (GET /revocations): key
 // revocations (chp-v0.2.md §3.2; capmesh holds none) and the mandate
 // revocations it accepted, as they were received.
@@ -57,6 +65,9 @@ func (b *Boundary) AcceptRevocation(raw []byte) (*AcceptedRevocation, error) {
 	defer ms.mu.Unlock()
 	k := mandateKey{s.MandateID, s.Principal.PublicKey}
 	if _, dup := ms.revoked[k]; !dup {
+		if len(ms.revoked) >= MaxRevocations {
+			return nil, ErrTooManyRevocations
+		}
 		if ms.path != "" {
 			if err := appendLine(ms.path, compact.Bytes(), ms.torn); err != nil {
 				return nil, fmt.Errorf("boundary: keeping the revocation: %w", err)
@@ -120,6 +131,10 @@ func (b *Boundary) loadRevocations(path string) error {
 		}
 		k := mandateKey{s.MandateID, s.Principal.PublicKey}
 		if _, dup := ms.revoked[k]; !dup {
+			if len(ms.revoked) >= MaxRevocations {
+				b.log.Warn("the sidecar holds more mandate revocations than the host keeps; the rest are ignored", "file", path, "line", n+1)
+				break
+			}
 			ms.add(k, bytes.Clone(line))
 		}
 	}

@@ -25,6 +25,8 @@ func (h *binding) postRevocation(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, boundary.ErrBadRevocation):
 		httpError(w, http.StatusBadRequest, "invalid_revocation", err.Error())
+	case errors.Is(err, boundary.ErrTooManyRevocations):
+		httpError(w, http.StatusInsufficientStorage, "revocations_full", err.Error())
 	case err != nil:
 		httpError(w, http.StatusInternalServerError, "revocation_unavailable", err.Error())
 	default:
