@@ -85,7 +85,7 @@ type Config struct {
 	Evidence evidence.Store
 	// CHP configures the boundary beyond what the host sets itself
 	// (HostID, HostVersion, Store, Key, Logger are filled in when empty;
-	// RevocationsFile too, <DataDir>/revocations/<name>.jsonl unless
+	// RevocationsFile and MandateUsesFile too, in <DataDir>/mandates unless
 	// Ephemeral): policy, safety, output-schema strictness, result windows.
 	CHP boundary.Config
 	// CHPHTTP configures the CHP HTTP binding (API keys). Default:
@@ -218,15 +218,20 @@ func New(info Info, cfg *Config) (*Host, error) {
 	if bc.Logger == nil {
 		bc.Logger = h.log
 	}
-	if bc.RevocationsFile == "" && !c.Ephemeral {
-		// Accepted mandate revocations outlive a restart, beside (never
-		// inside) the evidence.
-		dir, err := xdg.SubDir(c.DataDir, "revocations")
+	if !c.Ephemeral && (bc.RevocationsFile == "" || bc.MandateUsesFile == "") {
+		// Accepted mandate revocations and the uses of capped mandates
+		// outlive a restart, beside (never inside) the evidence.
+		dir, err := xdg.SubDir(c.DataDir, "mandates")
 		if err != nil {
 			h.closeAll()
-			return nil, fmt.Errorf("host: revocations: %w", err)
+			return nil, fmt.Errorf("host: mandates: %w", err)
 		}
-		bc.RevocationsFile = filepath.Join(dir, info.Name+".jsonl")
+		if bc.RevocationsFile == "" {
+			bc.RevocationsFile = filepath.Join(dir, info.Name+".revocations.jsonl")
+		}
+		if bc.MandateUsesFile == "" {
+			bc.MandateUsesFile = filepath.Join(dir, info.Name+".uses.jsonl")
+		}
 	}
 	b, err := boundary.New(bc)
 	if err != nil {

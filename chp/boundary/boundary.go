@@ -87,6 +87,10 @@ type Config struct {
 	// accepts (AcceptRevocation) in this file, outside the evidence store,
 	// and reloads them in New. "" keeps them in memory.
 	RevocationsFile string
+	// MandateUsesFile, when set, keeps the uses counted against capped
+	// mandates (max_invocations) in this file, so a restart does not reset
+	// them. "" counts in memory.
+	MandateUsesFile string
 }
 
 // Boundary is the CHP capability boundary: every invocation passes through
@@ -193,6 +197,11 @@ func New(cfg Config) (*Boundary, error) {
 	if cfg.RevocationsFile != "" {
 		if err := b.loadRevocations(cfg.RevocationsFile); err != nil {
 			return nil, fmt.Errorf("boundary: loading mandate revocations: %w", err)
+		}
+	}
+	if cfg.MandateUsesFile != "" {
+		if err := b.loadUses(cfg.MandateUsesFile, cfg.Now()); err != nil {
+			return nil, fmt.Errorf("boundary: loading mandate uses: %w", err)
 		}
 	}
 	if cfg.Key != nil {

@@ -253,7 +253,11 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*chp.Invocati
 	}
 	// Gate 5: mandate (mandates.go); a valid one rebinds the subject.
 	if !isNull(env.Mandate) {
-		if deny := b.mandateGate(inv); deny != nil {
+		deny, err := b.mandateGate(inv)
+		if err != nil {
+			return nil, err
+		}
+		if deny != nil {
 			return b.finishDenied(ctx, inv, deny)
 		}
 	}

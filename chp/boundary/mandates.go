@@ -20,7 +20,9 @@ type mandateState struct {
 	served  [][]byte // the accepted statements, in arrival order (GET /revocations)
 	path    string   // the sidecar file accepted statements are appended to ("" = memory)
 	torn    bool     // the sidecar file ends without a newline
-	uses    map[mandateKey]*mandateUses
+
+	uses     map[mandateKey]*mandateUses
+	usesPath string // the file counted uses are appended to ("" = memory)
 }
 
 // mandateKey names a mandate by its id under its principal's key: the same
@@ -44,38 +46,40 @@ func (s *mandateState) isRevoked(id, principalKey string) bool {
 	return ok
 }
 
-// count records invocationID against every capped link of m's chain, or —
-// when a link's cap is already spent by other invocations — records nothing
-// and returns that link with its use count.
-func (s *mandateState) count(m *chp.Mandate, invocationID string, now time.Time) (spent *chp.Mandate, used int) {
+// count records invocationID against every capped link of m's chain — in
+// the uses file too, when there is one, before it answers — or, when a
+// link's cap is already spent by other invocations, records nothing and
+// returns that link with its use count. The error is the uses file's.
+func (s *mandateState) count(m *chp.Mandate, invocationID string, now time.Time) (spent *chp.Mandate, used int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var capped []*mandateUses
+	var recs []useRecord
 	for l := m; l != nil; l = l.Parent {
 		if l.MaxInvocations == 0 {
 			continue
 		}
 		k := mandateKey{l.MandateID, l.Principal.PublicKey}
-		u := s.uses[k]
-		if u == nil {
-			if s.uses == nil {
-				s.uses = make(map[mandateKey]*mandateUses)
-			}
-			if len(s.uses) >= maxTrackedMandates {
-				s.sweep(now)
-			}
-			u = &mandateUses{ids: make(map[string]struct{}), until: l.ValidUntil}
-			s.uses[k] = u
+		if s.uses[k] == nil && len(s.uses) >= maxTrackedMandates {
+			s.sweep(now)
 		}
-		if _, again := u.ids[invocationID]; !again && int64(len(u.ids)) >= l.MaxInvocations {
-			return l, len(u.ids)
+		u := s.use(k, l.ValidUntil)
+		if _, again := u.ids[invocationID]; again {
+			continue
+		}
+		if int64(len(u.ids)) >= l.MaxInvocations {
+			return l, len(u.ids), nil
 		}
 		capped = append(capped, u)
+		recs = append(recs, useRecord{MandateID: k.id, PrincipalKey: k.principalKey, InvocationID: invocationID, Until: l.ValidUntil})
+	}
+	if err := s.persistUses(recs); err != nil {
+		return nil, 0, fmt.Errorf("boundary: recording a mandate use: %w", err)
 	}
 	for _, u := range capped {
 		u.ids[invocationID] = struct{}{}
 	}
-	return nil, 0
+	return nil, 0, nil
 }
 
 // sweep drops the counts of expired mandates (s.mu held).
@@ -90,13 +94,14 @@ func (s *mandateState) sweep(now time.Time) {
 // mandateGate runs gate 5 for a presented mandate: verify (mandate_invalid),
 // scope (policy_blocked), count (mandate_exhausted), then bind the
 // evidence subject to the delegate acting under the mandate. A nil denial
-// means the invocation proceeds under the new subject.
-func (b *Boundary) mandateGate(inv *invocation) *chp.DenialReason {
+// means the invocation proceeds under the new subject; an error, that a use
+// could not be recorded (nothing ran, nothing is answered).
+func (b *Boundary) mandateGate(inv *invocation) (*chp.DenialReason, error) {
 	env := inv.env
 	m, err := chp.ParseMandate(env.Mandate)
 	if err != nil {
 		return b.denial(chp.CodeMandateInvalid, err.Error(),
-			map[string]any{"checks": map[string]any{"structure": false}})
+			map[string]any{"checks": map[string]any{"structure": false}}), nil
 	}
 	opts := chp.MandateVerifyOptions{At: b.now(), Revoked: b.mandates.isRevoked}
 	if c := inv.ctx.caller; c != nil {
@@ -104,19 +109,23 @@ func (b *Boundary) mandateGate(inv *invocation) *chp.DenialReason {
 	}
 	if v := chp.VerifyMandate(m, opts); !v.Valid {
 		return b.denial(chp.CodeMandateInvalid, v.Reason,
-			map[string]any{"mandate_id": m.MandateID, "checks": v.CheckMap()})
+			map[string]any{"mandate_id": m.MandateID, "checks": v.CheckMap()}), nil
 	}
 	if !chp.MandateScopeAllows(m.Scope, env.CapabilityID) {
 		return b.denial(chp.CodePolicyBlocked,
 			fmt.Sprintf("capability %q is outside mandate %s's scope", env.CapabilityID, m.MandateID),
 			map[string]any{"decision": "deny", "matched_rule": "mandate_scope", "policy_version": nil,
 				"explanation": "the mandate grants other capabilities", "required_next_action": nil,
-				"mandate_id": m.MandateID})
+				"mandate_id": m.MandateID}), nil
 	}
-	if spent, used := b.mandates.count(m, env.InvocationID, opts.At); spent != nil {
+	spent, used, err := b.mandates.count(m, env.InvocationID, opts.At)
+	if err != nil {
+		return nil, err
+	}
+	if spent != nil {
 		return b.denial(chp.CodeMandateExhausted,
 			fmt.Sprintf("mandate %s has been used %d of %d times", spent.MandateID, used, spent.MaxInvocations),
-			map[string]any{"mandate_id": spent.MandateID, "used": used, "max_invocations": spent.MaxInvocations})
+			map[string]any{"mandate_id": spent.MandateID, "used": used, "max_invocations": spent.MaxInvocations}), nil
 	}
 	subj, err := canonical.FromGo(map[string]any{
 		"id": m.DelegateID, "type": "mandate", "verified": true, "mandate_id": m.MandateID,
@@ -133,7 +142,7 @@ func (b *Boundary) mandateGate(inv *invocation) *chp.DenialReason {
 		}
 	}
 	if err != nil { // cannot happen for strings; never run unattributed
-		return b.denial(chp.CodeMandateInvalid, "mandate subject: "+err.Error(), nil)
+		return b.denial(chp.CodeMandateInvalid, "mandate subject: "+err.Error(), nil), nil
 	}
-	return nil
+	return nil, nil
 }

@@ -478,3 +478,62 @@ func TestRevocationsBounded(t *testing.T) {
 		t.Fatalf("a statement already held: %v", err)
 	}
 }
+
+// TestMandateUsesSurviveRestart: with a uses file, a restart keeps the
+// count of a capped mandate; a torn last line and the uses of expired
+// mandates are dropped (and the file rewritten without them); a use that
+// cannot be recorded fails the invocation instead of going uncounted.
+func TestMandateUsesSurviveRestart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "uses.jsonl")
+	clock := mandateClock
+	open := func() *Boundary {
+		b, err := New(Config{HostID: "test-host", Now: func() time.Time { return clock }, MandateUsesFile: file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := RegisterFixtures(b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	g := echoGrant()
+	g.MaxInvocations = 2
+	capped := signMandate(t, g, seedKey(1), nil)
+	b := open()
+	if res := invokeMandated(t, b, "conformance.echo", capped, nil, "inv_1"); res.Outcome != chp.OutcomeSuccess {
+		t.Fatalf("first use: %+v", res.Denial)
+	}
+	b = open()
+	if res := invokeMandated(t, b, "conformance.echo", capped, nil, "inv_2"); res.Outcome != chp.OutcomeSuccess {
+		t.Fatalf("second use: %+v", res.Denial)
+	}
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString(`{"mandate_id":"mnd_torn`)
+	f.Close()
+	b = open()
+	code, details := denialOf(t, invokeMandated(t, b, "conformance.echo", capped, nil, "inv_3"))
+	if code != chp.CodeMandateExhausted || details["used"] != 2.0 {
+		t.Fatalf("third use after restarts: %s %v", code, details)
+	}
+	if data, _ := os.ReadFile(file); bytes.Contains(data, []byte("mnd_torn")) || bytes.Count(data, []byte("\n")) != 2 {
+		t.Fatalf("uses file after reload:\n%s", data)
+	}
+	// Once the mandate has expired its uses are dropped at the next start.
+	clock = mandateClock.Add(2 * time.Hour)
+	open()
+	if data, _ := os.ReadFile(file); len(data) != 0 {
+		t.Fatalf("expired uses kept:\n%s", data)
+	}
+	// A use that cannot be written is an error, not an uncounted success.
+	clock = mandateClock
+	b = open()
+	b.mandates.usesPath = filepath.Join(t.TempDir(), "missing", "uses.jsonl")
+	_, err = b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "conformance.echo",
+		Payload: json.RawMessage(`{}`), Mandate: capped})
+	if err == nil || !strings.Contains(err.Error(), "mandate use") {
+		t.Fatalf("unrecorded use: %v", err)
+	}
+}
