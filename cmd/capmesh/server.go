@@ -47,6 +47,7 @@ type serverFlags struct {
 	memory       bool
 	requireBTSP  bool
 	chpFixtures  bool
+	insecure     bool
 }
 
 func init() { register(newServerCmd) }
@@ -75,6 +76,15 @@ State lives in the state directory (--data-dir, default
 $XDG_STATE_HOME/capmesh): the node key (keys/identity.pem, the one
 'capmesh keys' manages), the registry (registry.db) and the evidence log
 (evidence/<name>/). --memory keeps everything in memory instead.
+
+Who may do what is the same on every listener (docs/access.md): the
+node's own user over the Unix socket may do everything; with keys
+(CHP_HOST_API_KEY, CHP_HOST_API_KEYS) callers present X-CHP-Key on HTTP or
+params._meta.chp_key on JSON-RPC; without keys, --port and --http are open
+to anyone who can reach them, which is why an address beyond loopback is
+refused without keys unless --insecure-listen is given. A routed call
+carries who the caller is to the provider, which judges it by the same
+table.
 
 It starts standalone when no FAMILY_ID or NODE_ID is set, and drains
 in-flight calls on SIGINT/SIGTERM or health.drain.`,
@@ -106,6 +116,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
+	fl.BoolVar(&f.insecure, "insecure-listen", false, "serve --port/--http beyond loopback without keys (CHP_HOST_API_KEY[S]); refused otherwise, since anyone who can reach the address could invoke every capability")
 	fl.BoolVar(&f.requireBTSP, "require-btsp", false, "on a family-scoped socket, refuse plaintext JSON-RPC with the BTSP-required error (TS-01)")
 	return cmd
 }
@@ -173,15 +184,16 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	rcfg.Logger = log
 
 	hcfg := &host.Config{
-		Socket:       f.socket,
-		NoSocket:     f.noSocket,
-		HTTP:         f.httpAddr,
-		DataDir:      a.dataDir,
-		Ephemeral:    f.memory,
-		RequireBTSP:  f.requireBTSP,
-		NoAnnounce:   true, // the node is what others announce to
-		DrainTimeout: f.drainTimeout,
-		Logger:       log,
+		Socket:         f.socket,
+		NoSocket:       f.noSocket,
+		HTTP:           f.httpAddr,
+		DataDir:        a.dataDir,
+		Ephemeral:      f.memory,
+		RequireBTSP:    f.requireBTSP,
+		InsecureListen: f.insecure,
+		NoAnnounce:     true, // the node is what others announce to
+		DrainTimeout:   f.drainTimeout,
+		Logger:         log,
 		RPC: jsonrpc.ServerOptions{
 			MaxMessageBytes: f.maxMessage,
 			MaxConns:        f.maxConns,
