@@ -57,7 +57,7 @@ func (p *Policy) Check(ctx context.Context, op Op, params json.RawMessage) (cont
 			// the caller is.
 			pr = p.fromAttestation(att)
 			changed = true
-		case key != nil:
+		case key != nil && p.Keyed():
 			kp, err := p.AuthenticateKey(*key)
 			if err != nil {
 				return ctx, err
