@@ -62,8 +62,10 @@ func (p *Policy) Check(ctx context.Context, op Op, params json.RawMessage) (cont
 			if err != nil {
 				return ctx, err
 			}
-			kp.Door = pr.Door
-			pr, changed = kp, true
+			if pr.Kind != SameUser { // the host's own user stays itself
+				kp.Door = pr.Door
+				pr, changed = kp, true
+			}
 		}
 	}
 	if err := p.Authorize(pr, op); err != nil {
