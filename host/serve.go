@@ -184,7 +184,7 @@ func (h *Host) listen() (*listeners, error) {
 		if err != nil {
 			return fail(fmt.Errorf("host: %w", err))
 		}
-		if err := h.checkExposure("tcp", tl.Addr()); err != nil {
+		if err := h.checkExposure("tcp", h.cfg.TCP, tl.Addr()); err != nil {
 			_ = tl.Close()
 			return fail(err)
 		}
@@ -198,7 +198,7 @@ func (h *Host) listen() (*listeners, error) {
 		if err != nil {
 			return fail(fmt.Errorf("host: listen http %s: %w", h.cfg.HTTP, err))
 		}
-		if err := h.checkExposure("http", hl.Addr()); err != nil {
+		if err := h.checkExposure("http", h.cfg.HTTP, hl.Addr()); err != nil {
 			_ = hl.Close()
 			return fail(err)
 		}
@@ -213,18 +213,22 @@ func (h *Host) listen() (*listeners, error) {
 // checkExposure refuses, loudly, a listener bound beyond loopback on a
 // host without keys, unless Config.InsecureListen says to serve anyway
 // (then it warns).
-func (h *Host) checkExposure(transport string, a net.Addr) error {
+func (h *Host) checkExposure(transport, configured string, a net.Addr) error {
 	if h.acc.Keyed() || isLoopback(a) {
 		return nil
 	}
 	if h.cfg.InsecureListen {
 		h.log.Warn("INSECURE: serving beyond loopback without credentials; anyone who can reach this address may invoke every capability and read its evidence",
-			"transport", transport, "addr", a.String())
+			"transport", transport, "addr", configured)
 		return nil
 	}
-	return fmt.Errorf("host: refusing to serve %s on %s: it is reachable beyond loopback and the host has no keys, so anyone who can reach it could invoke every capability; "+
-		"configure keys (CHP_HOST_API_KEY, CHP_HOST_API_KEYS), bind a loopback address, or set Config.InsecureListen (capmesh server --insecure-listen) to serve it anyway", transport, a)
+	return fmt.Errorf("host: refusing to serve %s on %s: %w: anyone who can reach it could invoke every capability; "+
+		"configure keys (CHP_HOST_API_KEY, CHP_HOST_API_KEYS), bind a loopback address, or set Config.InsecureListen (capmesh server --insecure-listen) to serve it anyway", transport, configured, ErrInsecureListen)
 }
+
+// ErrInsecureListen is what Serve's refusal to bind beyond loopback
+// without keys wraps.
+var ErrInsecureListen = errors.New("reachable beyond loopback and the host has no keys")
 
 // isLoopback reports whether a is bound to a loopback address only (not
 // the unspecified address, which is every interface).

@@ -302,6 +302,9 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	}
 	log.Info("capmesh node starting", "name", f.name, "version", versionString(), "network", f.network, "memory", f.memory)
 	if err := h.Serve(ctx); err != nil {
+		if errors.Is(err, host.ErrInsecureListen) {
+			return withCode(exitUsage, err)
+		}
 		if errors.Is(err, endpoint.ErrSocketInUse) || isListenError(err) {
 			return withCode(exitNetwork, err)
 		}
