@@ -260,6 +260,15 @@ var matrix = map[string]map[string][7]string{
 		"export":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"discover": {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
 	},
+	// `capmesh chp-fixtures` (the conformance profile the upstream runner
+	// is pointed at) serves the same CHP routes with the same keys.
+	"chp-fixtures": {
+		"invoke":   {"401", "401", "ok", "denied:policy_blocked", "ok", "401", "401"},
+		"describe": {"401", "401", "ok", "ok", "ok", "401", "401"},
+		"replay":   {"401", "401", "ok", "ok", "ok", "401", "401"},
+		"export":   {"401", "401", "ok", "ok", "ok", "401", "401"},
+		"discover": {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
+	},
 	// The Genesis-Mesh registry routes carry their own credentials (a
 	// signed descriptor, an operator's signed request), never X-CHP-Key.
 	"http-registry": {
@@ -273,7 +282,7 @@ var matrix = map[string]map[string][7]string{
 // a Unix socket open to other users, --port and --http) and a target host
 // that serves only its Unix socket, registered with the node.
 type matrixNode struct {
-	dir, sock, tcp, http, targetSock string
+	dir, sock, tcp, http, targetSock, fixtures string
 }
 
 func freePort(t *testing.T) string {
@@ -320,6 +329,37 @@ func startNode(t *testing.T, sock string, args ...string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("node not ready within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startFixtures runs `capmesh chp-fixtures --http addr args…` in process
+// until the test ends, and returns once it answers GET /health.
+func startFixtures(t *testing.T, addr string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, append([]string{"chp-fixtures", "--http", addr}, args...), strings.NewReader(""), io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("chp-fixtures did not stop within 30s")
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for outcome(perform(wreq{Method: "GET", URL: "http://" + addr + "/health"})) != "ok" {
+		select {
+		case code := <-done:
+			t.Fatalf("chp-fixtures exited %d before it answered", code)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("chp-fixtures not ready within 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -390,6 +430,13 @@ func matrixEnv(t *testing.T) *matrixNode {
 	startNode(t, n.sock, "--chp-fixtures", "--port", port, "--http", n.http)
 	n.targetSock = startTarget(t, dir, "target", n.sock, false).Addr("unix")
 
+	n.fixtures = freePort(t)
+	startFixtures(t, n.fixtures, "--key", "shared-k", "--keys", "alice:alice-k,scoped:scoped-k:target.*")
+	if res := perform(wreq{Method: "POST", URL: "http://" + n.fixtures + "/invoke", Key: "shared-k",
+		Body: `{"capability_id":"conformance.echo","payload":{"value":"m"},"correlation":{"correlation_id":"corr-matrix"}}`}); outcome(res) != "ok" {
+		t.Fatalf("chp-fixtures: %+v", res)
+	}
+
 	// A correlation for the evidence cells, made by the node's own user.
 	c, err := jsonrpc.Dial(context.Background(), "unix", n.sock, nil)
 	if err != nil {
@@ -419,6 +466,9 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 		"discover":   {"capabilities.list", map[string]any{}},
 	}
 	base := "http://" + n.http
+	if binding == "chp-fixtures" {
+		base, binding = "http://"+n.fixtures, "http-chp"
+	}
 	switch binding {
 	case "http-chp":
 		r := map[string]wreq{
@@ -459,7 +509,7 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 func TestAccessMatrix(t *testing.T) {
 	n := matrixEnv(t)
 	bin, why := childBinary(t, n.dir)
-	for _, binding := range []string{"unix", "tcp", "http-jsonrpc", "http-chp", "http-registry"} {
+	for _, binding := range []string{"unix", "tcp", "http-jsonrpc", "http-chp", "http-registry", "chp-fixtures"} {
 		for op, want := range matrix[binding] {
 			for i, cred := range matrixCreds {
 				// On the Unix socket only the same user is the test's own
