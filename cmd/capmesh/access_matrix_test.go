@@ -229,7 +229,9 @@ var matrix = map[string]map[string][7]string{
 		"describe":   {"-32003", "-32001", "ok", "ok", "ok", "-32003", "ok"},
 		"replay":     {"-32003", "-32001", "ok", "ok", "ok", "-32003", "ok"},
 		"export":     {"-32003", "-32001", "ok", "ok", "ok", "-32003", "ok"},
+		"verify":     {"-32003", "-32001", "ok", "ok", "ok", "-32003", "ok"},
 		"register":   {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "ok"},
+		"drain":      {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "-32602"},
 		"administer": {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "ok"},
 		"discover":   {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
 	},
@@ -239,7 +241,9 @@ var matrix = map[string]map[string][7]string{
 		"describe":   {"-32001", "-32001", "ok", "ok", "ok", "-32001", "-32001"},
 		"replay":     {"-32001", "-32001", "ok", "ok", "ok", "-32001", "-32001"},
 		"export":     {"-32001", "-32001", "ok", "ok", "ok", "-32001", "-32001"},
+		"verify":     {"-32001", "-32001", "ok", "ok", "ok", "-32001", "-32001"},
 		"register":   {"-32001", "-32001", "-32001", "-32001", "-32001", "-32001", "-32001"},
+		"drain":      {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "-32003"},
 		"administer": {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "-32003"},
 		"discover":   {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
 	},
@@ -249,7 +253,9 @@ var matrix = map[string]map[string][7]string{
 		"describe":   {"-32001", "401", "ok", "ok", "ok", "-32001", "-32001"},
 		"replay":     {"-32001", "401", "ok", "ok", "ok", "-32001", "-32001"},
 		"export":     {"-32001", "401", "ok", "ok", "ok", "-32001", "-32001"},
+		"verify":     {"-32001", "401", "ok", "ok", "ok", "-32001", "-32001"},
 		"register":   {"-32001", "401", "-32001", "-32001", "-32001", "-32001", "-32001"},
+		"drain":      {"-32003", "401", "-32003", "-32003", "-32003", "-32003", "-32003"},
 		"administer": {"-32003", "401", "-32003", "-32003", "-32003", "-32003", "-32003"},
 		"discover":   {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
 	},
@@ -258,6 +264,7 @@ var matrix = map[string]map[string][7]string{
 		"describe": {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"replay":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"export":   {"401", "401", "ok", "ok", "ok", "401", "401"},
+		"verify":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"discover": {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
 	},
 	// `capmesh chp-fixtures` (the conformance profile the upstream runner
@@ -267,6 +274,7 @@ var matrix = map[string]map[string][7]string{
 		"describe": {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"replay":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"export":   {"401", "401", "ok", "ok", "ok", "401", "401"},
+		"verify":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"discover": {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
 	},
 	// The Genesis-Mesh registry routes carry their own credentials (a
@@ -456,11 +464,15 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 		method string
 		params map[string]any
 	}{
-		"invoke":     {"chp.invoke", map[string]any{"capability_id": "conformance.echo", "payload": map[string]any{"value": "m"}}},
-		"routed":     {"target.echo", map[string]any{"value": "m"}},
-		"describe":   {"chp.describe", map[string]any{}},
-		"replay":     {"chp.replay", map[string]any{"correlation_id": "corr-matrix"}},
-		"export":     {"chp.export", map[string]any{"correlation_id": "corr-matrix"}},
+		"invoke":   {"chp.invoke", map[string]any{"capability_id": "conformance.echo", "payload": map[string]any{"value": "m"}}},
+		"routed":   {"target.echo", map[string]any{"value": "m"}},
+		"describe": {"chp.describe", map[string]any{}},
+		"replay":   {"chp.replay", map[string]any{"correlation_id": "corr-matrix"}},
+		"export":   {"chp.export", map[string]any{"correlation_id": "corr-matrix"}},
+		"verify":   {"chp.verify", map[string]any{"correlation_id": "corr-matrix"}},
+		// Without timeout_ms: past the access layer it is -32602, and the
+		// node keeps running.
+		"drain":      {"health.drain", map[string]any{}},
 		"register":   {"ipc.register", map[string]any{"name": "target", "capabilities": []string{"target.echo"}, "endpoint": "unix://" + n.targetSock}},
 		"administer": {"registry.invite", map[string]any{}},
 		"discover":   {"capabilities.list", map[string]any{}},
@@ -476,6 +488,7 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 			"describe": {Method: "GET", URL: base + "/host"},
 			"replay":   {Method: "GET", URL: base + "/replay/corr-matrix"},
 			"export":   {Method: "GET", URL: base + "/export/corr-matrix"},
+			"verify":   {Method: "GET", URL: base + "/verify/corr-matrix"},
 			"discover": {Method: "GET", URL: base + "/health"},
 		}[op]
 		r.Key = key
