@@ -652,3 +652,33 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestDefaultSocketKeepsOtherUsersOut: with its default mode (0600) the
+// node's socket is closed to another user by the kernel itself, before
+// SO_PEERCRED is asked — the matrix opens the mode to reach that check.
+func TestDefaultSocketKeepsOtherUsersOut(t *testing.T) {
+	dir, err := os.MkdirTemp("", "capmesh-access-default-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, why := childBinary(t, dir)
+	if bin == "" {
+		t.Skip(why)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", dir)
+	t.Setenv("FAMILY_ID", "")
+	t.Setenv("CAPMESH_SOCKET_MODE", "")
+	sock := filepath.Join(dir, "capmesh.sock")
+	startNode(t, sock)
+	body := `{"jsonrpc":"2.0","id":1,"method":"health.liveness"}`
+	if got := outcome(asOtherUser(t, bin, wreq{Stream: "unix", Addr: sock, Body: body})); got != "EACCES" {
+		t.Errorf("another user on the default socket: %s, want EACCES", got)
+	}
+	if got := outcome(perform(wreq{Stream: "unix", Addr: sock, Body: body})); got != "ok" {
+		t.Errorf("the node's own user: %s", got)
+	}
+}
