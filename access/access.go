@@ -81,8 +81,9 @@ func (p Principal) Verified() bool {
 	return p.Kind == NamedKey || ((p.Kind == SameUser || p.Kind == OtherUser) && p.HasUID)
 }
 
-// Authenticated reports whether the caller proved something: its uid to
-// the kernel, or a key.
+// Authenticated reports whether the caller is one a closed host serves:
+// a key holder or the host's own user. Another user's uid is verified but
+// does not count: only an open host serves other users.
 func (p Principal) Authenticated() bool { return p.Kind >= SharedKey }
 
 // Caller returns the CHP caller the principal binds: a verified subject
@@ -247,7 +248,7 @@ func (p *Policy) Authorize(pr Principal, op Op) error {
 		return jsonrpc.Errorf(CodeForbidden, "operator methods are accepted only over the host's Unix socket from its own user (caller: %s)", pr.describe()).
 			WithData(map[string]any{"code": "peer_is_another_user", "caller": pr.Kind.String()})
 	}
-	if pr.Authenticated() && pr.Kind != OtherUser || p.open {
+	if pr.Authenticated() || p.open {
 		return nil
 	}
 	if pr.Kind == OtherUser {

@@ -291,6 +291,7 @@ var matrix = map[string]map[string][7]string{
 // that serves only its Unix socket, registered with the node.
 type matrixNode struct {
 	dir, sock, tcp, http, targetSock, fixtures string
+	target, other                              *host.Host
 }
 
 func freePort(t *testing.T) string {
@@ -436,7 +437,9 @@ func matrixEnv(t *testing.T) *matrixNode {
 	n := &matrixNode{dir: dir, sock: filepath.Join(dir, "capmesh.sock"), tcp: freePort(t), http: freePort(t)}
 	_, port, _ := net.SplitHostPort(n.tcp)
 	startNode(t, n.sock, "--chp-fixtures", "--port", port, "--http", n.http)
-	n.targetSock = startTarget(t, dir, "target", n.sock, false).Addr("unix")
+	n.target = startTarget(t, dir, "target", n.sock, false)
+	n.targetSock = n.target.Addr("unix")
+	n.other = startTarget(t, dir, "other", n.sock, false)
 
 	n.fixtures = freePort(t)
 	startFixtures(t, n.fixtures, "--key", "shared-k", "--keys", "alice:alice-k,scoped:scoped-k:target.*")
@@ -680,5 +683,49 @@ func TestDefaultSocketKeepsOtherUsersOut(t *testing.T) {
 	}
 	if got := outcome(perform(wreq{Stream: "unix", Addr: sock, Body: body})); got != "ok" {
 		t.Errorf("the node's own user: %s", got)
+	}
+}
+
+// TestRoutedKeyHolders: a key the node verified reaches the executing
+// host as that caller — recorded by name, verified — and the key's scope
+// is enforced there, as a processed policy_blocked denial with evidence.
+func TestRoutedKeyHolders(t *testing.T) {
+	n := matrixEnv(t)
+	call := func(key, capability, corr string) string {
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": capability,
+			"params": map[string]any{"value": "v", "_meta": map[string]any{"correlation_id": corr}}})
+		return outcome(perform(wreq{Method: "POST", URL: "http://" + n.http + "/jsonrpc", Key: key, Body: string(body)}))
+	}
+	subject := func(h *host.Host, corr string) map[string]any {
+		rr, err := h.Boundary().Replay(context.Background(), chp.ReplayQuery{CorrelationID: corr})
+		if err != nil || len(rr.Events) == 0 {
+			t.Fatalf("replay %s: %v", corr, err)
+		}
+		var ev struct {
+			Subject map[string]any `json:"subject"`
+		}
+		if err := json.Unmarshal(rr.Events[0], &ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev.Subject
+	}
+	if got := call("alice-k", "target.echo", "corr-alice"); got != "ok" {
+		t.Fatalf("alice via the node: %s", got)
+	}
+	if s := subject(n.target, "corr-alice"); s["id"] != "alice" || s["type"] != "api_key" || s["verified"] != true {
+		t.Errorf("alice recorded as %v", s)
+	}
+	if got := call("shared-k", "target.echo", "corr-shared"); got != "ok" {
+		t.Fatalf("shared key via the node: %s", got)
+	}
+	if s := subject(n.target, "corr-shared"); s["verified"] == true {
+		t.Errorf("a shared key's call recorded as verified: %v", s)
+	}
+	// scoped-k is limited to target.*: other.echo is denied where it runs.
+	if got := call("scoped-k", "other.echo", "corr-scope"); got != "denied:policy_blocked" {
+		t.Fatalf("scoped key outside its scope via the node: %s", got)
+	}
+	if s := subject(n.other, "corr-scope"); s["id"] != "scoped" || s["verified"] != true {
+		t.Errorf("scoped caller recorded as %v", s)
 	}
 }
