@@ -150,6 +150,13 @@ func (o Op) String() string {
 	return "op(" + strconv.Itoa(int(o)) + ")"
 }
 
+// Classifier is implemented by a set of methods mounted on a host (the
+// node's registry) that says which operation each of its methods is; a
+// mounted method of a set that does not is an invocation.
+type Classifier interface {
+	AccessOp(method string) Op
+}
+
 // Config configures a Policy.
 type Config struct {
 	// Keys are the X-CHP-Key credentials (shared, and named with optional

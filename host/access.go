@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"strings"
 
 	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -25,23 +24,11 @@ func (h *Host) gate(op access.Op, hd jsonrpc.Handler) jsonrpc.Handler {
 	})
 }
 
-// mountedOp classifies a mounted method (the node's registry surface):
-// registration goes to the registry's own checks, the operator methods
-// need the same user, discovery is public, and everything else — a
-// capability.call, a routed domain.operation, a raw method — is an
-// invocation.
-func mountedOp(name string) access.Op {
-	switch name {
-	case "ipc.register", "ipc.heartbeat", "ipc.unregister":
-		return access.OpRegister
-	case "registry.enroll", "registry.invite", "registry.revoke":
-		return access.OpAdminister
-	case "ipc.resolve", "ipc.discover", "ipc.find_capability", "ipc.list", "ipc.watch",
-		"capability.discover", "registry.certificates", "registry.crl", "registry.info":
-		return access.OpPublic
-	}
-	if strings.HasPrefix(name, "health.") {
-		return access.OpPublic
+// mountedOp is the operation of a method a mounted assigner answers: what
+// the assigner says (access.Classifier), else an invocation.
+func mountedOp(m jsonrpc.Assigner, name string) access.Op {
+	if c, ok := m.(access.Classifier); ok {
+		return c.AccessOp(name)
 	}
 	return access.OpInvoke
 }

@@ -40,7 +40,7 @@ func (h *Host) Assign(ctx context.Context, name string) jsonrpc.Handler {
 	}
 	for _, m := range t.mounts {
 		if hd := m.Assign(ctx, name); hd != nil {
-			return h.gate(mountedOp(name), h.guard(hd))
+			return h.gate(mountedOp(m, name), h.guard(hd))
 		}
 	}
 	return nil
