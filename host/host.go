@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
@@ -88,8 +90,17 @@ type Config struct {
 	// policy, safety, output-schema strictness, result windows.
 	CHP boundary.Config
 	// CHPHTTP configures the CHP HTTP binding (API keys). Default:
-	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS).
+	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS). The
+	// same keys are the credentials of every binding (docs/access.md): the
+	// X-CHP-Key header on HTTP, params._meta.chp_key on any JSON-RPC
+	// binding. A host without keys that serves TCP or HTTP is open to
+	// anonymous callers (the CHP local-first default); one that serves only
+	// its Unix socket answers invocations for its own user alone.
 	CHPHTTP *chphttp.Options
+	// InsecureListen lets a host without keys bind TCP or HTTP beyond
+	// loopback. Without it such a host refuses to start, since anyone who
+	// can reach the address could invoke every capability.
+	InsecureListen bool
 
 	// RequireBTSP makes a family-scoped host (FAMILY_ID set and not
 	// "default") refuse plaintext JSON-RPC on its stream listeners: the
@@ -130,6 +141,7 @@ type Host struct {
 	key     ed25519.PrivateKey
 	ikey    *identity.PrivateKey // the same key, for wire.SignAnnouncement
 	b       *boundary.Boundary
+	acc     *access.Policy
 	store   evidence.Store
 	closers []io.Closer
 	started time.Time
@@ -193,6 +205,9 @@ func New(info Info, cfg *Config) (*Host, error) {
 		stop:    make(chan struct{}),
 	}
 	h.drain.init()
+	if err := h.openAccess(); err != nil {
+		return nil, err
+	}
 	if err := h.openKey(); err != nil {
 		return nil, err
 	}
@@ -240,6 +255,29 @@ func (i Info) validate() error {
 	}
 	return nil
 }
+
+// openAccess builds the access policy every binding passes through: the
+// keys of Config.CHPHTTP (or the environment), open to anonymous callers
+// when there are none and the host opens a TCP or HTTP listener.
+func (h *Host) openAccess() error {
+	if h.cfg.CHPHTTP == nil {
+		o, err := chphttp.OptionsFromEnv()
+		if err != nil {
+			return fmt.Errorf("host: CHP_HOST_API_KEYS: %w", err)
+		}
+		h.cfg.CHPHTTP = o
+	}
+	keyed := len(h.cfg.CHPHTTP.SharedKeys)+len(h.cfg.CHPHTTP.NamedKeys) > 0
+	h.acc = access.NewPolicy(access.Config{
+		Keys: h.cfg.CHPHTTP,
+		Open: !keyed && (h.cfg.TCP != "" || h.cfg.HTTP != ""),
+		UID:  uint32(os.Getuid()),
+	})
+	return nil
+}
+
+// Access returns the host's access policy.
+func (h *Host) Access() *access.Policy { return h.acc }
 
 // openEvidence picks the evidence store: the one given, memory when
 // ephemeral, else the durable log in the state directory.

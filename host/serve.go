@@ -187,6 +187,10 @@ func (h *Host) listen() (*listeners, error) {
 		if err != nil {
 			return fail(fmt.Errorf("host: %w", err))
 		}
+		if err := h.checkExposure("tcp", h.cfg.TCP, tl.Addr()); err != nil {
+			_ = tl.Close()
+			return fail(err)
+		}
 		ls.stream = append(ls.stream, tl)
 		ls.transports = append(ls.transports, wire.TransportTCP)
 		h.addrs.Store("tcp", tl.Addr().String())
@@ -197,6 +201,10 @@ func (h *Host) listen() (*listeners, error) {
 		if err != nil {
 			return fail(fmt.Errorf("host: listen http %s: %w", h.cfg.HTTP, err))
 		}
+		if err := h.checkExposure("http", h.cfg.HTTP, hl.Addr()); err != nil {
+			_ = hl.Close()
+			return fail(err)
+		}
 		ls.http = hl
 		ls.transports = append(ls.transports, wire.TransportHTTP)
 		h.addrs.Store("http", hl.Addr().String())
@@ -205,25 +213,47 @@ func (h *Host) listen() (*listeners, error) {
 	return ls, nil
 }
 
+// checkExposure refuses, loudly, a listener bound beyond loopback on a
+// host without keys, unless Config.InsecureListen says to serve anyway
+// (then it warns).
+func (h *Host) checkExposure(transport, configured string, a net.Addr) error {
+	if h.acc.Keyed() || isLoopback(a) {
+		return nil
+	}
+	if h.cfg.InsecureListen {
+		h.log.Warn("INSECURE: serving beyond loopback without credentials; anyone who can reach this address may invoke every capability and read its evidence",
+			"transport", transport, "addr", configured)
+		return nil
+	}
+	return fmt.Errorf("host: refusing to serve %s on %s: %w: anyone who can reach it could invoke every capability; "+
+		"configure keys (CHP_HOST_API_KEY, CHP_HOST_API_KEYS), bind a loopback address, or set Config.InsecureListen (capmesh server --insecure-listen) to serve it anyway", transport, configured, ErrInsecureListen)
+}
+
+// ErrInsecureListen is what Serve's refusal to bind beyond loopback
+// without keys wraps.
+var ErrInsecureListen = errors.New("reachable beyond loopback and the host has no keys")
+
+// isLoopback reports whether a is bound to a loopback address only (not
+// the unspecified address, which is every interface).
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
 // httpMux serves the JSON-RPC bridge at /jsonrpc, the mounted handlers,
 // and the CHP HTTP binding on every other path.
 func (h *Host) httpMux(srv *jsonrpc.Server) (*http.ServeMux, error) {
-	copts := h.cfg.CHPHTTP
-	if copts == nil {
-		var err error
-		if copts, err = chphttp.OptionsFromEnv(); err != nil {
-			return nil, fmt.Errorf("host: CHP_HOST_API_KEYS: %w", err)
-		}
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/jsonrpc", srv.HTTPHandler())
+	// The bridge passes the access layer like every other binding: a wrong
+	// X-CHP-Key is a 401 here, a missing one an anonymous caller.
+	mux.Handle("/jsonrpc", h.acc.HTTP(srv.HTTPHandler()))
 	h.mu.Lock()
 	mounts := slices.Clone(h.https)
 	h.mu.Unlock()
 	for _, m := range mounts {
 		mux.Handle(m.pattern, m.h)
 	}
-	mux.Handle("/", chphttp.Handler(h.b, copts))
+	mux.Handle("/", chphttp.Handler(h.b, h.cfg.CHPHTTP))
 	return mux, nil
 }
 
