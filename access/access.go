@@ -9,6 +9,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
+	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -17,9 +18,9 @@ import (
 const (
 	// CodeUnauthenticated: no credential, or a wrong one, where one is
 	// required (HTTP: 401).
-	CodeUnauthenticated jsonrpc.Code = -32001
+	CodeUnauthenticated jsonrpc.Code = errcatalog.Unauthorized
 	// CodeForbidden: the caller is known but may not do this.
-	CodeForbidden jsonrpc.Code = -32003
+	CodeForbidden jsonrpc.Code = errcatalog.Forbidden
 )
 
 // Kind is how a caller was established.
