@@ -31,11 +31,12 @@ const (
 	Anonymous Kind = iota // a network caller without a credential
 	OtherUser             // a Unix peer of another uid
 	SharedKey             // a caller that presented a shared key
+	Family                // a peer that proved the family seed in a BTSP handshake
 	NamedKey              // a caller that presented a named key
 	SameUser              // this process, or a Unix peer of the host's uid
 )
 
-var kindNames = [...]string{"anonymous", "other_user", "shared_key", "named_key", "same_user"}
+var kindNames = [...]string{"anonymous", "other_user", "shared_key", "family", "named_key", "same_user"}
 
 // String returns the kind's wire name (the attestation's "kind").
 func (k Kind) String() string {
@@ -57,7 +58,7 @@ func kindOf(s string) (Kind, bool) {
 // Principal is who a caller is, as a binding established it.
 type Principal struct {
 	Kind Kind
-	// Name is a named key's name.
+	// Name is a named key's name, or the family a Family peer proved.
 	Name string
 	// UID is a Unix peer's uid (HasUID), as the kernel reported it to this
 	// process or to the node that routed the call.
@@ -79,7 +80,7 @@ type Principal struct {
 // Unix peer's uid or a named key. Only a verified principal binds the
 // evidence subject; every other subject is recorded as a claim.
 func (p Principal) Verified() bool {
-	return p.Kind == NamedKey || ((p.Kind == SameUser || p.Kind == OtherUser) && p.HasUID)
+	return p.Kind == NamedKey || (p.Kind == Family && p.Name != "") || ((p.Kind == SameUser || p.Kind == OtherUser) && p.HasUID)
 }
 
 // Authenticated reports whether the caller is one a closed host serves:
@@ -97,6 +98,8 @@ func (p Principal) Caller() *boundary.Caller {
 	switch {
 	case p.Kind == NamedKey:
 		return boundary.NewCaller(p.Name, "api_key", p.Scope)
+	case p.Kind == Family && p.Name != "":
+		return familyCaller(p.Name)
 	case p.Verified():
 		return uidCaller(p.UID)
 	case p.Kind == SharedKey:
@@ -109,7 +112,18 @@ var (
 	sharedCaller    = &boundary.Caller{ID: "shared_key", Type: "shared_key", Claimed: true}
 	anonymousCaller = &boundary.Caller{ID: "anonymous", Type: "anonymous", Claimed: true}
 	uidCallers      sync.Map // uid → *boundary.Caller (a host sees few)
+	familyCallers   sync.Map // family → *boundary.Caller
 )
+
+// familyCaller is the verified subject of a BTSP peer: the family it
+// proved, "family:<FAMILY_ID>", of type btsp_family.
+func familyCaller(family string) *boundary.Caller {
+	if c, ok := familyCallers.Load(family); ok {
+		return c.(*boundary.Caller)
+	}
+	c, _ := familyCallers.LoadOrStore(family, boundary.NewCaller("family:"+family, "btsp_family", nil))
+	return c.(*boundary.Caller)
+}
 
 func uidCaller(uid uint32) *boundary.Caller {
 	if c, ok := uidCallers.Load(uid); ok {
@@ -321,7 +335,13 @@ func peerPrincipal(ctx context.Context, uid uint32) Principal {
 		if peer.UID == uid {
 			k = SameUser
 		}
+		if k == OtherUser && peer.Family != "" {
+			// Another user who proved the family seed: a family member.
+			return Principal{Kind: Family, Name: peer.Family, UID: peer.UID, HasUID: true, Door: "unix"}
+		}
 		return Principal{Kind: k, UID: peer.UID, HasUID: true, Door: "unix"}
+	case peer.Family != "":
+		return Principal{Kind: Family, Name: peer.Family, Door: peer.Transport}
 	case peer.Transport == "pipe":
 		return Principal{Kind: SameUser, Door: "pipe"}
 	}

@@ -143,6 +143,12 @@ func (p *Policy) fromAttestation(a *attestation) Principal {
 			return pr
 		}
 		pr.Kind, pr.Name, pr.Scope = NamedKey, a.ID, a.Scope
+	case Family:
+		if a.ID == "" {
+			pr.Kind = Anonymous
+			return pr
+		}
+		pr.Kind, pr.Name = Family, a.ID
 	default:
 		pr.Kind = k
 	}
@@ -184,8 +190,11 @@ func Forward(ctx context.Context, params json.RawMessage, via string) (json.RawM
 	if pr.HasUID {
 		a.UID = &pr.UID
 	}
-	if pr.Kind == NamedKey {
+	switch pr.Kind {
+	case NamedKey:
 		a.ID, a.Scope = pr.Name, pr.Scope
+	case Family:
+		a.ID = pr.Name
 	}
 	if pr.Kind == SameUser && !pr.HasUID {
 		// The node's own process: its uid.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/access"
+	"github.com/capmesh/capmesh/btsp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
@@ -23,7 +24,6 @@ import (
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
 	"github.com/capmesh/capmesh/jsonrpc"
-	"github.com/capmesh/capmesh/wire"
 )
 
 // Info is what a host says about itself: the identity.get result and the
@@ -102,12 +102,19 @@ type Config struct {
 	// can reach the address could invoke every capability.
 	InsecureListen bool
 
-	// RequireBTSP makes a family-scoped host (FAMILY_ID set and not
-	// "default") refuse plaintext JSON-RPC on its stream listeners: the
-	// first message of a connection is answered with the Capability Wire
-	// Standard's -32600 "BTSP handshake required" error and the
-	// connection closed (TS-01). transport_security says so. It has no
-	// effect in standalone mode.
+	// BTSP is the family-scoped secure transport of the stream listeners
+	// (docs/btsp.md). Nil: on a family-scoped host (FAMILY_ID set and not
+	// "default") it is read from FAMILY_ID and FAMILY_SEED; a standalone
+	// host serves cleartext. With BTSP, a connection must complete the
+	// handshake, except for the discovery and health methods served in
+	// cleartext (btsp.DefaultCleartext); any other cleartext request is
+	// answered with the Capability Wire Standard's -32600 "BTSP handshake
+	// required" error and the connection closed (TS-01).
+	// transport_security says which.
+	BTSP *btsp.Config
+
+	// RequireBTSP makes a family-scoped host without a family seed an
+	// error instead of a host that serves cleartext (with a warning).
 	RequireBTSP bool
 
 	// NoAnnounce skips registration with a node.
@@ -120,7 +127,7 @@ type Config struct {
 	Network string
 
 	// RPC tunes the JSON-RPC server (frame size, connection limits,
-	// timeouts). ConnGate is set by the host when RequireBTSP applies.
+	// timeouts).
 	RPC jsonrpc.ServerOptions
 	// DrainTimeout bounds how long a stopping host waits for the calls in
 	// flight. Default 10 s.
@@ -142,6 +149,7 @@ type Host struct {
 	ikey    *identity.PrivateKey // the same key, for wire.SignAnnouncement
 	b       *boundary.Boundary
 	acc     *access.Policy
+	btsp    *btsp.Config // nil: cleartext stream listeners
 	store   evidence.Store
 	closers []io.Closer
 	started time.Time
@@ -189,15 +197,23 @@ func New(info Info, cfg *Config) (*Host, error) {
 	if c.RequireBTSP && c.HTTP != "" && endpoint.FamilyID() != "" {
 		return nil, errors.New("host: Config.RequireBTSP on a family-scoped host cannot serve cleartext HTTP; drop Config.HTTP")
 	}
+	secureCfg, btspWarn, err := resolveBTSP(&c)
+	if err != nil {
+		return nil, err
+	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if btspWarn != "" {
+		c.Logger.Warn(btspWarn, "family", endpoint.FamilyID())
+	}
 	h := &Host{
 		info:    info,
 		cfg:     c,
+		btsp:    secureCfg,
 		log:     c.Logger,
 		caps:    map[string]*method{},
 		started: time.Now(),
@@ -351,23 +367,4 @@ func (h *Host) closeAll() error {
 	}
 	h.closers = nil
 	return errors.Join(errs...)
-}
-
-// transportSecurity is what the host advertises under transport_security:
-// the truth about its listeners.
-func (h *Host) transportSecurity() *wire.TransportSecurity {
-	if h.btspEnforced() {
-		return &wire.TransportSecurity{
-			BTSPRequired:        true,
-			BTSPVersion:         btspVersion,
-			BTSPServerAvailable: false,
-			CleartextAvailable:  false,
-			Note:                "Family-scoped socket: BTSP handshake required before JSON-RPC.",
-		}
-	}
-	return &wire.TransportSecurity{
-		BTSPRequired:        false,
-		BTSPServerAvailable: false,
-		CleartextAvailable:  true,
-	}
 }

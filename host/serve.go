@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/capmesh/capmesh/btsp"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -72,8 +73,7 @@ func (h *Host) Serve(ctx context.Context) error {
 	opts := h.cfg.RPC
 	opts.Logger = h.log
 	if h.btspEnforced() {
-		opts.ConnGate = btspGate
-		h.log.Info("BTSP required on this family-scoped host: plaintext JSON-RPC connections are refused (TS-01)", "family", endpoint.FamilyID())
+		h.log.Info("BTSP required on the stream listeners: cleartext serves discovery and health only (TS-01)", "family", h.btsp.FamilyID)
 	}
 	srv := jsonrpc.NewServer(h, &opts)
 	var hs *http.Server
@@ -149,6 +149,16 @@ type listeners struct {
 	transports []string // wire names, in the standard's order: uds, tcp, http
 }
 
+// secure wraps a stream listener in BTSP when the host speaks it: each
+// connection's handshake then runs in its own goroutine, in the JSON-RPC
+// server, before its first message.
+func (h *Host) secure(l net.Listener) net.Listener {
+	if h.btsp == nil {
+		return l
+	}
+	return btsp.Listener(l, h.btsp)
+}
+
 func (h *Host) listen() (*listeners, error) {
 	ls := &listeners{}
 	fail := func(err error) (*listeners, error) {
@@ -177,7 +187,7 @@ func (h *Host) listen() (*listeners, error) {
 		if err != nil {
 			return fail(fmt.Errorf("host: %w", err))
 		}
-		ls.stream = append(ls.stream, ul)
+		ls.stream = append(ls.stream, h.secure(ul))
 		ls.transports = append(ls.transports, wire.TransportUDS)
 		h.addrs.Store("unix", ul.Path())
 		h.log.Info("listening", "transport", "unix", "socket", ul.Path(), "domain_link", ul.DomainLink())
@@ -191,7 +201,7 @@ func (h *Host) listen() (*listeners, error) {
 			_ = tl.Close()
 			return fail(err)
 		}
-		ls.stream = append(ls.stream, tl)
+		ls.stream = append(ls.stream, h.secure(tl))
 		ls.transports = append(ls.transports, wire.TransportTCP)
 		h.addrs.Store("tcp", tl.Addr().String())
 		h.log.Info("listening", "transport", "tcp", "addr", tl.Addr().String())
