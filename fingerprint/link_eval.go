@@ -249,3 +249,7 @@ func (r *Runtime) ToolHashes() ([]RuntimeToolHash, error) {
 	}
 	return out, nil
 }
+
+// DecodeToolRefs reads a JSON array of {toolKey, toolHash} (a link's
+// toolRefs).
+func DecodeToolRefs(v canonical.Value) ([]ToolRef, error) { return decodeToolRefs(v, "$") }
