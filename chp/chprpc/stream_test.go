@@ -119,3 +119,19 @@ func TestRPCStream(t *testing.T) {
 		t.Fatalf("denied stream: %+v %+v", got, res)
 	}
 }
+
+// TestRPCStreamWithoutNotifier: a streaming chp.invoke that arrived where
+// no notification can be sent (the HTTP bridge) runs as in sync mode and
+// answers the terminal result.
+func TestRPCStreamWithoutNotifier(t *testing.T) {
+	b := fixtureBoundary(t, evidence.NewMemory())
+	out, err := Handlers(b)["chp.invoke"].Handle(context.Background(), &jsonrpc.Request{ID: json.RawMessage("1"), Method: "chp.invoke",
+		Params: json.RawMessage(`{"capability_id":"conformance.stream","mode":"stream"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, ok := out.(*chp.InvocationResult)
+	if !ok || res.Outcome != chp.OutcomeSuccess || string(res.Data) != `{"chunks":3,"joined":"s1s2s3"}` {
+		t.Fatalf("answer %#v", out)
+	}
+}
