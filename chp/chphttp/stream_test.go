@@ -218,7 +218,8 @@ func TestStreamPreStreamStaysJSON(t *testing.T) {
 // TestStreamReplayAndResume: a retried streaming invocation_id re-streams
 // the recorded chunks with replayed:true and appends no evidence; a
 // Last-Event-ID reconnect gets only the later chunks, with their absolute
-// ids; a resume past the last chunk is the replayed result as JSON.
+// ids; a Last-Event-ID that is not a chunk id streams from the start; a
+// resume past the last chunk is the replayed result as JSON.
 func TestStreamReplayAndResume(t *testing.T) {
 	store := evidence.NewMemory()
 	srv := httptest.NewServer(chphttp.Handler(fixtureBoundary(t, store), nil))
@@ -240,6 +241,10 @@ func TestStreamReplayAndResume(t *testing.T) {
 	later, ids, res3, rid := splitStream(t, raw)
 	if strs(later) != `"s2""s3"` || strings.Join(ids, ",") != "1,2" || rid != "3" || !res3.Replayed {
 		t.Fatalf("resume after 0: chunks %s ids %v result id %s", strs(later), ids, rid)
+	}
+	_, raw = streamCall(t, srv.URL, body, "not-a-number")
+	if all, _, _, _ := splitStream(t, raw); strs(all) != strs(first) {
+		t.Fatalf("a garbage Last-Event-ID did not stream from the start: %s", strs(all))
 	}
 	ctype, raw := streamCall(t, srv.URL, body, "2")
 	if ctype != "application/json" || !strings.Contains(string(raw), `"replayed":true`) {
