@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/capmesh/capmesh/chp"
@@ -382,4 +384,48 @@ func testKey(t *testing.T) ed25519.PrivateKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// failingStore fails every Append once fail is set.
+type failingStore struct {
+	evidence.Store
+	fail atomic.Bool
+}
+
+func (s *failingStore) Append(ctx context.Context, batch ...evidence.Pending) ([]evidence.Record, error) {
+	if s.fail.Load() {
+		return nil, errors.New("disk full")
+	}
+	return s.Store.Append(ctx, batch...)
+}
+
+// TestStreamEvidenceFailureAfterOpen: when the completion cannot be
+// recorded after chunks were streamed, the stream ends with an error frame
+// and no result frame — the client never sees the invocation as answered.
+func TestStreamEvidenceFailureAfterOpen(t *testing.T) {
+	store := &failingStore{Store: evidence.NewMemory()}
+	b, err := boundary.New(boundary.Config{HostID: "h", Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Register(boundary.Capability{
+		Descriptor: chp.CapabilityDescriptor{ID: "s.lost", Version: "1", Description: "x", Modes: []string{"stream"}},
+		Stream: func(_ context.Context, _ json.RawMessage, send func(json.RawMessage) error) (json.RawMessage, error) {
+			if err := send(json.RawMessage(`"c"`)); err != nil {
+				return nil, err
+			}
+			store.fail.Store(true)
+			return nil, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(chphttp.Handler(b, nil))
+	defer srv.Close()
+	ctype, raw := streamCall(t, srv.URL, `{"capability_id":"s.lost","mode":"stream"}`, "")
+	frames := readFrames(t, bytes.NewReader(raw))
+	if ctype != "text/event-stream" || len(frames) != 2 || frames[0].event != "chunk" || frames[1].event != "error" ||
+		!strings.Contains(string(frames[1].data), "evidence_unavailable") {
+		t.Fatalf("%s: %s", ctype, raw)
+	}
 }
