@@ -34,6 +34,11 @@
 //	        ├─ chp.describe|invoke|replay|verify|export (the CHP binding)
 //	        └─ raw handlers (Handle) and mounted assigners (Mount)
 //
+// A streaming capability (RegisterStream) sends chunks through a *Stream
+// before its result: a chp.invoke with mode "stream" receives them as
+// chp.chunk notifications (SSE chunk frames on the HTTP binding), a sync
+// call only the result (docs/chp-jsonrpc-binding.md "Streaming").
+//
 // # What is advertised
 //
 // Everything capabilities.list says is derived from the registration

@@ -24,6 +24,11 @@
 // Governance denials, skips and handler failures are results with evidence,
 // never errors; Invoke fails only when evidence could not be recorded.
 //
+// Streaming (stream.go): InvokeStream runs the same pipeline with a
+// ChunkSink; a capability's StreamHandler sends chunk deltas, which are
+// digested (chp-chunk-seq-v1) into execution_completed and recorded for
+// replay and Last-Event-ID resume.
+//
 // Proof: Replay reads a correlation in sequence order, Verify recomputes its
 // chain (chp.VerifyChain), Export builds a bundle — signed with the host key
 // when configured — that chp.VerifyBundle and the upstream verifiers check

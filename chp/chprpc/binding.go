@@ -49,6 +49,9 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 			if c := rpcCaller(ctx); c != nil {
 				ctx = boundary.WithCaller(ctx, c)
 			}
+			if env.Mode == "stream" {
+				return invokeStream(ctx, b, req, env)
+			}
 			res, err := b.Invoke(ctx, env)
 			if err != nil {
 				return nil, evidenceError(err)
