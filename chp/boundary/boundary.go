@@ -37,6 +37,10 @@ type Handler func(ctx context.Context, payload json.RawMessage) (json.RawMessage
 type Capability struct {
 	Descriptor chp.CapabilityDescriptor
 	Handler    Handler
+	// Stream, when set, streams the capability's answer in mode "stream"
+	// (InvokeStream); Handler may then be nil, and sync mode runs Stream,
+	// answering its terminal data. Declare "stream" in Descriptor.Modes.
+	Stream StreamHandler
 	// Disabled capabilities are registered but skipped (pipeline gate 3).
 	Disabled bool
 }
@@ -116,12 +120,14 @@ type Boundary struct {
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
 	mandates mandateState // gate 5: revocations held, uses counted
+	streams  streamCache  // recorded chunks of streamed invocations
 }
 
 type registered struct {
 	desc     chp.CapabilityDescriptor
 	uri      string // desc.URI(), computed once
 	handler  Handler
+	stream   StreamHandler
 	enabled  atomic.Bool
 	input    *schema.Payload
 	output   *schema.Payload
@@ -227,6 +233,9 @@ func (b *Boundary) Register(c Capability) error {
 	if strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Version) == "" {
 		return errors.New("boundary: capability id and version are required")
 	}
+	if c.Handler == nil && c.Stream != nil {
+		c.Handler = collect(c.Stream)
+	}
 	if c.Handler == nil {
 		return fmt.Errorf("boundary: capability %s has no handler", d.URI())
 	}
@@ -272,7 +281,7 @@ func (b *Boundary) Register(c Capability) error {
 	if d.Metadata, err = withoutMember(d.Metadata, chp.EnabledKey); err != nil {
 		return fmt.Errorf("boundary: capability %s: metadata: %w", d.URI(), err)
 	}
-	r := &registered{desc: d, uri: d.URI(), handler: c.Handler}
+	r := &registered{desc: d, uri: d.URI(), handler: c.Handler, stream: c.Stream}
 	r.enabled.Store(!disabled)
 	if r.input, err = schema.CompilePayload(schema.PayloadURL(d.ID, d.Version, "input"), d.InputSchema); err != nil {
 		return fmt.Errorf("boundary: capability %s: input_schema: %w", d.URI(), err)

@@ -29,6 +29,11 @@
 // mandate revocations it honours arrive through AcceptRevocation and live
 // in memory or a sidecar file (revocations.go), never in the evidence store.
 //
+// Streaming (stream.go): InvokeStream runs the same pipeline with a
+// ChunkSink; a capability's StreamHandler sends chunk deltas, which are
+// digested (chp-chunk-seq-v1) into execution_completed and recorded for
+// replay and Last-Event-ID resume.
+//
 // Proof: Replay reads a correlation in sequence order, Verify recomputes its
 // chain (chp.VerifyChain), Export builds a bundle — signed with the host key
 // when configured — that chp.VerifyBundle and the upstream verifiers check

@@ -268,17 +268,12 @@ func (h *binding) invoke(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "invalid_envelope", err.Error())
 		return
 	}
+	if env.Mode == "stream" {
+		h.invokeStream(w, r, env)
+		return
+	}
 	res, err := h.b.Invoke(r.Context(), env)
-	if errors.Is(err, chp.ErrBadEnvelope) {
-		httpError(w, http.StatusBadRequest, "invalid_envelope", err.Error())
-		return
-	}
-	if err != nil {
-		h.b.Logger().Error("invocation could not be recorded", "invocation_id", env.InvocationID, "err", err)
-		httpError(w, http.StatusInternalServerError, "evidence_unavailable", "evidence could not be recorded; the invocation was not answered")
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	h.answerInvoke(w, env, res, err)
 }
 
 func (h *binding) replay(w http.ResponseWriter, r *http.Request, q chp.ReplayQuery) {
