@@ -393,3 +393,24 @@ func TestMandateSurvivesReencoding(t *testing.T) {
 		t.Fatalf("re-encoded chain: %s", r.Reason)
 	}
 }
+
+// BenchmarkVerifyMandate: parse and verify a single-hop mandate and a
+// one-link chain, as gate 5 does per invocation.
+func BenchmarkVerifyMandate(b *testing.B) {
+	single := signed(b, grant(), mandateKey(b, 1), nil)
+	_, sub := chain(b, leafGrant())
+	for name, raw := range map[string][]byte{"single": single, "chain": sub} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := ParseMandate(raw)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !VerifyMandate(m, MandateVerifyOptions{At: mandateNow}).Valid {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}
