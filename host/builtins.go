@@ -24,6 +24,7 @@ var builtinNames = func() map[string]bool {
 		wire.MethodHealthLiveness: true, wire.MethodHealthReadiness: true, wire.MethodHealthCheck: true,
 		MethodHealthDrain: true,
 		"chp.describe":    true, "chp.invoke": true, "chp.replay": true, "chp.verify": true, "chp.export": true,
+		"chp.revocations": true, "chp.revoke": true,
 	}
 	for _, a := range wire.CapabilitiesListAliases {
 		m[a] = true

@@ -86,8 +86,9 @@ type Config struct {
 	// <DataDir>/evidence/<name>, or memory when Ephemeral.
 	Evidence evidence.Store
 	// CHP configures the boundary beyond what the host sets itself
-	// (HostID, HostVersion, Store, Key, Logger are filled in when empty):
-	// policy, safety, output-schema strictness, result windows.
+	// (HostID, HostVersion, Store, Key, Logger are filled in when empty;
+	// RevocationsFile and MandateUsesFile too, in <DataDir>/mandates unless
+	// Ephemeral): policy, safety, output-schema strictness, result windows.
 	CHP boundary.Config
 	// CHPHTTP configures the CHP HTTP binding (API keys). Default:
 	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS). The
@@ -247,6 +248,21 @@ func New(info Info, cfg *Config) (*Host, error) {
 	}
 	if bc.Logger == nil {
 		bc.Logger = h.log
+	}
+	if !c.Ephemeral && (bc.RevocationsFile == "" || bc.MandateUsesFile == "") {
+		// Accepted mandate revocations and the uses of capped mandates
+		// outlive a restart, beside (never inside) the evidence.
+		dir, err := xdg.SubDir(c.DataDir, "mandates")
+		if err != nil {
+			h.closeAll()
+			return nil, fmt.Errorf("host: mandates: %w", err)
+		}
+		if bc.RevocationsFile == "" {
+			bc.RevocationsFile = filepath.Join(dir, info.Name+".revocations.jsonl")
+		}
+		if bc.MandateUsesFile == "" {
+			bc.MandateUsesFile = filepath.Join(dir, info.Name+".uses.jsonl")
+		}
 	}
 	b, err := boundary.New(bc)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -223,12 +224,12 @@ func TestEnvelopeIsDerivedFromTheTable(t *testing.T) {
 	want := wire.CapabilitiesList{
 		Primal:  "kvtest",
 		Version: "1.2.3",
-		Methods: []string{"capabilities.list", "capability.list", "chp.describe", "chp.export", "chp.invoke", "chp.replay", "chp.verify",
+		Methods: []string{"capabilities.list", "capability.list", "chp.describe", "chp.export", "chp.invoke", "chp.replay", "chp.revocations", "chp.revoke", "chp.verify",
 			"health.check", "health.drain", "health.liveness", "health.readiness", "identity.get", "kv.delete", "kv.get", "kv.put", "primal.capabilities"},
 		ProvidedCapabilities: []wire.ProvidedCapability{
 			{Type: "capabilities", Methods: []string{"list"}},
 			{Type: "capability", Methods: []string{"list"}},
-			{Type: "chp", Methods: []string{"describe", "export", "invoke", "replay", "verify"}},
+			{Type: "chp", Methods: []string{"describe", "export", "invoke", "replay", "revocations", "revoke", "verify"}},
 			{Type: "health", Methods: []string{"check", "drain", "liveness", "readiness"}},
 			{Type: "identity", Methods: []string{"get"}},
 			{Type: "kv", Methods: []string{"delete", "get", "put"}, Description: "a key-value store"},
@@ -522,9 +523,27 @@ func TestDurableStateInDataDir(t *testing.T) {
 	must(t, host.Register(h, "echo.say", func(_ context.Context, in getIn) (string, error) { return in.Key, nil }))
 	c := h.LocalClient(context.Background())
 	must(t, c.Call(context.Background(), "echo.say", map[string]any{"key": "x", "_meta": map[string]any{"correlation_id": "c1"}}, nil))
+	rev, err := chp.SignMandateRevocation("principal", "mnd_1", "2026-01-01T00:00:00Z", "", ed25519.NewKeyFromSeed(make([]byte, 32)))
+	must(t, err)
+	must(t, c.Call(context.Background(), "chp.revoke", json.RawMessage(rev), nil))
+	// A one-use mandate, spent before the restart.
+	now := time.Now().UTC()
+	once, err := chp.SignMandate(chp.MandateGrant{PrincipalID: "principal", DelegateID: "anyone", Scope: []string{"echo.say"},
+		ValidFrom: chp.FormatTime(now.Add(-time.Minute)), ValidUntil: chp.FormatTime(now.Add(time.Hour)),
+		CreatedAt: chp.FormatTime(now.Add(-time.Minute)), MaxInvocations: 1}, ed25519.NewKeyFromSeed(make([]byte, 32)), nil)
+	must(t, err)
+	mandated := func(b *boundary.Boundary) *chp.InvocationResult {
+		res, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "echo.say",
+			Payload: json.RawMessage(`{"key":"x"}`), Mandate: once})
+		must(t, err)
+		return res
+	}
+	if res := mandated(h.Boundary()); res.Outcome != chp.OutcomeSuccess {
+		t.Fatalf("mandated call: %+v", res.Denial)
+	}
 	c.Close()
 	must(t, h.Close())
-	for _, p := range []string{"keys/durable.pem", "evidence/durable/evidence.log"} {
+	for _, p := range []string{"keys/durable.pem", "evidence/durable/evidence.log", "mandates/durable.revocations.jsonl"} {
 		fi, err := os.Stat(filepath.Join(dir, p))
 		if err != nil {
 			t.Fatal(err)
@@ -544,6 +563,13 @@ func TestDurableStateInDataDir(t *testing.T) {
 	must(t, err)
 	if rep.EventCount != 2 {
 		t.Errorf("replayed %d events after restart, want 2", rep.EventCount)
+	}
+	if n := len(h2.Boundary().Revocations().Mandates); n != 1 {
+		t.Errorf("%d mandate revocations after restart, want 1", n)
+	}
+	must(t, host.Register(h2, "echo.say", func(_ context.Context, in getIn) (string, error) { return in.Key, nil }))
+	if res := mandated(h2.Boundary()); res.Denial == nil || res.Denial.Code != chp.CodeMandateExhausted {
+		t.Errorf("a spent mandate after restart: %+v", res)
 	}
 }
 

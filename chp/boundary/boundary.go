@@ -87,6 +87,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// RevocationsFile, when set, keeps the mandate revocations the host
+	// accepts (AcceptRevocation) in this file, outside the evidence store,
+	// and reloads them in New. "" keeps them in memory.
+	RevocationsFile string
+	// MandateUsesFile, when set, keeps the uses counted against capped
+	// mandates (max_invocations) in this file, so a restart does not reset
+	// them. "" counts in memory.
+	MandateUsesFile string
 }
 
 // Boundary is the CHP capability boundary: every invocation passes through
@@ -111,7 +119,8 @@ type Boundary struct {
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
-	streams  streamCache // recorded chunks of streamed invocations
+	mandates mandateState // gate 5: revocations held, uses counted
+	streams  streamCache  // recorded chunks of streamed invocations
 }
 
 type registered struct {
@@ -189,6 +198,16 @@ func New(cfg Config) (*Boundary, error) {
 		}
 		if n > 0 {
 			b.log.Debug("idempotent-replay cache refilled from the evidence store", "results", n, "store", cfg.Store.Name())
+		}
+	}
+	if cfg.RevocationsFile != "" {
+		if err := b.loadRevocations(cfg.RevocationsFile); err != nil {
+			return nil, fmt.Errorf("boundary: loading mandate revocations: %w", err)
+		}
+	}
+	if cfg.MandateUsesFile != "" {
+		if err := b.loadUses(cfg.MandateUsesFile, cfg.Now()); err != nil {
+			return nil, fmt.Errorf("boundary: loading mandate uses: %w", err)
 		}
 	}
 	if cfg.Key != nil {

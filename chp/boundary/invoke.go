@@ -256,11 +256,15 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*chp.Invocati
 			fmt.Sprintf("Capability %s does not support mode %s", d.URI(), env.Mode),
 			map[string]any{"requested": env.Mode, "supported": toAny(d.Modes)}))
 	}
-	// Gate 5: mandate. capmesh does not verify mandates yet, so a presented
-	// mandate is never trusted: it fails closed.
+	// Gate 5: mandate (mandates.go); a valid one rebinds the subject.
 	if !isNull(env.Mandate) {
-		return b.finishDenied(ctx, inv, b.denial(chp.CodeMandateInvalid,
-			"this host does not accept delegated mandates", map[string]any{"checks": map[string]any{"supported": false}}))
+		deny, err := b.mandateGate(inv)
+		if err != nil {
+			return nil, err
+		}
+		if deny != nil {
+			return b.finishDenied(ctx, inv, deny)
+		}
 	}
 	// Gate 6: policy.
 	if p := b.cfg.Policy; p != nil {

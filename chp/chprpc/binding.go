@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"sync"
@@ -30,11 +31,11 @@ const (
 )
 
 // Handlers returns the JSON-RPC binding of b: chp.describe, chp.invoke,
-// chp.replay, chp.verify and chp.export, carrying exactly the objects of the
-// HTTP binding. On a Unix socket with peer credentials the caller is bound
+// chp.replay, chp.verify, chp.export, chp.revocations and chp.revoke,
+// carrying exactly the objects of the HTTP binding. On a Unix socket with peer credentials the caller is bound
 // as the verified subject ("uid:<n>", type "unix_peer").
 func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
-	return map[string]jsonrpc.Handler{
+	m := map[string]jsonrpc.Handler{
 		"chp.describe": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
 			return b.Describe(), nil
 		}),
@@ -101,6 +102,8 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 			return bundle, nil
 		}),
 	}
+	maps.Copy(m, revocationHandlers(b))
+	return m
 }
 
 func correlationParam(req *jsonrpc.Request) (string, error) {
