@@ -29,6 +29,10 @@ type Query struct {
 	// routes the method to a provider) instead of asking it for the
 	// provider's endpoint. Songbird does not route; it is always asked.
 	Route bool
+	// RouterFirst moves the registry step right after the environment, so
+	// that a running node stays the default route (capmesh call); the
+	// filesystem steps then serve when no registry runs.
+	RouterFirst bool
 	// ProbeTimeout bounds each connection attempt. Default 2 s.
 	ProbeTimeout time.Duration
 }
@@ -112,7 +116,11 @@ func Discover(ctx context.Context, q Query) (jsonrpc.Caller, Found, error) {
 		return nil, Found{}, err
 	}
 	d.dir = dir
-	for _, step := range []func(context.Context) (jsonrpc.Caller, Found, bool){d.env, d.names, d.scan, d.registry, d.tcp} {
+	steps := []func(context.Context) (jsonrpc.Caller, Found, bool){d.env, d.names, d.scan, d.registry, d.tcp}
+	if q.RouterFirst {
+		steps = []func(context.Context) (jsonrpc.Caller, Found, bool){d.env, d.registry, d.names, d.scan, d.tcp}
+	}
+	for _, step := range steps {
 		if c, f, ok := step(ctx); ok {
 			return c, f, nil
 		}

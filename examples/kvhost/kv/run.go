@@ -106,20 +106,20 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // signerAt returns how kv.seal reaches crypto.sign_ed25519: the given
-// address, else the node (given, or capmesh.sock in the biomeos directory).
+// address (-signer, else -node), or else the discovery order of the IPC
+// protocol ($CRYPTO_SOCKET, the crypto domain symlink, the socket
+// directory, the registry — a capmesh node routes the call —, $CRYPTO_TCP),
+// so that sealing works with no node running.
 func signerAt(addr, node string) Signer {
 	return func(ctx context.Context) (jsonrpc.Caller, error) {
 		a := addr
 		if a == "" {
 			a = node
 		}
-		if a == "" {
-			p, err := endpoint.SocketPath("capmesh")
-			if err != nil {
-				return nil, err
-			}
-			a = "unix://" + p
+		if a != "" {
+			return endpoint.Dial(ctx, a)
 		}
-		return endpoint.Dial(ctx, a)
+		c, _, err := endpoint.Discover(ctx, endpoint.Query{Method: "crypto.sign_ed25519", Route: true})
+		return c, err
 	}
 }
