@@ -423,8 +423,9 @@ func errOr(err error, s string) any {
 }
 
 // EndpointOf reads the endpoint of a provider record in any form a
-// registry sends: "endpoint" as a string or as a tagged object
-// ({"type":"unix","path":…}, {"UnixSocket":{"path":…}}, {"unix":"/p"},
+// registry sends: "endpoint" as a string or as a tagged object (Songbird's
+// {"transport":"uds","path":…} and {"transport":"tcp","host":…,"port":…},
+// {"type":"unix","path":…}, {"UnixSocket":{"path":…}}, {"unix":"/p"},
 // {"type":"tcp","host":…,"port":…}, {"Tcp":{"host":…,"port":…}}), then
 // "socket_path", "socket", "native_endpoint". It returns "" when there is
 // none.
@@ -456,9 +457,11 @@ func endpointValue(v json.RawMessage) string {
 		return ""
 	}
 	var kind string
-	if t, ok := obj["type"]; ok {
-		_ = json.Unmarshal(t, &kind)
-		return tagged(strings.ToLower(kind), v)
+	for _, tag := range []string{"transport", "type"} {
+		if t, ok := obj[tag]; ok {
+			_ = json.Unmarshal(t, &kind)
+			return tagged(strings.ToLower(kind), v)
+		}
 	}
 	if len(obj) == 1 {
 		for k, inner := range obj {

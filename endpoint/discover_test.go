@@ -222,6 +222,9 @@ func TestDiscoverNotFound(t *testing.T) {
 
 func TestEndpointOf(t *testing.T) {
 	cases := map[string]string{
+		`{"endpoint":{"transport":"uds","path":"/run/x.sock"}}`:            "unix:///run/x.sock",
+		`{"endpoint":{"transport":"tcp","host":"10.0.0.1","port":7700}}`:   "tcp://10.0.0.1:7700",
+		`{"endpoint":{"transport":"mesh_relay","peer_id":"g"}}`:            "",
 		`{"endpoint":"/run/x.sock"}`:                                       "/run/x.sock",
 		`{"endpoint":"unix:///run/x.sock"}`:                                "unix:///run/x.sock",
 		`{"endpoint":{"type":"unix","path":"/run/x.sock"}}`:                "unix:///run/x.sock",

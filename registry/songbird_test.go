@@ -1,0 +1,115 @@
+package registry_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry"
+)
+
+// TestSongbirdRegisterShapes: the endpoint forms ecoPrimals registrants
+// send are accepted — Songbird's tagged object, the socket_path alias, and
+// the IPC standard's own example, whose "/primal/beardog" virtual endpoint
+// stands for beardog's socket in the biomeos directory.
+func TestSongbirdRegisterShapes(t *testing.T) {
+	n := newNode(t, registry.Config{LocalTTL: time.Hour})
+	l, nodeSock := unixListener(t, "node")
+	serve(t, n.RPC(), l)
+	c := dialUnix(t, nodeSock)
+	host := fakeHost(t, "beardog")
+	for _, params := range []map[string]any{
+		{"primal_id": "beardog", "capabilities": []string{"crypto"}, "endpoint": map[string]any{"transport": "uds", "path": host}},
+		{"primal_id": "beardog", "capabilities": []string{"crypto"}, "socket_path": host},
+		{"name": "beardog", "capabilities": []string{"crypto"}, "endpoint": "/primal/beardog", "socket_path": host},
+	} {
+		res := call(t, c, "ipc.register", params)
+		if res["endpoint"] != "unix://"+host {
+			t.Fatalf("register %v: endpoint %v", params, res["endpoint"])
+		}
+		call(t, c, "ipc.unregister", map[string]any{"name": "beardog", "registration_token": res["registration_token"]})
+	}
+
+	// The seed's example verbatim: the socket is inferred.
+	t.Setenv("BIOMEOS_SOCKET_DIR", filepath.Dir(host))
+	t.Setenv("FAMILY_ID", "")
+	seed := map[string]any{"name": "beardog", "endpoint": "/primal/beardog", "capabilities": []string{"crypto", "btsp", "ed25519", "x25519"}, "version": "2.7.0"}
+	if res := call(t, c, "ipc.register", seed); res["endpoint"] != "unix://"+host {
+		t.Fatalf("seed example registered %v", res["endpoint"])
+	}
+
+	// A virtual endpoint naming another primal is refused with what to send.
+	err := c.Call(context.Background(), "ipc.register", map[string]any{"name": "beardog", "endpoint": "/primal/songbird"}, nil)
+	if code, word := rpcCode(err); code != jsonrpc.InvalidParams || word != "invalid_params" || !strings.Contains(err.Error(), `send the socket the primal listens on, as "endpoint": "/run/user/<uid>/biomeos/beardog.sock"`) {
+		t.Fatalf("virtual endpoint of another primal: %v", err)
+	}
+}
+
+// TestSongbirdResultShapes: ipc.resolve and its Songbird alias
+// capability.resolve answer Songbird's ResolveResult (endpoint a tagged
+// transport object, native_endpoint a URI, socket the bare path);
+// ipc.find_capability lists providers as both "providers" and "services";
+// Songbird's aliases of ipc.discover answer.
+func TestSongbirdResultShapes(t *testing.T) {
+	n := newNode(t, registry.Config{LocalTTL: time.Hour})
+	l, nodeSock := unixListener(t, "node")
+	serve(t, n.RPC(), l)
+	c := dialUnix(t, nodeSock)
+	host := fakeHost(t, "beardog")
+	call(t, c, "ipc.register", map[string]any{"primal_id": "beardog", "capabilities": []string{"crypto"}, "endpoint": host})
+	for _, q := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"ipc.resolve", map[string]any{"primal_id": "beardog"}},
+		{"capability.resolve", map[string]any{"capability": "crypto"}},
+	} {
+		res := call(t, c, q.method, q.params)
+		ep, _ := res["endpoint"].(map[string]any)
+		if ep["transport"] != "uds" || ep["path"] != host || res["native_endpoint"] != "unix://"+host || res["socket"] != host || res["virtual_endpoint"] != "/primal/beardog" {
+			t.Fatalf("%s: %v", q.method, res)
+		}
+	}
+	res := call(t, c, "ipc.find_capability", map[string]any{"capability": "crypto"})
+	provs, _ := res["providers"].([]any)
+	svcs, _ := res["services"].([]any)
+	if len(provs) != 1 || len(svcs) != 1 || svcs[0].(map[string]any)["primal_id"] != "beardog" {
+		t.Fatalf("find_capability: %v", res)
+	}
+	for _, m := range []string{"discovery.find_by_capability", "net.discovery.find_by_capability", "discovery.by_capability"} {
+		if got, _ := call(t, c, m, map[string]any{"capability": "crypto"})["providers"].([]any); len(got) != 1 {
+			t.Fatalf("%s found %v", m, got)
+		}
+	}
+}
+
+// TestEcoPrimalsClientScript: an ecoPrimals-style client script
+// (testdata/ecoprimals_client.py) sends the IPC standard's own messages
+// verbatim and registers, discovers and resolves against the node.
+func TestEcoPrimalsClientScript(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	host := fakeHost(t, "beardog")
+	t.Setenv("BIOMEOS_SOCKET_DIR", filepath.Dir(host))
+	t.Setenv("FAMILY_ID", "")
+	n := newNode(t, registry.Config{LocalTTL: time.Hour})
+	l, nodeSock := unixListener(t, "capmesh")
+	serve(t, n.RPC(), l)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "testdata/ecoprimals_client.py", nodeSock, host).CombinedOutput()
+	if err != nil {
+		t.Fatalf("client script: %v\n%s", err, out)
+	}
+	for _, want := range []string{"registered /primal/beardog", "discovered beardog in providers and services", "resolved " + host} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
