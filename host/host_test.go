@@ -1,14 +1,12 @@
 package host_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,7 +242,7 @@ func TestEnvelopeIsDerivedFromTheTable(t *testing.T) {
 		OperationDependencies: map[string][]string{"kv.get": {"kv.put"}, "kv.delete": {"kv.put"}},
 		Protocol:              "jsonrpc-2.0",
 		Transport:             []string{},
-		TransportSecurity:     &wire.TransportSecurity{CleartextAvailable: true},
+		TransportSecurity:     &wire.TransportSecurity{BTSPVersion: "2.0", CleartextAvailable: true},
 	}
 	sa := wire.SignAnnouncement(mustIdentity(t), want.Primal, want.Version, want.Methods)
 	want.SignedAnnouncement = &sa
@@ -421,49 +419,6 @@ func TestHealthShapes(t *testing.T) {
 	must(t, c.Call(ctx, "identity.get", nil, &id))
 	if diff := cmp.Diff(wire.Identity{Primal: "kvtest", Version: "1.2.3", Domain: "kv", License: "MIT"}, id); diff != "" {
 		t.Errorf("identity (-want +got):\n%s", diff)
-	}
-}
-
-// TestBTSPRequiredOnFamilySocket pins TS-01: on a family-scoped socket a
-// host that requires BTSP answers a plaintext first message with exactly
-// the standard's error object, then closes.
-func TestBTSPRequiredOnFamilySocket(t *testing.T) {
-	t.Setenv("FAMILY_ID", "fam42")
-	cfg := socketConfig(t)
-	cfg.RequireBTSP = true
-	h := newKVHost(t, cfg)
-	ts := h.Envelope().TransportSecurity
-	if ts == nil || !ts.BTSPRequired || ts.CleartextAvailable || ts.BTSPVersion != "2.0" {
-		t.Fatalf("transport_security %+v", ts)
-	}
-	serve(t, h)
-	conn, err := net.Dial("unix", h.Addr("unix"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write([]byte(`{"jsonrpc":"2.0","method":"health.liveness","id":1}` + "\n")); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(conn)
-	line, err := br.ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"jsonrpc":"2.0","error":{"code":-32600,"message":"BTSP handshake required","data":{"reason":"This socket is family-scoped and requires a BTSP handshake before JSON-RPC traffic.","btsp_version":"2.0"}},"id":null}` + "\n"
-	if line != want {
-		t.Errorf("rejection\n got %s\nwant %s", line, want)
-	}
-	if rest, err := br.ReadString('\n'); err == nil || rest != "" {
-		t.Errorf("connection not closed after the rejection: %q %v", rest, err)
-	}
-
-	// The same host in standalone mode serves cleartext and says so.
-	t.Setenv("FAMILY_ID", "default")
-	h2 := newKVHost(t, &host.Config{RequireBTSP: true})
-	if ts := h2.Envelope().TransportSecurity; ts.BTSPRequired || !ts.CleartextAvailable {
-		t.Errorf("standalone transport_security %+v", ts)
 	}
 }
 

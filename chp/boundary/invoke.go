@@ -160,8 +160,10 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 		env.Correlation.Environment = b.cfg.Environment
 	}
 	hasCaller := caller != nil
-	if hasCaller {
+	if hasCaller && !caller.Claimed {
 		env.Subject = caller.subject()
+	} else {
+		env.Subject = ClaimedSubject(env.Subject)
 	}
 	inv.env = env
 	inv.pending, inv.ids = inv.pendArr[:0], inv.idArr[:0]

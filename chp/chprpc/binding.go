@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 
@@ -124,12 +125,22 @@ func evidenceError(err error) error {
 
 // rpcCaller returns the caller a JSON-RPC call is bound to: one bound
 // already (WithCaller), else a Unix-socket peer's kernel-reported uid as the
-// verified caller, else none (nil).
+// verified caller — unless the peer is another user who proved a family in
+// a BTSP handshake, or a network peer that did, whose family is the
+// verified caller ("family:<id>", btsp_family) — else none (nil).
 func rpcCaller(ctx context.Context) *boundary.Caller {
 	if c, ok := boundary.CallerFromContext(ctx); ok {
 		return c
 	}
-	if p, ok := jsonrpc.PeerFromContext(ctx); ok && p.HasCred {
+	p, ok := jsonrpc.PeerFromContext(ctx)
+	if ok && p.Family != "" && (!p.HasCred || int(p.UID) != os.Getuid()) {
+		c, ok := familyCallers.Load(p.Family)
+		if !ok {
+			c, _ = familyCallers.LoadOrStore(p.Family, boundary.NewCaller("family:"+p.Family, "btsp_family", nil))
+		}
+		return c.(*boundary.Caller)
+	}
+	if ok && p.HasCred {
 		c, ok := peerCallers.Load(p.UID)
 		if !ok {
 			nc := boundary.NewCaller("uid:"+strconv.FormatUint(uint64(p.UID), 10), "unix_peer", nil)
@@ -140,8 +151,9 @@ func rpcCaller(ctx context.Context) *boundary.Caller {
 	return nil
 }
 
-// peerCallers holds one immutable Caller per Unix uid seen (a host sees few).
-var peerCallers sync.Map
+// peerCallers holds one immutable Caller per Unix uid seen (a host sees few),
+// familyCallers one per BTSP family.
+var peerCallers, familyCallers sync.Map
 
 // rpcMeta is the `_meta` member a direct call may carry in its params.
 type rpcMeta struct {

@@ -54,6 +54,7 @@ type serverFlags struct {
 	requireBTSP  bool
 	chpFixtures  bool
 	rateLimits   map[string]int
+	insecure     bool
 }
 
 func init() { register(newServerCmd) }
@@ -84,6 +85,15 @@ $XDG_STATE_HOME/capmesh): the node key (keys/identity.pem, the one
 --root-key; GET /genesis publishes it as root_public_key and the registry's
 network-authority key as network_authority), the registry (registry.db) and the evidence log
 (evidence/<name>/). --memory keeps everything in memory instead.
+
+Who may do what is the same on every listener (docs/access.md): the
+node's own user over the Unix socket may do everything; with keys
+(CHP_HOST_API_KEY, CHP_HOST_API_KEYS) callers present X-CHP-Key on HTTP or
+params._meta.chp_key on JSON-RPC; without keys, --port and --http are open
+to anyone who can reach them, which is why an address beyond loopback is
+refused without keys unless --insecure-listen is given. A routed call
+carries who the caller is to the provider, which judges it by the same
+table.
 
 It starts standalone when no FAMILY_ID or NODE_ID is set, and drains
 in-flight calls on SIGINT/SIGTERM or health.drain.`,
@@ -122,6 +132,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
 	fl.StringToIntVar(&f.rateLimits, "http-rate-limit", nil, "per-client-IP limits a minute of the HTTP registry writes, as agents=N (POST/DELETE /agents), join=N (/join, /renew, /heartbeat), admin=N (/admin/*); 0 is no limit (default 30 each)")
+	fl.BoolVar(&f.insecure, "insecure-listen", false, "serve --port/--http beyond loopback without keys (CHP_HOST_API_KEY[S]); refused otherwise, since anyone who can reach the address could invoke every capability")
 	fl.BoolVar(&f.requireBTSP, "require-btsp", false, "on a family-scoped socket, refuse plaintext JSON-RPC with the BTSP-required error (TS-01)")
 	return cmd
 }
@@ -193,15 +204,16 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	rcfg.Logger = log
 
 	hcfg := &host.Config{
-		Socket:       f.socket,
-		NoSocket:     f.noSocket,
-		HTTP:         f.httpAddr,
-		DataDir:      a.dataDir,
-		Ephemeral:    f.memory,
-		RequireBTSP:  f.requireBTSP,
-		NoAnnounce:   true, // the node is what others announce to
-		DrainTimeout: f.drainTimeout,
-		Logger:       log,
+		Socket:         f.socket,
+		NoSocket:       f.noSocket,
+		HTTP:           f.httpAddr,
+		DataDir:        a.dataDir,
+		Ephemeral:      f.memory,
+		RequireBTSP:    f.requireBTSP,
+		InsecureListen: f.insecure,
+		NoAnnounce:     true, // the node is what others announce to
+		DrainTimeout:   f.drainTimeout,
+		Logger:         log,
 		RPC: jsonrpc.ServerOptions{
 			MaxMessageBytes: f.maxMessage,
 			MaxConns:        f.maxConns,
@@ -337,6 +349,9 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	if err := h.Serve(ctx); err != nil {
 		if isAddrError(err) {
 			return withCode(exitUsage, err) // a malformed --http or --listen value
+		}
+		if errors.Is(err, host.ErrInsecureListen) {
+			return withCode(exitUsage, err)
 		}
 		if errors.Is(err, endpoint.ErrSocketInUse) || isListenError(err) {
 			return withCode(exitFailure, err) // cannot bind: a failure, not "unreachable"
