@@ -113,3 +113,43 @@ func TestEcoPrimalsClientScript(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalNamesIgnoreCase: "BearDog" is the registration of "beardog",
+// not a second one beside it: registering it replaces the first (here the
+// registrant is the same process, so it may), and heartbeats and
+// resolution find it under either case.
+func TestLocalNamesIgnoreCase(t *testing.T) {
+	n := newNode(t, registry.Config{LocalTTL: time.Hour})
+	l, nodeSock := unixListener(t, "node")
+	serve(t, n.RPC(), l)
+	c := dialUnix(t, nodeSock)
+	first := fakeHost(t, "beardog")
+	second := fakeHost(t, "beardog")
+	call(t, c, "ipc.register", map[string]any{"primal_id": "beardog", "capabilities": []string{"crypto"}, "endpoint": first})
+	call(t, c, "ipc.register", map[string]any{"primal_id": "BearDog", "capabilities": []string{"crypto"}, "endpoint": second})
+	if got := n.List(false); len(got) != 1 || got[0].Endpoint != "unix://"+second {
+		t.Fatalf("want one registration, of the second endpoint: %v", got)
+	}
+	call(t, c, "ipc.heartbeat", map[string]any{"name": "BEARDOG"})
+	if res := call(t, c, "ipc.resolve", map[string]any{"name": "beardog"}); res["socket"] != second {
+		t.Fatalf("resolve beardog: %v", res)
+	}
+}
+
+// TestIdentityInferredFromSocketName: a primal without identity.get
+// (-32601) is registered when its socket's name is its name, as biomeOS
+// infers it; under another name it is still refused.
+func TestIdentityInferredFromSocketName(t *testing.T) {
+	n := newNode(t, registry.Config{LocalTTL: time.Hour})
+	l, nodeSock := unixListener(t, "node")
+	serve(t, n.RPC(), l)
+	c := dialUnix(t, nodeSock)
+	hl, sock := unixListener(t, "squirrel")
+	serve(t, jsonrpc.Map{}, hl) // answers every method -32601
+	t.Setenv("FAMILY_ID", "")
+	call(t, c, "ipc.register", map[string]any{"name": "squirrel", "capabilities": []string{"ai"}, "endpoint": sock})
+	err := c.Call(context.Background(), "ipc.register", map[string]any{"name": "beardog", "capabilities": []string{"ai"}, "endpoint": sock}, nil)
+	if _, word := rpcCode(err); word != "identity_probe_failed" {
+		t.Fatalf("registering squirrel.sock as beardog: %v", err)
+	}
+}
