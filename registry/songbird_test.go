@@ -153,3 +153,29 @@ func TestIdentityInferredFromSocketName(t *testing.T) {
 		t.Fatalf("registering squirrel.sock as beardog: %v", err)
 	}
 }
+
+// TestWatchFromZeroAfterRestart: a node restarted on its store keeps its
+// revision but not its events; a watcher from revision 0 gets the current
+// state as "registered" snapshot events instead of -32010, while a cursor
+// inside the lost history is still told to re-list.
+func TestWatchFromZeroAfterRestart(t *testing.T) {
+	store := registry.NewMemStore()
+	n1 := newNode(t, registry.Config{LocalTTL: time.Hour, Store: store})
+	l, nodeSock := unixListener(t, "node")
+	serve(t, n1.RPC(), l)
+	host := fakeHost(t, "beardog")
+	other := fakeHost(t, "squirrel")
+	c := dialUnix(t, nodeSock)
+	call(t, c, "ipc.register", map[string]any{"primal_id": "beardog", "capabilities": []string{"crypto"}, "endpoint": host})
+	call(t, c, "ipc.register", map[string]any{"primal_id": "squirrel", "capabilities": []string{"ai"}, "endpoint": other})
+	n1.Close()
+
+	n2 := newNode(t, registry.Config{LocalTTL: time.Hour, Store: store})
+	rev, evs, err := n2.Watch(context.Background(), 0, []string{"crypto"}, 0)
+	if err != nil || rev != n2.Version() || len(evs) != 1 || evs[0].Name != "beardog" || evs[0].Kind != registry.EventRegistered || evs[0].Reason != "snapshot" {
+		t.Fatalf("watch from 0 after restart: rev %d, %+v, %v", rev, evs, err)
+	}
+	if _, _, err := n2.Watch(context.Background(), 1, nil, 0); err == nil || !strings.Contains(err.Error(), "re-list") {
+		t.Fatalf("watch from 1 after restart: %v", err)
+	}
+}
