@@ -92,7 +92,7 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 // listens on its socket); otherwise the answer is CodeWordNameInUse.
 func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRegistration) (Entry, string, error) {
 	if peer.Transport != "unix" || !peer.HasCred {
-		return Entry{}, "", refuse(CodeWordUnsignedRemote, "unsigned registration is accepted only over the node's Unix socket; over %s send a signed descriptor ({\"descriptor\": …})", nonEmpty(peer.Transport, "this transport"))
+		return Entry{}, "", refuse(CodeWordUnsignedRemote, "unsigned registration is accepted only over the node's Unix socket; over %s send "+signedRegistrationHint, nonEmpty(peer.Transport, "this transport"))
 	}
 	if peer.UID != *n.cfg.UID {
 		return Entry{}, "", refuse(CodeWordForeignUser, "peer uid %d is not the node's user (uid %d)", peer.UID, *n.cfg.UID)
@@ -145,6 +145,13 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	n.publish(func() { n.index(e) })
 	return n.view(e, now), token, nil
 }
+
+// signedRegistrationHint names exactly what a remote registrant sends
+// instead of an unsigned registration.
+const signedRegistrationHint = `{"descriptor": {"agent_id", "node_public_key" (base64 Ed25519), "network_name", "capabilities", ` +
+	`"endpoint": {"host", "port", "scheme": "tcp"}, "registered_at", "expires_at", "metadata", ` +
+	`"signatures": [{"key_id", "sig"}]}}, an RFC-005 descriptor signed with your node key ` +
+	`(capmesh descriptor sign makes one; registry/announce sends it for a capmesh host)`
 
 func nonEmpty(s, def string) string {
 	if s == "" {

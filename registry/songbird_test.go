@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"context"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -177,5 +178,32 @@ func TestWatchFromZeroAfterRestart(t *testing.T) {
 	}
 	if _, _, err := n2.Watch(context.Background(), 1, nil, 0); err == nil || !strings.Contains(err.Error(), "re-list") {
 		t.Fatalf("watch from 1 after restart: %v", err)
+	}
+}
+
+// TestUnsignedRemoteRefusalSaysWhatToSend: capmesh stays stricter than
+// Songbird (no unsigned registration over TCP), and the refusal names the
+// signed descriptor's fields to send instead.
+func TestUnsignedRemoteRefusalSaysWhatToSend(t *testing.T) {
+	n := newNode(t, registry.Config{LocalTTL: time.Hour})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, n.RPC(), l)
+	c, err := jsonrpc.Dial(context.Background(), "tcp", l.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seed := map[string]any{"name": "beardog", "endpoint": "/primal/beardog", "capabilities": []string{"crypto"}, "version": "2.7.0"}
+	err = c.Call(context.Background(), "ipc.register", seed, nil)
+	if _, word := rpcCode(err); word != "signature_required_for_remote_peer" {
+		t.Fatalf("unsigned over TCP: %v", err)
+	}
+	for _, want := range []string{`"descriptor"`, `"node_public_key"`, `"endpoint": {"host", "port", "scheme": "tcp"}`, `"signatures": [{"key_id", "sig"}]`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal does not name %s: %v", want, err)
+		}
 	}
 }
