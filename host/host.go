@@ -119,9 +119,11 @@ type Config struct {
 
 	// NoAnnounce skips registration with a node.
 	NoAnnounce bool
-	// Node is the node to announce to. Default: $DISCOVERY_SOCKET, then
-	// capmesh.sock or songbird.sock in the biomeos directory (see
-	// registry/announce).
+	// Node is the node to announce to, and the one Provider calls through.
+	// Default: $DISCOVERY_SOCKET, then capmesh.sock or songbird.sock in the
+	// biomeos directory — capmesh-<FAMILY_ID>.sock and
+	// songbird-<FAMILY_ID>.sock on a family-scoped host (see
+	// registry/announce) — and Provider discovers providers itself.
 	Node string
 	// Network is the network name of signed descriptors. Default "capmesh".
 	Network string
