@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -80,8 +81,11 @@ func transportEndpoint(ep string) map[string]any {
 	return nil
 }
 
-// withServices adds "services" (the same list as "providers") to a
-// discovery answer.
+// withServices adds "services" (a copy of "providers") to the answer of
+// the discover handler, {"capability":…,"providers":[…],"revision":N},
+// splicing bytes rather than decoding a list that may be large. Inside
+// JSON strings quotes are escaped, so the first `,"providers":[` is the
+// key, and the last `],"revision":` closes the list.
 func withServices(h jsonrpc.Handler) jsonrpc.Handler {
 	return jsonrpc.HandlerFunc(func(ctx context.Context, r *jsonrpc.Request) (any, error) {
 		res, err := h.Handle(ctx, r)
@@ -89,11 +93,17 @@ func withServices(h jsonrpc.Handler) jsonrpc.Handler {
 		if err != nil || !ok {
 			return res, err
 		}
-		var m map[string]json.RawMessage
-		if json.Unmarshal(raw, &m) != nil {
+		const key, tail = `,"providers":`, `],"revision":`
+		start := bytes.Index(raw, []byte(key))
+		end := bytes.LastIndex(raw, []byte(tail))
+		if start < 0 || end < start {
 			return res, nil
 		}
-		m["services"] = m["providers"]
-		return m, nil
+		list := raw[start+len(key) : end+1]
+		out := make([]byte, 0, len(raw)+len(list)+16)
+		out = append(out, raw[:end+1]...)
+		out = append(append(out, `,"services":`...), list...)
+		out = append(out, raw[end+1:]...)
+		return json.RawMessage(out), nil
 	})
 }

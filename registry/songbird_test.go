@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestSongbirdResultShapes(t *testing.T) {
 	res := call(t, c, "ipc.find_capability", map[string]any{"capability": "crypto"})
 	provs, _ := res["providers"].([]any)
 	svcs, _ := res["services"].([]any)
-	if len(provs) != 1 || len(svcs) != 1 || svcs[0].(map[string]any)["primal_id"] != "beardog" {
+	if len(provs) != 1 || !reflect.DeepEqual(provs, svcs) || res["revision"] == nil || res["capability"] != "crypto" {
 		t.Fatalf("find_capability: %v", res)
 	}
 	for _, m := range []string{"discovery.find_by_capability", "net.discovery.find_by_capability", "discovery.by_capability"} {
