@@ -143,6 +143,9 @@ func (f *serverFlags) validate() error {
 	if err := endpoint.ValidateName(f.name); err != nil {
 		return usageErrorf("--name: %v", err)
 	}
+	if err := endpoint.CheckSocketModeEnv(f.name); err != nil && !f.noSocket {
+		return usageErrorf("%v", err) // a bad setting, not a failure to serve
+	}
 	if f.domain != "" {
 		if err := endpoint.ValidateName(f.domain); err != nil {
 			return usageErrorf("--domain: %v", err)
