@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chphttp"
+	"github.com/capmesh/capmesh/chp/gateway"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
@@ -87,6 +89,11 @@ type Config struct {
 	// CHPFixtures also hosts the CHP conformance fixture capabilities
 	// (the upstream runner's profile) with their governance.
 	CHPFixtures bool
+	// CHPGateway, when set, makes the node's CHP HTTP surface (/host,
+	// /capabilities, /invoke, /replay, /export on HTTP) a routing gateway
+	// (chp/gateway) in front of these member CHP hosts' base URLs; Start
+	// discovers them, so they must be up first. Requires HTTP.
+	CHPGateway []string
 
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
@@ -211,7 +218,49 @@ func (n *Node) build() error {
 		}
 		n.log.Info("CHP conformance fixtures registered", "http", n.cfg.HTTP)
 	}
+	if err := n.mountGateway(); err != nil {
+		return err
+	}
 	return n.mountRegistry()
+}
+
+// mountGateway puts the CHP gateway's routes on the HTTP listener, in
+// front of the node's own CHP binding, accepting the binding's shared
+// keys (CHP_HOST_API_KEY[S]) from callers.
+func (n *Node) mountGateway() error {
+	if len(n.cfg.CHPGateway) == 0 {
+		return nil
+	}
+	if n.cfg.HTTP == "" {
+		return &ConfigError{errors.New("a CHP gateway needs an HTTP listener")}
+	}
+	gcfg := gateway.Config{HostID: n.cfg.Name + "-gateway", Version: n.cfg.Version, Members: n.cfg.CHPGateway, Logger: n.log}
+	opts, err := chphttp.OptionsFromEnv()
+	if err != nil {
+		return &ConfigError{err}
+	}
+	if opts != nil {
+		gcfg.Keys = opts.SharedKeys
+		for _, k := range opts.NamedKeys {
+			gcfg.Keys = append(gcfg.Keys, k.Key)
+		}
+	}
+	gw, err := gateway.New(gcfg)
+	if err != nil {
+		return &ConfigError{err}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := gw.Discover(ctx); err != nil {
+		n.log.Warn("CHP gateway: starting with members missing", "err", err)
+	}
+	for _, p := range gateway.Patterns() {
+		if err := n.host.MountHTTP(p, gw.Handler()); err != nil {
+			return err
+		}
+	}
+	n.log.Info("CHP gateway serving", "members", n.cfg.CHPGateway, "host_id", gw.HostID())
+	return nil
 }
 
 // hostConfig is the host half of the Config.
