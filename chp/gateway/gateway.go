@@ -263,8 +263,8 @@ func httpError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{"code": code, "message": msg}})
 }
 
-// memberDo sends one request to a member; a transport failure or a 5xx is an
-// unreachable member (err != nil), any other status is its answer.
+// memberDo sends one request to a member; err is a transport failure (the
+// member unreachable), any status is its answer.
 func (g *Gateway) memberDo(ctx context.Context, method, base, path string, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
@@ -290,9 +290,6 @@ func (g *Gateway) memberDo(ctx context.Context, method, base, path string, body 
 	}
 	if int64(len(b)) > g.cfg.MaxBodyBytes {
 		return 0, nil, fmt.Errorf("%s%s: response over %d bytes", base, path, g.cfg.MaxBodyBytes)
-	}
-	if resp.StatusCode >= 500 {
-		return resp.StatusCode, b, fmt.Errorf("%s%s: HTTP %d", base, path, resp.StatusCode)
 	}
 	return resp.StatusCode, b, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -60,6 +61,9 @@ func (g *Gateway) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	var lastErr error
 	for _, u := range owners {
 		status, resp, err := g.memberDo(r.Context(), http.MethodPost, u, "/invoke", inv.body)
+		if err == nil && unavailable(status) {
+			err = fmt.Errorf("%s/invoke: HTTP %d", u, status)
+		}
 		if err != nil {
 			if r.Context().Err() != nil {
 				return // the caller left; nothing to answer
@@ -226,4 +230,12 @@ func (g *Gateway) writeDenial(ctx context.Context, w http.ResponseWriter, inv *r
 	}
 	res.EvidenceIDs = append(res.EvidenceIDs, id)
 	writeJSON(w, http.StatusOK, res)
+}
+
+// unavailable reports whether a member's HTTP status says it did not take
+// the invocation (a proxy's or an overloaded server's answer), so another
+// owner may: 502, 503, 504. Any other status — a 500 included, after which
+// the work may have run — is the member's answer, passed through.
+func unavailable(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
 }
