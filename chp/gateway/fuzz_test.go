@@ -1,0 +1,34 @@
+package gateway
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/capmesh/capmesh/chp"
+)
+
+// FuzzPrepare: whatever a caller sends, prepare either rejects it or builds
+// a forwarded body that parses to the same capability, invocation id and
+// correlation id, with the mandate's bytes unchanged.
+func FuzzPrepare(f *testing.F) {
+	f.Add([]byte(`{"capability_id":"mesh.echo","invocation_id":"i","correlation":{"correlation_id":"c"}}`))
+	f.Add([]byte(`{"capability_id":"mesh.echo","correlation_id":"c","mandate":{"a" : [1, 2]}}`))
+	f.Add([]byte(`{"capability_id":"x","invocation_id":"","correlation":null,"mandate":"m"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		inv, err := prepare(body)
+		if err != nil {
+			return
+		}
+		env, err := chp.ParseEnvelope(inv.body)
+		if err != nil {
+			t.Fatalf("forwarded body %s does not parse: %v", inv.body, err)
+		}
+		if env.CapabilityID != inv.env.CapabilityID || env.InvocationID != inv.env.InvocationID ||
+			env.Correlation.CorrelationID != inv.env.Correlation.CorrelationID {
+			t.Fatalf("forwarded %s changed the envelope's ids (caller %s)", inv.body, body)
+		}
+		if !bytes.Equal(env.Mandate, inv.env.Mandate) {
+			t.Fatalf("mandate %s forwarded as %s", inv.env.Mandate, env.Mandate)
+		}
+	})
+}
