@@ -32,6 +32,7 @@ type memberHost struct {
 	srv   *httptest.Server
 	execs atomic.Int64 // handler executions
 	fail  atomic.Int32 // when set, /invoke answers this HTTP status
+	down  atomic.Bool  // when set, /host answers 503
 
 	mu     sync.Mutex
 	bodies [][]byte // the /invoke bodies it received
@@ -58,6 +59,10 @@ func newMember(t *testing.T, id string, caps ...string) *memberHost {
 	}
 	h := chphttp.Handler(b, nil)
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/host" && m.down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
 		if r.URL.Path == "/invoke" {
 			if st := m.fail.Load(); st != 0 {
 				http.Error(w, `{"error":{"code":"unavailable","message":"test"}}`, int(st))
@@ -440,5 +445,43 @@ func TestNewRejectsBadMembers(t *testing.T) {
 		if _, err := gateway.New(gateway.Config{Members: m}); err == nil {
 			t.Errorf("members %q accepted", m)
 		}
+	}
+}
+
+// TestLateMemberIsDiscovered: a member whose /host fails at Discover is
+// left out of the table and discovered by a later /host or /invoke.
+func TestLateMemberIsDiscovered(t *testing.T) {
+	a, b := newMember(t, "a", "mesh.echo"), newMember(t, "b", "mesh.only-b")
+	b.down.Store(true)
+	gw, err := gateway.New(gateway.Config{Members: []string{a.srv.URL, b.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Discover(context.Background()); err == nil || !strings.Contains(err.Error(), b.srv.URL) {
+		t.Errorf("Discover: %v, want an error naming %s", err, b.srv.URL)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+	ms := &mesh{url: srv.URL}
+	res := ms.invoke(t, `{"capability_id":"mesh.only-b"}`)
+	if d, _ := res["denial"].(map[string]any); d["code"] != "capability_not_found" {
+		t.Errorf("undiscovered owner: %v", res)
+	}
+	b.down.Store(false)
+	if res := ms.invoke(t, `{"capability_id":"mesh.only-b"}`); servedBy(res) != "b" {
+		t.Errorf("late member not routed: %v", res)
+	}
+}
+
+// TestStreamingIsNotRelayed: mode "stream" is a processed unsupported_mode
+// denial at the gateway, recorded on its chain; no member is reached.
+func TestStreamingIsNotRelayed(t *testing.T) {
+	ms := newMesh(t)
+	res := ms.invoke(t, `{"capability_id":"mesh.echo","mode":"stream","correlation_id":"c-s"}`)
+	if d, _ := res["denial"].(map[string]any); res["outcome"] != "denied" || d["code"] != "unsupported_mode" {
+		t.Errorf("stream: %v", res)
+	}
+	if n, _ := ms.store.Count(context.Background(), "c-s", chp.EventDenied); n != 1 || ms.a.execs.Load()+ms.b.execs.Load() != 0 {
+		t.Errorf("%d denial events, %d executions", n, ms.a.execs.Load()+ms.b.execs.Load())
 	}
 }
