@@ -95,6 +95,9 @@ type Gateway struct {
 
 	mu      sync.Mutex // guards the members' mutable state
 	members []*member
+
+	flightMu sync.Mutex
+	inFlight map[string]chan struct{} // client invocation ids being routed
 }
 
 // New builds a gateway from cfg. It does not contact the members: call
@@ -131,7 +134,7 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, client: cfg.Client, store: cfg.Store}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, client: cfg.Client, store: cfg.Store, inFlight: map[string]chan struct{}{}}
 	if g.client == nil {
 		g.client = &http.Client{Timeout: cfg.Timeout}
 	}

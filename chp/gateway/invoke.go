@@ -42,10 +42,15 @@ func (g *Gateway) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if inv.clientID != "" {
-		if cached, ok := g.cache.get(inv.clientID); ok {
+		cached, release, ok := g.claim(r.Context(), inv.clientID)
+		if !ok {
+			return // the caller left while another attempt was running
+		}
+		if cached != nil {
 			writeRaw(w, http.StatusOK, cached)
 			return
 		}
+		defer release()
 	}
 	owners := g.owners(inv.env.CapabilityID)
 	if len(owners) == 0 {
@@ -239,3 +244,41 @@ func (g *Gateway) writeDenial(ctx context.Context, w http.ResponseWriter, inv *r
 func unavailable(status int) bool {
 	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
 }
+
+// claim returns id's cached result, or makes this request the only one
+// routing id until release is called: a concurrent attempt with the same
+// id waits for it, then replays what it recorded (or, after a retryable
+// outcome, routes in turn). ok is false when ctx ended while waiting.
+func (g *Gateway) claim(ctx context.Context, id string) (cached []byte, release func(), ok bool) {
+	for {
+		if c, hit := g.cache.get(id); hit {
+			return c, nil, true
+		}
+		g.flightMu.Lock()
+		ch, busy := g.inFlight[id]
+		if !busy {
+			ch = make(chan struct{})
+			g.inFlight[id] = ch
+			g.flightMu.Unlock()
+			return nil, func() {
+				g.flightMu.Lock()
+				delete(g.inFlight, id)
+				g.flightMu.Unlock()
+				close(ch)
+			}, true
+		}
+		g.flightMu.Unlock()
+		if waiting != nil {
+			waiting(id)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, nil, false
+		}
+	}
+}
+
+// waiting, when set (by tests), is called when a request starts waiting
+// for another attempt with the same invocation id.
+var waiting func(id string)
