@@ -32,3 +32,20 @@ func FuzzPrepare(f *testing.F) {
 		}
 	})
 }
+
+// FuzzVerifyTaskBundle: any input is a verdict or, for a non-object, an
+// error — never a panic, never valid without members.
+func FuzzVerifyTaskBundle(f *testing.F) {
+	f.Add([]byte(`{"kind":"task-bundle","correlation_id":"c","bundles":[],"task_root_hash":""}`))
+	f.Add([]byte(`{"kind":"task-bundle","correlation_id":"c","bundles":[{"host_id":"h","root_hash":"r","events":[{"correlation":{"causation_id":"x"}}]}]}`))
+	f.Add([]byte(`{"kind":"task-bundle","bundles":[1,"x",null],"aggregator":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := VerifyTaskBundle(data)
+		if err != nil {
+			return
+		}
+		if v.Valid && len(v.Hosts) == 0 {
+			t.Fatalf("valid with no members: %s", data)
+		}
+	})
+}

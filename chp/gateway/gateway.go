@@ -14,7 +14,8 @@
 // (HTTP 200). The gateway keeps its own hash-chained evidence — health
 // transitions and its denials — and merges it into stitched replays.
 // /export assembles the members' bundles into a task bundle, or answers
-// 503 naming the members it could not reach. A result cache keyed by the
+// 503 naming the members it could not reach; /verify verifies that task
+// bundle as a unit (federated). A result cache keyed by the
 // client's invocation id makes a retried id replay at the gateway, whichever
 // owner served it.
 package gateway
@@ -180,7 +181,7 @@ func (g *Gateway) HostID() string { return g.cfg.HostID }
 // gateway beside other routes.
 func Patterns() []string {
 	return []string{"GET /host", "GET /capabilities", "POST /invoke",
-		"GET /replay/{corr...}", "POST /replay", "GET /export/{corr...}"}
+		"GET /replay/{corr...}", "POST /replay", "GET /export/{corr...}", "GET /verify/{corr...}"}
 }
 
 // Handler serves the gateway's CHP HTTP routes (Patterns).
@@ -210,6 +211,7 @@ func (g *Gateway) routes() *http.ServeMux {
 		g.serveReplay(w, r, q.CorrelationID, body)
 	}))
 	mux.HandleFunc("GET /export/{corr...}", g.authed(g.serveExport))
+	mux.HandleFunc("GET /verify/{corr...}", g.authed(g.serveVerify))
 	return mux
 }
 

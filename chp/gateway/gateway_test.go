@@ -280,6 +280,77 @@ func TestExportAssemblesTaskBundle(t *testing.T) {
 	if task.TaskRootHash != hex.EncodeToString(h.Sum(nil)) {
 		t.Errorf("task_root_hash %s does not recompute", task.TaskRootHash)
 	}
+	if v, err := gateway.VerifyTaskBundle(raw); err != nil || !v.Valid {
+		t.Errorf("VerifyTaskBundle: %v %+v", err, v)
+	}
+	status, fed := ms.do(t, "GET", "/verify/c-x", "")
+	if status != 200 || fed["mode"] != "federated" || fed["valid"] != true || len(fed["hosts"].([]any)) != 2 {
+		t.Errorf("federated /verify: %d %v", status, fed)
+	}
+}
+
+// TestVerifyTaskBundleRejectsTampering: a task bundle verifies only as
+// assembled — reordered, re-rooted, duplicated, edited members and a
+// causation pointing outside the task each fail their named check.
+func TestVerifyTaskBundleRejectsTampering(t *testing.T) {
+	ms := newMesh(t)
+	ms.invoke(t, `{"capability_id":"mesh.only-a","invocation_id":"inv-root","correlation":{"correlation_id":"c-t"}}`)
+	ms.invoke(t, `{"capability_id":"mesh.echo","correlation":{"correlation_id":"c-t","causation_id":"inv-root"},"metadata":{"prefer":"`+ms.b.srv.URL+`"}}`)
+	ms.invoke(t, `{"capability_id":"mesh.echo","correlation":{"correlation_id":"c-dangling","causation_id":"inv-elsewhere"}}`)
+	export := func(corr string) map[string]json.RawMessage {
+		resp, err := http.Get(ms.url + "/export/" + corr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var task map[string]json.RawMessage
+		if err := json.NewDecoder(resp.Body).Decode(&task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	verify := func(task map[string]json.RawMessage) *gateway.TaskVerification {
+		raw, _ := json.Marshal(task)
+		v, err := gateway.VerifyTaskBundle(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := verify(export("c-t")); !v.Valid {
+		t.Fatalf("cross-host causation within the task: %+v", v)
+	}
+	if v := verify(export("c-dangling")); v.Valid || v.Checks["causal_closure"] {
+		t.Errorf("dangling causation verified: %+v", v)
+	}
+	var members []json.RawMessage
+	task := export("c-t")
+	_ = json.Unmarshal(task["bundles"], &members)
+	edited := json.RawMessage(strings.Replace(string(members[0]), `"timestamp":"2`, `"timestamp":"1`, 1))
+	if bytes.Equal(edited, members[0]) {
+		t.Fatalf("no timestamp to edit in %s", members[0])
+	}
+	for name, c := range map[string]struct {
+		bundles []json.RawMessage
+		root    string
+	}{
+		"member_order":   {[]json.RawMessage{members[1], members[0]}, ""},
+		"task_root_hash": {members, `"` + strings.Repeat("0", 64) + `"`},
+		"distinct_hosts": {[]json.RawMessage{members[0], members[0]}, ""},
+		"members_valid":  {[]json.RawMessage{edited, members[1]}, ""},
+	} {
+		tampered := map[string]json.RawMessage{}
+		for k, v := range task {
+			tampered[k] = v
+		}
+		tampered["bundles"], _ = json.Marshal(c.bundles)
+		if c.root != "" {
+			tampered["task_root_hash"] = json.RawMessage(c.root)
+		}
+		if v := verify(tampered); v.Valid || v.Checks[name] {
+			t.Errorf("%s: tampered task bundle verified: %+v", name, v)
+		}
+	}
 }
 
 // TestFailoverReplayAndExportWithAKilledMember kills member a and walks
@@ -333,9 +404,11 @@ func TestFailoverReplayAndExportWithAKilledMember(t *testing.T) {
 		t.Errorf("the gateway's own chain: %+v", v)
 	}
 
-	status, body := ms.do(t, "GET", "/export/c-before", "")
-	if status != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(body), ms.a.srv.URL) {
-		t.Errorf("partial export: %d %v", status, body)
+	for _, path := range []string{"/export/c-before", "/verify/c-before"} {
+		status, body := ms.do(t, "GET", path, "")
+		if status != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(body), ms.a.srv.URL) {
+			t.Errorf("%s with a member down: %d %v", path, status, body)
+		}
 	}
 }
 

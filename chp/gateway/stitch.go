@@ -111,11 +111,7 @@ func (g *Gateway) serveExport(w http.ResponseWriter, r *http.Request) {
 	corr := r.PathValue("corr")
 	bundles, unreachable := g.collectBundles(r.Context(), corr)
 	if len(unreachable) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{
-			"code":    "export_incomplete",
-			"message": "members unreachable, a partial task bundle is refused: " + strings.Join(unreachable, ", "),
-			"details": map[string]any{"unreachable_hosts": unreachable},
-		}})
+		writeUnreachable(w, "export_incomplete", "members unreachable, a partial task bundle is refused: ", unreachable)
 		return
 	}
 	if len(bundles) == 0 {
@@ -189,4 +185,13 @@ func taskBundle(corr, createdAt string, members []memberBundle) []byte {
 	b.Write(str(hex.EncodeToString(h.Sum(nil))))
 	b.WriteByte('}')
 	return b.Bytes()
+}
+
+// writeUnreachable answers 503 naming the members that could not be reached.
+func writeUnreachable(w http.ResponseWriter, code, msg string, unreachable []string) {
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{
+		"code":    code,
+		"message": msg + strings.Join(unreachable, ", "),
+		"details": map[string]any{"unreachable_hosts": unreachable},
+	}})
 }
