@@ -92,3 +92,51 @@ func TestCHPGatewayNeedsHTTP(t *testing.T) {
 		t.Errorf("want a ConfigError, got %v", err)
 	}
 }
+
+// TestCHPGatewayDurableAcrossRestart: a node that keeps state keeps the
+// gateway's exactly-once results — after a restart, with the member gone,
+// a retried invocation id still replays.
+func TestCHPGatewayDurableAcrossRestart(t *testing.T) {
+	env(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	member, err := node.Start(ctx, node.Config{Name: "member", Memory: true, NoSocket: true, HTTP: "127.0.0.1:0", CHPFixtures: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	cfg := node.Config{Name: "gw", DataDir: data, NoSocket: true, HTTP: "127.0.0.1:0",
+		CHPGateway: []string{"http://" + member.Addr("http")}}
+	body := `{"capability_id":"conformance.echo","payload":{"message":"once"},"invocation_id":"inv-durable","correlation_id":"c-d"}`
+	invoke := func(n *node.Node) string {
+		t.Helper()
+		resp, err := http.Post("http://"+n.Addr("http")+"/invoke", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	gw, err := node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := invoke(gw); !strings.Contains(got, `"outcome":"success"`) || strings.Contains(got, `"replayed"`) {
+		t.Fatalf("first invoke: %s", got)
+	}
+	if err := gw.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := member.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gw, err = node.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Stop(ctx)
+	if got := invoke(gw); !strings.Contains(got, `"replayed":true`) || !strings.Contains(got, `"outcome":"success"`) {
+		t.Errorf("retry after the gateway's restart: %s", got)
+	}
+}

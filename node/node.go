@@ -29,6 +29,7 @@ import (
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/chp/gateway"
+	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
@@ -92,7 +93,9 @@ type Config struct {
 	// CHPGateway, when set, makes the node's CHP HTTP surface (/host,
 	// /capabilities, /invoke, /replay, /export on HTTP) a routing gateway
 	// (chp/gateway) in front of these member CHP hosts' base URLs; Start
-	// discovers them, so they must be up first. Requires HTTP.
+	// discovers them, so they must be up first. Requires HTTP. Unless
+	// Memory, the gateway's evidence and results are kept durably in
+	// <state>/chp-gateway.
 	CHPGateway []string
 
 	// Logger. Default slog.Default().
@@ -243,6 +246,30 @@ func (n *Node) mountGateway() error {
 		gcfg.Keys = opts.SharedKeys
 		for _, k := range opts.NamedKeys {
 			gcfg.Keys = append(gcfg.Keys, k.Key)
+		}
+	}
+	if !n.cfg.Memory {
+		// The gateway's own evidence and exactly-once results, durable
+		// beside the node's state, so a retried id replays after a restart.
+		dir, err := xdg.StateDir(n.cfg.DataDir)
+		if err != nil {
+			return &ConfigError{err}
+		}
+		dir = filepath.Join(dir, "chp-gateway")
+		if err := xdg.EnsurePrivateDir(dir); err != nil {
+			return fmt.Errorf("chp gateway store: %w", err)
+		}
+		store, err := logstore.Open(dir, &logstore.Options{Logger: n.log})
+		if err != nil {
+			return fmt.Errorf("chp gateway store: %w", err)
+		}
+		gcfg.Store = store
+		prev := n.closer
+		n.closer = func() {
+			_ = store.Close()
+			if prev != nil {
+				prev()
+			}
 		}
 	}
 	gw, err := gateway.New(gcfg)

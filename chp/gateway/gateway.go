@@ -54,7 +54,9 @@ type Config struct {
 	// callers; with none, every caller is accepted (local-first, as the
 	// binding). Members are always reached without credentials.
 	Keys []string
-	// Store holds the gateway's own evidence. Default: in memory.
+	// Store holds the gateway's own evidence. Default: in memory. A store
+	// that also keeps results (evidence.ResultStore) keeps the exactly-once
+	// cache across gateway restarts.
 	Store evidence.Store
 	// Client reaches the members. Default: a client with Timeout.
 	Client *http.Client
@@ -155,6 +157,11 @@ func New(cfg Config) (*Gateway, error) {
 		g.members = append(g.members, &member{url: u, healthy: true})
 	}
 	g.cache = newResultCache(cfg.ResultCacheSize, cfg.ResultWindow, cfg.Now)
+	if rs, ok := g.store.(evidence.ResultStore); ok {
+		if err := g.cache.load(context.Background(), rs); err != nil {
+			return nil, fmt.Errorf("gateway: recorded results: %w", err)
+		}
+	}
 	g.mux = g.routes()
 	return g, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/chp/gateway"
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore"
 )
 
 // memberHost is a real CHP member: a boundary served by the HTTP binding
@@ -556,5 +557,50 @@ func TestStreamingIsNotRelayed(t *testing.T) {
 	}
 	if n, _ := ms.store.Count(context.Background(), "c-s", chp.EventDenied); n != 1 || ms.a.execs.Load()+ms.b.execs.Load() != 0 {
 		t.Errorf("%d denial events, %d executions", n, ms.a.execs.Load()+ms.b.execs.Load())
+	}
+}
+
+// TestExactlyOnceAcrossGatewayRestart: with a durable store the cache
+// outlives the gateway — a restarted gateway replays a served id with every
+// owner down — and the gateway's evidence goes to that store.
+func TestExactlyOnceAcrossGatewayRestart(t *testing.T) {
+	a := newMember(t, "a", "mesh.echo")
+	dir := t.TempDir()
+	start := func() (*logstore.Store, string, func()) {
+		store, err := logstore.Open(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw, err := gateway.New(gateway.Config{Members: []string{a.srv.URL}, Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = gw.Discover(context.Background())
+		srv := httptest.NewServer(gw.Handler())
+		return store, srv.URL, func() { srv.Close(); _ = store.Close() }
+	}
+	_, u, stop := start()
+	ms := &mesh{url: u}
+	body := `{"capability_id":"mesh.echo","invocation_id":"inv-durable","correlation":{"correlation_id":"c-r"}}`
+	if res := ms.invoke(t, body); res["outcome"] != "success" {
+		t.Fatalf("first: %v", res)
+	}
+	stop()
+	a.kill()
+
+	store, u, stop := start()
+	defer stop()
+	ms = &mesh{url: u}
+	if res := ms.invoke(t, body); res["replayed"] != true || servedBy(res) != "a" {
+		t.Errorf("after a gateway restart: %v", res)
+	}
+	// a was down when this gateway started: nothing routes mesh.echo, and
+	// the denial lands in the durable store.
+	res := ms.invoke(t, `{"capability_id":"mesh.echo","correlation":{"correlation_id":"c-r"}}`)
+	if d, _ := res["denial"].(map[string]any); d["code"] != "capability_not_found" {
+		t.Errorf("fresh id, no owner discovered: %v", res)
+	}
+	if n, _ := store.Count(context.Background(), "c-r", chp.EventDenied); n != 1 {
+		t.Errorf("%d execution_denied in the durable store, want 1", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/evidence"
 )
 
 // routed is one invocation as the gateway routes it: the caller's envelope
@@ -79,7 +80,7 @@ func (g *Gateway) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		}
 		g.setHealth(r.Context(), inv, u, true, nil)
 		if status == http.StatusOK && inv.clientID != "" && definitive(resp) {
-			g.cache.put(inv.clientID, resp)
+			g.remember(r.Context(), inv.clientID, resp)
 		}
 		writeRaw(w, status, resp)
 		return
@@ -282,3 +283,26 @@ func (g *Gateway) claim(ctx context.Context, id string) (cached []byte, release 
 // waiting, when set (by tests), is called when a request starts waiting
 // for another attempt with the same invocation id.
 var waiting func(id string)
+
+// remember caches a member's definitive result under the client's id and,
+// when the gateway's store keeps results, makes it durable before the
+// caller sees it, so a retry replays after a gateway restart too. A
+// result that cannot be made durable is still served (and cached in
+// memory): the owner's own idempotency stays the fallback.
+func (g *Gateway) remember(ctx context.Context, id string, resp []byte) {
+	now := g.cfg.Now()
+	if !g.cache.put(id, resp, now) {
+		return
+	}
+	rs, ok := g.store.(evidence.ResultStore)
+	if !ok {
+		return
+	}
+	err := rs.PutResult(ctx, evidence.Result{InvocationID: id, At: now, Data: resp})
+	if err == nil {
+		err = g.store.Sync(ctx, 0)
+	}
+	if err != nil {
+		g.log.Error("CHP gateway: result not made durable", "invocation_id", id, "err", err)
+	}
+}
