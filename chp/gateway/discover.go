@@ -28,10 +28,11 @@ func (g *Gateway) Discover(ctx context.Context) error {
 	return nil
 }
 
-// discoverMissing discovers the members not yet in the routing table.
+// discoverMissing discovers the members not yet in the routing table that
+// were not tried within Config.Rediscover.
 func (g *Gateway) discoverMissing(ctx context.Context) {
 	for _, m := range g.snapshot() {
-		if !m.discovered {
+		if !m.discovered && g.cfg.Now().Sub(m.tried) >= g.cfg.Rediscover {
 			if err := g.discoverOne(ctx, m.url); err != nil {
 				g.log.Debug("CHP gateway: member still not discovered", "member", m.url, "err", err)
 			}
@@ -46,6 +47,13 @@ type hostDoc struct {
 }
 
 func (g *Gateway) discoverOne(ctx context.Context, u string) error {
+	g.mu.Lock()
+	for _, m := range g.members {
+		if m.url == u {
+			m.tried = g.cfg.Now()
+		}
+	}
+	g.mu.Unlock()
 	status, body, err := g.memberDo(ctx, http.MethodGet, u, "/host", nil)
 	if err != nil {
 		return err

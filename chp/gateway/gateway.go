@@ -65,6 +65,10 @@ type Config struct {
 	// RetryAfter is the retry_after_s advice of a host_unreachable denial.
 	// Default 5 s.
 	RetryAfter time.Duration
+	// Rediscover is how long a member that could not be discovered is left
+	// alone before a /host or /invoke tries it again, so that a black-holed
+	// member does not slow every request. Default 5 s.
+	Rediscover time.Duration
 	// ResultWindow and ResultCacheSize bound the exactly-once result cache
 	// (§13.2). Defaults 10 min and 4096 results.
 	ResultWindow    time.Duration
@@ -84,6 +88,7 @@ type member struct {
 	caps       []map[string]json.RawMessage // as its /host listed them
 	discovered bool
 	healthy    bool
+	tried      time.Time // the last discovery attempt
 }
 
 // Gateway routes CHP invocations to member hosts. It is safe for
@@ -121,6 +126,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = 5 * time.Second
+	}
+	if cfg.Rediscover <= 0 {
+		cfg.Rediscover = 5 * time.Second
 	}
 	if cfg.ResultWindow <= 0 {
 		cfg.ResultWindow = 10 * time.Minute

@@ -523,11 +523,14 @@ func TestNewRejectsBadMembers(t *testing.T) {
 }
 
 // TestLateMemberIsDiscovered: a member whose /host fails at Discover is
-// left out of the table and discovered by a later /host or /invoke.
+// left out of the table and discovered by a later /host or /invoke, once
+// Config.Rediscover has passed since the last attempt.
 func TestLateMemberIsDiscovered(t *testing.T) {
 	a, b := newMember(t, "a", "mesh.echo"), newMember(t, "b", "mesh.only-b")
 	b.down.Store(true)
-	gw, err := gateway.New(gateway.Config{Members: []string{a.srv.URL, b.srv.URL}})
+	var clock atomic.Int64 // seconds past an epoch
+	now := func() time.Time { return time.Unix(1_700_000_000+clock.Load(), 0) }
+	gw, err := gateway.New(gateway.Config{Members: []string{a.srv.URL, b.srv.URL}, Now: now, Rediscover: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,6 +545,11 @@ func TestLateMemberIsDiscovered(t *testing.T) {
 		t.Errorf("undiscovered owner: %v", res)
 	}
 	b.down.Store(false)
+	// Within Rediscover the member is left alone: no request waits on it.
+	if res := ms.invoke(t, `{"capability_id":"mesh.only-b"}`); servedBy(res) == "b" {
+		t.Errorf("member rediscovered within Rediscover: %v", res)
+	}
+	clock.Add(61)
 	if res := ms.invoke(t, `{"capability_id":"mesh.only-b"}`); servedBy(res) != "b" {
 		t.Errorf("late member not routed: %v", res)
 	}
