@@ -259,7 +259,7 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 					ID string `json:"id"`
 				}
 				_ = json.Unmarshal(desc, &d)
-				rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpReqs[0].req, Source: chpReqs[0].src,
+				rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpChecklist[0].requirement, Source: chpChecklist[0].source,
 					Status: Skip, Reason: "the host serves the CHP binding but declares no capabilities: not a CHP capability host, nothing to govern"})
 				rep.CHP = &CHPSummary{Binding: t.binding(), HostID: d.ID, NoCapabilities: true}
 			case err == nil:
@@ -269,7 +269,7 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 			case errors.Is(err, errNotOffered):
 				// Not a CHP host: nothing to report.
 			default:
-				rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpReqs[0].req, Source: chpReqs[0].src,
+				rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpChecklist[0].requirement, Source: chpChecklist[0].source,
 					Status: Fail, Reason: "describe failed: " + err.Error()})
 				rep.CHP = &CHPSummary{Binding: t.binding(), Failed: 1}
 			}
