@@ -195,6 +195,14 @@ func (p *parser) fail(kind error, detail string) error {
 	return &ParseError{Offset: p.i, Err: kind, Detail: detail}
 }
 
+// failHere fails at offset i and leaves the cursor there, as scan's
+// errors do. (A detail naming the byte at the cursor must be computed
+// after p.i is set, so those errors set p.i themselves.)
+func (p *parser) failHere(i int, kind error, detail string) error {
+	p.i = i
+	return p.fail(kind, detail)
+}
+
 func (p *parser) failAt(off int, kind error, detail string) error {
 	return &ParseError{Offset: off, Err: kind, Detail: detail}
 }
@@ -260,8 +268,7 @@ func (p *parser) scan() error {
 		case wantValue:
 			i = skipWS(s, i)
 			if i >= len(s) {
-				p.i = i
-				return p.fail(ErrSyntax, "unexpected end of input, want a value")
+				return p.failHere(i, ErrSyntax, "unexpected end of input, want a value")
 			}
 			switch c := s[i]; {
 			case c == '"':
@@ -274,17 +281,14 @@ func (p *parser) scan() error {
 				state = afterValue
 			case c == '{' || c == '[':
 				if len(stack) >= p.maxDepth {
-					p.i = i
-					return p.fail(ErrTooDeep, fmt.Sprintf("nesting deeper than %d", p.maxDepth))
+					return p.failHere(i, ErrTooDeep, fmt.Sprintf("nesting deeper than %d", p.maxDepth))
+				}
+				kind, end := tArr, byte(']')
+				if c == '{' {
+					kind, end = tObj, '}'
 				}
 				f := frame{at: len(tape), obj: c == '{', keys: len(p.keys)}
-				end := byte(']')
-				if f.obj {
-					tape = append(tape, tok{kind: tObj})
-					end = '}'
-				} else {
-					tape = append(tape, tok{kind: tArr})
-				}
+				tape = append(tape, tok{kind: kind})
 				i = skipWS(s, i+1)
 				if i < len(s) && s[i] == end {
 					i++
@@ -298,22 +302,15 @@ func (p *parser) scan() error {
 			case c == '-' || (c >= '0' && c <= '9'):
 				n, detail := scanNumber(s[i:])
 				if detail != "" {
-					p.i = i + n
-					return p.fail(ErrSyntax, detail)
+					return p.failHere(i+n, ErrSyntax, detail)
 				}
 				tape = append(tape, tok{kind: tNum, a: uint32(i), b: uint32(i + n)})
 				i += n
 				state = afterValue
 			case c == 't' || c == 'f' || c == 'n':
-				word, kind := "null", tNull
-				if c == 't' {
-					word, kind = "true", tTrue
-				} else if c == 'f' {
-					word, kind = "false", tFalse
-				}
+				word, kind := literal(c)
 				if len(s)-i < len(word) || s[i:i+len(word)] != word {
-					p.i = i
-					return p.fail(ErrSyntax, fmt.Sprintf("invalid literal, want %q", word))
+					return p.failHere(i, ErrSyntax, fmt.Sprintf("invalid literal, want %q", word))
 				}
 				tape = append(tape, tok{kind: kind})
 				i += len(word)
@@ -332,69 +329,103 @@ func (p *parser) scan() error {
 			f.n++
 			i = skipWS(s, i)
 			if i >= len(s) {
-				p.i = i
-				if f.obj {
-					return p.fail(ErrSyntax, "unexpected end of input in object, want ',' or '}'")
-				}
-				return p.fail(ErrSyntax, "unexpected end of input in array, want ',' or ']'")
+				return p.afterValueErr(i, f.obj)
 			}
 			switch c := s[i]; {
 			case c == ',':
 				i++
+				state = wantValue
 				if f.obj {
 					state = wantKey
-				} else {
-					state = wantValue
 				}
-			case c == '}' && f.obj:
+			case c == '}' && f.obj, c == ']' && !f.obj:
 				i++
-				tape[f.at].a = uint32(f.n)
-				p.nMems += f.n
-				p.keys = p.keys[:f.keys]
-				f.seen = nil
-				stack = stack[:len(stack)-1]
-			case c == ']' && !f.obj:
-				i++
-				tape[f.at].a = uint32(f.n)
-				p.nVals += f.n
+				p.close(f, tape)
 				stack = stack[:len(stack)-1]
 			default:
-				p.i = i
-				if f.obj {
-					return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in object, want ',' or '}'", p.describe()))
-				}
-				return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in array, want ',' or ']'", p.describe()))
+				return p.afterValueErr(i, f.obj)
 			}
 
 		case wantKey:
-			i = skipWS(s, i)
-			if i >= len(s) || s[i] != '"' {
-				p.i = i
-				return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in object, want a string key", p.describe()))
-			}
-			keyAt := i
-			k, next, err := p.str(i)
-			if err != nil {
+			var err error
+			if tape, i, err = p.key(&stack[len(stack)-1], tape, i); err != nil {
 				return err
 			}
-			i = next
-			// Duplicate keys make the canonical form depend on which
-			// member a reader keeps; reject them rather than guess.
-			f := &stack[len(stack)-1]
-			if err := p.checkKey(f, k, keyAt); err != nil {
-				return err
-			}
-			p.keys = append(p.keys, k)
-			tape = append(tape, k)
-			i = skipWS(s, i)
-			if i >= len(s) || s[i] != ':' {
-				p.i = i
-				return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s after object key, want ':'", p.describe()))
-			}
-			i++
 			state = wantValue
 		}
 	}
+}
+
+// close ends the container f, whose opening token is on tape: it
+// records the count of members or elements, and an object's keys are
+// forgotten.
+func (p *parser) close(f *frame, tape []tok) {
+	tape[f.at].a = uint32(f.n)
+	if f.obj {
+		p.nMems += f.n
+		p.keys = p.keys[:f.keys]
+		f.seen = nil
+		return
+	}
+	p.nVals += f.n
+}
+
+// literal returns the literal a value starting with c ('t', 'f' or 'n')
+// must be, and its token kind.
+func literal(c byte) (string, uint8) {
+	switch c {
+	case 't':
+		return "true", tTrue
+	case 'f':
+		return "false", tFalse
+	}
+	return "null", tNull
+}
+
+// afterValueErr reports what follows a member or an element when it is
+// neither a ',' nor the container's end (at i): the end of input or an
+// unexpected byte.
+func (p *parser) afterValueErr(i int, obj bool) error {
+	p.i = i
+	switch {
+	case p.i >= len(p.s) && obj:
+		return p.fail(ErrSyntax, "unexpected end of input in object, want ',' or '}'")
+	case p.i >= len(p.s):
+		return p.fail(ErrSyntax, "unexpected end of input in array, want ',' or ']'")
+	case obj:
+		return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in object, want ',' or '}'", p.describe()))
+	}
+	return p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in array, want ',' or ']'", p.describe()))
+}
+
+// key reads an object's key and the ':' after it at i onto the tape, for
+// scan; it returns the tape and the offset after the ':'.
+func (p *parser) key(f *frame, tape []tok, i int) ([]tok, int, error) {
+	s := p.s
+	i = skipWS(s, i)
+	if i >= len(s) || s[i] != '"' {
+		p.i = i
+		return tape, i, p.fail(ErrSyntax, fmt.Sprintf("unexpected %s in object, want a string key", p.describe()))
+	}
+	keyAt := i
+	k, next, err := p.str(i)
+	if err != nil {
+		return tape, i, err
+	}
+	i = next
+	// Duplicate keys make the canonical form depend on which member a
+	// reader keeps; reject them rather than guess.
+	if err := p.checkKey(f, k, keyAt); err != nil {
+		return tape, i, err
+	}
+	p.keys = append(p.keys, k)
+	tape = append(tape, k)
+	i = skipWS(s, i)
+	if i >= len(s) || s[i] != ':' {
+		p.i = i
+		return tape, i, p.fail(ErrSyntax, fmt.Sprintf("unexpected %s after object key, want ':'", p.describe()))
+	}
+	return tape, i + 1, nil
 }
 
 // smallObject is the member count up to which duplicate keys are found by

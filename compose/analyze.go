@@ -134,31 +134,46 @@ func Analyze(c *Composition) *Analysis {
 		}
 		ids[n.ID] = true
 	}
+	wants, order := consumption(c)
+	a.completeness(c, wants, order)
+	a.surface(c, wants)
+	a.startup(c, ids)
+	a.operationCycles(c)
+	return a
+}
 
-	// Completeness.
-	type want struct {
-		by       []string
-		required bool
-	}
+// want is what the composition asks of one capability: the nodes that
+// need it, and whether any of them requires it.
+type want struct {
+	by       []string
+	required bool
+}
+
+// consumption collects what the nodes need, by capability, and the
+// capabilities in the order first needed.
+func consumption(c *Composition) (map[string]*want, []string) {
 	wants := map[string]*want{}
 	var order []string
-	need := func(capability, by string, required bool) {
-		w := wants[capability]
-		if w == nil {
-			w = &want{}
-			wants[capability] = w
-			order = append(order, capability)
-		}
-		if !contains(w.by, by) {
-			w.by = append(w.by, by)
-		}
-		w.required = w.required || required
-	}
 	for _, n := range c.Nodes {
 		for _, nd := range n.Needs {
-			need(nd.Capability, n.ID, nd.Required && !n.Optional)
+			w := wants[nd.Capability]
+			if w == nil {
+				w = &want{}
+				wants[nd.Capability] = w
+				order = append(order, nd.Capability)
+			}
+			if !contains(w.by, n.ID) {
+				w.by = append(w.by, n.ID)
+			}
+			w.required = w.required || (nd.Required && !n.Optional)
 		}
 	}
+	return wants, order
+}
+
+// completeness finds the needed capabilities and named hosts nobody
+// usable provides, and the needed capabilities several provide.
+func (a *Analysis) completeness(c *Composition, wants map[string]*want, order []string) {
 	a.Complete = true
 	for _, capability := range order {
 		w := wants[capability]
@@ -173,23 +188,7 @@ func Analyze(c *Composition) *Analysis {
 			}
 			continue
 		}
-		m := Missing{Capability: capability, NeededBy: w.by, Required: w.required}
-		switch {
-		case len(unusable) > 0:
-			var why []string
-			for _, h := range unusable {
-				s := "not live"
-				if h.Live {
-					s = "not trusted"
-				}
-				why = append(why, h.Name+" provides it but is "+s)
-			}
-			m.Reason = strings.Join(why, "; ")
-		case wire.ValidateMethodName(capability) != nil && strings.ContainsAny(capability, "-_") && !strings.Contains(capability, "."):
-			m.Reason = "no host provides it (it is a token, not a method name, so only a host advertising that token matches)"
-		default:
-			m.Reason = "no host provides it"
-		}
+		m := Missing{Capability: capability, NeededBy: w.by, Required: w.required, Reason: missingReason(capability, unusable)}
 		a.Missing = append(a.Missing, m)
 		if m.Required {
 			a.Complete = false
@@ -204,19 +203,37 @@ func Analyze(c *Composition) *Analysis {
 			}
 		}
 	}
+}
 
-	// Surface: every usable method minus everything consumed.
-	consumed := map[string]bool{}
-	for _, capability := range order {
-		consumed[capability] = true
+// missingReason says why a needed capability has no usable provider.
+func missingReason(capability string, unusable []*Host) string {
+	switch {
+	case len(unusable) > 0:
+		var why []string
+		for _, h := range unusable {
+			s := "not live"
+			if h.Live {
+				s = "not trusted"
+			}
+			why = append(why, h.Name+" provides it but is "+s)
+		}
+		return strings.Join(why, "; ")
+	case wire.ValidateMethodName(capability) != nil && strings.ContainsAny(capability, "-_") && !strings.Contains(capability, "."):
+		return "no host provides it (it is a token, not a method name, so only a host advertising that token matches)"
 	}
+	return "no host provides it"
+}
+
+// surface computes every usable method minus everything consumed, and
+// the methods nobody needs that several hosts provide.
+func (a *Analysis) surface(c *Composition, wants map[string]*want) {
 	providers := map[string][]string{}
 	for _, h := range c.Hosts {
 		if !h.usable() {
 			continue
 		}
 		for _, m := range h.Methods {
-			if !consumed[m] {
+			if wants[m] == nil {
 				a.Surface = union(a.Surface, []string{m})
 			}
 			providers[m] = append(providers[m], h.Name)
@@ -229,31 +246,12 @@ func Analyze(c *Composition) *Analysis {
 		}
 	}
 	sort.Slice(a.Ambiguous, func(i, j int) bool { return a.Ambiguous[i].Capability < a.Ambiguous[j].Capability })
+}
 
-	// The start-up graph.
-	for _, n := range c.Nodes {
-		for _, d := range n.DependsOn {
-			if !ids[d] {
-				a.Problems = append(a.Problems, fmt.Sprintf("node %s depends on %q, which is not a node", n.ID, d))
-				continue
-			}
-			a.Edges = append(a.Edges, Edge{From: n.ID, To: d, Kind: "depends_on"})
-		}
-		for _, nd := range n.Needs {
-			p := c.choose(nd.Capability)
-			if p == nil {
-				continue
-			}
-			if pn := c.nodeOf(p.Name); pn != nil && pn.ID != n.ID {
-				a.Edges = append(a.Edges, Edge{From: n.ID, To: pn.ID, Kind: "consumes", Capability: nd.Capability})
-			}
-		}
-		if n.Target != "" {
-			if pn := c.nodeOf(n.Target); pn != nil && pn.ID != n.ID && !contains(n.DependsOn, pn.ID) {
-				a.Edges = append(a.Edges, Edge{From: n.ID, To: pn.ID, Kind: "consumes", Capability: "host " + n.Target})
-			}
-		}
-	}
+// startup builds the start-up graph, finds its cycles and orders it in
+// waves.
+func (a *Analysis) startup(c *Composition, ids map[string]bool) {
+	a.edges(c, ids)
 	var nodes []string
 	for _, n := range c.Nodes {
 		nodes = append(nodes, n.ID)
@@ -280,8 +278,39 @@ func Analyze(c *Composition) *Analysis {
 		}
 	}
 	a.Waves = waves(sccs, all)
+}
 
-	// operation_dependencies across every host.
+// edges adds the start-up graph's edges: declared dependencies, and the
+// consumption of a capability or a named host another node provides.
+func (a *Analysis) edges(c *Composition, ids map[string]bool) {
+	for _, n := range c.Nodes {
+		for _, d := range n.DependsOn {
+			if !ids[d] {
+				a.Problems = append(a.Problems, fmt.Sprintf("node %s depends on %q, which is not a node", n.ID, d))
+				continue
+			}
+			a.Edges = append(a.Edges, Edge{From: n.ID, To: d, Kind: "depends_on"})
+		}
+		for _, nd := range n.Needs {
+			p := c.choose(nd.Capability)
+			if p == nil {
+				continue
+			}
+			if pn := c.nodeOf(p.Name); pn != nil && pn.ID != n.ID {
+				a.Edges = append(a.Edges, Edge{From: n.ID, To: pn.ID, Kind: "consumes", Capability: nd.Capability})
+			}
+		}
+		if n.Target != "" {
+			if pn := c.nodeOf(n.Target); pn != nil && pn.ID != n.ID && !contains(n.DependsOn, pn.ID) {
+				a.Edges = append(a.Edges, Edge{From: n.ID, To: pn.ID, Kind: "consumes", Capability: "host " + n.Target})
+			}
+		}
+	}
+}
+
+// operationCycles finds the cycles of operation_dependencies across every
+// host.
+func (a *Analysis) operationCycles(c *Composition) {
 	var methods []string
 	deps := map[string][]string{}
 	for _, h := range c.Hosts {
@@ -294,7 +323,6 @@ func Analyze(c *Composition) *Analysis {
 	for _, scc := range cycles(methods, deps) {
 		a.Cycles = append(a.Cycles, Cycle{Kind: "operation", Nodes: scc})
 	}
-	return a
 }
 
 // components returns the strongly connected components of the graph

@@ -112,91 +112,136 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 		rep.Error = err.Error()
 		return rep
 	}
-
-	familyScoped := false
-	if addr.Scheme == "unix" {
-		info, err := statSocket(addr.Path)
-		if err != nil {
-			rep.Error = err.Error()
-			return rep
-		}
-		rep.Socket = info
-		base := strings.TrimSuffix(info.Resolved[strings.LastIndexByte(info.Resolved, '/')+1:], ".sock")
-		familyScoped = strings.Contains(base, "-")
+	h := &hostAudit{addr: addr, o: o, rep: rep}
+	if err := h.statSocket(); err != nil {
+		rep.Error = err.Error()
+		return rep
 	}
+	if err := h.dial(ctx); err != nil {
+		rep.Error = err.Error()
+		return rep
+	}
+	if h.hc != nil {
+		defer h.hc.CloseIdleConnections()
+	}
+	defer h.caller.Close()
+	rep.Reachable = true
 
-	var caller jsonrpc.Caller
-	var secured bool
-	var hc *http.Client
-	var httpBase string
+	if !h.auditWire(ctx) {
+		return rep
+	}
+	h.auditIPC(ctx, cases)
+	if !o.NoCHP {
+		h.auditCHP(ctx)
+	}
+	h.auditRegistry(ctx)
+	return rep
+}
+
+// hostAudit is the audit of one host under way: how it is reached and
+// what the wire suite found, which the later suites read.
+type hostAudit struct {
+	addr endpoint.Address
+	o    *Options
+	rep  *HostReport
+
+	familyScoped bool // the socket's name carries a family id
+	caller       jsonrpc.Caller
+	secured      bool         // a BTSP handshake with this process's family seed
+	hc           *http.Client // nil unless the endpoint is http(s)
+	httpBase     string
+	httpCHPHost  *httpCHP // set when the HTTP endpoint is a CHP host
+	w            wireOutcome
+	listing      *registryListing
+}
+
+// statSocket records the socket of a unix endpoint.
+func (h *hostAudit) statSocket() error {
+	if h.addr.Scheme != "unix" {
+		return nil
+	}
+	info, err := statSocket(h.addr.Path)
+	if err != nil {
+		return err
+	}
+	h.rep.Socket = info
+	base := strings.TrimSuffix(info.Resolved[strings.LastIndexByte(info.Resolved, '/')+1:], ".sock")
+	h.familyScoped = strings.Contains(base, "-")
+	return nil
+}
+
+// dial connects to the host: a JSON-RPC connection on a socket, an HTTP
+// client (and its JSON-RPC bridge) on http(s).
+func (h *hostAudit) dial(ctx context.Context) error {
+	addr, o := h.addr, h.o
 	switch addr.Scheme {
 	case "unix", "tcp":
 		dctx, dcancel := context.WithTimeout(ctx, o.connectTimeout())
 		conn, err := endpoint.DialConn(dctx, addr)
 		dcancel()
 		if err != nil {
-			rep.Error = err.Error()
-			return rep
+			return err
 		}
 		if bc, ok := conn.(interface{ PeerFamily() string }); ok && bc.PeerFamily() != "" {
-			secured = true // a BTSP handshake with this process's family seed
+			h.secured = true
 		}
-		caller = jsonrpc.NewClient(conn, nil)
+		h.caller = jsonrpc.NewClient(conn, nil)
 	case "http", "https":
-		hc = &http.Client{Timeout: o.probeTimeout(), Transport: &http.Transport{
+		h.hc = &http.Client{Timeout: o.probeTimeout(), Transport: &http.Transport{
 			// HTTP hosts need not be local: the connect bound is for
 			// discovering local sockets, not for reaching a web server.
 			DialContext:       (&net.Dialer{Timeout: o.probeTimeout()}).DialContext,
 			DisableKeepAlives: false,
 		}}
-		defer hc.CloseIdleConnections()
-		httpBase = addr.Scheme + "://" + addr.Host
+		h.httpBase = addr.Scheme + "://" + addr.Host
 		path := addr.Path
 		if path == "" || path == "/" {
 			path = "/jsonrpc"
 		}
-		caller = jsonrpc.NewHTTPClient(httpBase+path, hc)
+		h.caller = jsonrpc.NewHTTPClient(h.httpBase+path, h.hc)
 	default:
-		rep.Error = fmt.Sprintf("cannot audit a %q endpoint", addr.Scheme)
-		return rep
+		return fmt.Errorf("cannot audit a %q endpoint", addr.Scheme)
 	}
-	defer caller.Close()
-	rep.Reachable = true
+	return nil
+}
 
+// auditWire runs the Capability Wire Standard suite and fills in what the
+// report says about the host. It returns false when the host turned out
+// unreachable (an HTTP endpoint with neither JSON-RPC, CHP nor a registry).
+func (h *hostAudit) auditWire(ctx context.Context) bool {
+	rep := h.rep
 	// HTTP: is it a CHP host? Then a missing JSON-RPC bridge is no failure.
-	var httpCHPHost *httpCHP
-	if hc != nil {
-		h := &httpCHP{base: httpBase, key: o.Key, hc: hc}
-		if probeHTTPCHP(ctx, h) {
-			httpCHPHost = h
+	if h.hc != nil {
+		c := &httpCHP{base: h.httpBase, key: h.o.Key, hc: h.hc}
+		if probeHTTPCHP(ctx, c) {
+			h.httpCHPHost = c
 		}
 	}
-
-	transport := addr.Scheme
+	transport := h.addr.Scheme
 	if transport == "https" {
 		transport = "http"
 	}
-	wireChecks, w := auditWire(ctx, caller, transport, o, familyScoped, secured)
-	jsonrpcAbsent := hc != nil && w.err != nil && !isRPCError(w.err)
-	var listing *registryListing
-	if hc != nil {
-		h := &httpCHP{base: httpBase, key: o.Key, hc: hc}
-		if l, err := listAgents(ctx, h); err == nil {
-			listing = l
+	wireChecks, w := auditWire(ctx, h.caller, transport, h.o, h.familyScoped, h.secured)
+	h.w = w
+	jsonrpcAbsent := h.hc != nil && w.err != nil && !isRPCError(w.err)
+	if h.hc != nil {
+		c := &httpCHP{base: h.httpBase, key: h.o.Key, hc: h.hc}
+		if l, err := listAgents(ctx, c); err == nil {
+			h.listing = l
 		}
 	}
 	switch {
-	case jsonrpcAbsent && (httpCHPHost != nil || listing != nil):
+	case jsonrpcAbsent && (h.httpCHPHost != nil || h.listing != nil):
 		what := "a CHP host on the HTTP binding"
-		if httpCHPHost == nil {
+		if h.httpCHPHost == nil {
 			what = "an RFC-005 registry (GET /agents)"
 		}
 		rep.Checks = append(rep.Checks, Check{Suite: SuiteWire, ID: "W.jsonrpc", Requirement: "the host answers JSON-RPC 2.0 (capabilities.list)",
-			Source: srcWireLevels, Status: Skip, Reason: what + " without a JSON-RPC bridge at " + addr.String()})
+			Source: srcWireLevels, Status: Skip, Reason: what + " without a JSON-RPC bridge at " + h.addr.String()})
 	case jsonrpcAbsent:
 		rep.Reachable = false
 		rep.Error = w.err.Error()
-		return rep
+		return false
 	default:
 		rep.Checks = append(rep.Checks, wireChecks...)
 	}
@@ -217,16 +262,21 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 			}
 		}
 	}
+	return true
+}
 
-	// IPC v3.1: framing on a fresh connection per case, socket hygiene.
-	if addr.Scheme == "unix" || addr.Scheme == "tcp" {
+// auditIPC runs IPC v3.1: framing on a fresh connection per case, socket
+// hygiene.
+func (h *hostAudit) auditIPC(ctx context.Context, cases []Case) {
+	rep, w := h.rep, h.w
+	if h.addr.Scheme == "unix" || h.addr.Scheme == "tcp" {
 		switch {
 		case w.btsp:
 			rep.Checks = append(rep.Checks, skipFraming(cases, "the socket requires a BTSP handshake before JSON-RPC")...)
 		case w.err != nil:
 			rep.Checks = append(rep.Checks, skipFraming(cases, "capabilities.list got no answer: "+w.err.Error())...)
 		default:
-			rep.Checks = append(rep.Checks, auditFraming(ctx, addr, o, cases)...)
+			rep.Checks = append(rep.Checks, auditFraming(ctx, h.addr, h.o, cases)...)
 		}
 	}
 	if rep.Socket != nil {
@@ -236,59 +286,64 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 		}
 		rep.Checks = append(rep.Checks, auditSocket(rep.Socket, rep.Primal, domain)...)
 	}
+}
 
-	// CHP over HTTP or over the JSON-RPC binding.
-	if !o.NoCHP {
-		var t chpTransport
-		switch {
-		case httpCHPHost != nil:
-			t = httpCHPHost
-		case w.err == nil && !w.btsp:
-			t = &rpcCHP{c: caller}
-		}
-		if t != nil {
-			dctx, dcancel := context.WithTimeout(ctx, o.probeTimeout())
-			desc, err := t.describe(dctx)
-			dcancel()
-			switch {
-			case err == nil && declaresNone(desc):
-				// The CHP binding is served, but nothing is governed by it:
-				// an infrastructure endpoint (a node, a router), not a
-				// capability host. Nothing to judge, and nothing passed.
-				var d struct {
-					ID string `json:"id"`
-				}
-				_ = json.Unmarshal(desc, &d)
-				rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpReqs[0].req, Source: chpReqs[0].src,
-					Status: Skip, Reason: "the host serves the CHP binding but declares no capabilities: not a CHP capability host, nothing to govern"})
-				rep.CHP = &CHPSummary{Binding: t.binding(), HostID: d.ID, NoCapabilities: true}
-			case err == nil:
-				checks, sum := auditCHP(ctx, t, desc, o)
-				rep.Checks = append(rep.Checks, checks...)
-				rep.CHP = sum
-			case errors.Is(err, errNotOffered):
-				// Not a CHP host: nothing to report.
-			default:
-				rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpReqs[0].req, Source: chpReqs[0].src,
-					Status: Fail, Reason: "describe failed: " + err.Error()})
-				rep.CHP = &CHPSummary{Binding: t.binding(), Failed: 1}
-			}
-		}
+// auditCHP runs CHP over HTTP or over the JSON-RPC binding, when the host
+// speaks it.
+func (h *hostAudit) auditCHP(ctx context.Context) {
+	rep := h.rep
+	var t chpTransport
+	switch {
+	case h.httpCHPHost != nil:
+		t = h.httpCHPHost
+	case h.w.err == nil && !h.w.btsp:
+		t = &rpcCHP{c: h.caller}
 	}
+	if t == nil {
+		return
+	}
+	dctx, dcancel := context.WithTimeout(ctx, h.o.probeTimeout())
+	desc, err := t.describe(dctx)
+	dcancel()
+	switch {
+	case err == nil && declaresNone(desc):
+		// The CHP binding is served, but nothing is governed by it:
+		// an infrastructure endpoint (a node, a router), not a
+		// capability host. Nothing to judge, and nothing passed.
+		var d struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(desc, &d)
+		rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpChecklist[0].requirement, Source: chpChecklist[0].source,
+			Status: Skip, Reason: "the host serves the CHP binding but declares no capabilities: not a CHP capability host, nothing to govern"})
+		rep.CHP = &CHPSummary{Binding: t.binding(), HostID: d.ID, NoCapabilities: true}
+	case err == nil:
+		checks, sum := auditCHP(ctx, t, desc, h.o)
+		rep.Checks = append(rep.Checks, checks...)
+		rep.CHP = sum
+	case errors.Is(err, errNotOffered):
+		// Not a CHP host: nothing to report.
+	default:
+		rep.Checks = append(rep.Checks, Check{Suite: SuiteCHP, ID: "CHP.1", Requirement: chpChecklist[0].requirement, Source: chpChecklist[0].source,
+			Status: Fail, Reason: "describe failed: " + err.Error()})
+		rep.CHP = &CHPSummary{Binding: t.binding(), Failed: 1}
+	}
+}
 
-	// RFC-005 on registries.
-	if listing == nil && w.in != nil && w.in.Capabilities != nil && contains(w.in.Capabilities.Methods, "ipc.list") {
-		lctx, lcancel := context.WithTimeout(ctx, o.probeTimeout())
-		l, err := listIPC(lctx, caller)
+// auditRegistry runs RFC-005 on registries: a Genesis-Mesh NA found by
+// auditWire, or a host that advertises ipc.list.
+func (h *hostAudit) auditRegistry(ctx context.Context) {
+	if h.listing == nil && h.w.in != nil && h.w.in.Capabilities != nil && contains(h.w.in.Capabilities.Methods, "ipc.list") {
+		lctx, lcancel := context.WithTimeout(ctx, h.o.probeTimeout())
+		l, err := listIPC(lctx, h.caller)
 		lcancel()
 		if err == nil {
-			listing = l
+			h.listing = l
 		}
 	}
-	if listing != nil {
-		rep.Checks = append(rep.Checks, auditRegistry(listing, o.now())...)
+	if h.listing != nil {
+		h.rep.Checks = append(h.rep.Checks, auditRegistry(h.listing, h.o.now())...)
 	}
-	return rep
 }
 
 // isRPCError reports whether err is an answer from the host (a JSON-RPC

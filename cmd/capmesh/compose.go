@@ -92,36 +92,79 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 	}
 	c := &compose.Composition{}
 	for _, p := range args {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return usageErrorf("%v", err)
-		}
-		switch strings.ToLower(filepath.Ext(p)) {
-		case ".toml":
-			g, err := compose.ParseGraph(data)
-			if err != nil {
-				return usageErrorf("%s: %v", p, err)
-			}
-			if c.Name == "" {
-				c.Name = g.Name
-			}
-			c.Nodes = append(c.Nodes, g.Nodes...)
-			for _, h := range g.Hosts {
-				c.Add(h)
-			}
-		case ".json":
-			hosts, err := compose.ParseCapabilities(data)
-			if err != nil {
-				return usageErrorf("%s: %v", p, err)
-			}
-			for _, h := range hosts {
-				c.Add(h)
-			}
-		default:
-			return usageErrorf("%s: want a .toml deploy graph or a .json list of capabilities.list answers", p)
+		if err := addComposeFile(c, p); err != nil {
+			return err
 		}
 	}
 	opts := &compose.LiveOptions{CallTimeout: f.timeout}
+	if err := addLiveHosts(ctx, c, f, opts); err != nil {
+		return err
+	}
+	if f.fromRegistry {
+		if err := addRegistryHosts(ctx, c, f, opts); err != nil {
+			return err
+		}
+	}
+	if c.Name == "" {
+		c.Name = "composition"
+	}
+
+	an := compose.Analyze(c)
+	var plan *compose.Plan
+	var planErr error
+	if f.goal != "" {
+		plan, planErr = c.Plan(f.goal)
+	}
+	if err := writeComposition(a, f.format, c, an, plan, planErr); err != nil {
+		return err
+	}
+	if planErr != nil {
+		fmt.Fprintf(a.stderr, "capmesh: no plan for %s: %v\n", f.goal, planErr)
+	}
+	if !an.OK() || planErr != nil {
+		return silentExit(exitFailure)
+	}
+	return nil
+}
+
+// addComposeFile adds a deploy graph (.toml) or a list of
+// capabilities.list answers (.json) to the composition.
+func addComposeFile(c *compose.Composition, p string) error {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".toml":
+		g, err := compose.ParseGraph(data)
+		if err != nil {
+			return usageErrorf("%s: %v", p, err)
+		}
+		if c.Name == "" {
+			c.Name = g.Name
+		}
+		c.Nodes = append(c.Nodes, g.Nodes...)
+		for _, h := range g.Hosts {
+			c.Add(h)
+		}
+	case ".json":
+		hosts, err := compose.ParseCapabilities(data)
+		if err != nil {
+			return usageErrorf("%s: %v", p, err)
+		}
+		for _, h := range hosts {
+			c.Add(h)
+		}
+	default:
+		return usageErrorf("%s: want a .toml deploy graph or a .json list of capabilities.list answers", p)
+	}
+	return nil
+}
+
+// addLiveHosts adds the hosts of the socket directory (--all) and the
+// named ones (--endpoint, --name), asked live; a named host that cannot
+// be reached exits 3.
+func addLiveHosts(ctx context.Context, c *compose.Composition, f *composeFlags, opts *compose.LiveOptions) error {
 	var addrs []endpoint.Address
 	if f.all {
 		dir := f.dir
@@ -161,40 +204,38 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 		}
 		c.Add(h)
 	}
-	if f.fromRegistry {
-		addr := f.registry
-		if addr == "" {
-			p, err := endpoint.SocketPath("capmesh")
-			if err != nil {
-				return usageErrorf("%v", err)
-			}
-			addr = "unix://" + p
-		}
-		reg, err := endpoint.Dial(ctx, addr)
-		if err != nil {
-			return netErr(err)
-		}
-		hosts, err := compose.FromRegistry(ctx, reg, opts)
-		reg.Close()
-		if err != nil {
-			return netErr(fmt.Errorf("%s: %w", addr, err))
-		}
-		for _, h := range hosts {
-			c.Add(h)
-		}
-	}
-	if c.Name == "" {
-		c.Name = "composition"
-	}
+	return nil
+}
 
-	an := compose.Analyze(c)
-	var plan *compose.Plan
-	var planErr error
-	if f.goal != "" {
-		plan, planErr = c.Plan(f.goal)
+// addRegistryHosts adds the hosts the node's registry lists (--registry,
+// else the capmesh socket).
+func addRegistryHosts(ctx context.Context, c *compose.Composition, f *composeFlags, opts *compose.LiveOptions) error {
+	addr := f.registry
+	if addr == "" {
+		p, err := endpoint.SocketPath("capmesh")
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		addr = "unix://" + p
 	}
-	var err error
-	switch f.format {
+	reg, err := endpoint.Dial(ctx, addr)
+	if err != nil {
+		return netErr(err)
+	}
+	hosts, err := compose.FromRegistry(ctx, reg, opts)
+	reg.Close()
+	if err != nil {
+		return netErr(fmt.Errorf("%s: %w", addr, err))
+	}
+	for _, h := range hosts {
+		c.Add(h)
+	}
+	return nil
+}
+
+// writeComposition prints the analysis (and the plan) in the format asked.
+func writeComposition(a *app, format string, c *compose.Composition, an *compose.Analysis, plan *compose.Plan, planErr error) error {
+	switch format {
 	case "json":
 		out := map[string]any{"composition": c, "analysis": an, "ok": an.OK() && planErr == nil}
 		if plan != nil {
@@ -205,26 +246,16 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 		}
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(out)
+		return enc.Encode(out)
 	case "dot":
-		err = compose.WriteDOT(a.stdout, c, an)
+		return compose.WriteDOT(a.stdout, c, an)
 	case "mermaid":
-		err = compose.WriteMermaid(a.stdout, c, an)
-	default:
-		err = compose.WriteText(a.stdout, c, an)
-		if err == nil && plan != nil {
-			fmt.Fprintln(a.stdout)
-			err = compose.WritePlan(a.stdout, plan)
-		}
+		return compose.WriteMermaid(a.stdout, c, an)
 	}
-	if err != nil {
-		return err
+	err := compose.WriteText(a.stdout, c, an)
+	if err == nil && plan != nil {
+		fmt.Fprintln(a.stdout)
+		err = compose.WritePlan(a.stdout, plan)
 	}
-	if planErr != nil {
-		fmt.Fprintf(a.stderr, "capmesh: no plan for %s: %v\n", f.goal, planErr)
-	}
-	if !an.OK() || planErr != nil {
-		return silentExit(exitFailure)
-	}
-	return nil
+	return err
 }

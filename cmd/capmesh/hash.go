@@ -26,10 +26,31 @@ type hashFlags struct {
 
 func newHashCmd(a *app) *cobra.Command {
 	f := &hashFlags{}
+	h := &hashCmds{a: a, f: f}
 	cmd := &cobra.Command{
 		Use:   "hash",
 		Short: "Capability fingerprints compatible with @khoralabs/agent-capabilities",
-		Long: `hash computes the SHA-256 capability fingerprints that
+		Long:  hashLong,
+	}
+	pf := cmd.PersistentFlags()
+	pf.BoolVar(&f.payload, "payload", false, "print the canonical pre-hash JSON instead of the hash")
+	pf.BoolVar(&f.asJSON, "json", false, "print a JSON result (for scripts)")
+	cmd.AddCommand(
+		h.one("object", "hashPlainObject of any JSON document", h.object),
+		h.one("tool", "static hash of a tool declaration", h.composable("tool")),
+		h.one("toolkit", "static hash of a toolkit or dynamicToolkit declaration", h.composable("toolkit")),
+		h.one("agent", "staticHash of a registered agent declaration", h.agent),
+		h.one("runtime", "computeRuntimeHash of a runtime document", h.runtime),
+	)
+	inv := h.one("invocation", "invocation context hash", h.invocation)
+	inv.Flags().StringSliceVar(&f.allowlist, "allowlist", nil, "top-level context keys to keep (comma-separated)")
+	cmd.AddCommand(inv, newHashLinkCmd(a, f), newHashDiffCmd(a, f),
+		newHashEvaluateCmd(a, f), newHashBindingCmd(a, f), newHashToolRefsCmd(a, f))
+	return cmd
+}
+
+// hashLong is capmesh hash's help.
+const hashLong = `hash computes the SHA-256 capability fingerprints that
 @khoralabs/agent-capabilities computes in TypeScript, from JSON declarations
 (the format of its test vectors; see the fingerprint package documentation).
 A link input that declares only the agent is evaluated like
@@ -52,153 +73,162 @@ FILE may be - for standard input.
 
 JSON cannot carry every JavaScript value; write {"$undefined":true},
 {"$function":"f"}, {"$date":"2024-01-02T03:04:05.000Z"}, {"$number":"-0"}
-and {"$literal":{...}} for those.`,
-	}
-	pf := cmd.PersistentFlags()
-	pf.BoolVar(&f.payload, "payload", false, "print the canonical pre-hash JSON instead of the hash")
-	pf.BoolVar(&f.asJSON, "json", false, "print a JSON result (for scripts)")
-	one := func(use, short string, run func(cmd *cobra.Command, v canonical.Value) error) *cobra.Command {
-		return &cobra.Command{
-			Use:   use + " FILE",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				v, err := readDoc(a, args[0])
-				if err != nil {
-					return err
-				}
-				return run(cmd, v)
-			},
-		}
-	}
-	emit := func(payload canonical.Value, hash string, extra map[string]any) error {
-		if f.payload {
-			b, err := canonical.Khoralabs.AppendCanonical(nil, payload)
+and {"$literal":{...}} for those.`
+
+// hashCmds builds the subcommands of capmesh hash that read one document.
+type hashCmds struct {
+	a *app
+	f *hashFlags
+}
+
+// one is a subcommand that reads the JSON document FILE and runs run on it.
+func (h *hashCmds) one(use, short string, run func(cmd *cobra.Command, v canonical.Value) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " FILE",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := readDoc(h.a, args[0])
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s\n", b)
-			return nil
+			return run(cmd, v)
+		},
+	}
+}
+
+// emit prints a hash: the payload with --payload, a JSON object with the
+// extra members with --json, else the hash alone.
+func (h *hashCmds) emit(payload canonical.Value, hash string, extra map[string]any) error {
+	if h.f.payload {
+		b, err := canonical.Khoralabs.AppendCanonical(nil, payload)
+		if err != nil {
+			return err
 		}
-		if f.asJSON {
-			out := map[string]any{"hash": hash}
-			for k, v := range extra {
-				out[k] = v
-			}
-			return writeJSON(a.stdout, out)
-		}
-		fmt.Fprintln(a.stdout, hash)
+		fmt.Fprintf(h.a.stdout, "%s\n", b)
 		return nil
 	}
-	composable := func(want string) func(*cobra.Command, canonical.Value) error {
-		return func(_ *cobra.Command, v canonical.Value) error {
-			c, err := fingerprint.DecodeComposable(v)
-			if err != nil {
-				return usageErrorf("%v", err)
-			}
-			var p canonical.Value
-			switch t := c.(type) {
-			case *fingerprint.Tool:
-				if want != "tool" {
-					return usageErrorf("the document declares a tool; use capmesh hash tool")
-				}
-				p, err = t.StaticPayload()
-			case *fingerprint.Toolkit:
-				if want != "toolkit" {
-					return usageErrorf("the document declares a toolkit; use capmesh hash toolkit")
-				}
-				p, err = t.StaticPayload()
-			case *fingerprint.DynamicToolkit:
-				if want != "toolkit" {
-					return usageErrorf("the document declares a dynamicToolkit; use capmesh hash toolkit")
-				}
-				p, err = t.StaticPayload()
-			}
-			if err != nil {
-				return err
-			}
-			h, err := c.StaticHash()
-			if err != nil {
-				return err
-			}
-			return emit(p, h, map[string]any{"kind": want, "name": c.ComposableName()})
+	if h.f.asJSON {
+		out := map[string]any{"hash": hash}
+		for k, v := range extra {
+			out[k] = v
 		}
+		return writeJSON(h.a.stdout, out)
 	}
-	cmd.AddCommand(
-		one("object", "hashPlainObject of any JSON document", func(_ *cobra.Command, v canonical.Value) error {
-			p, ok, err := fingerprint.Plain(v)
-			if err != nil {
-				return err
+	fmt.Fprintln(h.a.stdout, hash)
+	return nil
+}
+
+// composable hashes a tool or toolkit declaration; want names the
+// subcommand, which must match what the document declares.
+func (h *hashCmds) composable(want string) func(*cobra.Command, canonical.Value) error {
+	return func(_ *cobra.Command, v canonical.Value) error {
+		c, err := fingerprint.DecodeComposable(v)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		var p canonical.Value
+		switch t := c.(type) {
+		case *fingerprint.Tool:
+			if want != "tool" {
+				return usageErrorf("the document declares a tool; use capmesh hash tool")
 			}
-			if !ok {
-				if f.payload {
-					return nil // JSON.stringify returns undefined: nothing is hashed
-				}
-				return emit(p, fingerprint.EmptyHash, nil)
+			p, err = t.StaticPayload()
+		case *fingerprint.Toolkit:
+			if want != "toolkit" {
+				return usageErrorf("the document declares a toolkit; use capmesh hash toolkit")
 			}
-			h, err := fingerprint.HashPlainObject(v)
-			if err != nil {
-				return err
+			p, err = t.StaticPayload()
+		case *fingerprint.DynamicToolkit:
+			if want != "toolkit" {
+				return usageErrorf("the document declares a dynamicToolkit; use capmesh hash toolkit")
 			}
-			return emit(p, h, nil)
-		}),
-		one("tool", "static hash of a tool declaration", composable("tool")),
-		one("toolkit", "static hash of a toolkit or dynamicToolkit declaration", composable("toolkit")),
-		one("agent", "staticHash of a registered agent declaration", func(_ *cobra.Command, v canonical.Value) error {
-			ag, err := fingerprint.DecodeAgent(v)
-			if err != nil {
-				return usageErrorf("%v", err)
-			}
-			p, err := ag.StaticPayload()
-			if err != nil {
-				return err
-			}
-			h, err := ag.StaticHash()
-			if err != nil {
-				return err
-			}
-			return emit(p, h, map[string]any{"agentId": ag.AgentID})
-		}),
-		one("runtime", "computeRuntimeHash of a runtime document", func(_ *cobra.Command, v canonical.Value) error {
-			r, err := fingerprint.DecodeRuntime(v)
-			if err != nil {
-				return usageErrorf("%v", err)
-			}
-			refs, err := r.ToolRefs()
-			if err != nil {
-				return err
-			}
-			p := fingerprint.RuntimePayload(refs)
-			h, err := r.Hash()
-			if err != nil {
-				return err
-			}
-			return emit(p, h, map[string]any{"toolRefs": refs})
-		}),
-	)
-	inv := one("invocation", "invocation context hash", func(_ *cobra.Command, v canonical.Value) error {
-		ctx, ok, err := fingerprint.NormalizeInvocationContext(v, f.allowlist)
+			p, err = t.StaticPayload()
+		}
 		if err != nil {
 			return err
 		}
-		if !ok {
-			if f.asJSON {
-				return writeJSON(a.stdout, map[string]any{"hash": nil})
-			}
-			fmt.Fprintln(a.stderr, "capmesh: no invocation hash: the context is not a plain object or is empty after normalization")
-			return silentExit(1)
-		}
-		p := fingerprint.InvocationPayload(ctx)
-		h, _, err := fingerprint.InvocationHash(v, f.allowlist)
+		hash, err := c.StaticHash()
 		if err != nil {
 			return err
 		}
-		return emit(p, h, nil)
-	})
-	inv.Flags().StringSliceVar(&f.allowlist, "allowlist", nil, "top-level context keys to keep (comma-separated)")
-	cmd.AddCommand(inv, newHashLinkCmd(a, f), newHashDiffCmd(a, f),
-		newHashEvaluateCmd(a, f), newHashBindingCmd(a, f), newHashToolRefsCmd(a, f))
-	return cmd
+		return h.emit(p, hash, map[string]any{"kind": want, "name": c.ComposableName()})
+	}
+}
+
+// object is capmesh hash object: hashPlainObject.
+func (h *hashCmds) object(_ *cobra.Command, v canonical.Value) error {
+	p, ok, err := fingerprint.Plain(v)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if h.f.payload {
+			return nil // JSON.stringify returns undefined: nothing is hashed
+		}
+		return h.emit(p, fingerprint.EmptyHash, nil)
+	}
+	hash, err := fingerprint.HashPlainObject(v)
+	if err != nil {
+		return err
+	}
+	return h.emit(p, hash, nil)
+}
+
+// agent is capmesh hash agent: a registered agent's staticHash.
+func (h *hashCmds) agent(_ *cobra.Command, v canonical.Value) error {
+	ag, err := fingerprint.DecodeAgent(v)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	p, err := ag.StaticPayload()
+	if err != nil {
+		return err
+	}
+	hash, err := ag.StaticHash()
+	if err != nil {
+		return err
+	}
+	return h.emit(p, hash, map[string]any{"agentId": ag.AgentID})
+}
+
+// runtime is capmesh hash runtime: computeRuntimeHash.
+func (h *hashCmds) runtime(_ *cobra.Command, v canonical.Value) error {
+	r, err := fingerprint.DecodeRuntime(v)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	refs, err := r.ToolRefs()
+	if err != nil {
+		return err
+	}
+	p := fingerprint.RuntimePayload(refs)
+	hash, err := r.Hash()
+	if err != nil {
+		return err
+	}
+	return h.emit(p, hash, map[string]any{"toolRefs": refs})
+}
+
+// invocation is capmesh hash invocation: the invocation context hash.
+func (h *hashCmds) invocation(_ *cobra.Command, v canonical.Value) error {
+	ctx, ok, err := fingerprint.NormalizeInvocationContext(v, h.f.allowlist)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if h.f.asJSON {
+			return writeJSON(h.a.stdout, map[string]any{"hash": nil})
+		}
+		fmt.Fprintln(h.a.stderr, "capmesh: no invocation hash: the context is not a plain object or is empty after normalization")
+		return silentExit(1)
+	}
+	p := fingerprint.InvocationPayload(ctx)
+	hash, _, err := fingerprint.InvocationHash(v, h.f.allowlist)
+	if err != nil {
+		return err
+	}
+	return h.emit(p, hash, nil)
 }
 
 func newHashLinkCmd(a *app, f *hashFlags) *cobra.Command {

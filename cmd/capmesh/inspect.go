@@ -288,41 +288,66 @@ func (v *inspectView) print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
 	row("Endpoint", v.Endpoint)
+	row("Capabilities", v.capabilitiesLine())
+	row("Primal", orDash(strings.TrimSpace(v.Primal+" "+v.Version)))
+	row("Identity", v.identityLine())
+	row("Health", v.healthLine())
+	row("Level", v.levelLine())
+	row("Signature", v.signatureLine())
+	row("Transport", v.transportLine())
+	tw.Flush()
+	v.printMethods(w)
+	v.printRequirements(w)
+	if len(v.Deviations) > 0 {
+		fmt.Fprintf(w, "\nDeviations from the standard (tolerated)\n")
+		for _, d := range v.Deviations {
+			fmt.Fprintf(w, "  %s\n", d)
+		}
+	}
+}
+
+// capabilitiesLine says who answered capabilities.list and in which
+// formats the method list was found.
+func (v *inspectView) capabilitiesLine() string {
 	switch {
 	case v.Answered == "":
-		row("Capabilities", "no answer: "+v.CapabilitiesError)
+		return "no answer: " + v.CapabilitiesError
 	case v.CapabilitiesError != "":
-		row("Capabilities", v.Answered+" answered, but: "+v.CapabilitiesError)
-	default:
-		formats := string(v.Source)
-		if formats == "" {
-			formats = "no method list found"
-		}
-		var also []string
-		for _, s := range v.Detected {
-			if s != v.Source {
-				also = append(also, string(s))
-			}
-		}
-		if len(also) > 0 {
-			formats += "; also " + strings.Join(also, ", ")
-		}
-		row("Capabilities", fmt.Sprintf("%s (read from %s)", v.Answered, formats))
+		return v.Answered + " answered, but: " + v.CapabilitiesError
 	}
-	row("Primal", orDash(strings.TrimSpace(v.Primal+" "+v.Version)))
-	switch {
-	case v.Identity != nil:
-		s := v.Identity.Primal + " " + v.Identity.Version
-		if v.Identity.Domain != "" {
-			s += ", domain " + v.Identity.Domain
-		}
-		if v.Identity.License != "" {
-			s += ", license " + v.Identity.License
-		}
-		row("Identity", s)
-	default:
-		row("Identity", "identity.get: "+v.IdentityError)
+	formats := string(v.Source)
+	if formats == "" {
+		formats = "no method list found"
 	}
+	var also []string
+	for _, s := range v.Detected {
+		if s != v.Source {
+			also = append(also, string(s))
+		}
+	}
+	if len(also) > 0 {
+		formats += "; also " + strings.Join(also, ", ")
+	}
+	return fmt.Sprintf("%s (read from %s)", v.Answered, formats)
+}
+
+// identityLine is what identity.get said, or why it failed.
+func (v *inspectView) identityLine() string {
+	if v.Identity == nil {
+		return "identity.get: " + v.IdentityError
+	}
+	s := v.Identity.Primal + " " + v.Identity.Version
+	if v.Identity.Domain != "" {
+		s += ", domain " + v.Identity.Domain
+	}
+	if v.Identity.License != "" {
+		s += ", license " + v.Identity.License
+	}
+	return s
+}
+
+// healthLine sums up the three health methods.
+func (v *inspectView) healthLine() string {
 	var hs []string
 	for _, m := range []string{wire.MethodHealthLiveness, wire.MethodHealthReadiness, wire.MethodHealthCheck} {
 		h := v.Health[m]
@@ -336,7 +361,12 @@ func (v *inspectView) print(w io.Writer) {
 			hs = append(hs, short+" "+h.State)
 		}
 	}
-	row("Health", strings.Join(hs, " · "))
+	return strings.Join(hs, " · ")
+}
+
+// levelLine is the level reached and, when some requirements were not
+// observed, the level verified.
+func (v *inspectView) levelLine() string {
 	level := fmt.Sprintf("%d", v.Report.Level)
 	if v.Report.Level != v.Report.Verified {
 		n := len(v.Report.Unobserved())
@@ -346,13 +376,13 @@ func (v *inspectView) print(w io.Writer) {
 		}
 		level += fmt.Sprintf(" if %s (verified: %d)", what, v.Report.Verified)
 	}
-	row("Level", level)
-	row("Signature", v.signatureLine())
-	row("Transport", v.transportLine())
-	tw.Flush()
+	return level
+}
 
+// printMethods writes the methods by group.
+func (v *inspectView) printMethods(w io.Writer) {
 	fmt.Fprintf(w, "\nMethods (%d)\n", len(v.Methods))
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, g := range v.Groups {
 		short := make([]string, len(g.Methods))
 		for i, m := range g.Methods {
@@ -365,9 +395,12 @@ func (v *inspectView) print(w io.Writer) {
 		}
 	}
 	tw.Flush()
+}
 
+// printRequirements writes every requirement with its outcome.
+func (v *inspectView) printRequirements(w io.Writer) {
 	fmt.Fprintln(w, "\nRequirements")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, ch := range v.Report.Checks {
 		line := ch.Requirement
 		if ch.Reason != "" {
@@ -379,13 +412,6 @@ func (v *inspectView) print(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\tL%d\t%s\n", ch.Status, ch.Level, line)
 	}
 	tw.Flush()
-
-	if len(v.Deviations) > 0 {
-		fmt.Fprintf(w, "\nDeviations from the standard (tolerated)\n")
-		for _, d := range v.Deviations {
-			fmt.Fprintf(w, "  %s\n", d)
-		}
-	}
 }
 
 func (v *inspectView) signatureLine() string {

@@ -301,130 +301,168 @@ func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since 
 	if err != nil {
 		return err
 	}
-	var c jsonrpc.Caller
+	w := &watcher{a: a, t: t, addr: addr, count: count, asJSON: asJSON}
 	defer func() {
-		if c != nil {
-			c.Close()
+		if w.c != nil {
+			w.c.Close()
 		}
 	}()
-	connect := func() error {
-		dctx, cancel := context.WithTimeout(ctx, t.timeout)
-		defer cancel()
-		cc, err := endpoint.DialAddress(dctx, addr, nil)
-		if err != nil {
-			return err
-		}
-		c = cc
-		return nil
-	}
-	if err := connect(); err != nil {
+	if err := w.connect(ctx); err != nil {
 		return netErr(err)
 	}
-	var cursor uint64
 	if since < 0 {
 		// Start from now: the revision the node reports with its list.
 		var cur struct {
 			Revision uint64 `json:"revision"`
 		}
 		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := c.Call(cctx, "ipc.list", map[string]any{}, &cur)
+		err := w.c.Call(cctx, "ipc.list", map[string]any{}, &cur)
 		cancel()
 		if err != nil {
 			return registryErr(addr, "ipc.list", err)
 		}
-		cursor = cur.Revision
+		w.cursor = cur.Revision
 	} else {
-		cursor = uint64(since)
+		w.cursor = uint64(since)
 	}
-	printed, warned := 0, false
 	for {
 		var res struct {
 			Revision uint64            `json:"revision"`
 			Events   []json.RawMessage `json:"events"`
 		}
 		cctx, cancel := context.WithTimeout(ctx, wait+t.timeout)
-		err := c.Call(cctx, "ipc.watch", map[string]any{"since_revision": cursor, "capabilities": caps, "wait_ms": wait.Milliseconds()}, &res)
+		err := w.c.Call(cctx, "ipc.watch", map[string]any{"since_revision": w.cursor, "capabilities": caps, "wait_ms": wait.Milliseconds()}, &res)
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
-			var je *jsonrpc.Error
-			// A draining node is going away: treat it like a lost
-			// connection and wait for its successor.
-			if errors.As(err, &je) && je.Code != jsonrpc.ServiceDraining {
-				var data struct {
-					Code    string `json:"code"`
-					Details struct {
-						Revision uint64 `json:"revision"`
-					} `json:"details"`
-				}
-				_ = json.Unmarshal(je.Data, &data)
-				switch {
-				case je.Code == registry.CodeCompacted:
-					fmt.Fprintf(a.stderr, "watch: events after revision %d are no longer retained; resuming from revision %d (re-list to catch up)\n", cursor, data.Details.Revision)
-					cursor = data.Details.Revision
-					continue
-				case je.Code == jsonrpc.InvalidParams && data.Code == registry.CodeWordInvalidParams && strings.Contains(je.Message, "ahead of the registry"):
-					// The node restarted with less history than we saw.
-					fmt.Fprintf(a.stderr, "watch: the node is at an earlier revision than %d (restarted from older state?); resuming from its current one\n", cursor)
-					cursor = 0
-					since = -1
-					var cur struct {
-						Revision uint64 `json:"revision"`
-					}
-					if c.Call(ctx, "ipc.list", map[string]any{}, &cur) == nil {
-						cursor = cur.Revision
-					}
-					continue
-				}
-				return registryErr(addr, "ipc.watch", err)
+			if err := w.resume(ctx, err); err != nil {
+				return err
 			}
-			// Transport failure: the node went away. Say so once, retry.
-			if !warned {
-				fmt.Fprintf(a.stderr, "watch: lost %s (%v); retrying every second\n", addr, err)
-				warned = true
-			}
-			c.Close()
-			c = nil
-			for c == nil {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(time.Second):
-				}
-				_ = connect()
-			}
-			fmt.Fprintf(a.stderr, "watch: reconnected to %s\n", addr)
-			warned = false
 			continue
 		}
-		for _, raw := range res.Events {
-			var ev watchEvent
-			if err := json.Unmarshal(raw, &ev); err != nil {
-				return fmt.Errorf("ipc.watch: unexpected event %s: %w", raw, err)
-			}
-			if asJSON {
-				fmt.Fprintln(a.stdout, strings.TrimSpace(compactJSON(raw)))
-			} else {
-				if printed == 0 {
-					fmt.Fprintf(a.stdout, "%-6s %-8s %-12s %-16s %-24s %s\n", "REV", "TIME", "EVENT", "NAME", "CAPABILITIES", "ENDPOINT")
-				}
-				line := fmt.Sprintf("%-6d %-8s %-12s %-16s %-24s %s", ev.Revision, ev.At.Local().Format("15:04:05"), ev.Kind, ev.Primal, strings.Join(ev.Capabilities, ","), ev.Endpoint)
-				if ev.Reason != "" {
-					line += " (" + ev.Reason + ")"
-				}
-				fmt.Fprintln(a.stdout, line)
-			}
-			printed++
-			if count > 0 && printed >= count {
-				return nil
-			}
+		if done, err := w.print(res.Events); done || err != nil {
+			return err
 		}
-		if res.Revision > cursor {
-			cursor = res.Revision
+		if res.Revision > w.cursor {
+			w.cursor = res.Revision
 		}
 	}
+}
+
+// watcher is capmesh registry watch under way: its connection, its
+// cursor and what it has printed.
+type watcher struct {
+	a      *app
+	t      *targetFlags
+	addr   endpoint.Address
+	count  int // stop after this many events (0: never)
+	asJSON bool
+
+	c       jsonrpc.Caller // nil while disconnected
+	cursor  uint64
+	printed int
+	warned  bool // the loss of the node has been reported
+}
+
+// connect dials the node.
+func (w *watcher) connect(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, w.t.timeout)
+	defer cancel()
+	cc, err := endpoint.DialAddress(dctx, w.addr, nil)
+	if err != nil {
+		return err
+	}
+	w.c = cc
+	return nil
+}
+
+// resume handles a failed ipc.watch: a compacted history or a node
+// behind the cursor moves the cursor, a lost (or draining) node is
+// reconnected; any other error ends the watch.
+func (w *watcher) resume(ctx context.Context, err error) error {
+	var je *jsonrpc.Error
+	// A draining node is going away: treat it like a lost connection and
+	// wait for its successor.
+	if !errors.As(err, &je) || je.Code == jsonrpc.ServiceDraining {
+		return w.reconnect(ctx, err)
+	}
+	var data struct {
+		Code    string `json:"code"`
+		Details struct {
+			Revision uint64 `json:"revision"`
+		} `json:"details"`
+	}
+	_ = json.Unmarshal(je.Data, &data)
+	switch {
+	case je.Code == registry.CodeCompacted:
+		fmt.Fprintf(w.a.stderr, "watch: events after revision %d are no longer retained; resuming from revision %d (re-list to catch up)\n", w.cursor, data.Details.Revision)
+		w.cursor = data.Details.Revision
+		return nil
+	case je.Code == jsonrpc.InvalidParams && data.Code == registry.CodeWordInvalidParams && strings.Contains(je.Message, "ahead of the registry"):
+		// The node restarted with less history than we saw.
+		fmt.Fprintf(w.a.stderr, "watch: the node is at an earlier revision than %d (restarted from older state?); resuming from its current one\n", w.cursor)
+		w.cursor = 0
+		var cur struct {
+			Revision uint64 `json:"revision"`
+		}
+		if w.c.Call(ctx, "ipc.list", map[string]any{}, &cur) == nil {
+			w.cursor = cur.Revision
+		}
+		return nil
+	}
+	return registryErr(w.addr, "ipc.watch", err)
+}
+
+// reconnect waits for the node to come back after a transport failure,
+// trying every second; it says once that the node was lost.
+func (w *watcher) reconnect(ctx context.Context, err error) error {
+	if !w.warned {
+		fmt.Fprintf(w.a.stderr, "watch: lost %s (%v); retrying every second\n", w.addr, err)
+		w.warned = true
+	}
+	w.c.Close()
+	w.c = nil
+	for w.c == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		_ = w.connect(ctx)
+	}
+	fmt.Fprintf(w.a.stderr, "watch: reconnected to %s\n", w.addr)
+	w.warned = false
+	return nil
+}
+
+// print prints events as a table (or JSON lines); done is set once count
+// events are printed.
+func (w *watcher) print(events []json.RawMessage) (done bool, err error) {
+	for _, raw := range events {
+		var ev watchEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return false, fmt.Errorf("ipc.watch: unexpected event %s: %w", raw, err)
+		}
+		if w.asJSON {
+			fmt.Fprintln(w.a.stdout, strings.TrimSpace(compactJSON(raw)))
+		} else {
+			if w.printed == 0 {
+				fmt.Fprintf(w.a.stdout, "%-6s %-8s %-12s %-16s %-24s %s\n", "REV", "TIME", "EVENT", "NAME", "CAPABILITIES", "ENDPOINT")
+			}
+			line := fmt.Sprintf("%-6d %-8s %-12s %-16s %-24s %s", ev.Revision, ev.At.Local().Format("15:04:05"), ev.Kind, ev.Primal, strings.Join(ev.Capabilities, ","), ev.Endpoint)
+			if ev.Reason != "" {
+				line += " (" + ev.Reason + ")"
+			}
+			fmt.Fprintln(w.a.stdout, line)
+		}
+		w.printed++
+		if w.count > 0 && w.printed >= w.count {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func compactJSON(raw json.RawMessage) string {

@@ -14,5 +14,9 @@
 //   - the host library pulls in etcd, PostgreSQL, the dashboard or the
 //     telemetry SDKs.
 //
+// It also holds the whole-tree function-length test (funclen_test.go): no
+// function of the module, tests aside, is over 100 lines unless longFuncs
+// lists it with its reason, and that list only shrinks.
+//
 // It has no code of its own; run it with `go test ./internal/deptest`.
 package deptest

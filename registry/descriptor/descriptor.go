@@ -132,54 +132,15 @@ func FromObject(obj map[string]any) (*Descriptor, error) {
 	if d.NetworkName, err = reqString(obj, "network_name"); err != nil {
 		return nil, err
 	}
-	d.Capabilities = []string{}
-	if raw, ok := obj["capabilities"]; ok {
-		arr, ok := raw.([]any)
-		if !ok {
-			return nil, invalid("capabilities must be an array of strings")
-		}
-		for i, e := range arr {
-			s, ok := e.(string)
-			if !ok {
-				return nil, invalid("capabilities[%d] must be a string", i)
-			}
-			d.Capabilities = append(d.Capabilities, s)
-		}
+	if d.Capabilities, err = capabilitiesOf(obj); err != nil {
+		return nil, err
 	}
 	rawEP, ok := obj["endpoint"]
 	if !ok {
 		return nil, invalid("endpoint is required")
 	}
-	ep, ok := rawEP.(map[string]any)
-	if !ok {
-		return nil, invalid("endpoint must be an object {host, port, scheme}")
-	}
-	if d.Endpoint.Host, err = reqString(ep, "host"); err != nil {
-		return nil, invalid("endpoint.%s", err.(*Error).Message)
-	}
-	port, ok := ep["port"]
-	if !ok {
-		return nil, invalid("endpoint.port is required")
-	}
-	n, ok := port.(json.Number)
-	if !ok || strings.ContainsAny(string(n), ".eE") {
-		return nil, invalid("endpoint.port must be an integer")
-	}
-	p, perr := n.Int64()
-	if perr != nil || p < 1 || p > 65535 {
-		return nil, invalid("endpoint.port must be between 1 and 65535")
-	}
-	d.Endpoint.Port = int(p)
-	d.Endpoint.Scheme = "ws"
-	if raw, ok := ep["scheme"]; ok {
-		s, ok := raw.(string)
-		if !ok {
-			return nil, invalid("endpoint.scheme must be a string")
-		}
-		if !validScheme(s) {
-			return nil, invalid("endpoint.scheme %q is not a URI scheme", s)
-		}
-		d.Endpoint.Scheme = s
+	if d.Endpoint, err = endpointOf(rawEP); err != nil {
+		return nil, err
 	}
 	if d.RegisteredAt, err = reqTime(obj, "registered_at"); err != nil {
 		return nil, err
@@ -201,31 +162,102 @@ func FromObject(obj map[string]any) (*Descriptor, error) {
 		d.Metadata = m
 	}
 	if raw, ok := obj["signatures"]; ok {
-		arr, ok := raw.([]any)
-		if !ok {
-			return nil, invalid("signatures must be an array")
-		}
-		for i, e := range arr {
-			so, ok := e.(map[string]any)
-			if !ok {
-				return nil, invalid("signatures[%d] must be an object {key_id, sig}", i)
-			}
-			if _, has := so["sig"]; !has {
-				if _, legacy := so["signature"]; legacy {
-					return nil, invalid(`signatures[%d]: the member is "sig", not "signature" (the RFC-005 prose example is wrong; the reference rejects it too)`, i)
-				}
-			}
-			var s Signature
-			if s.KeyID, err = reqString(so, "key_id"); err != nil {
-				return nil, invalid("signatures[%d].%s", i, err.(*Error).Message)
-			}
-			if s.Sig, err = reqString(so, "sig"); err != nil {
-				return nil, invalid("signatures[%d].%s", i, err.(*Error).Message)
-			}
-			d.Signatures = append(d.Signatures, s)
+		if d.Signatures, err = signaturesOf(raw); err != nil {
+			return nil, err
 		}
 	}
 	return d, nil
+}
+
+// capabilitiesOf reads the optional capabilities array (empty, not nil,
+// when absent).
+func capabilitiesOf(obj map[string]any) ([]string, error) {
+	caps := []string{}
+	raw, ok := obj["capabilities"]
+	if !ok {
+		return caps, nil
+	}
+	arr, ok := raw.([]any)
+	if !ok {
+		return nil, invalid("capabilities must be an array of strings")
+	}
+	for i, e := range arr {
+		s, ok := e.(string)
+		if !ok {
+			return nil, invalid("capabilities[%d] must be a string", i)
+		}
+		caps = append(caps, s)
+	}
+	return caps, nil
+}
+
+// endpointOf reads the endpoint object {host, port, scheme}; the scheme
+// defaults to "ws".
+func endpointOf(raw any) (Endpoint, error) {
+	var e Endpoint
+	ep, ok := raw.(map[string]any)
+	if !ok {
+		return e, invalid("endpoint must be an object {host, port, scheme}")
+	}
+	var err error
+	if e.Host, err = reqString(ep, "host"); err != nil {
+		return e, invalid("endpoint.%s", err.(*Error).Message)
+	}
+	port, ok := ep["port"]
+	if !ok {
+		return e, invalid("endpoint.port is required")
+	}
+	n, ok := port.(json.Number)
+	if !ok || strings.ContainsAny(string(n), ".eE") {
+		return e, invalid("endpoint.port must be an integer")
+	}
+	p, perr := n.Int64()
+	if perr != nil || p < 1 || p > 65535 {
+		return e, invalid("endpoint.port must be between 1 and 65535")
+	}
+	e.Port = int(p)
+	e.Scheme = "ws"
+	if raw, ok := ep["scheme"]; ok {
+		s, ok := raw.(string)
+		if !ok {
+			return e, invalid("endpoint.scheme must be a string")
+		}
+		if !validScheme(s) {
+			return e, invalid("endpoint.scheme %q is not a URI scheme", s)
+		}
+		e.Scheme = s
+	}
+	return e, nil
+}
+
+// signaturesOf reads the signatures array of {key_id, sig} objects.
+func signaturesOf(raw any) ([]Signature, error) {
+	arr, ok := raw.([]any)
+	if !ok {
+		return nil, invalid("signatures must be an array")
+	}
+	var out []Signature
+	for i, e := range arr {
+		so, ok := e.(map[string]any)
+		if !ok {
+			return nil, invalid("signatures[%d] must be an object {key_id, sig}", i)
+		}
+		if _, has := so["sig"]; !has {
+			if _, legacy := so["signature"]; legacy {
+				return nil, invalid(`signatures[%d]: the member is "sig", not "signature" (the RFC-005 prose example is wrong; the reference rejects it too)`, i)
+			}
+		}
+		var s Signature
+		var err error
+		if s.KeyID, err = reqString(so, "key_id"); err != nil {
+			return nil, invalid("signatures[%d].%s", i, err.(*Error).Message)
+		}
+		if s.Sig, err = reqString(so, "sig"); err != nil {
+			return nil, invalid("signatures[%d].%s", i, err.(*Error).Message)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 func validScheme(s string) bool {
