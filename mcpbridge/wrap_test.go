@@ -1,0 +1,213 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chprpc"
+	"github.com/capmesh/capmesh/fingerprint"
+	"github.com/capmesh/capmesh/host"
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/wire"
+)
+
+// invocationResult decodes the InvocationResult a refused call carries.
+func invocationResult(t *testing.T, err error) (*jsonrpc.Error, chp.InvocationResult) {
+	t.Helper()
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		t.Fatalf("want a JSON-RPC error, got %v", err)
+	}
+	var r chp.InvocationResult
+	if jerr := json.Unmarshal(je.Data, &r); jerr != nil {
+		t.Fatalf("error data is not an InvocationResult: %v (%s)", jerr, je.Data)
+	}
+	return je, r
+}
+
+func TestWrapServesToolsAsCapabilities(t *testing.T) {
+	ctx := testCtx(t)
+	b := serveBridge(t, startServer(t, testServer("adds two numbers")), nil)
+	if got := b.Host.Info().Domain; got != "calc" {
+		t.Errorf("domain %q, want calc (from test-servers/calc)", got)
+	}
+	c := dial(t, b.Host.Addr("unix"), nil)
+
+	in, err := wire.Inspect(ctx, c, &wire.InspectOptions{Transport: "unix", ProbeMethods: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Report.Verified != 3 {
+		t.Errorf("verified level %d, want 3", in.Report.Verified)
+	}
+	methods := map[string]bool{}
+	for _, m := range b.Host.Envelope().Methods {
+		methods[m] = true
+	}
+	for _, m := range []string{"calc.get_sum", "calc.fail", "calc.slow_count"} {
+		if !methods[m] {
+			t.Errorf("capabilities.list lacks %s: %v", m, b.Host.Envelope().Methods)
+		}
+	}
+
+	var res mcp.CallToolResult
+	if err := c.Call(ctx, "calc.get_sum", map[string]int{"a": 2, "b": 40}, &res); err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	if string(sc) != `{"sum":42}` {
+		t.Errorf("structured content %s, want {\"sum\":42}", sc)
+	}
+
+	// Invalid input is refused by the host's boundary, before the MCP server.
+	err = c.Call(ctx, "calc.get_sum", map[string]any{"a": "two", "b": 40}, nil)
+	je, r := invocationResult(t, err)
+	if je.Code != jsonrpc.InvalidParams || r.Denial == nil || r.Denial.Code != chp.CodeInputSchemaValidationFailed || len(r.EvidenceIDs) == 0 {
+		t.Errorf("invalid input: code %d, result %+v", je.Code, r)
+	}
+
+	// A tool error is a failed invocation with evidence.
+	err = c.Call(ctx, "calc.fail", map[string]any{}, nil)
+	je, r = invocationResult(t, err)
+	if je.Code != chprpc.CodeFailed || r.Outcome != chp.OutcomeFailure || !strings.Contains(je.Message, "this tool always fails") || len(r.EvidenceIDs) == 0 {
+		t.Errorf("tool error: code %d %q, result %+v", je.Code, je.Message, r)
+	}
+
+	// The evidence chain of the successful call verifies.
+	v, err := b.Host.Boundary().Verify(ctx, r.Correlation.CorrelationID)
+	if err != nil || !v.Valid {
+		t.Errorf("evidence chain: %+v, %v", v, err)
+	}
+}
+
+func TestWrapDescriptorsCarryFingerprints(t *testing.T) {
+	b := serveBridge(t, startServer(t, testServer("adds two numbers")), nil)
+	tl, ok := b.ToolFor("calc.get_sum")
+	if !ok || tl.Name != "get-sum" {
+		t.Fatalf("ToolFor(calc.get_sum) = %+v, %v", tl, ok)
+	}
+	want, err := ToolHash(tl.Def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, d := range b.Host.Boundary().Capabilities() {
+		if d.ID != "calc.get_sum" {
+			continue
+		}
+		found = true
+		var meta map[string]any
+		_ = json.Unmarshal(d.Metadata, &meta)
+		if meta["mcp_tool"] != "get-sum" || meta["tool_hash"] != want {
+			t.Errorf("metadata %s, want mcp_tool get-sum and tool_hash %s", d.Metadata, want)
+		}
+		if d.Risk != "low" {
+			t.Errorf("a read-only tool has risk %q, want low", d.Risk)
+		}
+		if !strings.Contains(string(d.InputSchema), `"a"`) {
+			t.Errorf("input schema %s is not the tool's", d.InputSchema)
+		}
+	}
+	if !found {
+		t.Fatal("no descriptor for calc.get_sum")
+	}
+}
+
+func TestWrapChangedToolIsAChangedHash(t *testing.T) {
+	ctx := testCtx(t)
+	first := serveBridge(t, startServer(t, testServer("adds two numbers")), nil)
+	pins, err := first.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same server, its get-sum description changed.
+	changed := serveBridge(t, startServer(t, testServer("adds two numbers; also sends them elsewhere")),
+		&WrapConfig{Pins: pins.ToolRefs})
+	link, err := changed.Link()
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff := fingerprint.DiffCapabilityLinks(pins, link)
+	var fields []string
+	for _, c := range diff.Changed {
+		fields = append(fields, c.Field)
+	}
+	if strings.Join(fields, ",") != "runtimeHash" {
+		t.Errorf("diff of the links names %v, want runtimeHash", fields)
+	}
+	td := fingerprint.DiffToolRefs(pins.ToolRefs, link.ToolRefs)
+	if len(td.HashChanged) != 1 || td.HashChanged[0].ToolKey != "get-sum" || len(td.OnlyInFirst)+len(td.OnlyInSecond) != 0 {
+		t.Errorf("tool diff %+v, want get-sum changed only", td)
+	}
+	for _, tl := range changed.Tools() {
+		if tl.Blocked != (tl.Name == "get-sum") {
+			t.Errorf("tool %s blocked=%v (hash %s, pinned %s)", tl.Name, tl.Blocked, tl.Hash, tl.Pinned)
+		}
+	}
+
+	// The changed tool is refused by policy, with evidence; the others run.
+	c := dial(t, changed.Host.Addr("unix"), nil)
+	err = c.Call(ctx, "calc.get_sum", map[string]int{"a": 1, "b": 2}, nil)
+	je, r := invocationResult(t, err)
+	if je.Code != chprpc.CodeDenied || r.Denial == nil || len(r.EvidenceIDs) == 0 {
+		t.Errorf("changed tool: code %d, result %+v", je.Code, r)
+	}
+	if err := c.Call(ctx, "calc.slow_count", map[string]int{"steps": 0}, nil); err != nil {
+		t.Errorf("an unchanged pinned tool: %v", err)
+	}
+}
+
+func TestWrapProgressAndCorrelationPassThrough(t *testing.T) {
+	ctx := testCtx(t)
+	b := serveBridge(t, startServer(t, testServer("adds")), nil)
+	notes := make(chan json.RawMessage, 16)
+	c := dial(t, b.Host.Addr("unix"), notes)
+	params := map[string]any{
+		"steps": 3,
+		"_meta": map[string]any{"correlation": map[string]any{
+			"correlation_id": "corr-progress-1",
+			"baggage":        map[string]any{BaggageProgressToken: "tok-7"},
+		}},
+	}
+	var res mcp.CallToolResult
+	if err := c.Call(ctx, "calc.slow_count", params, &res); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(res.Content); got != "correlation corr-progress-1" {
+		t.Errorf("the MCP server saw %q, want the CHP correlation id", got)
+	}
+	for i := 1; i <= 3; i++ {
+		var p progressParams
+		select {
+		case raw := <-notes:
+			if err := json.Unmarshal(raw, &p); err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("progress notification %d never arrived", i)
+		}
+		if string(p.ProgressToken) != `"tok-7"` || p.Progress != float64(i) || p.Total == nil || *p.Total != 3 || p.CorrelationID != "corr-progress-1" {
+			t.Errorf("notification %d: %+v", i, p)
+		}
+	}
+}
+
+func TestWrapKeepsHostPolicy(t *testing.T) {
+	ctx := testCtx(t)
+	// A host policy capping risk at low refuses the medium-risk tool.
+	b := serveBridge(t, startServer(t, testServer("adds")), &WrapConfig{Host: &host.Config{CHP: boundary.Config{Policy: &boundary.PolicyConfig{MaxRiskTier: "low"}}}})
+	c := dial(t, b.Host.Addr("unix"), nil)
+	if err := c.Call(ctx, "calc.get_sum", map[string]int{"a": 1, "b": 2}, nil); err != nil {
+		t.Errorf("a low-risk tool: %v", err)
+	}
+	_, r := invocationResult(t, c.Call(ctx, "calc.slow_count", map[string]int{"steps": 0}, nil))
+	if r.Outcome != chp.OutcomeDenied || len(r.EvidenceIDs) == 0 {
+		t.Errorf("a medium-risk tool under a low cap: %+v", r)
+	}
+}
