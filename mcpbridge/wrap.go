@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -335,6 +336,16 @@ func LinkOf(server *mcp.Implementation, tools []Tool) (*fingerprint.CapabilityLi
 	return fingerprint.CreateCapabilityLink(fingerprint.LinkInput{AgentID: server.Name, AgentName: name, StaticHash: static, Runtime: rt})
 }
 
+// progressGrace is how long after a forwarded call returns its progress
+// notifications are still delivered: the go-sdk hands notifications to their
+// handler apart from responses, so the last ones may come after the result.
+const progressGrace = 5 * time.Second
+
+// forgetLater deletes key from m after progressGrace.
+func forgetLater(m *sync.Map, key string) {
+	time.AfterFunc(progressGrace, func() { m.Delete(key) })
+}
+
 // newToken returns a fresh progress token for one forwarded call.
 func newToken() string {
 	var b [12]byte
@@ -455,7 +466,7 @@ func (b *Bridge) handler(t *Tool) boundary.Handler {
 				if n, ok := jsonrpc.NotifierFromContext(ctx); ok {
 					own := newToken()
 					b.progress.Store(own, progressSink{notify: n, token: tok, correlation: corr})
-					defer b.progress.Delete(own)
+					defer forgetLater(&b.progress, own)
 					params.Meta["progressToken"] = own
 				}
 			}
