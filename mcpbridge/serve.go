@@ -216,8 +216,6 @@ func (u *Upstream) Close() error {
 type ServeConfig struct {
 	// Implementation names the MCP server. Default capmesh.
 	Implementation *mcp.Implementation
-	// Logger. Default slog.Default().
-	Logger *slog.Logger
 }
 
 // NewServer returns an MCP server with one tool per capability, named by
@@ -239,11 +237,7 @@ func NewServer(caps []Capability, up *Upstream, cfg *ServeConfig) *mcp.Server {
 	if impl == nil {
 		impl = &mcp.Implementation{Name: "capmesh", Version: "0.1.0"}
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	s := mcp.NewServer(impl, &mcp.ServerOptions{Logger: log, Capabilities: &mcp.ServerCapabilities{}})
+	s := mcp.NewServer(impl, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
 	for _, c := range caps {
 		s.AddTool(toolOf(c), forward(up, c.Descriptor.ID))
 	}

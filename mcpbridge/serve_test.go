@@ -80,7 +80,7 @@ func hostServer(t *testing.T, addr string) *mcp.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewServer(caps, up, &ServeConfig{Logger: quietLogger()})
+	return NewServer(caps, up, nil)
 }
 
 func TestServeHostAsMCPServer(t *testing.T) {
