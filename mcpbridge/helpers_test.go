@@ -53,11 +53,12 @@ type addOut struct {
 // description, so a test can change the tool's definition.
 func testServer(desc string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "test-servers/calc", Version: "1.2.3"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "get-sum", Description: desc, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+	mcp.AddTool(s, &mcp.Tool{Name: "get-sum", Description: desc, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
 			return nil, addOut{Sum: in.A + in.B}, nil
 		})
-	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "always fails"},
+	destructive := true
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "always fails", Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			return nil, nil, errors.New("this tool always fails")
 		})

@@ -97,7 +97,9 @@ func TestWrapDescriptorsCarryFingerprints(t *testing.T) {
 		t.Fatal(err)
 	}
 	var found bool
+	risks := map[string]string{}
 	for _, d := range b.Host.Boundary().Capabilities() {
+		risks[d.ID] = d.Risk
 		if d.ID != "calc.get_sum" {
 			continue
 		}
@@ -107,8 +109,8 @@ func TestWrapDescriptorsCarryFingerprints(t *testing.T) {
 		if meta["mcp_tool"] != "get-sum" || meta["tool_hash"] != want {
 			t.Errorf("metadata %s, want mcp_tool get-sum and tool_hash %s", d.Metadata, want)
 		}
-		if d.Risk != "low" {
-			t.Errorf("a read-only tool has risk %q, want low", d.Risk)
+		if meta["idempotent"] != true {
+			t.Errorf("idempotentHint not declared: %s", d.Metadata)
 		}
 		if !strings.Contains(string(d.InputSchema), `"a"`) {
 			t.Errorf("input schema %s is not the tool's", d.InputSchema)
@@ -116,6 +118,10 @@ func TestWrapDescriptorsCarryFingerprints(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no descriptor for calc.get_sum")
+	}
+	// read-only → low, destructive → high, no hints → medium.
+	if risks["calc.get_sum"] != "low" || risks["calc.fail"] != "high" || risks["calc.slow_count"] != "medium" {
+		t.Errorf("risk tiers %v", risks)
 	}
 }
 
