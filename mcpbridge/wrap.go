@@ -287,12 +287,36 @@ func (b *Bridge) ToolFor(method string) (Tool, bool) {
 // Session returns the MCP client session the bridge forwards to.
 func (b *Bridge) Session() *mcp.ClientSession { return b.cs }
 
-// Serve serves the host until ctx ends (see host.Host.Serve), then closes the
-// MCP session.
+// ErrSessionEnded is returned by Serve when the MCP server ended the
+// session (a stdio server exited, a remote one went away): the host drains
+// and stops rather than serve tools nobody answers.
+var ErrSessionEnded = errors.New("mcpbridge: the MCP server ended the session")
+
+// Serve serves the host until ctx ends (see host.Host.Serve) or the MCP
+// server ends the session, then closes the session. It returns nil after a
+// graceful stop and an error wrapping ErrSessionEnded when the server went
+// away.
 func (b *Bridge) Serve(ctx context.Context) error {
-	err := b.Host.Serve(ctx)
-	if cerr := b.cs.Close(); cerr != nil && err == nil && !errors.Is(cerr, context.Canceled) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ended := make(chan error, 1)
+	go func() {
+		ended <- b.cs.Wait()
+		cancel()
+	}()
+	err := b.Host.Serve(sctx)
+	if cerr := b.cs.Close(); cerr != nil {
 		b.log.Debug("mcpbridge: closing the MCP session", "err", cerr)
+	}
+	if err == nil && ctx.Err() == nil {
+		select {
+		case werr := <-ended:
+			if werr != nil {
+				return fmt.Errorf("%w: %v", ErrSessionEnded, werr)
+			}
+			return ErrSessionEnded
+		default:
+		}
 	}
 	return err
 }

@@ -1,8 +1,10 @@
 package mcpbridge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -215,5 +217,30 @@ func TestWrapKeepsHostPolicy(t *testing.T) {
 	_, r := invocationResult(t, c.Call(ctx, "calc.slow_count", map[string]int{"steps": 0}, nil))
 	if r.Outcome != chp.OutcomeDenied || len(r.EvidenceIDs) == 0 {
 		t.Errorf("a medium-risk tool under a low cap: %+v", r)
+	}
+}
+
+func TestWrapStopsWhenTheServerGoes(t *testing.T) {
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := testServer("adds").Connect(testCtx(t), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Wrap(testCtx(t), ct, &WrapConfig{Logger: quietLogger(), Host: &host.Config{
+		Socket: filepath.Join(shortDir(t), "b.sock"), Ephemeral: true, NoAnnounce: true, Logger: quietLogger()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(context.Background()) }()
+	<-b.Host.Ready()
+	ss.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrSessionEnded) {
+			t.Errorf("Serve returned %v, want ErrSessionEnded", err)
+		}
+	case <-testCtx(t).Done():
+		t.Fatal("the host kept serving after the MCP server went away")
 	}
 }

@@ -83,7 +83,6 @@ policy and with evidence, every tool whose fingerprint is not the one in LINK.`,
 	fl.StringVar(&f.maxRisk, "max-risk", "", "refuse tools above this risk tier (low, medium, high; read-only tools are low, destructive high)")
 	fl.BoolVar(&f.printLink, "print-link", false, "print the capability link of the server's tools and exit")
 	fl.DurationVar(&f.timeout, "connect-timeout", 60*time.Second, "give up connecting to the MCP server after this long")
-	cmd.MarkFlagsMutuallyExclusive("url", "print-link")
 	cmd.MarkFlagsMutuallyExclusive("print-link", "pin")
 	return markGracefulStop(cmd)
 }
