@@ -101,6 +101,18 @@ func BenchmarkBridgeRatio(b *testing.B) {
 				b.ReportMetric(c/1e3, "governed-µs")
 				b.ReportMetric(c/f, "x-bare")
 			})
+			durable := serveBridge(b, tc.server(b), &WrapConfig{Host: &host.Config{DataDir: shortDir(b)}})
+			dc := dial(b, durable.Host.Addr("unix"), nil)
+			b.Run("wrapped-durable", func(b *testing.B) {
+				f, c := interleave.Medians(b, callBare, func() {
+					if err := dc.Call(ctx, "calc.get_sum", args, nil); err != nil {
+						b.Fatal(err)
+					}
+				})
+				b.ReportMetric(f/1e3, "bare-µs")
+				b.ReportMetric(c/1e3, "governed-µs")
+				b.ReportMetric(c/f, "x-bare")
+			})
 			if tc.name != "inmemory" {
 				return // serve's own MCP leg is in memory: compare it with the in-memory bare call only
 			}

@@ -103,7 +103,8 @@ func serveBridge(t testing.TB, tr mcp.Transport, cfg *WrapConfig) *Bridge {
 		cfg.Host = &host.Config{}
 	}
 	cfg.Host.Socket = filepath.Join(shortDir(t), "b.sock")
-	cfg.Host.Ephemeral, cfg.Host.NoAnnounce, cfg.Host.Logger = true, true, quietLogger()
+	cfg.Host.Ephemeral = cfg.Host.DataDir == "" // a test that gives a data dir wants durable evidence
+	cfg.Host.NoAnnounce, cfg.Host.Logger = true, quietLogger()
 	b, err := Wrap(testCtx(t), tr, cfg)
 	if err != nil {
 		t.Fatal(err)
