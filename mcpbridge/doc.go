@@ -9,7 +9,9 @@
 // khoralabs fingerprint (fingerprint.ToolSpec hash of name, description and
 // inputSchema) in its descriptor's metadata, and Bridge.Link states all of them
 // as a capability link, so that a changed tool definition shows as a changed
-// hash (`capmesh hash diff`) and, with pins, is refused by policy.
+// hash (`capmesh hash diff`) and, with pins, is refused by policy. A tool
+// the server changes or removes while wrapped (tools/list_changed) is
+// disabled until the bridge restarts.
 //
 //	MCP client session (stdio command or streamable HTTP)
 //	   ◄── tools/call {name, arguments, _meta{progressToken, capmesh/correlation_id}}
@@ -38,7 +40,8 @@
 // baggage of its call, `_meta.correlation.baggage.mcp_progress_token`; the
 // bridge forwards the call with a progress token of its own and sends each
 // notifications/progress of the MCP server back on the caller's connection as
-// an `mcp.progress` notification carrying the caller's token. The CHP
+// an `mcp.progress` notification carrying the caller's token (for up to 5 s
+// after the result, since the SDK may deliver the last ones late). The CHP
 // correlation id of every call reaches the MCP server as
 // `_meta["capmesh/correlation_id"]`.
 package mcpbridge

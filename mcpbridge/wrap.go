@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,11 @@ type Tool struct {
 	// the tool is not pinned at all): the host's policy refuses its calls.
 	Pinned  string
 	Blocked bool
+	// Disabled is true once the tool's definition changed, or the tool
+	// disappeared, while the bridge served it (after a
+	// notifications/tools/list_changed): its calls are skipped, with
+	// evidence, until the bridge is restarted.
+	Disabled bool
 	// Def is the definition tools/list returned.
 	Def *mcp.Tool
 }
@@ -70,6 +76,9 @@ type WrapConfig struct {
 	Pins []fingerprint.ToolRef
 	// Client names the bridge to the MCP server. Default capmesh-mcpbridge.
 	Client *mcp.Implementation
+	// OnToolsChanged, when set, is called with every tool after the bridge
+	// has applied a notifications/tools/list_changed of the server.
+	OnToolsChanged func([]Tool)
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -79,12 +88,19 @@ type Bridge struct {
 	// Host serves the tools; Serve runs it.
 	Host *host.Host
 
-	cs       *mcp.ClientSession
-	tools    []Tool
+	cs        *mcp.ClientSession
+	server    *mcp.Implementation
+	log       *slog.Logger
+	domain    string
+	pins      map[string]string // nil: no pins
+	onChanged func([]Tool)
+	progress  sync.Map // bridge token (string) → progressSink
+	refreshMu sync.Mutex
+
+	mu       sync.Mutex // guards the tools
+	tools    []*Tool    // in name order
 	byMethod map[string]*Tool
-	server   *mcp.Implementation
-	log      *slog.Logger
-	progress sync.Map // bridge token (string) → progressSink
+	byName   map[string]*Tool
 }
 
 // progressSink is where the progress of one forwarded call goes.
@@ -102,7 +118,13 @@ func Wrap(ctx context.Context, t mcp.Transport, cfg *WrapConfig) (*Bridge, error
 	if cfg == nil {
 		cfg = &WrapConfig{}
 	}
-	b := &Bridge{log: cfg.Logger, byMethod: map[string]*Tool{}}
+	b := &Bridge{log: cfg.Logger, byMethod: map[string]*Tool{}, byName: map[string]*Tool{}, onChanged: cfg.OnToolsChanged}
+	if cfg.Pins != nil {
+		b.pins = map[string]string{}
+		for _, p := range cfg.Pins {
+			b.pins[p.ToolKey] = p.ToolHash
+		}
+	}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
@@ -110,7 +132,8 @@ func Wrap(ctx context.Context, t mcp.Transport, cfg *WrapConfig) (*Bridge, error
 	if impl == nil {
 		impl = &mcp.Implementation{Name: "capmesh-mcpbridge", Version: "0.1.0"}
 	}
-	client := mcp.NewClient(impl, &mcp.ClientOptions{ProgressNotificationHandler: b.onProgress})
+	client := mcp.NewClient(impl, &mcp.ClientOptions{ProgressNotificationHandler: b.onProgress,
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { go b.refresh() }})
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("mcpbridge: connect: %w", err)
@@ -123,8 +146,11 @@ func Wrap(ctx context.Context, t mcp.Transport, cfg *WrapConfig) (*Bridge, error
 	return b, nil
 }
 
-// build lists and fingerprints the tools and creates the host.
+// build lists and fingerprints the tools and creates the host. A
+// tools/list_changed that arrives meanwhile is applied after it.
 func (b *Bridge) build(ctx context.Context, cfg *WrapConfig) error {
+	b.refreshMu.Lock()
+	defer b.refreshMu.Unlock()
 	b.server = &mcp.Implementation{Name: "mcp-server", Version: "0.0.0"}
 	if ir := b.cs.InitializeResult(); ir != nil && ir.ServerInfo != nil {
 		b.server = ir.ServerInfo
@@ -146,7 +172,7 @@ func (b *Bridge) build(ctx context.Context, cfg *WrapConfig) error {
 	if err != nil {
 		return err
 	}
-	b.tools = tools
+	b.domain = info.Domain
 	hc := host.Config{}
 	if cfg.Host != nil {
 		hc = *cfg.Host
@@ -159,9 +185,12 @@ func (b *Bridge) build(ctx context.Context, cfg *WrapConfig) error {
 	if err != nil {
 		return fmt.Errorf("mcpbridge: %w", err)
 	}
-	for i := range b.tools {
-		t := &b.tools[i]
-		b.byMethod[t.Method] = t
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range tools {
+		t := &tools[i]
+		b.tools = append(b.tools, t)
+		b.byMethod[t.Method], b.byName[t.Name] = t, t
 		if err := b.register(h, t); err != nil {
 			h.Close()
 			return err
@@ -273,10 +302,24 @@ func semverOr(v string) string {
 }
 
 // Tools returns the wrapped tools in name order.
-func (b *Bridge) Tools() []Tool { return append([]Tool(nil), b.tools...) }
+func (b *Bridge) Tools() []Tool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.toolsLocked()
+}
+
+func (b *Bridge) toolsLocked() []Tool {
+	out := make([]Tool, len(b.tools))
+	for i, t := range b.tools {
+		out[i] = *t
+	}
+	return out
+}
 
 // ToolFor maps a method back to its MCP tool.
 func (b *Bridge) ToolFor(method string) (Tool, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	t, ok := b.byMethod[method]
 	if !ok {
 		return Tool{}, false
@@ -335,7 +378,7 @@ func (b *Bridge) Close() error {
 // changed; `capmesh hash diff` shows where, and a link is the pin file of
 // `capmesh mcp wrap --pin`.
 func (b *Bridge) Link() (*fingerprint.CapabilityLink, error) {
-	return LinkOf(b.server, b.tools)
+	return LinkOf(b.server, b.Tools())
 }
 
 // LinkOf is Bridge.Link for a server and its tools.
@@ -545,4 +588,78 @@ func textOf(cs []mcp.Content) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// refresh applies a notifications/tools/list_changed: a new tool is
+// registered (disabled when pins are set and it is not pinned with its
+// hash); a tool whose fingerprint changed, or that is gone, is disabled —
+// its calls are skipped with evidence — until the bridge restarts, since the
+// definition the operator accepted is no longer the one the server runs.
+func (b *Bridge) refresh() {
+	b.refreshMu.Lock()
+	defer b.refreshMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	latest, err := ListTools(ctx, b.cs, b.domain, nil)
+	if err != nil {
+		b.log.Warn("mcpbridge: re-listing tools after tools/list_changed", "err", err)
+		return
+	}
+	b.mu.Lock()
+	seen := map[string]bool{}
+	for i := range latest {
+		nt := &latest[i]
+		seen[nt.Name] = true
+		old, ok := b.byName[nt.Name]
+		switch {
+		case !ok:
+			b.addLocked(nt)
+		case old.Hash != nt.Hash && !old.Disabled:
+			b.disableLocked(old, "its definition changed", "hash", nt.Hash)
+		}
+	}
+	for _, t := range b.tools {
+		if !seen[t.Name] && !t.Disabled {
+			b.disableLocked(t, "the server no longer lists it")
+		}
+	}
+	tools := b.toolsLocked()
+	b.mu.Unlock()
+	if b.onChanged != nil {
+		b.onChanged(tools)
+	}
+}
+
+// addLocked serves a tool the server added while wrapped.
+func (b *Bridge) addLocked(t *Tool) {
+	op := ToOperation(t.Name)
+	t.Method = b.domain + "." + op
+	for i := 2; b.byMethod[t.Method] != nil; i++ {
+		t.Method = b.domain + "." + op + "_" + strconv.Itoa(i)
+	}
+	if b.pins != nil {
+		t.Pinned = b.pins[t.Name]
+		t.Blocked = t.Pinned != t.Hash
+	}
+	if err := b.register(b.Host, t); err != nil {
+		b.log.Warn("mcpbridge: a tool the server added cannot be served", "tool", t.Name, "err", err)
+		return
+	}
+	b.tools = append(b.tools, t)
+	sort.Slice(b.tools, func(i, j int) bool { return b.tools[i].Name < b.tools[j].Name })
+	b.byMethod[t.Method], b.byName[t.Name] = t, t
+	b.log.Info("mcpbridge: the server added a tool", "tool", t.Name, "method", t.Method, "hash", t.Hash)
+	if t.Blocked {
+		b.disableLocked(t, "it is not pinned with this fingerprint")
+	}
+}
+
+// disableLocked disables t's capability.
+func (b *Bridge) disableLocked(t *Tool, why string, attrs ...any) {
+	t.Disabled = true
+	if err := b.Host.Boundary().SetEnabled(t.Method, b.Host.Info().Version, false); err != nil {
+		b.log.Error("mcpbridge: cannot disable a tool", "tool", t.Name, "method", t.Method, "err", err)
+		return
+	}
+	b.log.Warn("mcpbridge: tool disabled: "+why, append([]any{"tool", t.Name, "method", t.Method}, attrs...)...)
 }

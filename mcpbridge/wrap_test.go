@@ -244,3 +244,58 @@ func TestWrapStopsWhenTheServerGoes(t *testing.T) {
 		t.Fatal("the host kept serving after the MCP server went away")
 	}
 }
+
+// TestWrapToolListChanged: the server changes get-sum's definition, adds a
+// tool and removes one while wrapped. The changed and the removed tool are
+// disabled (their calls skipped with evidence), the new one is served.
+func TestWrapToolListChanged(t *testing.T) {
+	ctx := testCtx(t)
+	srv := testServer("adds")
+	changed := make(chan []Tool, 4)
+	b := serveBridge(t, startServer(t, srv), &WrapConfig{OnToolsChanged: func(ts []Tool) { changed <- ts }})
+	c := dial(t, b.Host.Addr("unix"), nil)
+	if err := c.Call(ctx, "calc.get_sum", map[string]int{"a": 1, "b": 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	mcp.AddTool(srv, &mcp.Tool{Name: "get-sum", Description: "adds, and keeps a copy"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+			return nil, addOut{Sum: in.A + in.B}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "get-product", Description: "multiplies"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+			return nil, addOut{Sum: in.A * in.B}, nil
+		})
+	srv.RemoveTools("fail")
+	// Wait for the bridge to have applied all three changes.
+	for {
+		var ts []Tool
+		select {
+		case ts = <-changed:
+		case <-ctx.Done():
+			t.Fatal("the bridge never applied the tool list change")
+		}
+		state := map[string]bool{}
+		for _, tl := range ts {
+			state[tl.Name] = tl.Disabled
+		}
+		if state["get-sum"] && state["fail"] {
+			if dis, ok := state["get-product"]; ok && !dis {
+				break
+			}
+		}
+	}
+	for _, m := range []string{"calc.get_sum", "calc.fail"} {
+		_, r := invocationResult(t, c.Call(ctx, m, map[string]int{"a": 1, "b": 2}, nil))
+		if r.Outcome != chp.OutcomeSkipped || len(r.EvidenceIDs) == 0 {
+			t.Errorf("%s after the change: %+v", m, r)
+		}
+	}
+	var res mcp.CallToolResult
+	if err := c.Call(ctx, "calc.get_product", map[string]int{"a": 6, "b": 7}, &res); err != nil {
+		t.Fatalf("the added tool: %v", err)
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); string(sc) != `{"sum":42}` {
+		t.Errorf("get-product said %s", sc)
+	}
+}
