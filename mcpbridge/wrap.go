@@ -76,6 +76,10 @@ type WrapConfig struct {
 	Pins []fingerprint.ToolRef
 	// Client names the bridge to the MCP server. Default capmesh-mcpbridge.
 	Client *mcp.Implementation
+	// Describe, when set, edits each tool's CHP descriptor after the
+	// bridge has filled it in: an autonomy profile (approval tier, action
+	// and spend budgets per correlation), invariants, another risk tier.
+	Describe func(t Tool, d *chp.CapabilityDescriptor)
 	// OnToolsChanged, when set, is called with every tool after the bridge
 	// has applied a notifications/tools/list_changed of the server.
 	OnToolsChanged func([]Tool)
@@ -94,6 +98,7 @@ type Bridge struct {
 	domain    string
 	pins      map[string]string // nil: no pins
 	onChanged func([]Tool)
+	describe  func(Tool, *chp.CapabilityDescriptor)
 	progress  sync.Map // bridge token (string) → progressSink
 	refreshMu sync.Mutex
 
@@ -118,7 +123,7 @@ func Wrap(ctx context.Context, t mcp.Transport, cfg *WrapConfig) (*Bridge, error
 	if cfg == nil {
 		cfg = &WrapConfig{}
 	}
-	b := &Bridge{log: cfg.Logger, byMethod: map[string]*Tool{}, byName: map[string]*Tool{}, onChanged: cfg.OnToolsChanged}
+	b := &Bridge{log: cfg.Logger, byMethod: map[string]*Tool{}, byName: map[string]*Tool{}, onChanged: cfg.OnToolsChanged, describe: cfg.Describe}
 	if cfg.Pins != nil {
 		b.pins = map[string]string{}
 		for _, p := range cfg.Pins {
@@ -484,6 +489,9 @@ func (b *Bridge) register(h *host.Host, t *Tool) error {
 			merged[k] = v
 		}
 		d.Metadata, _ = json.Marshal(merged)
+		if b.describe != nil {
+			b.describe(*t, d)
+		}
 	}))
 	if err := h.RegisterCHP(t.Method, b.handler(t), in, nil, opts...); err != nil {
 		return fmt.Errorf("mcpbridge: tool %q as %s: %w", t.Name, t.Method, err)

@@ -299,3 +299,31 @@ func TestWrapToolListChanged(t *testing.T) {
 		t.Errorf("get-product said %s", sc)
 	}
 }
+
+// TestWrapBudgetsAndApproval: autonomy profiles set through Describe are
+// enforced by the boundary before the MCP server is called.
+func TestWrapBudgetsAndApproval(t *testing.T) {
+	ctx := testCtx(t)
+	one := int64(1)
+	b := serveBridge(t, startServer(t, testServer("adds")), &WrapConfig{Describe: func(tl Tool, d *chp.CapabilityDescriptor) {
+		switch tl.Name {
+		case "get-sum":
+			d.Autonomy = &chp.AutonomyProfile{Tier: "approval_required", RollbackPolicy: "none"}
+		case "slowCount":
+			d.Autonomy = &chp.AutonomyProfile{Tier: "supervised", ActionLimit: &one, RollbackPolicy: "none"}
+		}
+	}})
+	c := dial(t, b.Host.Addr("unix"), nil)
+	_, r := invocationResult(t, c.Call(ctx, "calc.get_sum", map[string]int{"a": 1, "b": 2}, nil))
+	if r.Denial == nil || r.Denial.Code != chp.CodeApprovalRequired || len(r.EvidenceIDs) == 0 {
+		t.Errorf("approval-gated tool: %+v", r)
+	}
+	params := map[string]any{"steps": 0, "_meta": map[string]any{"correlation_id": "budget-1"}}
+	if err := c.Call(ctx, "calc.slow_count", params, nil); err != nil {
+		t.Fatalf("first call within the budget: %v", err)
+	}
+	_, r = invocationResult(t, c.Call(ctx, "calc.slow_count", params, nil))
+	if r.Denial == nil || r.Denial.Code != chp.CodeBudgetExceeded || len(r.EvidenceIDs) == 0 {
+		t.Errorf("second call of the correlation: %+v", r)
+	}
+}

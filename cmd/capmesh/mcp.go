@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/fingerprint"
 	"github.com/capmesh/capmesh/host"
@@ -41,6 +42,8 @@ type mcpWrapFlags struct {
 	pin, maxRisk                                   string
 	memory, noAnnounce, printLink                  bool
 	timeout                                        time.Duration
+	approval                                       []string
+	actionLimit                                    int64
 }
 
 func newMCPWrapCmd(a *app) *cobra.Command {
@@ -60,7 +63,8 @@ is forwarded as tools/call. The host registers with the node like any other.
 Each tool's khoralabs fingerprint is in its descriptor (metadata.tool_hash).
 --print-link prints them as a capability link and exits; keep it, and
 "capmesh hash diff OLD NEW" shows which tool changed. --pin LINK refuses, by
-policy and with evidence, every tool whose fingerprint is not the one in LINK.`,
+policy and with evidence, every tool whose fingerprint is not the one in LINK.
+--max-risk, --approval and --action-limit govern the tools further.`,
 		Example: `  capmesh mcp wrap -- npx -y @modelcontextprotocol/server-everything
   capmesh mcp wrap --print-link -- npx -y @modelcontextprotocol/server-everything > tools.json
   capmesh mcp wrap --pin tools.json -- npx -y @modelcontextprotocol/server-everything
@@ -81,6 +85,8 @@ policy and with evidence, every tool whose fingerprint is not the one in LINK.`,
 	fl.BoolVar(&f.memory, "memory", false, "keep the host key and the evidence in memory")
 	fl.StringVar(&f.pin, "pin", "", "capability link (from --print-link) whose tool fingerprints are pinned")
 	fl.StringVar(&f.maxRisk, "max-risk", "", "refuse tools above this risk tier (low, medium, high; read-only tools are low, destructive high)")
+	fl.StringSliceVar(&f.approval, "approval", nil, "tools (MCP names or methods) whose every call requires approval: refused, with evidence")
+	fl.Int64Var(&f.actionLimit, "action-limit", 0, "at most this many calls of each tool per correlation (0: no budget)")
 	fl.BoolVar(&f.printLink, "print-link", false, "print the capability link of the server's tools and exit")
 	fl.DurationVar(&f.timeout, "connect-timeout", 60*time.Second, "give up connecting to the MCP server after this long")
 	cmd.MarkFlagsMutuallyExclusive("print-link", "pin")
@@ -116,6 +122,10 @@ func runMCPWrap(ctx context.Context, a *app, f *mcpWrapFlags, args []string) err
 	if f.maxRisk != "" {
 		cfg.Host.CHP.Policy = &boundary.PolicyConfig{MaxRiskTier: f.maxRisk, Version: "capmesh-mcp-wrap"}
 	}
+	if f.actionLimit < 0 {
+		return usageErrorf("--action-limit %d: want 0 or more", f.actionLimit)
+	}
+	cfg.Describe = autonomyOf(f)
 	if f.pin != "" {
 		v, err := readDoc(a, f.pin)
 		if err != nil {
@@ -154,6 +164,29 @@ func runMCPWrap(ctx context.Context, a *app, f *mcpWrapFlags, args []string) err
 		a.log.Info("mcp wrap: tool", "tool", tl.Name, "method", tl.Method, "hash", fingerprint.FormatHashShort(tl.Hash), "state", state)
 	}
 	return b.Serve(ctx)
+}
+
+// autonomyOf returns the descriptor edit of --approval and --action-limit,
+// or nil when neither is given.
+func autonomyOf(f *mcpWrapFlags) func(mcpbridge.Tool, *chp.CapabilityDescriptor) {
+	if len(f.approval) == 0 && f.actionLimit == 0 {
+		return nil
+	}
+	gated := map[string]bool{}
+	for _, n := range f.approval {
+		gated[n] = true
+	}
+	return func(t mcpbridge.Tool, d *chp.CapabilityDescriptor) {
+		p := &chp.AutonomyProfile{Tier: "supervised", RollbackPolicy: "none"}
+		if gated[t.Name] || gated[t.Method] {
+			p.Tier = "approval_required"
+		}
+		if f.actionLimit > 0 {
+			n := f.actionLimit
+			p.ActionLimit = &n
+		}
+		d.Autonomy = p
+	}
 }
 
 // ignoreClosed drops the error of closing a stdio MCP server that exited
