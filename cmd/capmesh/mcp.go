@@ -200,9 +200,10 @@ func ignoreClosed(err error) error {
 }
 
 type mcpServeFlags struct {
-	t        targetFlags
-	oneHost  bool
-	httpAddr string
+	t           targetFlags
+	oneHost     bool
+	httpAddr    string
+	allowRemote bool
 }
 
 func newMCPServeCmd(a *app) *cobra.Command {
@@ -237,7 +238,8 @@ every capability on the machine whose provider is trusted.`,
 	fl.DurationVar(&f.t.timeout, "timeout", 10*time.Second, "give up discovering capabilities after this long")
 	cmd.MarkFlagsMutuallyExclusive("socket", "tcp", "name")
 	fl.BoolVar(&f.oneHost, "host", false, "the target is one host, not a node: serve its capabilities")
-	fl.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP on this address instead of stdio")
+	fl.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP on this address instead of stdio (loopback only, see --allow-remote)")
+	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow --http on a non-loopback address: anyone who reaches it calls with this user's rights")
 	return markGracefulStop(cmd)
 }
 
@@ -245,6 +247,9 @@ func runMCPServe(ctx context.Context, a *app, f *mcpServeFlags) error {
 	addr, err := f.t.address()
 	if err != nil {
 		return err
+	}
+	if f.httpAddr != "" && !f.allowRemote && !loopbackAddr(f.httpAddr) {
+		return usageErrorf("--http %s: not a loopback address; every call is made with this user's rights, so serving beyond this machine needs --allow-remote", f.httpAddr)
 	}
 	network, target := "unix", addr.Path
 	if addr.Scheme == "tcp" {
@@ -278,7 +283,10 @@ func runMCPServe(ctx context.Context, a *app, f *mcpServeFlags) error {
 		return err
 	}
 	a.log.Info("mcp serve: streamable HTTP", "addr", l.Addr().String())
-	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil), ReadHeaderTimeout: 10 * time.Second}
+	// DNS-rebinding protection is the SDK's default; cross-origin browser
+	// requests are refused too, and idle sessions end.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute})
+	hs := &http.Server{Handler: http.NewCrossOriginProtection().Handler(h), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -289,6 +297,19 @@ func runMCPServe(ctx context.Context, a *app, f *mcpServeFlags) error {
 		return err
 	}
 	return nil
+}
+
+// loopbackAddr reports whether a host:port listen address is on loopback.
+func loopbackAddr(hostport string) bool {
+	h, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // nopReadCloser and nopWriteCloser keep the MCP transport from closing the
