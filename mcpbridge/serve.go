@@ -216,6 +216,14 @@ func (u *Upstream) Close() error {
 type ServeConfig struct {
 	// Implementation names the MCP server. Default capmesh.
 	Implementation *mcp.Implementation
+	// Discover, when set, is asked again before every tools/list, and the
+	// tools follow what it returns: a capability that appeared is added, one
+	// that is gone — or whose provider lost the node's trust — is removed,
+	// one whose descriptor changed is replaced. When it fails the tools stay
+	// as they were.
+	Discover func(ctx context.Context) ([]Capability, error)
+	// Logger receives discovery failures. Default slog.Default().
+	Logger *slog.Logger
 }
 
 // NewServer returns an MCP server with one tool per capability, named by
@@ -237,11 +245,66 @@ func NewServer(caps []Capability, up *Upstream, cfg *ServeConfig) *mcp.Server {
 	if impl == nil {
 		impl = &mcp.Implementation{Name: "capmesh", Version: "0.1.0"}
 	}
-	s := mcp.NewServer(impl, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{}})
-	for _, c := range caps {
-		s.AddTool(toolOf(c), forward(up, c.Descriptor.ID))
+	s := mcp.NewServer(impl, &mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})
+	cat := &catalog{s: s, up: up, have: map[string]string{}}
+	cat.sync(caps)
+	if cfg.Discover != nil {
+		log := cfg.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "tools/list" {
+					if caps, err := cfg.Discover(ctx); err != nil {
+						log.Warn("mcpbridge: rediscovering capabilities; the tools stay as they were", "err", err)
+					} else {
+						cat.sync(caps)
+					}
+				}
+				return next(ctx, method, req)
+			}
+		})
 	}
 	return s
+}
+
+// catalog keeps an MCP server's tools equal to a set of capabilities.
+type catalog struct {
+	s    *mcp.Server
+	up   *Upstream
+	mu   sync.Mutex
+	have map[string]string // method → its descriptor's JSON
+}
+
+// sync adds, replaces and removes tools so that they are caps.
+func (c *catalog) sync(caps []Capability) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := map[string]bool{}
+	for _, cp := range caps {
+		id := cp.Descriptor.ID
+		if want[id] {
+			continue
+		}
+		want[id] = true
+		raw, _ := json.Marshal(cp.Descriptor)
+		if c.have[id] == string(raw) {
+			continue
+		}
+		c.s.AddTool(toolOf(cp), forward(c.up, id))
+		c.have[id] = string(raw)
+	}
+	var gone []string
+	for id := range c.have {
+		if !want[id] {
+			gone = append(gone, id)
+			delete(c.have, id)
+		}
+	}
+	if len(gone) > 0 {
+		c.s.RemoveTools(gone...)
+	}
 }
 
 // toolOf is the MCP tool definition of a capability.

@@ -204,12 +204,18 @@ func TestServeWrappedBothWays(t *testing.T) {
 // include_untrusted, so that the bridge's own check is what is tested.
 func fakeNode(t *testing.T, services []map[string]any) string {
 	t.Helper()
+	return fakeNodeFunc(t, func() []map[string]any { return services })
+}
+
+// fakeNodeFunc is fakeNode with a list that may change between calls.
+func fakeNodeFunc(t *testing.T, services func() []map[string]any) string {
+	t.Helper()
 	l, err := endpoint.ListenUnix(filepath.Join(shortDir(t), "node.sock"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := jsonrpc.NewServer(jsonrpc.Map{"ipc.list": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
-		return map[string]any{"services": services}, nil
+		return map[string]any{"services": services()}, nil
 	})}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -245,5 +251,58 @@ func TestServeNodeListsOnlyTrustedProviders(t *testing.T) {
 	sort.Strings(ids)
 	if strings.Join(ids, ",") != "greet.hello,greet.secret" {
 		t.Errorf("capabilities %v, want only the trusted greeter's", ids)
+	}
+}
+
+// TestServeFollowsTheNode: with Discover, each tools/list asks the node
+// again — a provider that registers later appears, one that loses trust
+// disappears.
+func TestServeFollowsTheNode(t *testing.T) {
+	ctx := testCtx(t)
+	greeter := nativeHost(t)
+	calc := serveBridge(t, startServer(t, testServer("adds")), nil)
+	var mu sync.Mutex
+	services := []map[string]any{
+		{"primal_id": "greeter", "endpoint": "unix://" + greeter.Addr("unix"), "trust": map[string]any{"trusted": true}},
+	}
+	node := fakeNodeFunc(t, func() []map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]map[string]any(nil), services...)
+	})
+	up := NewUpstream("unix", node)
+	t.Cleanup(func() { up.Close() })
+	discover := func(ctx context.Context) ([]Capability, error) { return NodeCapabilities(ctx, up, nil, quietLogger()) }
+	caps, err := discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpClient(t, NewServer(caps, up, &ServeConfig{Discover: discover, Logger: quietLogger()}), nil)
+	names := func() string {
+		lt, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ns []string
+		for _, tl := range lt.Tools {
+			ns = append(ns, tl.Name)
+		}
+		sort.Strings(ns)
+		return strings.Join(ns, ",")
+	}
+	if got := names(); got != "greet.hello,greet.secret" {
+		t.Fatalf("tools %s", got)
+	}
+	mu.Lock()
+	services = append(services, map[string]any{"primal_id": "calc", "endpoint": "unix://" + calc.Host.Addr("unix"), "trust": map[string]any{"trusted": true}})
+	mu.Unlock()
+	if got := names(); got != "calc.fail,calc.get_sum,calc.slow_count,greet.hello,greet.secret" {
+		t.Errorf("after calc registered: %s", got)
+	}
+	mu.Lock()
+	services[0] = map[string]any{"primal_id": "greeter", "endpoint": "unix://" + greeter.Addr("unix"), "trust": map[string]any{"trusted": false, "reason": "revoked"}}
+	mu.Unlock()
+	if got := names(); got != "calc.fail,calc.get_sum,calc.slow_count" {
+		t.Errorf("after greeter lost trust: %s", got)
 	}
 }

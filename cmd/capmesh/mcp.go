@@ -218,8 +218,9 @@ the one host given. Each tool is named by its method and has the input schema
 of its CHP descriptor. A tools/call is sent to the node, which routes it to a
 trusted provider whose CHP boundary governs it (with --host, to the host
 itself); a denial or failure is an MCP tool error whose structured content
-has the outcome, the correlation id and the evidence ids. The list of tools is
-read once, at start.
+has the outcome, the correlation id and the evidence ids. The capabilities
+are discovered again at every tools/list, so hosts that start later appear
+and providers that lose trust disappear.
 
 An MCP client configured with "capmesh mcp serve" as its server command sees
 every capability on the machine whose provider is trusted.`,
@@ -257,20 +258,21 @@ func runMCPServe(ctx context.Context, a *app, f *mcpServeFlags) error {
 	}
 	up := mcpbridge.NewUpstream(network, target)
 	defer up.Close()
-	dctx, cancel := context.WithTimeout(ctx, f.t.timeout)
-	var caps []mcpbridge.Capability
-	if f.oneHost {
-		caps, err = mcpbridge.HostCapabilities(dctx, up, "")
-	} else {
-		caps, err = mcpbridge.NodeCapabilities(dctx, up, nil, a.log)
+	discover := func(ctx context.Context) ([]mcpbridge.Capability, error) {
+		ctx, cancel := context.WithTimeout(ctx, f.t.timeout)
+		defer cancel()
+		if f.oneHost {
+			return mcpbridge.HostCapabilities(ctx, up, "")
+		}
+		return mcpbridge.NodeCapabilities(ctx, up, nil, a.log)
 	}
-	cancel()
+	caps, err := discover(ctx)
 	if err != nil {
 		return withCode(exitNetwork, fmt.Errorf("%s: %w", addr, err))
 	}
 	a.log.Info("mcp serve: tools", "count", len(caps), "from", addr.String())
 	srv := mcpbridge.NewServer(caps, up, &mcpbridge.ServeConfig{
-		Implementation: &mcp.Implementation{Name: "capmesh", Version: versionString()}})
+		Implementation: &mcp.Implementation{Name: "capmesh", Version: versionString()}, Discover: discover, Logger: a.log})
 	if f.httpAddr == "" {
 		err := srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{a.stdin}, Writer: nopWriteCloser{a.stdout}})
 		if err != nil && (ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed)) {
