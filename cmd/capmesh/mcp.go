@@ -62,7 +62,8 @@ is forwarded as tools/call. The host registers with the node like any other.
 
 Each tool's khoralabs fingerprint is in its descriptor (metadata.tool_hash).
 --print-link prints them as a capability link and exits; keep it, and
-"capmesh hash diff OLD NEW" shows which tool changed. --pin LINK refuses, by
+"capmesh hash diff OLD NEW" (or "capmesh hash toolrefs OLD NEW") shows which
+tool changed. --pin LINK refuses, by
 policy and with evidence, every tool whose fingerprint is not the one in LINK.
 --max-risk, --approval and --action-limit govern the tools further.`,
 		Example: `  capmesh mcp wrap -- npx -y @modelcontextprotocol/server-everything
