@@ -128,4 +128,6 @@ var hostForbidden = []struct{ prefix, what string }{
 	{"github.com/prometheus/", "Prometheus"},
 	{"$module/dashboard", "the dashboard"},
 	{"$module/telemetry", "the telemetry wiring"},
+	{"github.com/modelcontextprotocol/", "the MCP Go SDK"},
+	{"$module/mcpbridge", "the MCP bridge"},
 }
