@@ -255,4 +255,3 @@ func ParseStoreHeadAnchor(data []byte) (*StoreHeadAnchor, error) {
 	}
 	return &a, nil
 }
-

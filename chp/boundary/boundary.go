@@ -107,6 +107,7 @@ type Boundary struct {
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
+	wit      witnessState // head.go, witness.go
 }
 
 type registered struct {
