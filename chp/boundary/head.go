@@ -223,7 +223,7 @@ type hostSigner struct {
 }
 
 func (s hostSigner) Public() identity.PublicKey { return s.pub }
-func (s hostSigner) Sign(msg []byte) []byte      { return ed25519.Sign(s.key, msg) }
+func (s hostSigner) Sign(msg []byte) []byte     { return ed25519.Sign(s.key, msg) }
 
 func (b *Boundary) signer() (hostSigner, error) {
 	if b.cfg.Key == nil {
