@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strconv"
 	"time"
 
@@ -72,6 +73,7 @@ func (h *Host) builtins() map[string]jsonrpc.Handler {
 		}
 		m[name] = hd
 	}
+	maps.Copy(m, chprpc.WitnessHandlers(h.b))
 	return m
 }
 
