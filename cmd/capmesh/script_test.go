@@ -52,6 +52,7 @@ func TestScripts(t *testing.T) {
 			"waitexec": cmdWaitexec,
 
 			"evidencelog": cmdEvidenceLog, // evidence_check_test.go
+			"jsonflip":    cmdJSONFlip,    // evidence_witness_test.go
 		},
 	})
 }
