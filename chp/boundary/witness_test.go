@@ -77,6 +77,9 @@ func TestAcceptWitnessRefusals(t *testing.T) {
 	if cur.Sequence <= old.Sequence || cur.RevocationHead != chp.EmptyRevocationHead {
 		t.Fatalf("heads: %+v %+v", old, cur)
 	}
+	if h, err := b.HeadAt(ctx, "", old.Sequence); err != nil || h.StoreHead != old.StoreHead || h.Sequence != old.Sequence {
+		t.Fatalf("the head as of an old sequence is not the one served then: %v %+v", err, h)
+	}
 	tampered := strings.Replace(string(witness(t, "test-host", cur.Sequence, cur.StoreHead, "")), `"sequence":`, `"sequence":1`, 1)
 	for name, tc := range map[string]struct {
 		raw  []byte
@@ -237,13 +240,13 @@ func testHeadsAcrossRestart(t *testing.T, open func(string) (evidence.Store, err
 
 	b, st = start()
 	defer st.Close()
+	echo(t, b, "c9")
 	if h, err := b.HeadAt(ctx, "", v1.Sequence); err != nil || h.StoreHead != v1.StoreHead {
 		t.Fatalf("v1 after restart: %v %+v vs %+v", err, h, v1)
 	}
 	if h, err := b.HeadAt(ctx, chp.StoreHeadV2, v2.Sequence); err != nil || h.StoreHead != v2.StoreHead {
 		t.Fatalf("v2 after restart: %v", err)
 	}
-	echo(t, b, "c9")
 	lh2, err := b.LogHead(ctx, lh.TreeSize)
 	if err != nil || lh2.RootHash != lh.RootHash {
 		t.Fatalf("log head after restart: %v", err)
