@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 
@@ -34,6 +35,9 @@ type RevocationSource interface {
 	RevocationIDs(ctx context.Context) ([]string, error)
 }
 
+// errScanDone stops a scan at the last durable record.
+var errScanDone = errors.New("scan done")
+
 // headLog mirrors the evidence store's global sequence for the witnessed
 // heads and the Merkle event log. It catches up with the store lazily
 // (sync), so sealing an event costs nothing extra; leaf i is the i-th
@@ -43,6 +47,7 @@ type headLog struct {
 	seqs   []uint64
 	corrs  []string
 	hashes []string
+	cur    map[string]string // every correlation's head at the last sequence
 	tree   merkle.Tree
 }
 
@@ -71,18 +76,35 @@ func (b *Boundary) syncLog(ctx context.Context) (*headLog, error) {
 	}
 	l := &b.wit.log
 	l.mu.Lock()
-	var after uint64
-	if n := len(l.seqs); n > 0 {
-		after = l.seqs[n-1]
+	after := l.last()
+	if l.cur == nil {
+		l.cur = make(map[string]string)
+	}
+	upTo := b.store.LastSequence()
+	if upTo <= after {
+		return l, nil // nothing new: no scan
+	}
+	// Only durable records enter a head: a head a peer countersigns must
+	// still be recomputable after a crash.
+	if err := b.store.Sync(ctx, upTo); err != nil {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("boundary: syncing the evidence log: %w", err)
 	}
 	err := sc.Scan(ctx, after, func(r evidence.Record) error {
+		if r.Sequence > upTo {
+			return errScanDone
+		}
+		if r.Sequence <= l.last() {
+			return fmt.Errorf("the store replayed sequence %d after %d", r.Sequence, l.last())
+		}
+		l.cur[r.CorrelationID] = r.ContentHash
 		l.seqs = append(l.seqs, r.Sequence)
 		l.corrs = append(l.corrs, r.CorrelationID)
 		l.hashes = append(l.hashes, r.ContentHash)
 		l.tree.Append(merkle.LeafHash(r.Data))
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errScanDone) {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("boundary: replaying the evidence log: %w", err)
 	}
@@ -103,8 +125,12 @@ func (l *headLog) sizeAt(seq uint64) uint64 {
 	return uint64(sort.Search(len(l.seqs), func(i int) bool { return l.seqs[i] > seq }))
 }
 
-// leavesAt is every correlation's head content hash as of sequence seq.
+// leavesAt is every correlation's head content hash as of sequence seq,
+// in a map the caller owns.
 func (l *headLog) leavesAt(seq uint64) map[string]string {
+	if seq >= l.last() {
+		return maps.Clone(l.cur)
+	}
 	n := l.sizeAt(seq)
 	m := make(map[string]string)
 	for i := uint64(0); i < n; i++ {
