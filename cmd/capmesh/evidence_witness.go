@@ -150,26 +150,38 @@ offline check. Exit 1 when the proof does not verify.`,
 func newEvidenceConsistencyCmd(a *app, key *string) *cobra.Command {
 	var file, save, keyFlag, since string
 	cmd := &cobra.Command{
-		Use:   "consistency (TARGET FIRST [SECOND] | --name PRIMAL FIRST [SECOND] | --file PROOF.json) --log-key KEY",
+		Use:   "consistency (TARGET [FIRST [SECOND]] | --name PRIMAL [FIRST [SECOND]] | --file PROOF.json) --log-key KEY",
 		Short: "Check that a host's event log only grew between two signed heads",
 		Long: `consistency fetches (or, with --file, reads) two tree heads of the host's Merkle
 event log, of FIRST and SECOND events (SECOND default: now), both signed by the
 host key, and the RFC 9162 consistency proof between them, and checks it
-offline against --log-key. --since HEAD.json also requires the first head to
-be one you held before (size and root): the check that catches a rewritten
-log. Exit 1 when anything does not verify.`,
+offline against --log-key. --since FILE also requires the first head to be
+one you held before (size and root): the check that catches a rewritten log.
+FILE is a signed head, or a proof saved before (its newest head is taken), and
+FIRST then defaults to its size. Exit 1 when anything does not verify.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pub, err := logKey(keyFlag)
 			if err != nil {
 				return err
+			}
+			var held *merkle.SignedTreeHead
+			if since != "" {
+				h, err := readHead(since)
+				if err != nil {
+					return err
+				}
+				held = &h
 			}
 			data, err := fetchOrRead(cmd.Context(), file, save, func(ctx context.Context) (json.RawMessage, error) {
 				r, rest, err := a.remoteOnly(args, *key)
 				if err != nil {
 					return nil, err
 				}
+				if len(rest) == 0 && held != nil {
+					rest = []string{strconv.FormatUint(held.TreeSize, 10)}
+				}
 				if len(rest) < 1 || len(rest) > 2 {
-					return nil, usageErrorf("give FIRST [SECOND] tree sizes")
+					return nil, usageErrorf("give FIRST [SECOND] tree sizes, or --since")
 				}
 				var sizes [2]uint64
 				for i, s := range rest {
@@ -187,11 +199,7 @@ log. Exit 1 when anything does not verify.`,
 			if err := json.Unmarshal(data, &c); err != nil {
 				return withCode(exitFailure, fmt.Errorf("consistency proof: %w", err))
 			}
-			if since != "" {
-				held, err := readHead(since)
-				if err != nil {
-					return err
-				}
+			if held != nil {
 				if held.TreeSize != c.First.TreeSize || held.RootHash != c.First.RootHash {
 					return withCode(exitFailure, fmt.Errorf("NOT CONSISTENT: the proof starts at a head of %d events with root %s, not the held one (%d, %s)",
 						c.First.TreeSize, c.First.RootHash, held.TreeSize, held.RootHash))
@@ -213,17 +221,30 @@ log. Exit 1 when anything does not verify.`,
 	return cmd
 }
 
-// readHead reads a signed tree head file (the JSON of /log/head).
+// readHead reads a held head: a signed tree head file (the JSON of
+// /log/head), or a saved consistency proof (its second head) or inclusion
+// proof (its head).
 func readHead(path string) (merkle.SignedTreeHead, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return merkle.SignedTreeHead{}, err
 	}
-	h, err := merkle.ParseSignedTreeHead([]byte(strings.TrimSpace(string(data))))
-	if err != nil {
-		return merkle.SignedTreeHead{}, usageErrorf("%s: %v", path, err)
+	data = []byte(strings.TrimSpace(string(data)))
+	h, err := merkle.ParseSignedTreeHead(data)
+	if err == nil {
+		return h, nil
 	}
-	return h, nil
+	var saved map[string]json.RawMessage
+	if json.Unmarshal(data, &saved) == nil {
+		for _, k := range []string{"second", "head"} {
+			if raw, ok := saved[k]; ok {
+				if h, err = merkle.ParseSignedTreeHead(raw); err == nil {
+					return h, nil
+				}
+			}
+		}
+	}
+	return merkle.SignedTreeHead{}, usageErrorf("%s: not a signed tree head or a saved proof: %v", path, err)
 }
 
 func newEvidenceWitnessCmd(a *app, key *string) *cobra.Command {
