@@ -7,12 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/capmesh/capmesh/access"
+	"github.com/capmesh/capmesh/btsp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
@@ -21,7 +24,6 @@ import (
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
 	"github.com/capmesh/capmesh/jsonrpc"
-	"github.com/capmesh/capmesh/wire"
 )
 
 // Info is what a host says about itself: the identity.get result and the
@@ -84,19 +86,36 @@ type Config struct {
 	// <DataDir>/evidence/<name>, or memory when Ephemeral.
 	Evidence evidence.Store
 	// CHP configures the boundary beyond what the host sets itself
-	// (HostID, HostVersion, Store, Key, Logger are filled in when empty):
-	// policy, safety, output-schema strictness, result windows.
+	// (HostID, HostVersion, Store, Key, Logger are filled in when empty;
+	// RevocationsFile and MandateUsesFile too, in <DataDir>/mandates unless
+	// Ephemeral): policy, safety, output-schema strictness, result windows.
 	CHP boundary.Config
 	// CHPHTTP configures the CHP HTTP binding (API keys). Default:
-	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS).
+	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS). The
+	// same keys are the credentials of every binding (docs/access.md): the
+	// X-CHP-Key header on HTTP, params._meta.chp_key on any JSON-RPC
+	// binding. A host without keys that serves TCP or HTTP is open to
+	// anonymous callers (the CHP local-first default); one that serves only
+	// its Unix socket answers invocations for its own user alone.
 	CHPHTTP *chphttp.Options
+	// InsecureListen lets a host without keys bind TCP or HTTP beyond
+	// loopback. Without it such a host refuses to start, since anyone who
+	// can reach the address could invoke every capability.
+	InsecureListen bool
 
-	// RequireBTSP makes a family-scoped host (FAMILY_ID set and not
-	// "default") refuse plaintext JSON-RPC on its stream listeners: the
-	// first message of a connection is answered with the Capability Wire
-	// Standard's -32600 "BTSP handshake required" error and the
-	// connection closed (TS-01). transport_security says so. It has no
-	// effect in standalone mode.
+	// BTSP is the family-scoped secure transport of the stream listeners
+	// (docs/btsp.md). Nil: on a family-scoped host (FAMILY_ID set and not
+	// "default") it is read from FAMILY_ID and FAMILY_SEED; a standalone
+	// host serves cleartext. With BTSP, a connection must complete the
+	// handshake, except for the discovery and health methods served in
+	// cleartext (btsp.DefaultCleartext); any other cleartext request is
+	// answered with the Capability Wire Standard's -32600 "BTSP handshake
+	// required" error and the connection closed (TS-01).
+	// transport_security says which.
+	BTSP *btsp.Config
+
+	// RequireBTSP makes a family-scoped host without a family seed an
+	// error instead of a host that serves cleartext (with a warning).
 	RequireBTSP bool
 
 	// NoAnnounce skips registration with a node.
@@ -109,7 +128,7 @@ type Config struct {
 	Network string
 
 	// RPC tunes the JSON-RPC server (frame size, connection limits,
-	// timeouts). ConnGate is set by the host when RequireBTSP applies.
+	// timeouts).
 	RPC jsonrpc.ServerOptions
 	// DrainTimeout bounds how long a stopping host waits for the calls in
 	// flight. Default 10 s.
@@ -130,6 +149,8 @@ type Host struct {
 	key     ed25519.PrivateKey
 	ikey    *identity.PrivateKey // the same key, for wire.SignAnnouncement
 	b       *boundary.Boundary
+	acc     *access.Policy
+	btsp    *btsp.Config // nil: cleartext stream listeners
 	store   evidence.Store
 	closers []io.Closer
 	started time.Time
@@ -177,15 +198,23 @@ func New(info Info, cfg *Config) (*Host, error) {
 	if c.RequireBTSP && c.HTTP != "" && endpoint.FamilyID() != "" {
 		return nil, errors.New("host: Config.RequireBTSP on a family-scoped host cannot serve cleartext HTTP; drop Config.HTTP")
 	}
+	secureCfg, btspWarn, err := resolveBTSP(&c)
+	if err != nil {
+		return nil, err
+	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if btspWarn != "" {
+		c.Logger.Warn(btspWarn, "family", endpoint.FamilyID())
+	}
 	h := &Host{
 		info:    info,
 		cfg:     c,
+		btsp:    secureCfg,
 		log:     c.Logger,
 		caps:    map[string]*method{},
 		started: time.Now(),
@@ -193,6 +222,9 @@ func New(info Info, cfg *Config) (*Host, error) {
 		stop:    make(chan struct{}),
 	}
 	h.drain.init()
+	if err := h.openAccess(); err != nil {
+		return nil, err
+	}
 	if err := h.openKey(); err != nil {
 		return nil, err
 	}
@@ -217,6 +249,21 @@ func New(info Info, cfg *Config) (*Host, error) {
 	if bc.Logger == nil {
 		bc.Logger = h.log
 	}
+	if !c.Ephemeral && (bc.RevocationsFile == "" || bc.MandateUsesFile == "") {
+		// Accepted mandate revocations and the uses of capped mandates
+		// outlive a restart, beside (never inside) the evidence.
+		dir, err := xdg.SubDir(c.DataDir, "mandates")
+		if err != nil {
+			h.closeAll()
+			return nil, fmt.Errorf("host: mandates: %w", err)
+		}
+		if bc.RevocationsFile == "" {
+			bc.RevocationsFile = filepath.Join(dir, info.Name+".revocations.jsonl")
+		}
+		if bc.MandateUsesFile == "" {
+			bc.MandateUsesFile = filepath.Join(dir, info.Name+".uses.jsonl")
+		}
+	}
 	b, err := boundary.New(bc)
 	if err != nil {
 		h.closeAll()
@@ -240,6 +287,29 @@ func (i Info) validate() error {
 	}
 	return nil
 }
+
+// openAccess builds the access policy every binding passes through: the
+// keys of Config.CHPHTTP (or the environment), open to anonymous callers
+// when there are none and the host opens a TCP or HTTP listener.
+func (h *Host) openAccess() error {
+	if h.cfg.CHPHTTP == nil {
+		o, err := chphttp.OptionsFromEnv()
+		if err != nil {
+			return fmt.Errorf("host: CHP_HOST_API_KEYS: %w", err)
+		}
+		h.cfg.CHPHTTP = o
+	}
+	keyed := len(h.cfg.CHPHTTP.SharedKeys)+len(h.cfg.CHPHTTP.NamedKeys) > 0
+	h.acc = access.NewPolicy(access.Config{
+		Keys: h.cfg.CHPHTTP,
+		Open: !keyed && (h.cfg.TCP != "" || h.cfg.HTTP != ""),
+		UID:  uint32(os.Getuid()),
+	})
+	return nil
+}
+
+// Access returns the host's access policy.
+func (h *Host) Access() *access.Policy { return h.acc }
 
 // openEvidence picks the evidence store: the one given, memory when
 // ephemeral, else the durable log in the state directory.
@@ -313,23 +383,4 @@ func (h *Host) closeAll() error {
 	}
 	h.closers = nil
 	return errors.Join(errs...)
-}
-
-// transportSecurity is what the host advertises under transport_security:
-// the truth about its listeners.
-func (h *Host) transportSecurity() *wire.TransportSecurity {
-	if h.btspEnforced() {
-		return &wire.TransportSecurity{
-			BTSPRequired:        true,
-			BTSPVersion:         btspVersion,
-			BTSPServerAvailable: false,
-			CleartextAvailable:  false,
-			Note:                "Family-scoped socket: BTSP handshake required before JSON-RPC.",
-		}
-	}
-	return &wire.TransportSecurity{
-		BTSPRequired:        false,
-		BTSPServerAvailable: false,
-		CleartextAvailable:  true,
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -68,14 +69,16 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case strings.HasPrefix(u, "unix://"):
-		return jsonrpc.Dial(ctx, "unix", strings.TrimPrefix(u, "unix://"), nil)
-	case strings.HasPrefix(u, "tcp://"):
-		return jsonrpc.Dial(ctx, "tcp", strings.TrimPrefix(u, "tcp://"), nil)
-	default:
+	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
 		return jsonrpc.NewHTTPClient(u, &http.Client{Timeout: 30 * time.Second}), nil
 	}
+	// Unix and TCP through the one dialer, which also speaks BTSP to the
+	// endpoints of this node's family.
+	a, err := endpoint.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	return endpoint.DialAddress(ctx, a, nil)
 }
 
 // RegisterLocal admits an unsigned registration. Only a Unix-socket peer

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
@@ -421,6 +422,11 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 	params, err := n.nextHop(params) // loop protection: _meta.hops
 	if err != nil {
 		return nil, rpcError(err)
+	}
+	// The provider sees this node as its peer: say who the caller really is.
+	params, err = access.Forward(ctx, params, n.cfg.Network)
+	if err != nil {
+		return nil, err
 	}
 	var lastErr error
 	for _, e := range cands {

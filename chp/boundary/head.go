@@ -29,7 +29,8 @@ var ErrBadSequence = errors.New("boundary: sequence out of range")
 // RevocationSource is the hook through which the boundary learns the
 // revocations the host holds (chp-v0.2.md §12 Revocation freshness): the
 // chp-revocation-head-v1 identifiers, "m\x00{mandate_id}\x00{principal
-// key}" or "k\x00{key_id}". A nil source holds none: the head is
+// key}" or "k\x00{key_id}". Without one the boundary uses the mandate
+// revocations it holds itself (RevocationIDs); with none held the head is
 // chp.EmptyRevocationHead.
 type RevocationSource interface {
 	RevocationIDs(ctx context.Context) ([]string, error)
@@ -155,7 +156,8 @@ func (b *Boundary) revocations(ctx context.Context) ([]string, string, error) {
 	src := b.wit.rev
 	b.wit.mu.Unlock()
 	if src == nil {
-		return nil, chp.EmptyRevocationHead, nil
+		ids := b.RevocationIDs() // the mandate revocations this host holds
+		return ids, chp.RevocationHead(ids), nil
 	}
 	ids, err := src.RevocationIDs(ctx)
 	if err != nil {

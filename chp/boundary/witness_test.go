@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/capmesh/capmesh/evidence/sqlite"
 	"github.com/capmesh/capmesh/identity"
+	"github.com/capmesh/capmesh/internal/specdata"
 	"github.com/capmesh/capmesh/merkle"
 )
 
@@ -307,5 +309,36 @@ func TestLogProofs(t *testing.T) {
 	}
 	if _, err := fixtureBoundary(t, evidence.NewMemory()).LogHead(ctx, 0); !errors.Is(err, ErrUnsigned) {
 		t.Fatalf("unsigned host: %v", err)
+	}
+}
+
+// TestWitnessedRevocationHead: by default the witnessed revocation_head is
+// the digest of the mandate revocations the host holds; once it holds one,
+// a witness still countersigning the empty set is refused.
+func TestWitnessedRevocationHead(t *testing.T) {
+	ctx := context.Background()
+	b := fixtureBoundary(t, evidence.NewMemory())
+	echo(t, b, "c1")
+	before := head(t, b, "")
+	raw, err := os.ReadFile(specdata.Path("chp/vectors/mandate-revocation.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AcceptRevocation(raw); err != nil {
+		t.Fatal(err)
+	}
+	after := head(t, b, "")
+	if before.RevocationHead != chp.EmptyRevocationHead || after.RevocationHead != b.RevocationHead() || after.RevocationHead == before.RevocationHead {
+		t.Fatalf("revocation heads: before %s, after %s, held %s", before.RevocationHead, after.RevocationHead, b.RevocationHead())
+	}
+	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", after.Sequence, after.StoreHead, chp.EmptyRevocationHead)); !errors.Is(err, ErrRevocationHeadMismatch) {
+		t.Fatalf("a witness of the dropped set: %v", err)
+	}
+	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", after.Sequence, after.StoreHead, after.RevocationHead)); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := b.sidecar().Receipts(ctx)
+	if len(rs) != 1 || len(rs[0].Revocations) != 1 {
+		t.Fatalf("the receipt does not snapshot the held set: %+v", rs)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
+	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/spf13/cobra"
 )
@@ -93,7 +94,7 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 	var (
 		addr, key, keys, storeDir, hostID string
 		keyFile, witnessDir               string
-		signed                            bool
+		signed, insecure                  bool
 	)
 	cmd := &cobra.Command{
 		Use:    "chp-fixtures",
@@ -129,6 +130,13 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return withCode(exitFailure, err)
 			}
+			if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && len(opts.SharedKeys)+len(opts.NamedKeys) == 0 {
+				if !insecure {
+					_ = ln.Close()
+					return usageErrorf("refusing to serve http on %s: %v: anyone who can reach it could invoke the fixtures; give --key/--keys, bind a loopback address, or say --insecure-listen", addr, host.ErrInsecureListen)
+				}
+				a.log.Warn("INSECURE: serving beyond loopback without credentials", "addr", addr)
+			}
 			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(a.stdout, "chp fixture profile on http://%s\n", ln.Addr())
 			ctx := cmd.Context()
@@ -153,6 +161,7 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 	f.BoolVar(&signed, "signed", false, "sign exports with an ephemeral ed25519 key")
 	f.StringVar(&keyFile, "key-file", "", "sign with this identity key file instead (implies --signed)")
 	f.StringVar(&witnessDir, "witness-dir", "", "keep received witness statements and anchors in this directory (default: memory)")
+	f.BoolVar(&insecure, "insecure-listen", false, "serve beyond loopback without keys")
 	return cmd
 }
 

@@ -17,6 +17,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(accessMatrixChild()) // the access matrix's other-uid caller
+	}
 	testscript.Main(m, map[string]func(){
 		"capmesh": func() { os.Exit(runMain()) },
 		"kvhost":  func() { os.Exit(kv.Main()) },

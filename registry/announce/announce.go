@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
@@ -173,22 +174,14 @@ func isLocal(addr string) bool {
 	return strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, "unix://")
 }
 
+// dial reaches the node through the one dialer (endpoint), which also
+// speaks BTSP to a node of this host's family.
 func dial(ctx context.Context, addr string) (jsonrpc.Caller, error) {
-	switch {
-	case strings.HasPrefix(addr, "/"):
-		return jsonrpc.Dial(ctx, "unix", addr, nil)
-	case strings.HasPrefix(addr, "unix://"):
-		return jsonrpc.Dial(ctx, "unix", strings.TrimPrefix(addr, "unix://"), nil)
-	case strings.HasPrefix(addr, "tcp://"):
-		return jsonrpc.Dial(ctx, "tcp", strings.TrimPrefix(addr, "tcp://"), nil)
-	case strings.HasPrefix(addr, "http://"), strings.HasPrefix(addr, "https://"):
-		return jsonrpc.NewHTTPClient(addr, nil), nil
-	default:
-		if _, _, err := net.SplitHostPort(addr); err == nil {
-			return jsonrpc.Dial(ctx, "tcp", addr, nil)
-		}
+	a, err := endpoint.Parse(addr)
+	if err != nil {
 		return nil, fmt.Errorf("announce: node address %q: want a socket path, unix://, tcp://, host:port or http://", addr)
 	}
+	return endpoint.DialAddress(ctx, a, nil)
 }
 
 func (s *Session) run(ctx context.Context) {

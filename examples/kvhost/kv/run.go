@@ -44,7 +44,6 @@ func Main() int {
 
 type usageError struct{ error }
 
-
 // Run parses args, builds the host and serves until ctx ends or the host is
 // drained.
 func Run(ctx context.Context, args []string, stderr io.Writer) error {
