@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"strconv"
 	"time"
 
@@ -26,6 +25,9 @@ var builtinNames = func() map[string]bool {
 		MethodHealthDrain: true,
 		"chp.describe":    true, "chp.invoke": true, "chp.replay": true, "chp.verify": true, "chp.export": true,
 		"chp.revocations": true, "chp.revoke": true,
+	}
+	for name := range chprpc.WitnessHandlers(nil) {
+		m[name] = true
 	}
 	for _, a := range wire.CapabilitiesListAliases {
 		m[a] = true
@@ -80,7 +82,9 @@ func (h *Host) builtins() map[string]jsonrpc.Handler {
 		}
 		m[name] = h.gate(op, hd)
 	}
-	maps.Copy(m, chprpc.WitnessHandlers(h.b))
+	for name, hd := range chprpc.WitnessHandlers(h.b) {
+		m[name] = h.gate(access.OpEvidence, hd) // as the evidence routes over HTTP
+	}
 	return m
 }
 
