@@ -171,6 +171,25 @@ func (v *BundleVerification) add(name string, ok bool, detail string) {
 // event, whether its attribution is bound (Attribution, Warnings). It fails closed: any
 // malformed input yields Valid=false, never a panic. The error is non-nil
 // only when data is not a JSON object at all.
+// structureDetail names what a bundle lacks to be one: an events array, a
+// host_id, a root_hash ("" when it has them all).
+func structureDetail(events, hostID, rootHash bool) string {
+	var missing []string
+	if !events {
+		missing = append(missing, "events (an array)")
+	}
+	if !hostID {
+		missing = append(missing, "host_id")
+	}
+	if !rootHash {
+		missing = append(missing, "root_hash")
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return "not a CHP evidence bundle: missing " + strings.Join(missing, ", ")
+}
+
 func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error) {
 	if opts == nil {
 		opts = &VerifyOptions{}
@@ -188,7 +207,7 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 	v.HostID = top.text("host_id")
 	events, _ := b.Get("events")
 	ok := events.Kind == canonical.Array
-	v.add("structure", ok && v.HostID != "" && member(b, "root_hash").Kind != canonical.Null, "")
+	v.add("structure", ok && v.HostID != "" && member(b, "root_hash").Kind != canonical.Null, structureDetail(ok, v.HostID != "", member(b, "root_hash").Kind != canonical.Null))
 	if !ok {
 		return v.finish(), nil
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/wire"
 )
 
 // Info is what a host says about itself: the identity.get result and the
@@ -120,9 +120,11 @@ type Config struct {
 
 	// NoAnnounce skips registration with a node.
 	NoAnnounce bool
-	// Node is the node to announce to. Default: $DISCOVERY_SOCKET, then
-	// capmesh.sock or songbird.sock in the biomeos directory (see
-	// registry/announce).
+	// Node is the node to announce to, and the one Provider calls through.
+	// Default: $DISCOVERY_SOCKET, then capmesh.sock or songbird.sock in the
+	// biomeos directory — capmesh-<FAMILY_ID>.sock and
+	// songbird-<FAMILY_ID>.sock on a family-scoped host (see
+	// registry/announce) — and Provider discovers providers itself.
 	Node string
 	// Network is the network name of signed descriptors. Default "capmesh".
 	Network string
@@ -277,8 +279,9 @@ func (i Info) validate() error {
 	if err := endpoint.ValidateName(i.Name); err != nil {
 		return fmt.Errorf("host: Info.Name %q: %w", i.Name, err)
 	}
-	if strings.TrimSpace(i.Version) == "" || strings.ContainsAny(i.Version, " \t\n") {
-		return fmt.Errorf("host: Info.Version %q: want a SemVer version such as 1.0.0", i.Version)
+	if !wire.IsSemVer(i.Version) {
+		// The audit's L2.version check would fail the host: refuse now.
+		return fmt.Errorf("host: Info.Version %q: want a SemVer 2.0.0 version such as 1.0.0 or 0.1.0-dev (not \"1.0\", \"v1.0.0\" or \"dev\")", i.Version)
 	}
 	if i.Domain != "" {
 		if err := endpoint.ValidateName(i.Domain); err != nil {

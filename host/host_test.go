@@ -584,6 +584,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}{
 		{host.Info{Name: "Bad Name", Version: "1.0.0"}, host.Config{}, "Info.Name"},
 		{host.Info{Name: "ok", Version: ""}, host.Config{}, "Info.Version"},
+		// What the audit's L2.version fails is refused at once (issue 17).
+		{host.Info{Name: "ok", Version: "1.0"}, host.Config{}, "Info.Version"},
+		{host.Info{Name: "ok", Version: "v1.0.0"}, host.Config{}, "Info.Version"},
+		{host.Info{Name: "ok", Version: "dev"}, host.Config{}, "Info.Version"},
 		{host.Info{Name: "ok", Version: "1.0.0", Domain: "a.b"}, host.Config{}, "Info.Domain"},
 		{host.Info{Name: "ok", Version: "1.0.0"}, host.Config{NoSocket: true}, "NoSocket"},
 		{host.Info{Name: "ok", Version: "1.0.0"}, host.Config{Key: ed25519.PrivateKey{1, 2}}, "Config.Key"},

@@ -287,14 +287,19 @@ func (h *Host) announceConfig() announce.Config {
 	} else {
 		ep = "http://" + h.Addr("http") + "/jsonrpc"
 	}
+	signed := "" // what a signed registration (TCP/HTTP node) announces
+	if a := h.Addr("tcp"); a != "" {
+		signed = "tcp://" + a
+	}
 	return announce.Config{
-		Name:         h.info.Name,
-		Capabilities: slices.Sorted(maps.Keys(tags)),
-		Endpoint:     ep,
-		Version:      h.info.Version,
-		Node:         h.cfg.Node,
-		Key:          h.key,
-		Network:      h.cfg.Network,
-		Logger:       h.log,
+		Name:           h.info.Name,
+		Capabilities:   slices.Sorted(maps.Keys(tags)),
+		Endpoint:       ep,
+		SignedEndpoint: signed,
+		Version:        h.info.Version,
+		Node:           h.cfg.Node,
+		Key:            h.key,
+		Network:        h.cfg.Network,
+		Logger:         h.log,
 	}
 }

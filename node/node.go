@@ -27,6 +27,9 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chphttp"
+	"github.com/capmesh/capmesh/chp/gateway"
+	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
@@ -87,6 +90,13 @@ type Config struct {
 	// CHPFixtures also hosts the CHP conformance fixture capabilities
 	// (the upstream runner's profile) with their governance.
 	CHPFixtures bool
+	// CHPGateway, when set, makes the node's CHP HTTP surface (/host,
+	// /capabilities, /invoke, /replay, /export on HTTP) a routing gateway
+	// (chp/gateway) in front of these member CHP hosts' base URLs; Start
+	// discovers them, so they must be up first. Requires HTTP. Unless
+	// Memory, the gateway's evidence and results are kept durably in
+	// <state>/chp-gateway.
+	CHPGateway []string
 
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
@@ -211,7 +221,73 @@ func (n *Node) build() error {
 		}
 		n.log.Info("CHP conformance fixtures registered", "http", n.cfg.HTTP)
 	}
+	if err := n.mountGateway(); err != nil {
+		return err
+	}
 	return n.mountRegistry()
+}
+
+// mountGateway puts the CHP gateway's routes on the HTTP listener, in
+// front of the node's own CHP binding, accepting the binding's shared
+// keys (CHP_HOST_API_KEY[S]) from callers.
+func (n *Node) mountGateway() error {
+	if len(n.cfg.CHPGateway) == 0 {
+		return nil
+	}
+	if n.cfg.HTTP == "" {
+		return &ConfigError{errors.New("a CHP gateway needs an HTTP listener")}
+	}
+	gcfg := gateway.Config{HostID: n.cfg.Name + "-gateway", Version: n.cfg.Version, Members: n.cfg.CHPGateway, Logger: n.log}
+	opts, err := chphttp.OptionsFromEnv()
+	if err != nil {
+		return &ConfigError{err}
+	}
+	if opts != nil {
+		gcfg.Keys = opts.SharedKeys
+		for _, k := range opts.NamedKeys {
+			gcfg.Keys = append(gcfg.Keys, k.Key)
+		}
+	}
+	if !n.cfg.Memory {
+		// The gateway's own evidence and exactly-once results, durable
+		// beside the node's state, so a retried id replays after a restart.
+		dir, err := xdg.StateDir(n.cfg.DataDir)
+		if err != nil {
+			return &ConfigError{err}
+		}
+		dir = filepath.Join(dir, "chp-gateway")
+		if err := xdg.EnsurePrivateDir(dir); err != nil {
+			return fmt.Errorf("chp gateway store: %w", err)
+		}
+		store, err := logstore.Open(dir, &logstore.Options{Logger: n.log})
+		if err != nil {
+			return fmt.Errorf("chp gateway store: %w", err)
+		}
+		gcfg.Store = store
+		prev := n.closer
+		n.closer = func() {
+			_ = store.Close()
+			if prev != nil {
+				prev()
+			}
+		}
+	}
+	gw, err := gateway.New(gcfg)
+	if err != nil {
+		return &ConfigError{err}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := gw.Discover(ctx); err != nil {
+		n.log.Warn("CHP gateway: starting with members missing", "err", err)
+	}
+	for _, p := range gateway.Patterns() {
+		if err := n.host.MountHTTP(p, gw.Handler()); err != nil {
+			return err
+		}
+	}
+	n.log.Info("CHP gateway serving", "members", n.cfg.CHPGateway, "host_id", gw.HostID())
+	return nil
 }
 
 // hostConfig is the host half of the Config.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/capmesh/capmesh/chp"
 )
@@ -14,11 +15,18 @@ func printVerdict(w io.Writer, v *chp.BundleVerification) {
 	if !v.Valid {
 		verdict = "INVALID"
 	}
-	fmt.Fprintf(w, "%s (%s, %d events, host %s", verdict, v.Assurance, v.EventCount, v.HostID)
-	if v.KeyID != "" {
-		fmt.Fprintf(w, ", key %s", v.KeyID)
+	parts := []string{}
+	if v.Assurance != "" {
+		parts = append(parts, v.Assurance)
 	}
-	fmt.Fprintln(w, ")")
+	parts = append(parts, fmt.Sprintf("%d events", v.EventCount))
+	if v.HostID != "" {
+		parts = append(parts, "host "+v.HostID)
+	}
+	if v.KeyID != "" {
+		parts = append(parts, "key "+v.KeyID)
+	}
+	fmt.Fprintf(w, "%s (%s)\n", verdict, strings.Join(parts, ", "))
 	for _, c := range v.Checks {
 		mark := "ok  "
 		if !c.OK {

@@ -49,6 +49,7 @@ type serverFlags struct {
 	memory       bool
 	requireBTSP  bool
 	chpFixtures  bool
+	chpGateway   []string
 	rateLimits   map[string]int
 	insecure     bool
 }
@@ -127,6 +128,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
+	fl.StringSliceVar(&f.chpGateway, "chp-gateway", nil, "serve the CHP HTTP routes (--http) as a routing gateway in front of these member CHP hosts (URL[,URL…]); start the members first")
 	fl.StringToIntVar(&f.rateLimits, "http-rate-limit", nil, "per-client-IP limits a minute of the HTTP registry writes, as agents=N (POST/DELETE /agents), join=N (/join, /renew, /heartbeat), admin=N (/admin/*); 0 is no limit (default 30 each)")
 	fl.BoolVar(&f.insecure, "insecure-listen", false, "serve --port/--http beyond loopback without keys (CHP_HOST_API_KEY[S]); refused otherwise, since anyone who can reach the address could invoke every capability")
 	fl.BoolVar(&f.requireBTSP, "require-btsp", false, "on a family-scoped socket, refuse plaintext JSON-RPC with the BTSP-required error (TS-01)")
@@ -142,6 +144,9 @@ func (f *serverFlags) validate() error {
 	}
 	if err := endpoint.ValidateName(f.name); err != nil {
 		return usageErrorf("--name: %v", err)
+	}
+	if err := endpoint.CheckSocketModeEnv(f.name); err != nil && !f.noSocket {
+		return usageErrorf("%v", err) // a bad setting, not a failure to serve
 	}
 	if f.domain != "" {
 		if err := endpoint.ValidateName(f.domain); err != nil {
@@ -209,6 +214,7 @@ func (f *serverFlags) nodeConfig(a *app) (node.Config, error) {
 		RequireBTSP:    f.requireBTSP,
 		InsecureListen: f.insecure,
 		CHPFixtures:    f.chpFixtures,
+		CHPGateway:     f.chpGateway,
 		DrainTimeout:   f.drainTimeout,
 		Logger:         a.log,
 		RPC: jsonrpc.ServerOptions{

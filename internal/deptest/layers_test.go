@@ -46,6 +46,7 @@ var layers = map[string]layer{
 	"chp/schema":                        mechanism,
 	"chp/chphttp":                       mechanism,
 	"chp/chprpc":                        mechanism,
+	"chp/gateway":                       mechanism,
 	"wire":                              mechanism,
 	"evidence":                          mechanism,
 	"evidence/logstore":                 mechanism,
