@@ -26,6 +26,9 @@ var builtinNames = func() map[string]bool {
 		"chp.describe":    true, "chp.invoke": true, "chp.replay": true, "chp.verify": true, "chp.export": true,
 		"chp.revocations": true, "chp.revoke": true,
 	}
+	for name := range chprpc.WitnessHandlers(nil) {
+		m[name] = true
+	}
 	for _, a := range wire.CapabilitiesListAliases {
 		m[a] = true
 	}
@@ -78,6 +81,9 @@ func (h *Host) builtins() map[string]jsonrpc.Handler {
 			op = access.OpDescribe
 		}
 		m[name] = h.gate(op, hd)
+	}
+	for name, hd := range chprpc.WitnessHandlers(h.b) {
+		m[name] = h.gate(access.OpEvidence, hd) // as the evidence routes over HTTP
 	}
 	return m
 }

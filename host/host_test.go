@@ -187,7 +187,7 @@ func TestNoAdvertisedMethodAnswersMethodNotFound(t *testing.T) {
 	must(t, c.Call(context.Background(), "capabilities.list", nil, &env))
 	for _, want := range []string{"kv.put", "kv.get", "kv.delete", "admin.echo", "ipc.list", "capabilities.list", "capability.list",
 		"primal.capabilities", "identity.get", "health.liveness", "health.readiness", "health.check", "health.drain",
-		"chp.describe", "chp.invoke", "chp.replay", "chp.verify", "chp.export"} {
+		"chp.describe", "chp.invoke", "chp.replay", "chp.verify", "chp.export", "chp.head", "chp.witness", "chp.log.head"} {
 		if !contains(env.Methods, want) {
 			t.Errorf("methods lacks %s", want)
 		}
@@ -224,12 +224,15 @@ func TestEnvelopeIsDerivedFromTheTable(t *testing.T) {
 	want := wire.CapabilitiesList{
 		Primal:  "kvtest",
 		Version: "1.2.3",
-		Methods: []string{"capabilities.list", "capability.list", "chp.describe", "chp.export", "chp.invoke", "chp.replay", "chp.revocations", "chp.revoke", "chp.verify",
+		Methods: []string{"capabilities.list", "capability.list", "chp.anchor", "chp.anchors", "chp.describe", "chp.export",
+			"chp.head", "chp.head.consistency", "chp.head.inclusion", "chp.invoke", "chp.log.consistency", "chp.log.head",
+			"chp.log.inclusion", "chp.replay", "chp.revocations", "chp.revoke", "chp.verify", "chp.witness", "chp.witnesses",
 			"health.check", "health.drain", "health.liveness", "health.readiness", "identity.get", "kv.delete", "kv.get", "kv.put", "primal.capabilities"},
 		ProvidedCapabilities: []wire.ProvidedCapability{
 			{Type: "capabilities", Methods: []string{"list"}},
 			{Type: "capability", Methods: []string{"list"}},
-			{Type: "chp", Methods: []string{"describe", "export", "invoke", "replay", "revocations", "revoke", "verify"}},
+			{Type: "chp", Methods: []string{"anchor", "anchors", "describe", "export", "head", "head.consistency", "head.inclusion",
+				"invoke", "log.consistency", "log.head", "log.inclusion", "replay", "revocations", "revoke", "verify", "witness", "witnesses"}},
 			{Type: "health", Methods: []string{"check", "drain", "liveness", "readiness"}},
 			{Type: "identity", Methods: []string{"get"}},
 			{Type: "kv", Methods: []string{"delete", "get", "put"}, Description: "a key-value store"},

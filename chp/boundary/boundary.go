@@ -121,6 +121,7 @@ type Boundary struct {
 	subjects subjectCache
 	mandates mandateState // gate 5: revocations held, uses counted
 	streams  streamCache  // recorded chunks of streamed invocations
+	wit      witnessState // head.go, witness.go
 }
 
 type registered struct {

@@ -163,6 +163,7 @@ func Handler(b *boundary.Boundary, opts *Options) http.Handler {
 			writeJSON(w, http.StatusOK, bundle)
 		}
 	}))
+	h.witnessRoutes(mux) // witness.go
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Unknown routes and methods get the binding's error envelope, not
 		// the mux's plain text.

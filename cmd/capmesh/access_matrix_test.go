@@ -230,6 +230,7 @@ var matrix = map[string]map[string][7]string{
 		"replay":     {"-32003", "-32001", "ok", "ok", "ok", "-32003", "ok"},
 		"export":     {"-32003", "-32001", "ok", "ok", "ok", "-32003", "ok"},
 		"verify":     {"-32003", "-32001", "ok", "ok", "ok", "-32003", "ok"},
+		"head":       {"-32003", "-32001", "ok", "ok", "ok", "-32003", "ok"},
 		"register":   {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "ok"},
 		"drain":      {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "-32602"},
 		"administer": {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "ok"},
@@ -242,6 +243,7 @@ var matrix = map[string]map[string][7]string{
 		"replay":     {"-32001", "-32001", "ok", "ok", "ok", "-32001", "-32001"},
 		"export":     {"-32001", "-32001", "ok", "ok", "ok", "-32001", "-32001"},
 		"verify":     {"-32001", "-32001", "ok", "ok", "ok", "-32001", "-32001"},
+		"head":       {"-32001", "-32001", "ok", "ok", "ok", "-32001", "-32001"},
 		"register":   {"-32001", "-32001", "-32001", "-32001", "-32001", "-32001", "-32001"},
 		"drain":      {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "-32003"},
 		"administer": {"-32003", "-32001", "-32003", "-32003", "-32003", "-32003", "-32003"},
@@ -254,6 +256,7 @@ var matrix = map[string]map[string][7]string{
 		"replay":     {"-32001", "401", "ok", "ok", "ok", "-32001", "-32001"},
 		"export":     {"-32001", "401", "ok", "ok", "ok", "-32001", "-32001"},
 		"verify":     {"-32001", "401", "ok", "ok", "ok", "-32001", "-32001"},
+		"head":       {"-32001", "401", "ok", "ok", "ok", "-32001", "-32001"},
 		"register":   {"-32001", "401", "-32001", "-32001", "-32001", "-32001", "-32001"},
 		"drain":      {"-32003", "401", "-32003", "-32003", "-32003", "-32003", "-32003"},
 		"administer": {"-32003", "401", "-32003", "-32003", "-32003", "-32003", "-32003"},
@@ -265,6 +268,7 @@ var matrix = map[string]map[string][7]string{
 		"replay":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"export":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"verify":   {"401", "401", "ok", "ok", "ok", "401", "401"},
+		"head":     {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"discover": {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
 	},
 	// `capmesh chp-fixtures` (the conformance profile the upstream runner
@@ -275,6 +279,7 @@ var matrix = map[string]map[string][7]string{
 		"replay":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"export":   {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"verify":   {"401", "401", "ok", "ok", "ok", "401", "401"},
+		"head":     {"401", "401", "ok", "ok", "ok", "401", "401"},
 		"discover": {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
 	},
 	// The Genesis-Mesh registry routes carry their own credentials (a
@@ -473,6 +478,7 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 		"replay":   {"chp.replay", map[string]any{"correlation_id": "corr-matrix"}},
 		"export":   {"chp.export", map[string]any{"correlation_id": "corr-matrix"}},
 		"verify":   {"chp.verify", map[string]any{"correlation_id": "corr-matrix"}},
+		"head":     {"chp.head", map[string]any{}},
 		// Without timeout_ms: past the access layer it is -32602, and the
 		// node keeps running.
 		"drain":      {"health.drain", map[string]any{}},
@@ -492,6 +498,7 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 			"replay":   {Method: "GET", URL: base + "/replay/corr-matrix"},
 			"export":   {Method: "GET", URL: base + "/export/corr-matrix"},
 			"verify":   {Method: "GET", URL: base + "/verify/corr-matrix"},
+			"head":     {Method: "GET", URL: base + "/head"},
 			"discover": {Method: "GET", URL: base + "/health"},
 		}[op]
 		r.Key = key

@@ -15,6 +15,7 @@ import (
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/capmesh/capmesh/host"
+	"github.com/capmesh/capmesh/identity"
 	"github.com/spf13/cobra"
 )
 
@@ -30,6 +31,9 @@ type chpFixtureOptions struct {
 	Signed bool
 	// HTTP carries the keys; nil reads CHP_HOST_API_KEY / CHP_HOST_API_KEYS.
 	HTTP *chphttp.Options
+	// KeyFile, when set, is the host key (a capmesh identity key file);
+	// WitnessDir keeps received witness statements and anchors durably.
+	KeyFile, WitnessDir string
 }
 
 // chpFixtureBoundary builds a Boundary registered with the fixture profile
@@ -56,9 +60,19 @@ func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *boundary.Boundary, h ht
 		}
 		cfg.Key = key
 	}
+	if err := fixtureWitnessing(&cfg, o); err != nil {
+		store.Close()
+		return nil, nil, nil, err
+	}
 	b, err = boundary.New(cfg)
 	if err == nil {
 		err = boundary.RegisterFixtures(b)
+	}
+	if err == nil && o.WitnessDir != "" {
+		var ws *boundary.FileWitnessStore
+		if ws, err = boundary.OpenFileWitnessStore(o.WitnessDir); err == nil {
+			b.SetWitnessStore(ws)
+		}
 	}
 	if err != nil {
 		store.Close()
@@ -79,6 +93,7 @@ func init() { register(newChpFixturesCmd) }
 func newChpFixturesCmd(a *app) *cobra.Command {
 	var (
 		addr, key, keys, storeDir, hostID string
+		keyFile, witnessDir               string
 		signed, insecure                  bool
 	)
 	cmd := &cobra.Command{
@@ -101,7 +116,8 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 				}
 				opts.NamedKeys = append(opts.NamedKeys, named...)
 			}
-			_, h, closeStore, err := chpFixtureBoundary(a, chpFixtureOptions{HostID: hostID, StoreDir: storeDir, Signed: signed, HTTP: opts})
+			_, h, closeStore, err := chpFixtureBoundary(a, chpFixtureOptions{HostID: hostID, StoreDir: storeDir, Signed: signed, HTTP: opts,
+				KeyFile: keyFile, WitnessDir: witnessDir})
 			if err != nil {
 				return err
 			}
@@ -143,6 +159,21 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 	f.StringVar(&storeDir, "store", "", "keep evidence durably in this directory (default: memory)")
 	f.StringVar(&hostID, "host-id", "conformance-host", "host id")
 	f.BoolVar(&signed, "signed", false, "sign exports with an ephemeral ed25519 key")
+	f.StringVar(&keyFile, "key-file", "", "sign with this identity key file instead (implies --signed)")
+	f.StringVar(&witnessDir, "witness-dir", "", "keep received witness statements and anchors in this directory (default: memory)")
 	f.BoolVar(&insecure, "insecure-listen", false, "serve beyond loopback without keys")
 	return cmd
+}
+
+// fixtureWitnessing loads --key-file into cfg.
+func fixtureWitnessing(cfg *boundary.Config, o chpFixtureOptions) error {
+	if o.KeyFile == "" {
+		return nil
+	}
+	k, err := identity.Load(o.KeyFile)
+	if err != nil {
+		return usageErrorf("--key-file: %v", err)
+	}
+	cfg.Key = k.Ed25519()
+	return nil
 }

@@ -41,6 +41,7 @@ directory, as for 'capmesh call --name'.`,
 	cmd.PersistentFlags().StringVar(&a.evidenceName, "name", "", "primal name: its socket in the biomeos directory replaces TARGET")
 	cmd.AddCommand(newEvidenceReplayCmd(a, &key), newEvidenceExportCmd(a, &key), newEvidenceVerifyCmd(a, &key))
 	cmd.AddCommand(newEvidenceCheckCmd(a))
+	cmd.AddCommand(newEvidenceWitnessCmd(a, &key), newEvidenceProveCmd(a, &key), newEvidenceConsistencyCmd(a, &key), newEvidenceMonitorCmd(a, &key))
 	return cmd
 }
 

@@ -55,6 +55,7 @@ func TestScripts(t *testing.T) {
 			"waitexec": cmdWaitexec,
 
 			"evidencelog": cmdEvidenceLog, // evidence_check_test.go
+			"jsonflip":    cmdJSONFlip,    // evidence_witness_test.go
 		},
 	})
 }

@@ -1,0 +1,64 @@
+package chprpc
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/jsonrpc"
+)
+
+// TestWitnessHandlers: the JSON-RPC witnessing methods answer the HTTP
+// objects, and a refusal is -32602 with the CHP code in its data.
+func TestWitnessHandlers(t *testing.T) {
+	ctx := context.Background()
+	b := fixtureBoundary(t, evidence.NewMemory())
+	hs := WitnessHandlers(b)
+	call := func(method, params string) (any, error) {
+		return hs[method].Handle(ctx, &jsonrpc.Request{Method: method, Params: json.RawMessage(params)})
+	}
+	if _, err := Handlers(b)["chp.invoke"].Handle(ctx, &jsonrpc.Request{Method: "chp.invoke",
+		Params: json.RawMessage(`{"capability_id":"conformance.echo","correlation_id":"c1","payload":{"value":"x"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := call("chp.head", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := v.(*chp.StoreHead)
+	_, key, _ := ed25519.GenerateKey(nil)
+	stmt := func(sh, rev string) string {
+		raw, _ := chp.NewChainWitness("test-host", head.Sequence, sh, rev, "w", key, "2026-01-01T00:00:00Z")
+		return string(raw)
+	}
+	for params, code := range map[string]string{
+		`{"kind":1}`:                                  "invalid_witness",
+		stmt(strings.Repeat("0", 64), ""):             "head_mismatch",
+		stmt(head.StoreHead, strings.Repeat("a", 64)): "revocation_head_mismatch",
+	} {
+		_, err := call("chp.witness", params)
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.InvalidParams || !strings.Contains(string(rpcErr.Data), `"`+code+`"`) {
+			t.Errorf("chp.witness: %v, want -32602 %s", err, code)
+		}
+	}
+	if _, err := call("chp.witness", stmt(head.StoreHead, "")); err != nil {
+		t.Fatal(err)
+	}
+	v, err = call("chp.witnesses", ``)
+	if err != nil || len(v.(map[string]any)["witnesses"].([]json.RawMessage)) != 1 {
+		t.Fatalf("chp.witnesses: %v %v", v, err)
+	}
+	if _, err := call("chp.log.inclusion", `{}`); !errors.Is(err, jsonrpc.InvalidParams) {
+		t.Fatalf("chp.log.inclusion without sequence: %v", err)
+	}
+	var rpcErr *jsonrpc.Error
+	if _, err := call("chp.log.head", `{}`); !errors.As(err, &rpcErr) || !strings.Contains(string(rpcErr.Data), "not_supported") {
+		t.Fatalf("chp.log.head on an unsigned host: %v", err)
+	}
+}
