@@ -1,0 +1,229 @@
+// Package pgtest gives the tests of a test binary a real PostgreSQL server:
+// the one the environment variable CAPMESH_TEST_POSTGRES names (a DSN), or
+// else a private cluster that Main creates with initdb in a temporary
+// directory, serves on a Unix socket there with pg_ctl, and stops and
+// removes when the tests are done. Run as root, the cluster runs as the
+// postgres user (initdb refuses root).
+//
+// Each test gets its own schema (DSN, FreshDSN), so tests never see each
+// other's tables. A test skips with the reason when no server could be
+// started, unless CAPMESH_REQUIRE_POSTGRES=1 (CI), where it fails.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// EnvDSN names the server to use instead of starting one; Main sets it for
+// the processes a test re-executes (the SIGKILL crash test).
+const EnvDSN = "CAPMESH_TEST_POSTGRES"
+
+// EnvRequire, set to 1, turns a server that cannot be started into a test
+// failure instead of a skip.
+const EnvRequire = "CAPMESH_REQUIRE_POSTGRES"
+
+var (
+	base    string // the server's DSN, "" when none
+	whyNone error  // why there is no server
+)
+
+// Main runs m's tests with a server and returns the exit code: use it as
+// os.Exit(pgtest.Main(m)) in TestMain.
+func Main(m *testing.M) int {
+	if dsn := os.Getenv(EnvDSN); dsn != "" {
+		base = dsn
+		return m.Run()
+	}
+	c, err := start()
+	if err != nil {
+		whyNone = err
+		return m.Run()
+	}
+	defer c.stop()
+	base = c.dsn
+	os.Setenv(EnvDSN, c.dsn) // re-executed children share the server
+	return m.Run()
+}
+
+// cluster is a private server this process started.
+type cluster struct {
+	dir, data, bin string
+	owner          *user.User // nil: this user
+	dsn            string
+}
+
+// binDir finds the newest installed PostgreSQL's programs.
+func binDir() (string, error) {
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		dir := strings.TrimSpace(string(out))
+		if _, err := os.Stat(filepath.Join(dir, "initdb")); err == nil {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	slices.SortFunc(dirs, func(a, b string) int {
+		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
+		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
+		return va - vb
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
+			return dirs[i], nil
+		}
+	}
+	return "", errors.New("no PostgreSQL installation (initdb) found: install the postgresql package or set " + EnvDSN)
+}
+
+func start() (*cluster, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "capmesh-pg-")
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{dir: dir, data: filepath.Join(dir, "data"), bin: bin}
+	if os.Geteuid() == 0 {
+		if c.owner, err = user.Lookup("postgres"); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("running as root and no postgres user to run the server as: %w", err)
+		}
+		uid, _ := strconv.Atoi(c.owner.Uid)
+		gid, _ := strconv.Atoi(c.owner.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if out, err := c.run("initdb", "-D", c.data, "-U", "capmesh", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	// A Unix socket in the private directory only: no port to collide on.
+	opts := "-c listen_addresses='' -c unix_socket_directories='" + dir + "' -c max_connections=200 -c fsync=on"
+	if out, err := c.run("pg_ctl", "start", "-w", "-t", "60", "-D", c.data, "-l", filepath.Join(dir, "server.log"), "-o", opts); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
+	}
+	c.dsn = "host=" + dir + " user=capmesh dbname=postgres sslmode=disable"
+	return c, nil
+}
+
+// run runs one of the server's programs as the cluster's owner.
+func (c *cluster) run(prog string, args ...string) ([]byte, error) {
+	path := filepath.Join(c.bin, prog)
+	var cmd *exec.Cmd
+	if c.owner != nil {
+		cmd = exec.Command("runuser", append([]string{"-u", c.owner.Username, "--", path}, args...)...)
+	} else {
+		cmd = exec.Command(path, args...)
+	}
+	cmd.Dir = c.dir
+	return cmd.CombinedOutput()
+}
+
+func (c *cluster) stop() {
+	_, _ = c.run("pg_ctl", "stop", "-w", "-m", "fast", "-D", c.data)
+	os.RemoveAll(c.dir)
+}
+
+// Available reports whether there is a server, or why not.
+func Available() error {
+	if base != "" {
+		return nil
+	}
+	if whyNone != nil {
+		return whyNone
+	}
+	return errors.New("pgtest.Main did not run: call it from TestMain")
+}
+
+// need skips (or, under CAPMESH_REQUIRE_POSTGRES=1, fails) t without a
+// server.
+func need(t testing.TB) {
+	t.Helper()
+	if err := Available(); err != nil {
+		if os.Getenv(EnvRequire) == "1" {
+			t.Fatalf("PostgreSQL required (%s=1) but not available: %v", EnvRequire, err)
+		}
+		t.Skipf("PostgreSQL not available, skipping: %v", err)
+	}
+}
+
+// DSN returns a DSN whose search_path is a schema named after name,
+// created if missing: the same name gives the same schema, so a store
+// reopened with it sees what it held (the durable tests name it after
+// their directory).
+func DSN(t testing.TB, name string) string {
+	t.Helper()
+	need(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn, err := SchemaDSN(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+// FreshDSN is DSN for a new, empty schema that is dropped when t ends.
+func FreshDSN(t testing.TB) string {
+	t.Helper()
+	need(t)
+	name := t.Name() + "/" + rand.Text()
+	dsn := DSN(t, name)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := Exec(ctx, "DROP SCHEMA "+Schema(name)+" CASCADE"); err != nil {
+			t.Errorf("dropping the test schema: %v", err)
+		}
+	})
+	return dsn
+}
+
+// Schema is the schema name DSN uses for name.
+func Schema(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return "t_" + hex.EncodeToString(sum[:10])
+}
+
+// SchemaDSN is DSN for code without a testing.TB (a re-executed child).
+func SchemaDSN(ctx context.Context, name string) (string, error) {
+	if err := Available(); err != nil {
+		return "", err
+	}
+	if err := Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema(name)); err != nil {
+		return "", fmt.Errorf("pgtest: %w", err)
+	}
+	return base + " search_path=" + Schema(name), nil
+}
+
+// Exec runs sql on the test server as its superuser.
+func Exec(ctx context.Context, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql, args...)
+	return err
+}
