@@ -687,3 +687,11 @@ func (s *Store) Close() error {
 	s.pool.Close()
 	return err
 }
+
+func init() {
+	open := func(ctx context.Context, url string, log *slog.Logger) (evidence.Store, error) {
+		return Open(ctx, url, &Options{Logger: log})
+	}
+	evidence.Register("postgres", open)
+	evidence.Register("postgresql", open)
+}
