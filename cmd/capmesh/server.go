@@ -15,6 +15,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/endpoint"
+	_ "github.com/capmesh/capmesh/evidence/postgres" // postgres:// for --evidence
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
@@ -51,6 +52,7 @@ type serverFlags struct {
 	rootKey      string
 	localTTL     time.Duration
 	memory       bool
+	evidence     string
 	requireBTSP  bool
 	chpFixtures  bool
 	rateLimits   map[string]int
@@ -83,7 +85,9 @@ $XDG_STATE_HOME/capmesh): the node key (keys/identity.pem, the one
 'capmesh keys' manages), the genesis root key (keys/root.pem, or
 --root-key; GET /genesis publishes it as root_public_key and the registry's
 network-authority key as network_authority), the registry (registry.db) and the evidence log
-(evidence/<name>/). --memory keeps everything in memory instead.
+(evidence/<name>/). --memory keeps everything in memory instead;
+--evidence postgres://… keeps the evidence in PostgreSQL, where many nodes
+and hosts may append to one database.
 
 It starts standalone when no FAMILY_ID or NODE_ID is set, and drains
 in-flight calls on SIGINT/SIGTERM or health.drain.`,
@@ -120,6 +124,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.StringVar(&f.rootKey, "root-key", "", "key file of the root key that signs the genesis block (default: keys/root.pem beside the node key, created on first start; never the network-authority key)")
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
+	fl.StringVar(&f.evidence, "evidence", "", "keep CHP evidence in this PostgreSQL database (postgres://user@host/db), which many nodes and hosts may share; wins over --memory for the evidence")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
 	fl.StringToIntVar(&f.rateLimits, "http-rate-limit", nil, "per-client-IP limits a minute of the HTTP registry writes, as agents=N (POST/DELETE /agents), join=N (/join, /renew, /heartbeat), admin=N (/admin/*); 0 is no limit (default 30 each)")
 	fl.BoolVar(&f.requireBTSP, "require-btsp", false, "on a family-scoped socket, refuse plaintext JSON-RPC with the BTSP-required error (TS-01)")
@@ -198,6 +203,7 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 		HTTP:         f.httpAddr,
 		DataDir:      a.dataDir,
 		Ephemeral:    f.memory,
+		EvidenceURL:  f.evidence,
 		RequireBTSP:  f.requireBTSP,
 		NoAnnounce:   true, // the node is what others announce to
 		DrainTimeout: f.drainTimeout,

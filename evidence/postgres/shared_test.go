@@ -192,7 +192,7 @@ func TestAppendOnlyInTheDatabase(t *testing.T) {
 // on even when the DSN (or the server) asks for off.
 func TestSynchronousCommitForced(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, pgtest.FreshDSN(t)+" synchronous_commit=off")
+	s := open(t, pgtest.Param(pgtest.FreshDSN(t), "synchronous_commit", "off"))
 	defer s.Close()
 	var v string
 	if err := s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v); err != nil || v != "on" {

@@ -1,9 +1,9 @@
 // Package pgtest gives the tests of a test binary a real PostgreSQL server:
 // the one the environment variable CAPMESH_TEST_POSTGRES names (a DSN), or
-// else a private cluster that Main creates with initdb in a temporary
-// directory, serves on a Unix socket there with pg_ctl, and stops and
-// removes when the tests are done. Run as root, the cluster runs as the
-// postgres user (initdb refuses root).
+// else a private cluster created with initdb in a temporary directory and
+// served on a Unix socket there with pg_ctl — started when a test first
+// asks for it, stopped and removed by Main when the tests are done. Run as
+// root, the cluster runs as the postgres user (initdb refuses root).
 //
 // Each test gets its own schema (DSN, FreshDSN), so tests never see each
 // other's tables. A test skips with the reason when no server could be
@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -24,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,26 +41,54 @@ const EnvDSN = "CAPMESH_TEST_POSTGRES"
 const EnvRequire = "CAPMESH_REQUIRE_POSTGRES"
 
 var (
-	base    string // the server's DSN, "" when none
-	whyNone error  // why there is no server
+	managed bool // Main runs: it stops a cluster started
+	once    sync.Once
+	running *cluster // the cluster this process started
+	base    string   // the server's DSN, "" when none
+	whyNone error    // why there is no server
 )
 
-// Main runs m's tests with a server and returns the exit code: use it as
-// os.Exit(pgtest.Main(m)) in TestMain.
-func Main(m *testing.M) int {
-	if dsn := os.Getenv(EnvDSN); dsn != "" {
-		base = dsn
-		return m.Run()
-	}
-	c, err := start()
-	if err != nil {
-		whyNone = err
-		return m.Run()
-	}
-	defer c.stop()
-	base = c.dsn
-	os.Setenv(EnvDSN, c.dsn) // re-executed children share the server
+// M is what Main runs: *testing.M, or what testscript.Main takes.
+type M interface{ Run() int }
+
+// Main runs m's tests, stops the cluster if a test started one, and
+// returns the exit code: use it as os.Exit(pgtest.Main(m)) in TestMain.
+func Main(m M) int {
+	managed = true
+	defer func() {
+		if running != nil {
+			running.stop()
+		}
+	}()
 	return m.Run()
+}
+
+// Wrap is m run by Main, for a TestMain that hands m on (testscript.Main).
+func Wrap(m M) M { return wrapped{m} }
+
+type wrapped struct{ m M }
+
+func (w wrapped) Run() int { return Main(w.m) }
+
+// server finds or starts the server, once.
+func server() {
+	once.Do(func() {
+		if dsn := os.Getenv(EnvDSN); dsn != "" {
+			base = dsn
+			return
+		}
+		if !managed {
+			whyNone = errors.New("pgtest.Main did not run: call it from TestMain")
+			return
+		}
+		c, err := start()
+		if err != nil {
+			whyNone = err
+			return
+		}
+		running, base = c, c.dsn
+		os.Setenv(EnvDSN, c.dsn) // re-executed children share the server
+	})
 }
 
 // cluster is a private server this process started.
@@ -123,7 +153,7 @@ func start() (*cluster, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
 	}
-	c.dsn = "host=" + dir + " user=capmesh dbname=postgres sslmode=disable"
+	c.dsn = "postgres://capmesh@/postgres?sslmode=disable&host=" + url.QueryEscape(dir)
 	return c, nil
 }
 
@@ -145,15 +175,11 @@ func (c *cluster) stop() {
 	os.RemoveAll(c.dir)
 }
 
-// Available reports whether there is a server, or why not.
+// Available reports whether there is a server, starting it on first use,
+// or why not.
 func Available() error {
-	if base != "" {
-		return nil
-	}
-	if whyNone != nil {
-		return whyNone
-	}
-	return errors.New("pgtest.Main did not run: call it from TestMain")
+	server()
+	return whyNone
 }
 
 // need skips (or, under CAPMESH_REQUIRE_POSTGRES=1, fails) t without a
@@ -214,7 +240,20 @@ func SchemaDSN(ctx context.Context, name string) (string, error) {
 	if err := Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema(name)); err != nil {
 		return "", fmt.Errorf("pgtest: %w", err)
 	}
-	return base + " search_path=" + Schema(name), nil
+	return Param(base, "search_path", Schema(name)), nil
+}
+
+// Param adds the run-time parameter key=value to dsn, a URL
+// (postgres://…) or a key=value string.
+func Param(dsn, key, value string) string {
+	if !strings.Contains(dsn, "://") {
+		return dsn + " " + key + "=" + value
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
 }
 
 // Exec runs sql on the test server as its superuser.
