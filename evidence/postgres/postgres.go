@@ -41,7 +41,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -137,6 +136,10 @@ type Store struct {
 	log  *slog.Logger
 
 	cm sync.RWMutex // held for writing while a commit moves records from the queue to the table
+
+	lk      sync.Mutex // guards the head lookups waiting
+	lkQueue []*lookupReq
+	lkBusy  bool // a caller is leading the lookups
 
 	mu       sync.Mutex // guards everything below
 	closed   bool
@@ -290,26 +293,92 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 	}
 }
 
-// lookup reads the committed heads of correlations.
+// lookupReq is one Append's request for the committed heads of its
+// correlations: the lookups of concurrent appends share one query.
+type lookupReq struct {
+	corrs []string
+	found map[string]head
+	err   error
+	done  chan struct{} // closed when answered
+	turn  chan struct{} // closed when this request's caller is to lead
+}
+
+// lookup reads the committed heads of correlations. The first caller
+// leads: it takes every request waiting, reads all their heads in one
+// query and answers them; then it hands the lead to the oldest request
+// that came meanwhile.
 func (s *Store) lookup(ctx context.Context, corrs []string) (map[string]head, error) {
 	if len(corrs) == 0 {
 		return nil, nil
 	}
-	found := make(map[string]head, len(corrs))
-	for _, c := range corrs {
-		var h head
-		var seq int64
-		err := s.pool.QueryRow(ctx, `SELECT seq, hash FROM evidence_events WHERE corr = $1 ORDER BY seq DESC LIMIT 1`, c).Scan(&seq, &h.hash)
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
+	r := &lookupReq{corrs: corrs, done: make(chan struct{}), turn: make(chan struct{})}
+	s.lk.Lock()
+	s.lkQueue = append(s.lkQueue, r)
+	lead := !s.lkBusy
+	s.lkBusy = true
+	s.lk.Unlock()
+	if !lead {
+		select {
+		case <-r.done:
+			return r.found, r.err
+		case <-r.turn:
 		}
-		if err != nil {
-			return nil, err
-		}
-		h.seq = uint64(seq)
-		found[c] = h
 	}
-	return found, nil
+	s.lk.Lock()
+	batch := s.lkQueue
+	s.lkQueue = nil
+	s.lk.Unlock()
+	s.lookupBatch(batch)
+	s.lk.Lock()
+	if len(s.lkQueue) > 0 {
+		close(s.lkQueue[0].turn)
+	} else {
+		s.lkBusy = false
+	}
+	s.lk.Unlock()
+	return r.found, r.err
+}
+
+// lookupBatch answers the requests with one query. No caller's context
+// bounds it (it serves many); the commit timeout does.
+func (s *Store) lookupBatch(batch []*lookupReq) {
+	var all []string
+	for _, r := range batch {
+		all = append(all, r.corrs...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	defer cancel()
+	found := map[string]head{}
+	rows, err := s.pool.Query(ctx, `SELECT c, e.seq, e.hash FROM unnest($1::text[]) AS c
+		CROSS JOIN LATERAL (SELECT seq, hash FROM evidence_events WHERE corr = c ORDER BY seq DESC LIMIT 1) AS e`, all)
+	if err == nil {
+		for rows.Next() {
+			var c string
+			var h head
+			var seq int64
+			if err = rows.Scan(&c, &seq, &h.hash); err != nil {
+				break
+			}
+			h.seq = uint64(seq)
+			found[c] = h
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	for _, r := range batch {
+		r.err = err
+		if err == nil {
+			r.found = make(map[string]head, len(r.corrs))
+			for _, c := range r.corrs {
+				if h, ok := found[c]; ok {
+					r.found[c] = h
+				}
+			}
+		}
+		close(r.done)
+	}
 }
 
 // seal places and seals the batch and queues it; call with mu held.

@@ -266,3 +266,48 @@ func Exec(ctx context.Context, sql string, args ...any) error {
 	_, err = conn.Exec(ctx, sql, args...)
 	return err
 }
+
+// ServerCPU is the CPU time (user and system) the private cluster's
+// processes have used so far, for benchmarks that count the server's
+// share of an operation. It fails for a server this process did not start.
+func ServerCPU() (time.Duration, error) {
+	if running == nil {
+		return 0, errors.New("pgtest: the server is not this process's")
+	}
+	b, err := os.ReadFile(filepath.Join(running.data, "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	pm, _, _ := strings.Cut(string(b), "\n")
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var ticks int64
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid … utime(14) stime(15) cutime(16) cstime(17)
+		i := strings.LastIndexByte(string(st), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(st[i+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		n := func(k int) int64 { v, _ := strconv.ParseInt(f[k-3], 10, 64); return v }
+		switch {
+		case e.Name() == pm:
+			ticks += n(14) + n(15) + n(16) + n(17) // with the backends that exited
+		case f[1] == pm:
+			ticks += n(14) + n(15)
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100, nil // USER_HZ
+}
