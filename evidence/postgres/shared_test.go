@@ -199,3 +199,24 @@ func TestSynchronousCommitForced(t *testing.T) {
 		t.Fatalf("synchronous_commit = %q (%v), want on", v, err)
 	}
 }
+
+// execOn runs sql on the database dsn names.
+func execOn(ctx context.Context, dsn, sql string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// schemaOf is the schema dsn's search_path names.
+func schemaOf(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil || cfg.RuntimeParams["search_path"] == "" {
+		t.Fatalf("no search_path in %s: %v", dsn, err)
+	}
+	return cfg.RuntimeParams["search_path"]
+}
