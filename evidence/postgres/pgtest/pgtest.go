@@ -94,6 +94,7 @@ func server() {
 // cluster is a private server this process started.
 type cluster struct {
 	dir, data, bin string
+	opts           string     // the server's options
 	owner          *user.User // nil: this user
 	dsn            string
 }
@@ -148,13 +149,35 @@ func start() (*cluster, error) {
 	}
 	// A Unix socket in the private directory only: no port to collide on.
 	opts := "-c listen_addresses='' -c unix_socket_directories='" + dir + "' -c max_connections=200 -c fsync=on"
-	if out, err := c.run("pg_ctl", "start", "-w", "-t", "60", "-D", c.data, "-l", filepath.Join(dir, "server.log"), "-o", opts); err != nil {
-		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+	c.opts = opts
+	if err := c.start(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
+		return nil, err
 	}
 	c.dsn = "postgres://capmesh@/postgres?sslmode=disable&host=" + url.QueryEscape(dir)
 	return c, nil
+}
+
+func (c *cluster) start() error {
+	if out, err := c.run("pg_ctl", "start", "-w", "-t", "60", "-D", c.data, "-l", filepath.Join(c.dir, "server.log"), "-o", c.opts); err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
+		return fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
+	}
+	return nil
+}
+
+// CrashServer stops the private cluster the way a crash does (pg_ctl stop
+// -m immediate: no checkpoint, every backend killed, crash recovery at the
+// next start) and, once the tests' clients have seen it down, restart
+// starts it again. It fails for a server this process did not start.
+func CrashServer() (restart func() error, err error) {
+	if running == nil {
+		return nil, errors.New("pgtest: the server is not this process's")
+	}
+	if out, err := running.run("pg_ctl", "stop", "-w", "-m", "immediate", "-D", running.data); err != nil {
+		return nil, fmt.Errorf("pg_ctl stop -m immediate: %w\n%s", err, out)
+	}
+	return running.start, nil
 }
 
 // run runs one of the server's programs as the cluster's owner.
