@@ -267,19 +267,35 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 			return nil, evidence.ErrClosed
 		}
 		var missing []string
+		var seen map[string]bool // large batches
+		if len(batch) > 16 {
+			seen = make(map[string]bool, len(batch))
+		}
 		for i := range batch {
 			c := batch[i].CorrelationID
-			if _, ok := s.heads[c]; !ok && !slices.Contains(missing, c) {
+			if _, ok := s.heads[c]; ok {
+				continue
+			}
+			if seen != nil {
+				if !seen[c] {
+					seen[c] = true
+					missing = append(missing, c)
+				}
+			} else if !slices.Contains(missing, c) {
 				missing = append(missing, c)
 			}
 		}
 		gen := s.gen
 		s.mu.Unlock()
-		found, err := s.lookup(ctx, missing)
+		found, err := s.lookup(missing)
 		if err != nil {
 			return nil, fmt.Errorf("evidence postgres: append: %w", err)
 		}
 		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, evidence.ErrClosed
+		}
 		if s.gen != gen { // heads dropped meanwhile: what was read may be stale
 			s.mu.Unlock()
 			continue
@@ -306,8 +322,9 @@ type lookupReq struct {
 // lookup reads the committed heads of correlations. The first caller
 // leads: it takes every request waiting, reads all their heads in one
 // query and answers them; then it hands the lead to the oldest request
-// that came meanwhile.
-func (s *Store) lookup(ctx context.Context, corrs []string) (map[string]head, error) {
+// that came meanwhile. No caller's context bounds a lookup (it serves
+// several); the commit timeout does.
+func (s *Store) lookup(corrs []string) (map[string]head, error) {
 	if len(corrs) == 0 {
 		return nil, nil
 	}
@@ -339,8 +356,7 @@ func (s *Store) lookup(ctx context.Context, corrs []string) (map[string]head, er
 	return r.found, r.err
 }
 
-// lookupBatch answers the requests with one query. No caller's context
-// bounds it (it serves many); the commit timeout does.
+// lookupBatch answers the requests with one query.
 func (s *Store) lookupBatch(batch []*lookupReq) {
 	var all []string
 	for _, r := range batch {
