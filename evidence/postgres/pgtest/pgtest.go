@@ -205,8 +205,14 @@ func Available() error {
 	return whyNone
 }
 
-// need skips (or, under CAPMESH_REQUIRE_POSTGRES=1, fails) t without a
-// server.
+// Require skips (or, under CAPMESH_REQUIRE_POSTGRES=1, fails) t without a
+// server, starting it if need be. A test that re-executes the test binary
+// (storetest.Crash) calls it before the first child starts, so that the
+// children find the server in the environment instead of each starting
+// its own.
+func Require(t testing.TB) { t.Helper(); need(t) }
+
+// need is Require.
 func need(t testing.TB) {
 	t.Helper()
 	if err := Available(); err != nil {
