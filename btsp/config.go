@@ -86,13 +86,15 @@ func (c *Config) rand() io.Reader {
 // Nothing that invokes a capability, reads evidence or changes state is
 // on it.
 func DefaultCleartext(method string) bool {
-	switch method {
-	case "health.liveness", "health.readiness", "health.check", "health",
-		"ping", "capabilities.list", "capability.list", "identity.get":
-		return true
-	}
-	return false
+	return slices.Contains(defaultCleartext, method)
 }
+
+var defaultCleartext = []string{"capabilities.list", "capability.list", "health", "health.check",
+	"health.liveness", "health.readiness", "identity.get", "ping"}
+
+// DefaultCleartextMethods lists DefaultCleartext's methods, sorted (what a
+// host advertises in transport_security.cleartext_methods).
+func DefaultCleartextMethods() []string { return slices.Clone(defaultCleartext) }
 
 // ErrInsecureConflict is returned by FromEnv when FAMILY_ID and
 // BIOMEOS_INSECURE=1 are both set: production and development modes at

@@ -264,6 +264,20 @@ func (c *Conn) ConnectionState() State {
 	return c.state
 }
 
+// PeerFamily returns the family the peer proved membership of: the
+// Config's FamilyID after a completed handshake, "" before one or in a
+// cleartext mode. The JSON-RPC engine reads it into its Peer.
+func (c *Conn) PeerFamily() string {
+	st := c.ConnectionState()
+	if st.Mode != ModeBTSP {
+		return ""
+	}
+	if st.FamilyID == "" {
+		return "unnamed"
+	}
+	return st.FamilyID
+}
+
 // NetConn returns the wrapped connection (for peer credentials).
 func (c *Conn) NetConn() net.Conn { return c.raw }
 

@@ -22,6 +22,12 @@
 // filled by Normalize)──▶ InvocationEnvelope, which chp/boundary runs
 // through its gate pipeline.
 //
+// Of a presented mandate (§10): JSON ──ParseMandate (strict, bounded, chains
+// ≤ MandateMaxDepth)──▶ Mandate ──VerifyMandate (header signature,
+// principal attestation, window at host time, delegate, revocation per
+// link, attenuation of each parent)──▶ MandateVerification; a
+// mandate-revocation: ParseMandateRevocation ──VerifyMandateRevocation.
+//
 // Every byte hashed or signed comes from package canonical (chp-stable-v1,
 // chp-jcs-v1, and Python's float rendering for checking foreign content).
 // Verification fails closed: malformed input yields an invalid verdict,

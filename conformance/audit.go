@@ -126,6 +126,7 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 	}
 
 	var caller jsonrpc.Caller
+	var secured bool
 	var hc *http.Client
 	var httpBase string
 	switch addr.Scheme {
@@ -136,6 +137,9 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 		if err != nil {
 			rep.Error = err.Error()
 			return rep
+		}
+		if bc, ok := conn.(interface{ PeerFamily() string }); ok && bc.PeerFamily() != "" {
+			secured = true // a BTSP handshake with this process's family seed
 		}
 		caller = jsonrpc.NewClient(conn, nil)
 	case "http", "https":
@@ -172,7 +176,7 @@ func Audit(ctx context.Context, addr endpoint.Address, o *Options) *HostReport {
 	if transport == "https" {
 		transport = "http"
 	}
-	wireChecks, w := auditWire(ctx, caller, transport, o, familyScoped)
+	wireChecks, w := auditWire(ctx, caller, transport, o, familyScoped, secured)
 	jsonrpcAbsent := hc != nil && w.err != nil && !isRPCError(w.err)
 	var listing *registryListing
 	if hc != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/capmesh/capmesh/identity"
@@ -29,16 +30,19 @@ type wireOutcome struct {
 	btsp bool
 	// dropped is set when the host closed the connection without a reply.
 	dropped bool
+	// secured is set when the audit spoke BTSP with the host (a completed
+	// handshake with this process's family seed).
+	secured bool
 }
 
 // auditWire runs the Capability Wire Standard checklist over c.
-func auditWire(ctx context.Context, c jsonrpc.Caller, transport string, o *Options, familyScoped bool) ([]Check, wireOutcome) {
+func auditWire(ctx context.Context, c jsonrpc.Caller, transport string, o *Options, familyScoped, secured bool) ([]Check, wireOutcome) {
 	in, err := wire.Inspect(ctx, c, &wire.InspectOptions{
 		Transport:    transport,
 		CallTimeout:  o.probeTimeout(),
 		ProbeMethods: !o.NoCall,
 	})
-	out := wireOutcome{in: in, err: err}
+	out := wireOutcome{in: in, err: err, secured: secured}
 	var checks []Check
 	if err != nil {
 		out.dropped = isDrop(err)
@@ -192,6 +196,12 @@ func transportSecurity(w wireOutcome, familyScoped bool) Check {
 	}
 	ts := w.in.Capabilities.TransportSecurity
 	switch {
+	case w.secured && (ts == nil || !ts.BTSPRequired):
+		ch.Status, ch.Reason = Warn, "completed a BTSP handshake, yet does not advertise btsp_required: true"
+	case w.secured:
+		ch.Status, ch.Reason = Pass, "BTSP handshake completed; advertises btsp_required: true"
+	case ts != nil && ts.BTSPRequired && slices.Contains(ts.CleartextMethods, "capabilities.list"):
+		ch.Status, ch.Reason = Pass, "btsp_required: true; capabilities.list answered in cleartext, as its cleartext_methods declare"
 	case ts == nil && familyScoped:
 		ch.Status, ch.Reason = Warn, "a family-scoped socket SHOULD advertise transport_security"
 	case ts == nil:

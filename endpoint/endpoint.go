@@ -120,7 +120,9 @@ func (a Address) DialAddr() string {
 // deadline.
 const DefaultDialTimeout = 5 * time.Second
 
-// DialConn opens a raw stream connection to a unix or tcp address.
+// DialConn opens a stream connection to a unix or tcp address: raw, or
+// secured with BTSP when the endpoint is of this process's family (see
+// secure).
 func DialConn(ctx context.Context, a Address) (net.Conn, error) {
 	if a.Network() == "" {
 		return nil, fmt.Errorf("endpoint: %s is not a stream address", a)
@@ -133,7 +135,7 @@ func DialConn(ctx context.Context, a Address) (net.Conn, error) {
 	if err != nil {
 		return nil, &DialError{Addr: a, Err: err}
 	}
-	return c, nil
+	return secure(ctx, c, a)
 }
 
 // DialError reports a failure to reach an endpoint.

@@ -189,6 +189,14 @@ func ListenUnix(path string, opts *UnixOptions) (*UnixListener, error) {
 	return l, nil
 }
 
+// CheckSocketModeEnv reports whether <NAME>_SOCKET_MODE, when set, is a
+// mode ListenUnix accepts, so that a command can refuse a bad setting as a
+// usage error before it starts serving.
+func CheckSocketModeEnv(name string) error {
+	_, err := socketMode(&UnixOptions{EnvName: name})
+	return err
+}
+
 func socketMode(opts *UnixOptions) (fs.FileMode, error) {
 	if opts.EnvName != "" {
 		key := envKey(opts.EnvName) + "_SOCKET_MODE"

@@ -15,13 +15,17 @@ import (
 //	tool:            {"kind":"tool", "name":…, "description":…?, "inputSchema":{"~standard":{"vendor":…,"version":…}} | {"toJSONSchema":…},
 //	                  "instructions":[…]?, "policies":[{"id":…, "executeBinding":…?}]?}
 //	toolkit:         {"kind":"toolkit", "name":…, "instructions":[…]?, "members":[composable…]}
-//	dynamic toolkit: {"kind":"dynamicToolkit", "name":…, "instructions":[…]?, "policies":[…]?}
+//	                  (a policy may state its evaluation outcome: "allow":false denies; absent or true allows)
+//	dynamic toolkit: {"kind":"dynamicToolkit", "name":…, "instructions":[…]?, "policies":[…]?, "create":[composable…]?}
+//	                  ("create" lists the members create() returns at evaluation time; not hashed statically)
 //	agent:           {"agentId":…, "name":…, "instructions":[…], "rootComposable":composable}
 //	runtime:         {"enabledToolNames":[…], "nameToStaticHash":[[name,hash]…] | {name:hash}, "graph":composable?,
 //	                  "toolsFallback":{name:toolSpec}?, "runtimeToolAugments":{name:value}?}
 //	tool spec:       {"name":…, "description":…?, "inputSchema":…, "instructions":"…"?, "policyIds":[…]?}
 //	link input:      runtime fields plus "agent" (an agent declaration, or {"agentId","name","staticHash"}),
-//	                 "invocationContext"?, "invocationContextAllowlist"?, "toolRefs"?
+//	                 "invocationContext"?, "invocationContextAllowlist"?, "toolRefs"?; with an agent
+//	                 declaration and none of graph, enabledToolNames, nameToStaticHash and toolsFallback,
+//	                 the agent is evaluated (computeFullCapabilityLink) with the declared policy outcomes
 //	link:            {"agentId","agentName","staticHash","runtimeHash","invocationHash"?,"toolRefs":[{"toolKey","toolHash"}]}
 //
 // A null or undefined optional field is the same as an absent one.
@@ -159,6 +163,12 @@ func decodePolicies(v canonical.Value, path string) ([]Policy, error) {
 			return nil, err
 		}
 		out[i] = Policy{ID: *id, ExecuteBinding: eb}
+		if a, ok := get(e, "allow"); ok {
+			if a.Kind != canonical.Bool {
+				return nil, declErr(p+".allow", "want true or false")
+			}
+			out[i].Denied = !a.Bool
+		}
 	}
 	return out, nil
 }
@@ -205,16 +215,8 @@ func decodeComposable(v canonical.Value, path string, depth int) (Composable, er
 		return t, nil
 	case "toolkit":
 		k := &Toolkit{Name: *name, Instructions: ins}
-		ms, ok := get(v, "members")
-		if ok && ms.Kind != canonical.Array {
-			return nil, declErr(path+".members", "want an array")
-		}
-		for i, m := range ms.Arr {
-			c, err := decodeComposable(m, fmt.Sprintf("%s.members[%d]", path, i), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			k.Members = append(k.Members, c)
+		if k.Members, err = decodeMembers(v, "members", path, depth); err != nil {
+			return nil, err
 		}
 		return k, nil
 	case "dynamicToolkit":
@@ -222,9 +224,29 @@ func decodeComposable(v canonical.Value, path string, depth int) (Composable, er
 		if k.Policies, err = decodePolicies(v, path); err != nil {
 			return nil, err
 		}
+		if k.Created, err = decodeMembers(v, "create", path, depth); err != nil {
+			return nil, err
+		}
 		return k, nil
 	}
 	return nil, declErr(path+".kind", "%q is not tool, toolkit or dynamicToolkit", *kind)
+}
+
+// decodeMembers reads the composables listed under key.
+func decodeMembers(v canonical.Value, key, path string, depth int) ([]Composable, error) {
+	ms, ok := get(v, key)
+	if ok && ms.Kind != canonical.Array {
+		return nil, declErr(path+"."+key, "want an array")
+	}
+	var out []Composable
+	for i, m := range ms.Arr {
+		c, err := decodeComposable(m, fmt.Sprintf("%s.%s[%d]", path, key, i), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // DecodeAgent reads a registered agent declaration.
@@ -389,7 +411,10 @@ func DecodeLinkInput(v canonical.Value) (*LinkInput, error) {
 			return nil, err
 		}
 		in.AgentID, in.AgentName = a.AgentID, a.Name
-		if _, hasGraph := get(v, "graph"); !hasGraph {
+		if !hasAnyKey(v, "graph", "enabledToolNames", "nameToStaticHash", "toolsFallback") {
+			// No runtime stated: evaluate the agent (computeFullCapabilityLink).
+			in.Evaluate = a.Root
+		} else if _, hasGraph := get(v, "graph"); !hasGraph {
 			// Default the runtime graph to the agent's root composable.
 			rv.Obj = append(append([]canonical.Member(nil), v.Obj...), member("graph", mustGet(ag, "rootComposable")))
 		}
@@ -419,6 +444,15 @@ func DecodeLinkInput(v canonical.Value) (*LinkInput, error) {
 		}
 	}
 	return in, nil
+}
+
+func hasAnyKey(v canonical.Value, keys ...string) bool {
+	for _, k := range keys {
+		if _, ok := get(v, k); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func mustGet(v canonical.Value, key string) canonical.Value {

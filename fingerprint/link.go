@@ -30,10 +30,23 @@ type LinkInput struct {
 	// none) and its top-level allowlist.
 	InvocationContext          *canonical.Value
 	InvocationContextAllowlist []string
+	// Evaluate, when non-nil, makes the link computeFullCapabilityLink's:
+	// the runtime's enabled names, static hashes and fallback specs come
+	// from evaluating this root (EvaluatedRuntime), keeping only
+	// Runtime.Augments.
+	Evaluate Composable
 }
 
-// CreateCapabilityLink is createCapabilityLink.
+// CreateCapabilityLink is createCapabilityLink, or computeFullCapabilityLink
+// when in.Evaluate is set.
 func CreateCapabilityLink(in LinkInput) (*CapabilityLink, error) {
+	if in.Evaluate != nil {
+		r, _, err := EvaluatedRuntime(in.Evaluate, in.Runtime.Augments)
+		if err != nil {
+			return nil, err
+		}
+		in.Runtime = *r
+	}
 	rh, err := in.Runtime.Hash()
 	if err != nil {
 		return nil, err

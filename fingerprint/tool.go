@@ -60,10 +60,15 @@ func (s Schema) hashInput() (canonical.Value, bool, error) {
 }
 
 // Policy is a tool or dynamic-toolkit policy as far as hashing is
-// concerned: its id and its executeBinding (nil means "live").
+// concerned: its id, its executeBinding (nil means "live") and, for
+// evaluation, its stated outcome.
 type Policy struct {
 	ID             string
 	ExecuteBinding *string
+	// Denied states that the policy's evaluation denies (or throws) in the
+	// evaluation a full capability link describes. It is not hashed; the
+	// zero value allows.
+	Denied bool
 }
 
 // Tool is a tool() declaration.

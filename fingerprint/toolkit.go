@@ -78,6 +78,9 @@ type DynamicToolkit struct {
 	Name         string
 	Instructions []string // hashed as given; nil hashes as null
 	Policies     []Policy
+	// Created are the members its create() returns in the evaluation a full
+	// capability link describes. They are not part of the static hash.
+	Created []Composable
 }
 
 // ComposableName returns the dynamic toolkit's name.

@@ -1,38 +1,58 @@
 package host
 
 import (
-	"context"
-	"encoding/json"
+	"errors"
+	"fmt"
 
+	"github.com/capmesh/capmesh/btsp"
 	"github.com/capmesh/capmesh/endpoint"
-	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/wire"
 )
 
-// btspVersion is the BTSP version named in transport_security and in the
-// rejection (the standard's example value).
-const btspVersion = "2.0"
-
-// errBTSPRequired is the Capability Wire Standard's rejection of a
-// plaintext JSON-RPC message on a family-scoped socket, byte for byte: the
-// server writes it as
-//
-//	{"jsonrpc":"2.0","error":{"code":-32600,"message":"BTSP handshake required","data":{"reason":"This socket is family-scoped and requires a BTSP handshake before JSON-RPC traffic.","btsp_version":"2.0"}},"id":null}
-var errBTSPRequired = &jsonrpc.Error{
-	Code:    jsonrpc.InvalidRequest,
-	Message: "BTSP handshake required",
-	Data:    json.RawMessage(`{"reason":"This socket is family-scoped and requires a BTSP handshake before JSON-RPC traffic.","btsp_version":"2.0"}`),
+// resolveBTSP settles the host's secure transport: Config.BTSP as given,
+// else, on a family-scoped host (FAMILY_ID set, not "default"), the
+// environment's FAMILY_SEED. A family-scoped host without a seed serves
+// cleartext (and says so), unless RequireBTSP makes that an error.
+func resolveBTSP(c *Config) (cfg *btsp.Config, warn string, err error) {
+	if c.BTSP != nil {
+		if c.BTSP.Seed == "" {
+			return nil, "", fmt.Errorf("host: Config.BTSP: %w", btsp.ErrNoSeed)
+		}
+		return c.BTSP, "", nil
+	}
+	if endpoint.FamilyID() == "" {
+		return nil, "", nil
+	}
+	cfg, err = btsp.FromEnv()
+	switch {
+	case errors.Is(err, btsp.ErrNoSeed) && !c.RequireBTSP:
+		return nil, "FAMILY_ID is set but FAMILY_SEED is not: the family socket serves cleartext JSON-RPC (no BTSP)", nil
+	case err != nil:
+		return nil, "", fmt.Errorf("host: %w", err)
+	}
+	return cfg, "", nil
 }
 
-// btspEnforced reports whether this host refuses plaintext JSON-RPC: it
-// was asked to (RequireBTSP) and runs family-scoped.
-func (h *Host) btspEnforced() bool {
-	return h.cfg.RequireBTSP && endpoint.FamilyID() != ""
-}
+// btspEnforced reports whether the host's stream listeners speak BTSP.
+func (h *Host) btspEnforced() bool { return h.btsp != nil }
 
-// btspGate is the server's ConnGate under TS-01. capmesh does not speak
-// the BTSP handshake yet, so whatever a connection sends first is answered
-// with the rejection and the connection closed — a clear signal, never a
-// silent drop.
-func btspGate(context.Context, jsonrpc.Peer, []byte) *jsonrpc.Error {
-	return errBTSPRequired
+// transportSecurity is what the host advertises under transport_security:
+// the truth about its stream listeners.
+func (h *Host) transportSecurity() *wire.TransportSecurity {
+	if h.btspEnforced() {
+		return &wire.TransportSecurity{
+			BTSPRequired:        true,
+			BTSPVersion:         btsp.WireVersion,
+			BTSPServerAvailable: false,
+			CleartextAvailable:  false,
+			CleartextMethods:    btsp.DefaultCleartextMethods(),
+			Note:                "Family-scoped socket: BTSP handshake required before JSON-RPC; only the methods in cleartext_methods are served without one.",
+		}
+	}
+	return &wire.TransportSecurity{
+		BTSPRequired:        false,
+		BTSPVersion:         btsp.WireVersion,
+		BTSPServerAvailable: false,
+		CleartextAvailable:  true,
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
@@ -23,6 +24,7 @@ var builtinNames = func() map[string]bool {
 		wire.MethodHealthLiveness: true, wire.MethodHealthReadiness: true, wire.MethodHealthCheck: true,
 		MethodHealthDrain: true,
 		"chp.describe":    true, "chp.invoke": true, "chp.replay": true, "chp.verify": true, "chp.export": true,
+		"chp.revocations": true, "chp.revoke": true,
 	}
 	for _, a := range wire.CapabilitiesListAliases {
 		m[a] = true
@@ -65,12 +67,17 @@ func (h *Host) builtins() map[string]jsonrpc.Handler {
 	for _, a := range wire.CheckAliases {
 		m[a] = check
 	}
-	m[MethodHealthDrain] = jsonrpc.HandlerFunc(h.drainRPC)
+	m[MethodHealthDrain] = h.gate(access.OpAdminister, jsonrpc.HandlerFunc(h.drainRPC))
 	for name, hd := range chprpc.Handlers(h.b) {
-		if name == "chp.invoke" {
+		op := access.OpEvidence
+		switch name {
+		case "chp.invoke":
 			hd = h.guard(hd) // an invocation is work; the others only read
+			op = access.OpInvoke
+		case "chp.describe":
+			op = access.OpDescribe
 		}
-		m[name] = hd
+		m[name] = h.gate(op, hd)
 	}
 	return m
 }

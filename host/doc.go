@@ -34,6 +34,11 @@
 //	        ├─ chp.describe|invoke|replay|verify|export (the CHP binding)
 //	        └─ raw handlers (Handle) and mounted assigners (Mount)
 //
+// A streaming capability (RegisterStream) sends chunks through a *Stream
+// before its result: a chp.invoke with mode "stream" receives them as
+// chp.chunk notifications (SSE chunk frames on the HTTP binding), a sync
+// call only the result (docs/chp-jsonrpc-binding.md "Streaming").
+//
 // # What is advertised
 //
 // Everything capabilities.list says is derived from the registration
@@ -54,6 +59,18 @@
 //
 // at most 255 bytes, "rpc." reserved: registration fails with an error
 // naming the offending segment, never a call.
+//
+// # Access
+//
+// Every method but the public ones (health, identity.get,
+// capabilities.list) passes the host's access policy (package access,
+// docs/access.md): the host's own user on its Unix socket may do
+// everything; with keys (Config.CHPHTTP, or CHP_HOST_API_KEY[S]) every
+// other caller presents one — X-CHP-Key on HTTP, params._meta.chp_key on
+// JSON-RPC — on /jsonrpc as on the CHP routes; without keys the host is
+// open to anonymous callers only if it serves TCP or HTTP, and it refuses
+// to bind those beyond loopback unless Config.InsecureListen. A call a
+// node of the same user routes is judged as the caller the node attests.
 //
 // # State
 //

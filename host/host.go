@@ -8,12 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/capmesh/capmesh/access"
+	"github.com/capmesh/capmesh/btsp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
@@ -91,32 +93,51 @@ type Config struct {
 	// store and cannot be combined with Evidence.
 	EvidenceURL string
 	// CHP configures the boundary beyond what the host sets itself
-	// (HostID, HostVersion, Store, Key, Logger are filled in when empty):
-	// policy, safety, output-schema strictness, result windows.
+	// (HostID, HostVersion, Store, Key, Logger are filled in when empty;
+	// RevocationsFile and MandateUsesFile too, in <DataDir>/mandates unless
+	// Ephemeral): policy, safety, output-schema strictness, result windows.
 	CHP boundary.Config
 	// CHPHTTP configures the CHP HTTP binding (API keys). Default:
-	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS).
+	// chphttp.OptionsFromEnv (CHP_HOST_API_KEY, CHP_HOST_API_KEYS). The
+	// same keys are the credentials of every binding (docs/access.md): the
+	// X-CHP-Key header on HTTP, params._meta.chp_key on any JSON-RPC
+	// binding. A host without keys that serves TCP or HTTP is open to
+	// anonymous callers (the CHP local-first default); one that serves only
+	// its Unix socket answers invocations for its own user alone.
 	CHPHTTP *chphttp.Options
+	// InsecureListen lets a host without keys bind TCP or HTTP beyond
+	// loopback. Without it such a host refuses to start, since anyone who
+	// can reach the address could invoke every capability.
+	InsecureListen bool
 
-	// RequireBTSP makes a family-scoped host (FAMILY_ID set and not
-	// "default") refuse plaintext JSON-RPC on its stream listeners: the
-	// first message of a connection is answered with the Capability Wire
-	// Standard's -32600 "BTSP handshake required" error and the
-	// connection closed (TS-01). transport_security says so. It has no
-	// effect in standalone mode.
+	// BTSP is the family-scoped secure transport of the stream listeners
+	// (docs/btsp.md). Nil: on a family-scoped host (FAMILY_ID set and not
+	// "default") it is read from FAMILY_ID and FAMILY_SEED; a standalone
+	// host serves cleartext. With BTSP, a connection must complete the
+	// handshake, except for the discovery and health methods served in
+	// cleartext (btsp.DefaultCleartext); any other cleartext request is
+	// answered with the Capability Wire Standard's -32600 "BTSP handshake
+	// required" error and the connection closed (TS-01).
+	// transport_security says which.
+	BTSP *btsp.Config
+
+	// RequireBTSP makes a family-scoped host without a family seed an
+	// error instead of a host that serves cleartext (with a warning).
 	RequireBTSP bool
 
 	// NoAnnounce skips registration with a node.
 	NoAnnounce bool
-	// Node is the node to announce to. Default: $DISCOVERY_SOCKET, then
-	// capmesh.sock or songbird.sock in the biomeos directory (see
-	// registry/announce).
+	// Node is the node to announce to, and the one Provider calls through.
+	// Default: $DISCOVERY_SOCKET, then capmesh.sock or songbird.sock in the
+	// biomeos directory — capmesh-<FAMILY_ID>.sock and
+	// songbird-<FAMILY_ID>.sock on a family-scoped host (see
+	// registry/announce) — and Provider discovers providers itself.
 	Node string
 	// Network is the network name of signed descriptors. Default "capmesh".
 	Network string
 
 	// RPC tunes the JSON-RPC server (frame size, connection limits,
-	// timeouts). ConnGate is set by the host when RequireBTSP applies.
+	// timeouts).
 	RPC jsonrpc.ServerOptions
 	// DrainTimeout bounds how long a stopping host waits for the calls in
 	// flight. Default 10 s.
@@ -137,6 +158,8 @@ type Host struct {
 	key     ed25519.PrivateKey
 	ikey    *identity.PrivateKey // the same key, for wire.SignAnnouncement
 	b       *boundary.Boundary
+	acc     *access.Policy
+	btsp    *btsp.Config // nil: cleartext stream listeners
 	store   evidence.Store
 	closers []io.Closer
 	started time.Time
@@ -184,15 +207,23 @@ func New(info Info, cfg *Config) (*Host, error) {
 	if c.RequireBTSP && c.HTTP != "" && endpoint.FamilyID() != "" {
 		return nil, errors.New("host: Config.RequireBTSP on a family-scoped host cannot serve cleartext HTTP; drop Config.HTTP")
 	}
+	secureCfg, btspWarn, err := resolveBTSP(&c)
+	if err != nil {
+		return nil, err
+	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if btspWarn != "" {
+		c.Logger.Warn(btspWarn, "family", endpoint.FamilyID())
+	}
 	h := &Host{
 		info:    info,
 		cfg:     c,
+		btsp:    secureCfg,
 		log:     c.Logger,
 		caps:    map[string]*method{},
 		started: time.Now(),
@@ -200,6 +231,9 @@ func New(info Info, cfg *Config) (*Host, error) {
 		stop:    make(chan struct{}),
 	}
 	h.drain.init()
+	if err := h.openAccess(); err != nil {
+		return nil, err
+	}
 	if err := h.openKey(); err != nil {
 		return nil, err
 	}
@@ -224,6 +258,21 @@ func New(info Info, cfg *Config) (*Host, error) {
 	if bc.Logger == nil {
 		bc.Logger = h.log
 	}
+	if !c.Ephemeral && (bc.RevocationsFile == "" || bc.MandateUsesFile == "") {
+		// Accepted mandate revocations and the uses of capped mandates
+		// outlive a restart, beside (never inside) the evidence.
+		dir, err := xdg.SubDir(c.DataDir, "mandates")
+		if err != nil {
+			h.closeAll()
+			return nil, fmt.Errorf("host: mandates: %w", err)
+		}
+		if bc.RevocationsFile == "" {
+			bc.RevocationsFile = filepath.Join(dir, info.Name+".revocations.jsonl")
+		}
+		if bc.MandateUsesFile == "" {
+			bc.MandateUsesFile = filepath.Join(dir, info.Name+".uses.jsonl")
+		}
+	}
 	b, err := boundary.New(bc)
 	if err != nil {
 		h.closeAll()
@@ -237,8 +286,9 @@ func (i Info) validate() error {
 	if err := endpoint.ValidateName(i.Name); err != nil {
 		return fmt.Errorf("host: Info.Name %q: %w", i.Name, err)
 	}
-	if strings.TrimSpace(i.Version) == "" || strings.ContainsAny(i.Version, " \t\n") {
-		return fmt.Errorf("host: Info.Version %q: want a SemVer version such as 1.0.0", i.Version)
+	if !wire.IsSemVer(i.Version) {
+		// The audit's L2.version check would fail the host: refuse now.
+		return fmt.Errorf("host: Info.Version %q: want a SemVer 2.0.0 version such as 1.0.0 or 0.1.0-dev (not \"1.0\", \"v1.0.0\" or \"dev\")", i.Version)
 	}
 	if i.Domain != "" {
 		if err := endpoint.ValidateName(i.Domain); err != nil {
@@ -247,6 +297,29 @@ func (i Info) validate() error {
 	}
 	return nil
 }
+
+// openAccess builds the access policy every binding passes through: the
+// keys of Config.CHPHTTP (or the environment), open to anonymous callers
+// when there are none and the host opens a TCP or HTTP listener.
+func (h *Host) openAccess() error {
+	if h.cfg.CHPHTTP == nil {
+		o, err := chphttp.OptionsFromEnv()
+		if err != nil {
+			return fmt.Errorf("host: CHP_HOST_API_KEYS: %w", err)
+		}
+		h.cfg.CHPHTTP = o
+	}
+	keyed := len(h.cfg.CHPHTTP.SharedKeys)+len(h.cfg.CHPHTTP.NamedKeys) > 0
+	h.acc = access.NewPolicy(access.Config{
+		Keys: h.cfg.CHPHTTP,
+		Open: !keyed && (h.cfg.TCP != "" || h.cfg.HTTP != ""),
+		UID:  uint32(os.Getuid()),
+	})
+	return nil
+}
+
+// Access returns the host's access policy.
+func (h *Host) Access() *access.Policy { return h.acc }
 
 // openEvidence picks the evidence store: the one given, the database
 // EvidenceURL names, memory when ephemeral, else the durable log in the
@@ -332,23 +405,4 @@ func (h *Host) closeAll() error {
 	}
 	h.closers = nil
 	return errors.Join(errs...)
-}
-
-// transportSecurity is what the host advertises under transport_security:
-// the truth about its listeners.
-func (h *Host) transportSecurity() *wire.TransportSecurity {
-	if h.btspEnforced() {
-		return &wire.TransportSecurity{
-			BTSPRequired:        true,
-			BTSPVersion:         btspVersion,
-			BTSPServerAvailable: false,
-			CleartextAvailable:  false,
-			Note:                "Family-scoped socket: BTSP handshake required before JSON-RPC.",
-		}
-	}
-	return &wire.TransportSecurity{
-		BTSPRequired:        false,
-		BTSPServerAvailable: false,
-		CleartextAvailable:  true,
-	}
 }

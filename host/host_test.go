@@ -1,14 +1,12 @@
 package host_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -225,12 +224,12 @@ func TestEnvelopeIsDerivedFromTheTable(t *testing.T) {
 	want := wire.CapabilitiesList{
 		Primal:  "kvtest",
 		Version: "1.2.3",
-		Methods: []string{"capabilities.list", "capability.list", "chp.describe", "chp.export", "chp.invoke", "chp.replay", "chp.verify",
+		Methods: []string{"capabilities.list", "capability.list", "chp.describe", "chp.export", "chp.invoke", "chp.replay", "chp.revocations", "chp.revoke", "chp.verify",
 			"health.check", "health.drain", "health.liveness", "health.readiness", "identity.get", "kv.delete", "kv.get", "kv.put", "primal.capabilities"},
 		ProvidedCapabilities: []wire.ProvidedCapability{
 			{Type: "capabilities", Methods: []string{"list"}},
 			{Type: "capability", Methods: []string{"list"}},
-			{Type: "chp", Methods: []string{"describe", "export", "invoke", "replay", "verify"}},
+			{Type: "chp", Methods: []string{"describe", "export", "invoke", "replay", "revocations", "revoke", "verify"}},
 			{Type: "health", Methods: []string{"check", "drain", "liveness", "readiness"}},
 			{Type: "identity", Methods: []string{"get"}},
 			{Type: "kv", Methods: []string{"delete", "get", "put"}, Description: "a key-value store"},
@@ -244,7 +243,7 @@ func TestEnvelopeIsDerivedFromTheTable(t *testing.T) {
 		OperationDependencies: map[string][]string{"kv.get": {"kv.put"}, "kv.delete": {"kv.put"}},
 		Protocol:              "jsonrpc-2.0",
 		Transport:             []string{},
-		TransportSecurity:     &wire.TransportSecurity{CleartextAvailable: true},
+		TransportSecurity:     &wire.TransportSecurity{BTSPVersion: "2.0", CleartextAvailable: true},
 	}
 	sa := wire.SignAnnouncement(mustIdentity(t), want.Primal, want.Version, want.Methods)
 	want.SignedAnnouncement = &sa
@@ -424,49 +423,6 @@ func TestHealthShapes(t *testing.T) {
 	}
 }
 
-// TestBTSPRequiredOnFamilySocket pins TS-01: on a family-scoped socket a
-// host that requires BTSP answers a plaintext first message with exactly
-// the standard's error object, then closes.
-func TestBTSPRequiredOnFamilySocket(t *testing.T) {
-	t.Setenv("FAMILY_ID", "fam42")
-	cfg := socketConfig(t)
-	cfg.RequireBTSP = true
-	h := newKVHost(t, cfg)
-	ts := h.Envelope().TransportSecurity
-	if ts == nil || !ts.BTSPRequired || ts.CleartextAvailable || ts.BTSPVersion != "2.0" {
-		t.Fatalf("transport_security %+v", ts)
-	}
-	serve(t, h)
-	conn, err := net.Dial("unix", h.Addr("unix"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write([]byte(`{"jsonrpc":"2.0","method":"health.liveness","id":1}` + "\n")); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(conn)
-	line, err := br.ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"jsonrpc":"2.0","error":{"code":-32600,"message":"BTSP handshake required","data":{"reason":"This socket is family-scoped and requires a BTSP handshake before JSON-RPC traffic.","btsp_version":"2.0"}},"id":null}` + "\n"
-	if line != want {
-		t.Errorf("rejection\n got %s\nwant %s", line, want)
-	}
-	if rest, err := br.ReadString('\n'); err == nil || rest != "" {
-		t.Errorf("connection not closed after the rejection: %q %v", rest, err)
-	}
-
-	// The same host in standalone mode serves cleartext and says so.
-	t.Setenv("FAMILY_ID", "default")
-	h2 := newKVHost(t, &host.Config{RequireBTSP: true})
-	if ts := h2.Envelope().TransportSecurity; ts.BTSPRequired || !ts.CleartextAvailable {
-		t.Errorf("standalone transport_security %+v", ts)
-	}
-}
-
 func TestDrain(t *testing.T) {
 	cfg := socketConfig(t)
 	cfg.TCP = "127.0.0.1:0"
@@ -567,9 +523,27 @@ func TestDurableStateInDataDir(t *testing.T) {
 	must(t, host.Register(h, "echo.say", func(_ context.Context, in getIn) (string, error) { return in.Key, nil }))
 	c := h.LocalClient(context.Background())
 	must(t, c.Call(context.Background(), "echo.say", map[string]any{"key": "x", "_meta": map[string]any{"correlation_id": "c1"}}, nil))
+	rev, err := chp.SignMandateRevocation("principal", "mnd_1", "2026-01-01T00:00:00Z", "", ed25519.NewKeyFromSeed(make([]byte, 32)))
+	must(t, err)
+	must(t, c.Call(context.Background(), "chp.revoke", json.RawMessage(rev), nil))
+	// A one-use mandate, spent before the restart.
+	now := time.Now().UTC()
+	once, err := chp.SignMandate(chp.MandateGrant{PrincipalID: "principal", DelegateID: "anyone", Scope: []string{"echo.say"},
+		ValidFrom: chp.FormatTime(now.Add(-time.Minute)), ValidUntil: chp.FormatTime(now.Add(time.Hour)),
+		CreatedAt: chp.FormatTime(now.Add(-time.Minute)), MaxInvocations: 1}, ed25519.NewKeyFromSeed(make([]byte, 32)), nil)
+	must(t, err)
+	mandated := func(b *boundary.Boundary) *chp.InvocationResult {
+		res, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "echo.say",
+			Payload: json.RawMessage(`{"key":"x"}`), Mandate: once})
+		must(t, err)
+		return res
+	}
+	if res := mandated(h.Boundary()); res.Outcome != chp.OutcomeSuccess {
+		t.Fatalf("mandated call: %+v", res.Denial)
+	}
 	c.Close()
 	must(t, h.Close())
-	for _, p := range []string{"keys/durable.pem", "evidence/durable/evidence.log"} {
+	for _, p := range []string{"keys/durable.pem", "evidence/durable/evidence.log", "mandates/durable.revocations.jsonl"} {
 		fi, err := os.Stat(filepath.Join(dir, p))
 		if err != nil {
 			t.Fatal(err)
@@ -590,6 +564,13 @@ func TestDurableStateInDataDir(t *testing.T) {
 	if rep.EventCount != 2 {
 		t.Errorf("replayed %d events after restart, want 2", rep.EventCount)
 	}
+	if n := len(h2.Boundary().Revocations().Mandates); n != 1 {
+		t.Errorf("%d mandate revocations after restart, want 1", n)
+	}
+	must(t, host.Register(h2, "echo.say", func(_ context.Context, in getIn) (string, error) { return in.Key, nil }))
+	if res := mandated(h2.Boundary()); res.Denial == nil || res.Denial.Code != chp.CodeMandateExhausted {
+		t.Errorf("a spent mandate after restart: %+v", res)
+	}
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -600,6 +581,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}{
 		{host.Info{Name: "Bad Name", Version: "1.0.0"}, host.Config{}, "Info.Name"},
 		{host.Info{Name: "ok", Version: ""}, host.Config{}, "Info.Version"},
+		// What the audit's L2.version fails is refused at once (issue 17).
+		{host.Info{Name: "ok", Version: "1.0"}, host.Config{}, "Info.Version"},
+		{host.Info{Name: "ok", Version: "v1.0.0"}, host.Config{}, "Info.Version"},
+		{host.Info{Name: "ok", Version: "dev"}, host.Config{}, "Info.Version"},
 		{host.Info{Name: "ok", Version: "1.0.0", Domain: "a.b"}, host.Config{}, "Info.Domain"},
 		{host.Info{Name: "ok", Version: "1.0.0"}, host.Config{NoSocket: true}, "NoSocket"},
 		{host.Info{Name: "ok", Version: "1.0.0"}, host.Config{Key: ed25519.PrivateKey{1, 2}}, "Config.Key"},

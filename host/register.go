@@ -31,6 +31,7 @@ type capOptions struct {
 	cost     *wire.CostEstimate
 	requires []string
 	err      error
+	stream   boundary.StreamHandler // set by RegisterStream
 }
 
 // A CapOption declares something about a capability beyond its handler:
@@ -219,7 +220,7 @@ func (h *Host) registerCHP(name string, fn boundary.Handler, in, out json.RawMes
 	if _, dup := h.caps[name]; dup {
 		return fmt.Errorf("host: %s is already registered", name)
 	}
-	if err := h.b.Register(boundary.Capability{Descriptor: d, Handler: fn}); err != nil {
+	if err := h.b.Register(boundary.Capability{Descriptor: d, Handler: fn, Stream: o.stream}); err != nil {
 		return fmt.Errorf("host: %s: %w", name, err)
 	}
 	h.caps[name] = &method{name: name, handler: h.direct(pv), cost: o.cost, requires: o.requires, chp: true}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/capmesh/capmesh/btsp"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -72,8 +73,7 @@ func (h *Host) Serve(ctx context.Context) error {
 	opts := h.cfg.RPC
 	opts.Logger = h.log
 	if h.btspEnforced() {
-		opts.ConnGate = btspGate
-		h.log.Info("BTSP required on this family-scoped host: plaintext JSON-RPC connections are refused (TS-01)", "family", endpoint.FamilyID())
+		h.log.Info("BTSP required on the stream listeners: cleartext serves discovery and health only (TS-01)", "family", h.btsp.FamilyID)
 	}
 	srv := jsonrpc.NewServer(h, &opts)
 	var hs *http.Server
@@ -149,6 +149,16 @@ type listeners struct {
 	transports []string // wire names, in the standard's order: uds, tcp, http
 }
 
+// secure wraps a stream listener in BTSP when the host speaks it: each
+// connection's handshake then runs in its own goroutine, in the JSON-RPC
+// server, before its first message.
+func (h *Host) secure(l net.Listener) net.Listener {
+	if h.btsp == nil {
+		return l
+	}
+	return btsp.Listener(l, h.btsp)
+}
+
 func (h *Host) listen() (*listeners, error) {
 	ls := &listeners{}
 	fail := func(err error) (*listeners, error) {
@@ -177,7 +187,7 @@ func (h *Host) listen() (*listeners, error) {
 		if err != nil {
 			return fail(fmt.Errorf("host: %w", err))
 		}
-		ls.stream = append(ls.stream, ul)
+		ls.stream = append(ls.stream, h.secure(ul))
 		ls.transports = append(ls.transports, wire.TransportUDS)
 		h.addrs.Store("unix", ul.Path())
 		h.log.Info("listening", "transport", "unix", "socket", ul.Path(), "domain_link", ul.DomainLink())
@@ -187,7 +197,11 @@ func (h *Host) listen() (*listeners, error) {
 		if err != nil {
 			return fail(fmt.Errorf("host: %w", err))
 		}
-		ls.stream = append(ls.stream, tl)
+		if err := h.checkExposure("tcp", h.cfg.TCP, tl.Addr()); err != nil {
+			_ = tl.Close()
+			return fail(err)
+		}
+		ls.stream = append(ls.stream, h.secure(tl))
 		ls.transports = append(ls.transports, wire.TransportTCP)
 		h.addrs.Store("tcp", tl.Addr().String())
 		h.log.Info("listening", "transport", "tcp", "addr", tl.Addr().String())
@@ -197,6 +211,10 @@ func (h *Host) listen() (*listeners, error) {
 		if err != nil {
 			return fail(fmt.Errorf("host: listen http %s: %w", h.cfg.HTTP, err))
 		}
+		if err := h.checkExposure("http", h.cfg.HTTP, hl.Addr()); err != nil {
+			_ = hl.Close()
+			return fail(err)
+		}
 		ls.http = hl
 		ls.transports = append(ls.transports, wire.TransportHTTP)
 		h.addrs.Store("http", hl.Addr().String())
@@ -205,25 +223,47 @@ func (h *Host) listen() (*listeners, error) {
 	return ls, nil
 }
 
+// checkExposure refuses, loudly, a listener bound beyond loopback on a
+// host without keys, unless Config.InsecureListen says to serve anyway
+// (then it warns).
+func (h *Host) checkExposure(transport, configured string, a net.Addr) error {
+	if h.acc.Keyed() || isLoopback(a) {
+		return nil
+	}
+	if h.cfg.InsecureListen {
+		h.log.Warn("INSECURE: serving beyond loopback without credentials; anyone who can reach this address may invoke every capability and read its evidence",
+			"transport", transport, "addr", configured)
+		return nil
+	}
+	return fmt.Errorf("host: refusing to serve %s on %s: %w: anyone who can reach it could invoke every capability; "+
+		"configure keys (CHP_HOST_API_KEY, CHP_HOST_API_KEYS), bind a loopback address, or set Config.InsecureListen (capmesh server --insecure-listen) to serve it anyway", transport, configured, ErrInsecureListen)
+}
+
+// ErrInsecureListen is what Serve's refusal to bind beyond loopback
+// without keys wraps.
+var ErrInsecureListen = errors.New("reachable beyond loopback and the host has no keys")
+
+// isLoopback reports whether a is bound to a loopback address only (not
+// the unspecified address, which is every interface).
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
 // httpMux serves the JSON-RPC bridge at /jsonrpc, the mounted handlers,
 // and the CHP HTTP binding on every other path.
 func (h *Host) httpMux(srv *jsonrpc.Server) (*http.ServeMux, error) {
-	copts := h.cfg.CHPHTTP
-	if copts == nil {
-		var err error
-		if copts, err = chphttp.OptionsFromEnv(); err != nil {
-			return nil, fmt.Errorf("host: CHP_HOST_API_KEYS: %w", err)
-		}
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/jsonrpc", srv.HTTPHandler())
+	// The bridge passes the access layer like every other binding: a wrong
+	// X-CHP-Key is a 401 here, a missing one an anonymous caller.
+	mux.Handle("/jsonrpc", h.acc.HTTP(srv.HTTPHandler()))
 	h.mu.Lock()
 	mounts := slices.Clone(h.https)
 	h.mu.Unlock()
 	for _, m := range mounts {
 		mux.Handle(m.pattern, m.h)
 	}
-	mux.Handle("/", chphttp.Handler(h.b, copts))
+	mux.Handle("/", chphttp.Handler(h.b, h.cfg.CHPHTTP))
 	return mux, nil
 }
 
@@ -247,14 +287,19 @@ func (h *Host) announceConfig() announce.Config {
 	} else {
 		ep = "http://" + h.Addr("http") + "/jsonrpc"
 	}
+	signed := "" // what a signed registration (TCP/HTTP node) announces
+	if a := h.Addr("tcp"); a != "" {
+		signed = "tcp://" + a
+	}
 	return announce.Config{
-		Name:         h.info.Name,
-		Capabilities: slices.Sorted(maps.Keys(tags)),
-		Endpoint:     ep,
-		Version:      h.info.Version,
-		Node:         h.cfg.Node,
-		Key:          h.key,
-		Network:      h.cfg.Network,
-		Logger:       h.log,
+		Name:           h.info.Name,
+		Capabilities:   slices.Sorted(maps.Keys(tags)),
+		Endpoint:       ep,
+		SignedEndpoint: signed,
+		Version:        h.info.Version,
+		Node:           h.cfg.Node,
+		Key:            h.key,
+		Network:        h.cfg.Network,
+		Logger:         h.log,
 	}
 }

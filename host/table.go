@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
 )
@@ -39,7 +40,7 @@ func (h *Host) Assign(ctx context.Context, name string) jsonrpc.Handler {
 	}
 	for _, m := range t.mounts {
 		if hd := m.Assign(ctx, name); hd != nil {
-			return h.guard(hd)
+			return h.gate(mountedOp(m, name), h.guard(hd))
 		}
 	}
 	return nil
@@ -104,7 +105,7 @@ func (h *Host) buildLocked() (*table, error) {
 	costs := map[string]wire.CostEstimate{}
 	deps := map[string][]string{}
 	for name, m := range h.caps {
-		handlers[name] = h.guard(m.handler)
+		handlers[name] = h.gate(access.OpInvoke, h.guard(m.handler))
 		if m.cost != nil {
 			costs[name] = *m.cost
 		}

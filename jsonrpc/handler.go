@@ -84,6 +84,29 @@ type Peer struct {
 	UID     uint32
 	GID     uint32
 	PID     int32
+	// Family is the family the peer proved membership of in a secure
+	// transport handshake (BTSP), empty on a cleartext connection.
+	Family string
+}
+
+// handshaker is a connection with a transport handshake to complete
+// before its first message (a BTSP connection): the server runs it in the
+// connection's own goroutine, never in the accept loop.
+type handshaker interface {
+	Handshake(ctx context.Context) error
+	PeerFamily() string
+}
+
+// underlyingConn unwraps a connection layered over another (BTSP, as tls.Conn
+// does) to the one whose socket holds the peer's credentials.
+func underlyingConn(c net.Conn) net.Conn {
+	for {
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return c
+		}
+		c = u.NetConn()
+	}
 }
 
 type ctxKey int

@@ -16,7 +16,7 @@ func peerOf(c net.Conn) Peer {
 	if a := c.RemoteAddr(); a != nil {
 		p.Addr = a.String()
 	}
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := underlyingConn(c).(*net.UnixConn)
 	if !ok {
 		return p
 	}

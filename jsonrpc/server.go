@@ -425,6 +425,16 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		return
 	}
 	defer s.nconns.Add(-1)
+	if hs, ok := nc.(handshaker); ok {
+		// A secure transport's handshake, bounded by its own timeout; a
+		// failed one has already told the peer why (BTSP error frame).
+		if err := hs.Handshake(ctx); err != nil {
+			s.log.Debug("jsonrpc: transport handshake failed", "peer", peer.Addr, "err", err)
+			_ = nc.Close()
+			return
+		}
+		peer.Family = hs.PeerFamily()
+	}
 
 	c := &serverConn{s: s, nc: nc, maxIn: int32(s.opts.maxInFlight()), room: make(chan struct{}, 1), frame: s.opts.framing()}
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.WithValue(ctx, peerKey, &peer), notifierKey, Notifier(c)))

@@ -28,12 +28,29 @@ type Event struct {
 	At           time.Time `json:"at"`
 }
 
+// snapshot is the current state as "registered" events at revision rev,
+// with Reason "snapshot".
+func (n *Node) snapshot(rev uint64, caps []string) []Event {
+	now := n.cfg.Now().UTC()
+	out := []Event{}
+	for _, e := range n.List(true) {
+		if !matchCaps(e.Capabilities, caps) {
+			continue
+		}
+		out = append(out, Event{Revision: rev, Kind: EventRegistered, Key: e.Key, Name: e.Name, Capabilities: append([]string(nil), e.Capabilities...),
+			Endpoint: e.Endpoint, Source: e.Source, Reason: "snapshot", At: now})
+	}
+	return out
+}
+
 // Watch returns the events after revision since, restricted to entries
 // having one of caps when caps is non-empty, and the current revision to
 // resume from. When there are none yet and wait > 0, it blocks until one
 // arrives, wait passes, ctx ends or the node is closed. A since older than the retained
 // history is refused with CodeWordCompacted: the caller re-reads the full
-// state (List) and resumes from the revision in the error details.
+// state (List) and resumes from the revision in the error details — except
+// since 0 (a watcher from the start), which gets the current state as
+// "registered" events (Reason "snapshot") at the current revision.
 func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time.Duration) (uint64, []Event, error) {
 	var deadline <-chan time.Time
 	if wait > 0 {
@@ -57,6 +74,12 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 		}
 		if since+1 < first && since < rev {
 			n.mu.RUnlock()
+			if since == 0 {
+				// A watcher from the start, on a node that no longer holds
+				// the start (a restart: events are not persisted): the net
+				// effect of the history is the current state.
+				return rev, n.snapshot(rev, caps), nil
+			}
 			e := refuse(CodeWordCompacted, "events before revision %d are no longer retained; re-list and resume from revision %d", first, rev)
 			e.Details = map[string]any{"revision": rev}
 			return rev, nil, e

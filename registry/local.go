@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -68,14 +69,16 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case strings.HasPrefix(u, "unix://"):
-		return jsonrpc.Dial(ctx, "unix", strings.TrimPrefix(u, "unix://"), nil)
-	case strings.HasPrefix(u, "tcp://"):
-		return jsonrpc.Dial(ctx, "tcp", strings.TrimPrefix(u, "tcp://"), nil)
-	default:
+	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
 		return jsonrpc.NewHTTPClient(u, &http.Client{Timeout: 30 * time.Second}), nil
 	}
+	// Unix and TCP through the one dialer, which also speaks BTSP to the
+	// endpoints of this node's family.
+	a, err := endpoint.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	return endpoint.DialAddress(ctx, a, nil)
 }
 
 // RegisterLocal admits an unsigned registration. Only a Unix-socket peer
@@ -92,7 +95,7 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 // listens on its socket); otherwise the answer is CodeWordNameInUse.
 func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRegistration) (Entry, string, error) {
 	if peer.Transport != "unix" || !peer.HasCred {
-		return Entry{}, "", refuse(CodeWordUnsignedRemote, "unsigned registration is accepted only over the node's Unix socket; over %s send a signed descriptor ({\"descriptor\": …})", nonEmpty(peer.Transport, "this transport"))
+		return Entry{}, "", refuse(CodeWordUnsignedRemote, "unsigned registration is accepted only over the node's Unix socket; over %s send "+signedRegistrationHint, nonEmpty(peer.Transport, "this transport"))
 	}
 	if peer.UID != *n.cfg.UID {
 		return Entry{}, "", refuse(CodeWordForeignUser, "peer uid %d is not the node's user (uid %d)", peer.UID, *n.cfg.UID)
@@ -146,6 +149,13 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	return n.view(e, now), token, nil
 }
 
+// signedRegistrationHint names exactly what a remote registrant sends
+// instead of an unsigned registration.
+const signedRegistrationHint = `{"descriptor": {"agent_id", "node_public_key" (base64 Ed25519), "network_name", "capabilities", ` +
+	`"endpoint": {"host", "port", "scheme": "tcp"}, "registered_at", "expires_at", "metadata", ` +
+	`"signatures": [{"key_id", "sig"}]}}, an RFC-005 descriptor signed with your node key ` +
+	`(capmesh descriptor sign makes one; registry/announce sends it for a capmesh host)`
+
 func nonEmpty(s, def string) string {
 	if s == "" {
 		return def
@@ -165,12 +175,37 @@ func (n *Node) probeIdentity(ctx context.Context, ep, name string) error {
 		Primal string `json:"primal"`
 	}
 	if err := c.Call(ctx, "identity.get", map[string]any{}, &id); err != nil {
-		return refuse(CodeWordIdentityProbe, "identity.get on %s failed: %v", ep, err)
+		// A primal without identity.get: biomeOS infers the primal from
+		// its socket's name, and so does the node — for a Unix socket only.
+		if code, _ := jsonrpc.ErrorCode(err); code != jsonrpc.MethodNotFound || !strings.EqualFold(socketPrimal(ep), name) {
+			return refuse(CodeWordIdentityProbe, "identity.get on %s failed: %v", ep, err)
+		}
+		return nil
 	}
 	if !strings.EqualFold(id.Primal, name) {
 		return refuse(CodeWordIdentityMismatch, "registering as %q but %s says it is %q", name, ep, id.Primal)
 	}
 	return nil
+}
+
+// socketPrimal infers a primal's name from its socket: "beardog" for
+// unix:///…/beardog.sock and for …/beardog-<FAMILY_ID>.sock when the node
+// runs in that family; "" for other endpoints.
+func socketPrimal(ep string) string {
+	p, ok := strings.CutPrefix(ep, "unix://")
+	if !ok {
+		return ""
+	}
+	base, ok := strings.CutSuffix(filepath.Base(p), ".sock")
+	if !ok {
+		return ""
+	}
+	if f := os.Getenv("FAMILY_ID"); f != "" && f != "default" {
+		if b, ok := strings.CutSuffix(base, "-"+f); ok {
+			return b
+		}
+	}
+	return base
 }
 
 // Heartbeat renews a local registration's TTL, by name, for its

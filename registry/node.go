@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -352,7 +353,10 @@ func descriptorEntry(d *descriptor.Descriptor, raw []byte) *entry {
 	return e
 }
 
-func localKey(name string) string { return "local:" + name }
+// localKey is the key of a local registration. Primal names compare
+// ASCII case-insensitively (as Songbird and the identity probe compare), so
+// "BearDog" and "beardog" are one registration, not two.
+func localKey(name string) string { return "local:" + strings.ToLower(name) }
 
 func localEntry(lr localRecord, raw []byte) *entry {
 	e := &entry{raw: raw}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
@@ -118,11 +119,14 @@ func (p nameParams) name() string {
 
 type registerParams struct {
 	nameParams
-	Capabilities []string        `json:"capabilities"`
-	Endpoint     string          `json:"endpoint"`
-	Socket       string          `json:"socket"`
-	Version      string          `json:"version"`
-	Descriptor   json.RawMessage `json:"descriptor"`
+	Capabilities []string `json:"capabilities"`
+	// Endpoint is a string or Songbird's tagged object
+	// ({"transport":"uds","path":…}); see localEndpoint.
+	Endpoint   json.RawMessage `json:"endpoint"`
+	SocketPath string          `json:"socket_path"`
+	Socket     string          `json:"socket"`
+	Version    string          `json:"version"`
+	Descriptor json.RawMessage `json:"descriptor"`
 }
 
 // providerView is the Songbird ProviderInfo shape plus capmesh's fields.
@@ -149,7 +153,6 @@ func toProvider(e Entry) providerView {
 	}
 	if strings.HasPrefix(e.Endpoint, "unix://") {
 		p.Socket = strings.TrimPrefix(e.Endpoint, "unix://")
-		p.NativeEndpoint = p.Socket
 	}
 	if len(e.Descriptor) > 0 {
 		p.Descriptor = e.Descriptor
@@ -190,6 +193,28 @@ func (n *Node) methods() jsonrpc.Map {
 		b = strconv.AppendUint(append(b, `],"revision":`...), n.Version(), 10)
 		return json.RawMessage(append(b, '}')), nil
 	})
+	resolve := handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
+		nameParams
+		Capability string `json:"capability"`
+	}) (any, error) {
+		if p.Capability != "" {
+			if es := n.Find(p.Capability, FindOptions{Limit: 1}); len(es) > 0 {
+				return resolved(es[0]), nil
+			}
+			if e, ok := n.ResolveName(p.Capability); ok {
+				return resolved(e), nil
+			}
+			return nil, refuse(CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
+		}
+		if p.name() == "" {
+			return nil, refuse(CodeWordInvalidParams, "ipc.resolve requires primal_id (or name) or capability")
+		}
+		e, ok := n.ResolveName(p.name())
+		if !ok {
+			return nil, refuse(CodeWordNotRegistered, "primal %q is not registered", p.name())
+		}
+		return resolved(e), nil
+	})
 	return jsonrpc.Map{
 		"ipc.register": handler(func(ctx context.Context, peer jsonrpc.Peer, p registerParams) (any, error) {
 			var e Entry
@@ -202,9 +227,9 @@ func (n *Node) methods() jsonrpc.Map {
 				}
 				e, err = n.Register(ctx, d)
 			} else {
-				ep := p.Endpoint
-				if ep == "" {
-					ep = p.Socket
+				ep, eperr := localEndpoint(p)
+				if eperr != nil {
+					return nil, eperr
 				}
 				e, token, err = n.RegisterLocal(ctx, peer, LocalRegistration{Name: p.name(), Capabilities: p.Capabilities, Endpoint: ep, Version: p.Version, Token: p.Token})
 			}
@@ -221,31 +246,16 @@ func (n *Node) methods() jsonrpc.Map {
 			}
 			return res, nil
 		}),
-		"ipc.resolve": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
-			nameParams
-			Capability string `json:"capability"`
-		}) (any, error) {
-			if p.Capability != "" {
-				if es := n.Find(p.Capability, FindOptions{Limit: 1}); len(es) > 0 {
-					return toProvider(es[0]), nil
-				}
-				if e, ok := n.ResolveName(p.Capability); ok {
-					return toProvider(e), nil
-				}
-				return nil, refuse(CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
-			}
-			if p.name() == "" {
-				return nil, refuse(CodeWordInvalidParams, "ipc.resolve requires primal_id (or name) or capability")
-			}
-			e, ok := n.ResolveName(p.name())
-			if !ok {
-				return nil, refuse(CodeWordNotRegistered, "primal %q is not registered", p.name())
-			}
-			return toProvider(e), nil
-		}),
-		"ipc.discover":        discover,
-		"ipc.find_capability": discover,
-		"capability.discover": discover,
+		"ipc.resolve":        resolve,
+		"capability.resolve": resolve, // Songbird
+		"ipc.discover":       discover,
+		// ipc.find_capability answers "services" too: NestGate's client
+		// reads that key, capmesh's and Songbird's read "providers".
+		"ipc.find_capability":              withServices(discover),
+		"capability.discover":              discover,
+		"discovery.find_by_capability":     discover, // Songbird aliases of ipc.discover
+		"net.discovery.find_by_capability": discover,
+		"discovery.by_capability":          discover,
 		"ipc.list": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
 			IncludeUntrusted bool `json:"include_untrusted"`
 		}) (any, error) {
@@ -421,6 +431,11 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 	params, err := n.nextHop(params) // loop protection: _meta.hops
 	if err != nil {
 		return nil, rpcError(err)
+	}
+	// The provider sees this node as its peer: say who the caller really is.
+	params, err = access.Forward(ctx, params, n.cfg.Network)
+	if err != nil {
+		return nil, err
 	}
 	var lastErr error
 	for _, e := range cands {

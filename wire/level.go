@@ -132,6 +132,10 @@ func (r Report) filter(s Status) []Check {
 // semverRE is the SemVer 2.0.0 grammar (semver.org's suggested regexp).
 var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 
+// IsSemVer reports whether v is a SemVer 2.0.0 version, as the audit's
+// L2.version check requires.
+func IsSemVer(v string) bool { return semverRE.MatchString(v) }
+
 // Level evaluates the audit checklist of the Capability Wire Standard
 // (Levels 1-3) for a parsed capabilities.list result c and, optionally, the
 // live observations p. Pass c == nil when capabilities.list did not answer

@@ -215,6 +215,10 @@ type TransportSecurity struct {
 	BTSPServerAvailable bool `json:"btsp_server_available"`
 	// CleartextAvailable says whether plaintext JSON-RPC is accepted.
 	CleartextAvailable bool `json:"cleartext_available"`
+	// CleartextMethods, a capmesh extension, lists the methods a socket
+	// that requires BTSP still serves in cleartext (discovery and health),
+	// so that probes know what they may ask before a handshake.
+	CleartextMethods []string `json:"cleartext_methods,omitempty"`
 	// Note is optional human-readable guidance.
 	Note string `json:"note,omitempty"`
 }

@@ -37,6 +37,10 @@ type Handler func(ctx context.Context, payload json.RawMessage) (json.RawMessage
 type Capability struct {
 	Descriptor chp.CapabilityDescriptor
 	Handler    Handler
+	// Stream, when set, streams the capability's answer in mode "stream"
+	// (InvokeStream); Handler may then be nil, and sync mode runs Stream,
+	// answering its terminal data. Declare "stream" in Descriptor.Modes.
+	Stream StreamHandler
 	// Disabled capabilities are registered but skipped (pipeline gate 3).
 	Disabled bool
 }
@@ -83,6 +87,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// RevocationsFile, when set, keeps the mandate revocations the host
+	// accepts (AcceptRevocation) in this file, outside the evidence store,
+	// and reloads them in New. "" keeps them in memory.
+	RevocationsFile string
+	// MandateUsesFile, when set, keeps the uses counted against capped
+	// mandates (max_invocations) in this file, so a restart does not reset
+	// them. "" counts in memory.
+	MandateUsesFile string
 }
 
 // Boundary is the CHP capability boundary: every invocation passes through
@@ -107,12 +119,15 @@ type Boundary struct {
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
+	mandates mandateState // gate 5: revocations held, uses counted
+	streams  streamCache  // recorded chunks of streamed invocations
 }
 
 type registered struct {
 	desc     chp.CapabilityDescriptor
 	uri      string // desc.URI(), computed once
 	handler  Handler
+	stream   StreamHandler
 	enabled  atomic.Bool
 	input    *schema.Payload
 	output   *schema.Payload
@@ -185,6 +200,16 @@ func New(cfg Config) (*Boundary, error) {
 			b.log.Debug("idempotent-replay cache refilled from the evidence store", "results", n, "store", cfg.Store.Name())
 		}
 	}
+	if cfg.RevocationsFile != "" {
+		if err := b.loadRevocations(cfg.RevocationsFile); err != nil {
+			return nil, fmt.Errorf("boundary: loading mandate revocations: %w", err)
+		}
+	}
+	if cfg.MandateUsesFile != "" {
+		if err := b.loadUses(cfg.MandateUsesFile, cfg.Now()); err != nil {
+			return nil, fmt.Errorf("boundary: loading mandate uses: %w", err)
+		}
+	}
 	if cfg.Key != nil {
 		pub := cfg.Key.Public().(ed25519.PublicKey)
 		b.keyID = chp.KeyID(pub)
@@ -207,6 +232,9 @@ func (b *Boundary) Register(c Capability) error {
 	var err error
 	if strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Version) == "" {
 		return errors.New("boundary: capability id and version are required")
+	}
+	if c.Handler == nil && c.Stream != nil {
+		c.Handler = collect(c.Stream)
 	}
 	if c.Handler == nil {
 		return fmt.Errorf("boundary: capability %s has no handler", d.URI())
@@ -253,7 +281,7 @@ func (b *Boundary) Register(c Capability) error {
 	if d.Metadata, err = withoutMember(d.Metadata, chp.EnabledKey); err != nil {
 		return fmt.Errorf("boundary: capability %s: metadata: %w", d.URI(), err)
 	}
-	r := &registered{desc: d, uri: d.URI(), handler: c.Handler}
+	r := &registered{desc: d, uri: d.URI(), handler: c.Handler, stream: c.Stream}
 	r.enabled.Store(!disabled)
 	if r.input, err = schema.CompilePayload(schema.PayloadURL(d.ID, d.Version, "input"), d.InputSchema); err != nil {
 		return fmt.Errorf("boundary: capability %s: input_schema: %w", d.URI(), err)

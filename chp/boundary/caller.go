@@ -1,6 +1,7 @@
 package boundary
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 
@@ -16,6 +17,11 @@ type Caller struct {
 	ID    string
 	Type  string // "api_key", "unix_peer", …
 	Scope []string
+	// Claimed marks a caller the binding could not authenticate (an
+	// anonymous network caller, one a node routed on): the envelope's own
+	// subject is kept and recorded as a claim (ClaimedSubject), and no
+	// binding may derive a verified caller from the transport instead.
+	Claimed bool
 
 	// subj and info cache the subject, and its rendering in evidence, of
 	// a Caller made by NewCaller.
@@ -54,6 +60,31 @@ func (c *Caller) subject() json.RawMessage {
 	b = append(b, `,"type":`...)
 	b = canonical.AppendChpStableString(b, c.Type)
 	return append(b, `,"verified":true}`...)
+}
+
+// ClaimedSubject returns a caller-supplied subject as evidence records it
+// when no authenticated caller binds one: as given, except that a
+// top-level "verified" member other than false becomes false — a claim is
+// never recorded as verified.
+func ClaimedSubject(raw json.RawMessage) json.RawMessage {
+	if string(raw) == chp.LocalSubject || (!bytes.Contains(raw, []byte("verified")) && bytes.IndexByte(raw, '\\') < 0) {
+		return raw
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw // not an object: the header refuses it
+	}
+	if _, ok := m["verified"]; !ok {
+		return raw
+	}
+	// Re-encoded even when it says false already: a repeated member must
+	// not leave a second, true one for a later reader to pick.
+	m["verified"] = json.RawMessage("false")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 // CallerFromContext returns the caller bound by WithCaller.

@@ -24,6 +24,16 @@
 // Governance denials, skips and handler failures are results with evidence,
 // never errors; Invoke fails only when evidence could not be recorded.
 //
+// Gate 5 (mandates.go) verifies a presented mandate with chp.VerifyMandate,
+// counts max_invocations and rebinds the subject to the delegate; the
+// mandate revocations it honours arrive through AcceptRevocation and live
+// in memory or a sidecar file (revocations.go), never in the evidence store.
+//
+// Streaming (stream.go): InvokeStream runs the same pipeline with a
+// ChunkSink; a capability's StreamHandler sends chunk deltas, which are
+// digested (chp-chunk-seq-v1) into execution_completed and recorded for
+// replay and Last-Event-ID resume.
+//
 // Proof: Replay reads a correlation in sequence order, Verify recomputes its
 // chain (chp.VerifyChain), Export builds a bundle — signed with the host key
 // when configured — that chp.VerifyBundle and the upstream verifiers check
@@ -35,6 +45,6 @@
 //	_ = b.Register(boundary.Capability{Descriptor: chp.CapabilityDescriptor{
 //		ID: "kv.get", Version: "1.0.0", Description: "read a key"}, Handler: get})
 //	mux.Handle("/", chphttp.Handler(b, opts)) // the normative HTTP binding
-//	rpc := chprpc.Handlers(b)                 // chp.describe|invoke|replay|verify|export
+//	rpc := chprpc.Handlers(b)                 // chp.describe|invoke|replay|verify|export|revocations|revoke
 //	rpc["kv.get"] = chprpc.DirectHandler(b)   // direct calls, same pipeline
 package boundary

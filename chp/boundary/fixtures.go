@@ -52,7 +52,12 @@ func RegisterFixtures(b *Boundary) error {
 		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.risky", Description: "High-risk (exceeds the host's max_risk_tier).", Risk: "high"}, Handler: echo},
 		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.unsafe", Description: "Blocked by a safety guardrail.", Risk: "low"}, Handler: echo},
 		{Descriptor: chp.CapabilityDescriptor{ID: "conformance.stream", Description: "Stream three deterministic chunks.", Risk: "low", Modes: []string{"sync", "stream"}},
-			Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			Stream: func(_ context.Context, _ json.RawMessage, send func(json.RawMessage) error) (json.RawMessage, error) {
+				for _, s := range []string{`"s1"`, `"s2"`, `"s3"`} {
+					if err := send(json.RawMessage(s)); err != nil {
+						return nil, err
+					}
+				}
 				return json.RawMessage(`{"chunks":3,"joined":"s1s2s3"}`), nil
 			}},
 	}

@@ -60,6 +60,9 @@ type invocation struct {
 	// invocation, which is recycled once the result is answered.
 	direct bool
 	resBuf chp.InvocationResult
+
+	// stream is a streaming invocation's state (nil: not streaming).
+	stream *streamRun
 }
 
 // A Call is one invocation that a binding answers as soon as it has the
@@ -160,8 +163,10 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 		env.Correlation.Environment = b.cfg.Environment
 	}
 	hasCaller := caller != nil
-	if hasCaller {
+	if hasCaller && !caller.Claimed {
 		env.Subject = caller.subject()
+	} else {
+		env.Subject = ClaimedSubject(env.Subject)
 	}
 	inv.env = env
 	inv.pending, inv.ids = inv.pendArr[:0], inv.idArr[:0]
@@ -251,11 +256,15 @@ func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*chp.Invocati
 			fmt.Sprintf("Capability %s does not support mode %s", d.URI(), env.Mode),
 			map[string]any{"requested": env.Mode, "supported": toAny(d.Modes)}))
 	}
-	// Gate 5: mandate. capmesh does not verify mandates yet, so a presented
-	// mandate is never trusted: it fails closed.
+	// Gate 5: mandate (mandates.go); a valid one rebinds the subject.
 	if !isNull(env.Mandate) {
-		return b.finishDenied(ctx, inv, b.denial(chp.CodeMandateInvalid,
-			"this host does not accept delegated mandates", map[string]any{"checks": map[string]any{"supported": false}}))
+		deny, err := b.mandateGate(inv)
+		if err != nil {
+			return nil, err
+		}
+		if deny != nil {
+			return b.finishDenied(ctx, inv, deny)
+		}
 	}
 	// Gate 6: policy.
 	if p := b.cfg.Policy; p != nil {
@@ -394,6 +403,10 @@ func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome
 				"invocation_id", inv.env.InvocationID, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
+	if inv.stream != nil && inv.cap.stream != nil {
+		out.data, out.err = inv.cap.stream(ctx, inv.env.Payload, inv.stream.send)
+		return out
+	}
 	out.data, out.err = inv.cap.handler(ctx, inv.env.Payload)
 	return out
 }
@@ -451,7 +464,7 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*c
 				info.Type = te.ErrorType()
 			}
 		}
-		b.emit(inv, evt{typ: chp.EventFailed, outcome: chp.OutcomeFailure, uri: uri, err: info})
+		b.emit(inv, evt{typ: chp.EventFailed, outcome: chp.OutcomeFailure, uri: uri, err: info, payload: inv.stream.failed()})
 		return b.finish(ctx, inv, chp.OutcomeFailure, nil, nil, info)
 	}
 	data := out.data
@@ -474,6 +487,7 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*c
 			completed = map[string]any{"output_schema_valid": false, "output_schema_error": msg}
 		}
 	}
+	completed = inv.stream.completed(b, inv.env.InvocationID, completed)
 	b.emit(inv, evt{typ: chp.EventCompleted, outcome: chp.OutcomeSuccess, uri: uri, payload: completed})
 	return b.finish(ctx, inv, chp.OutcomeSuccess, data, nil, nil)
 }

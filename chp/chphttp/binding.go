@@ -101,8 +101,8 @@ type namedDigest struct {
 // InvocationResult; 400 malformed, 401 unauthenticated, 404 unknown route
 // or (/verify, /export) a correlation without evidence.
 // Routes: GET / and /health and /.well-known/chp-identity (public); GET
-// /host, /capabilities, /replay/{id}, /verify/{id}, /export/{id}; POST
-// /invoke, /replay.
+// /host, /capabilities, /replay/{id}, /verify/{id}, /export/{id},
+// /revocations; POST /invoke, /replay, /revocations.
 func Handler(b *boundary.Boundary, opts *Options) http.Handler {
 	h := &binding{b: b, maxBody: 4 << 20}
 	if opts != nil {
@@ -129,6 +129,8 @@ func Handler(b *boundary.Boundary, opts *Options) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"capabilities": b.Capabilities()})
 	}))
 	mux.HandleFunc("POST /invoke", h.authed(h.invoke))
+	mux.HandleFunc("GET /revocations", h.authed(h.getRevocations))
+	mux.HandleFunc("POST /revocations", h.authed(h.postRevocation))
 	mux.HandleFunc("GET /replay/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
 		h.replay(w, r, chp.ReplayQuery{CorrelationID: r.PathValue("corr")})
 	}))
@@ -266,17 +268,12 @@ func (h *binding) invoke(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "invalid_envelope", err.Error())
 		return
 	}
+	if env.Mode == "stream" {
+		h.invokeStream(w, r, env)
+		return
+	}
 	res, err := h.b.Invoke(r.Context(), env)
-	if errors.Is(err, chp.ErrBadEnvelope) {
-		httpError(w, http.StatusBadRequest, "invalid_envelope", err.Error())
-		return
-	}
-	if err != nil {
-		h.b.Logger().Error("invocation could not be recorded", "invocation_id", env.InvocationID, "err", err)
-		httpError(w, http.StatusInternalServerError, "evidence_unavailable", "evidence could not be recorded; the invocation was not answered")
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	h.answerInvoke(w, env, res, err)
 }
 
 func (h *binding) replay(w http.ResponseWriter, r *http.Request, q chp.ReplayQuery) {

@@ -10,7 +10,8 @@
 //	    a named key binds its caller (boundary.WithCaller)
 //	  → X-CHP-Version check (400 version_unsupported)
 //	  → body bounded (413) → chp.ParseEnvelope (400 invalid_envelope)
-//	  → Boundary.Invoke | Replay | Verify | Export
+//	  → Boundary.Invoke | Replay | Verify | Export | AcceptRevocation
+//	    (POST /revocations: 400 invalid_revocation) | Revocations
 //	  → 200 with the CHP object, whatever the invocation's outcome; 404 for
 //	    /verify or /export of a correlation without evidence; 500 only when
 //	    evidence could not be recorded or read.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"strconv"
 	"sync"
 
@@ -29,11 +31,11 @@ const (
 )
 
 // Handlers returns the JSON-RPC binding of b: chp.describe, chp.invoke,
-// chp.replay, chp.verify and chp.export, carrying exactly the objects of the
-// HTTP binding. On a Unix socket with peer credentials the caller is bound
+// chp.replay, chp.verify, chp.export, chp.revocations and chp.revoke,
+// carrying exactly the objects of the HTTP binding. On a Unix socket with peer credentials the caller is bound
 // as the verified subject ("uid:<n>", type "unix_peer").
 func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
-	return map[string]jsonrpc.Handler{
+	m := map[string]jsonrpc.Handler{
 		"chp.describe": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
 			return b.Describe(), nil
 		}),
@@ -47,6 +49,9 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 			}
 			if c := rpcCaller(ctx); c != nil {
 				ctx = boundary.WithCaller(ctx, c)
+			}
+			if env.Mode == "stream" {
+				return invokeStream(ctx, b, req, env)
 			}
 			res, err := b.Invoke(ctx, env)
 			if err != nil {
@@ -97,6 +102,8 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 			return bundle, nil
 		}),
 	}
+	maps.Copy(m, revocationHandlers(b))
+	return m
 }
 
 func correlationParam(req *jsonrpc.Request) (string, error) {
@@ -124,12 +131,22 @@ func evidenceError(err error) error {
 
 // rpcCaller returns the caller a JSON-RPC call is bound to: one bound
 // already (WithCaller), else a Unix-socket peer's kernel-reported uid as the
-// verified caller, else none (nil).
+// verified caller — unless the peer is another user who proved a family in
+// a BTSP handshake, or a network peer that did, whose family is the
+// verified caller ("family:<id>", btsp_family) — else none (nil).
 func rpcCaller(ctx context.Context) *boundary.Caller {
 	if c, ok := boundary.CallerFromContext(ctx); ok {
 		return c
 	}
-	if p, ok := jsonrpc.PeerFromContext(ctx); ok && p.HasCred {
+	p, ok := jsonrpc.PeerFromContext(ctx)
+	if ok && p.Family != "" && (!p.HasCred || int(p.UID) != os.Getuid()) {
+		c, ok := familyCallers.Load(p.Family)
+		if !ok {
+			c, _ = familyCallers.LoadOrStore(p.Family, boundary.NewCaller("family:"+p.Family, "btsp_family", nil))
+		}
+		return c.(*boundary.Caller)
+	}
+	if ok && p.HasCred {
 		c, ok := peerCallers.Load(p.UID)
 		if !ok {
 			nc := boundary.NewCaller("uid:"+strconv.FormatUint(uint64(p.UID), 10), "unix_peer", nil)
@@ -140,8 +157,9 @@ func rpcCaller(ctx context.Context) *boundary.Caller {
 	return nil
 }
 
-// peerCallers holds one immutable Caller per Unix uid seen (a host sees few).
-var peerCallers sync.Map
+// peerCallers holds one immutable Caller per Unix uid seen (a host sees few),
+// familyCallers one per BTSP family.
+var peerCallers, familyCallers sync.Map
 
 // rpcMeta is the `_meta` member a direct call may carry in its params.
 type rpcMeta struct {

@@ -33,9 +33,51 @@ func (t *targetFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&t.socket, "socket", "", "Unix socket path of the host")
 	fl.StringVar(&t.tcp, "tcp", "", "TCP address of the host (host:port)")
 	fl.StringVar(&t.http, "http", "", "HTTP URL of the host's JSON-RPC bridge (e.g. http://127.0.0.1:8080/jsonrpc)")
-	fl.StringVar(&t.name, "name", "", "primal name: its socket in the biomeos directory (default: the capmesh node)")
+	fl.StringVar(&t.name, "name", "", "primal name: found by $<NAME>_SOCKET, its socket in the biomeos directory, the registry or $<NAME>_TCP (default: the capmesh node)")
 	fl.DurationVar(&t.timeout, "timeout", 10*time.Second, "give up after this long")
 	cmd.MarkFlagsMutuallyExclusive("socket", "tcp", "http", "name")
+}
+
+// explicit reports whether the flags name one endpoint (--socket, --tcp,
+// --http); otherwise the target is discovered.
+func (t *targetFlags) explicit() bool { return t.socket != "" || t.tcp != "" || t.http != "" }
+
+// discover finds the host for method when no flag names one: with --name,
+// the primal (by $<NAME>_SOCKET, its family-scoped or plain socket, the
+// socket directory, the registry, $<NAME>_TCP); for a domain method, a
+// provider ($<DOMAIN>_SOCKET, the running node — which routes —, the domain
+// symlink, the socket directory, $<DOMAIN>_TCP); otherwise the node.
+func (t *targetFlags) discover(ctx context.Context, method string) (endpoint.Address, error) {
+	q := endpoint.Query{Primal: t.name, Method: method, Route: true, RouterFirst: t.name == ""}
+	if t.name == "" && (endpoint.Domain(method) == "" || !discoverable(method)) {
+		return t.address()
+	}
+	if t.name != "" {
+		q.Method = "" // the primal answers whatever method is asked
+	}
+	c, f, err := endpoint.Discover(ctx, q)
+	if err != nil {
+		var nf *endpoint.NotFoundError
+		if errors.As(err, &nf) {
+			return endpoint.Address{}, withCode(exitNetwork, err)
+		}
+		if t.name != "" {
+			return endpoint.Address{}, usageErrorf("--name: %v", err)
+		}
+		return endpoint.Address{}, err
+	}
+	c.Close()
+	return f.Addr, nil
+}
+
+// discoverable: a domain.operation outside the namespaces the node answers
+// itself (ipc.*, health.*, …).
+func discoverable(method string) bool {
+	switch endpoint.Domain(method) {
+	case "ipc", "registry", "rpc", "health", "capabilities", "capability", "identity", "lifecycle", "chp":
+		return false
+	}
+	return true
 }
 
 // address resolves the flags to one endpoint address.
@@ -84,6 +126,14 @@ With --raw the single argument is sent as one line exactly as given ("-"
 reads lines from stdin) and every reply line is printed as received; the
 exit status is 1 when any reply is an error.
 
+Without --socket, --tcp or --http the host is discovered: with --name, the
+primal ($<NAME>_SOCKET, its socket — family-scoped when $FAMILY_ID is
+set —, the socket directory, the registry, $<NAME>_TCP); for a domain
+method such as kv.seal, $<DOMAIN>_SOCKET, then the running node (which
+routes the call), then the domain symlink (kv.sock), the socket
+directory and $<DOMAIN>_TCP / $<DOMAIN>_PORT; any other method goes to
+the node.
+
 A JSON array as PARAMS-JSON is sent as positional params. A capability
 method (a CHP-governed domain.operation) takes an object: the host hands an
 array to the capability as {"args": [...]}, so a schema error then names
@@ -99,12 +149,21 @@ array to the capability as {"args": [...]}, so a schema error then names
 			return cobra.RangeArgs(1, 2)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			addr, err := t.address()
+			ctx, cancel := context.WithTimeout(cmd.Context(), t.timeout)
+			defer cancel()
+			var addr endpoint.Address
+			var err error
+			switch {
+			case t.explicit():
+				addr, err = t.address()
+			case raw:
+				addr, err = t.discover(ctx, "")
+			default:
+				addr, err = t.discover(ctx, args[0])
+			}
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), t.timeout)
-			defer cancel()
 			if raw {
 				return callRaw(ctx, a, addr, args[0])
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
+	"github.com/capmesh/capmesh/host"
 	"github.com/spf13/cobra"
 )
 
@@ -78,7 +79,7 @@ func init() { register(newChpFixturesCmd) }
 func newChpFixturesCmd(a *app) *cobra.Command {
 	var (
 		addr, key, keys, storeDir, hostID string
-		signed                            bool
+		signed, insecure                  bool
 	)
 	cmd := &cobra.Command{
 		Use:    "chp-fixtures",
@@ -113,6 +114,13 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return withCode(exitFailure, err)
 			}
+			if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && len(opts.SharedKeys)+len(opts.NamedKeys) == 0 {
+				if !insecure {
+					_ = ln.Close()
+					return usageErrorf("refusing to serve http on %s: %v: anyone who can reach it could invoke the fixtures; give --key/--keys, bind a loopback address, or say --insecure-listen", addr, host.ErrInsecureListen)
+				}
+				a.log.Warn("INSECURE: serving beyond loopback without credentials", "addr", addr)
+			}
 			srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(a.stdout, "chp fixture profile on http://%s\n", ln.Addr())
 			ctx := cmd.Context()
@@ -135,5 +143,6 @@ func newChpFixturesCmd(a *app) *cobra.Command {
 	f.StringVar(&storeDir, "store", "", "keep evidence durably in this directory (default: memory)")
 	f.StringVar(&hostID, "host-id", "conformance-host", "host id")
 	f.BoolVar(&signed, "signed", false, "sign exports with an ephemeral ed25519 key")
+	f.BoolVar(&insecure, "insecure-listen", false, "serve beyond loopback without keys")
 	return cmd
 }

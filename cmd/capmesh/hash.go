@@ -32,6 +32,10 @@ func newHashCmd(a *app) *cobra.Command {
 		Long: `hash computes the SHA-256 capability fingerprints that
 @khoralabs/agent-capabilities computes in TypeScript, from JSON declarations
 (the format of its test vectors; see the fingerprint package documentation).
+A link input that declares only the agent is evaluated like
+computeFullCapabilityLink: policies state their outcome ({"id":"p",
+"allow":false}; absent allow allows) and a dynamicToolkit lists the members
+its create() returns under "create".
 FILE may be - for standard input.
 
   capmesh hash object FILE       hashPlainObject of any JSON document
@@ -42,6 +46,9 @@ FILE may be - for standard input.
   capmesh hash invocation FILE   the invocation context hash (--allowlist)
   capmesh hash link A [B]        capability links of link-input documents, and what changed
   capmesh hash diff A B          what changed between two capability link documents
+  capmesh hash evaluate FILE     an agent's evaluation: enabled tools, their hashes, instructions
+  capmesh hash binding BASE V    the runtime tool binding hash of one runtimeToolAugments entry
+  capmesh hash toolrefs A B      diffToolRefs of two links (or link inputs, or toolRefs arrays)
 
 JSON cannot carry every JavaScript value; write {"$undefined":true},
 {"$function":"f"}, {"$date":"2024-01-02T03:04:05.000Z"}, {"$number":"-0"}
@@ -189,7 +196,8 @@ and {"$literal":{...}} for those.`,
 		return emit(p, h, nil)
 	})
 	inv.Flags().StringSliceVar(&f.allowlist, "allowlist", nil, "top-level context keys to keep (comma-separated)")
-	cmd.AddCommand(inv, newHashLinkCmd(a, f), newHashDiffCmd(a, f))
+	cmd.AddCommand(inv, newHashLinkCmd(a, f), newHashDiffCmd(a, f),
+		newHashEvaluateCmd(a, f), newHashBindingCmd(a, f), newHashToolRefsCmd(a, f))
 	return cmd
 }
 
@@ -201,9 +209,13 @@ func newHashLinkCmd(a *app, f *hashFlags) *cobra.Command {
 declaration or {agentId,name,staticHash} under "agent", plus the runtime
 fields enabledToolNames, nameToStaticHash or graph, toolsFallback,
 runtimeToolAugments, and optionally invocationContext and
-invocationContextAllowlist). Without enabledToolNames every tool of the
-agent's graph is enabled, as if every policy allowed. With two documents it
-shows what changed between the two links.`,
+invocationContextAllowlist). A document with an agent declaration and none
+of graph, enabledToolNames, nameToStaticHash and toolsFallback is evaluated
+like computeFullCapabilityLink: only the tools whose policies all allow
+("allow":false denies) are enabled, with the members each dynamicToolkit
+lists under "create". With a graph but no enabledToolNames every tool of the
+graph is enabled, as if every policy allowed. With two documents it shows
+what changed between the two links.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var links []*fingerprint.CapabilityLink
@@ -296,18 +308,7 @@ func printLinkDiff(a *app, f *hashFlags, x, y *fingerprint.CapabilityLink) error
 		tw.Flush()
 		if n := len(td.OnlyInFirst) + len(td.OnlyInSecond) + len(td.HashChanged); n > 0 {
 			fmt.Fprintln(a.stdout)
-			tw = tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOOL\tCHANGE\tFIRST\tSECOND")
-			for _, r := range td.OnlyInFirst {
-				fmt.Fprintf(tw, "%s\tremoved\t%s\t\n", r.ToolKey, fingerprint.FormatHashShort(r.ToolHash))
-			}
-			for _, r := range td.OnlyInSecond {
-				fmt.Fprintf(tw, "%s\tadded\t\t%s\n", r.ToolKey, fingerprint.FormatHashShort(r.ToolHash))
-			}
-			for _, r := range td.HashChanged {
-				fmt.Fprintf(tw, "%s\thash changed\t%s\t%s\n", r.ToolKey, fingerprint.FormatHashShort(r.FirstHash), fingerprint.FormatHashShort(r.SecondHash))
-			}
-			tw.Flush()
+			printToolRefsDiff(a, td)
 		}
 		fmt.Fprintf(a.stdout, "\n%s\n", why)
 	}
@@ -315,6 +316,26 @@ func printLinkDiff(a *app, f *hashFlags, x, y *fingerprint.CapabilityLink) error
 		return silentExit(1)
 	}
 	return nil
+}
+
+// printToolRefsDiff prints a diffToolRefs result as a table, in the
+// reference's order (removed, added, hash changed); nothing when empty.
+func printToolRefsDiff(a *app, td fingerprint.ToolRefsDiff) {
+	if len(td.OnlyInFirst)+len(td.OnlyInSecond)+len(td.HashChanged) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tCHANGE\tFIRST\tSECOND")
+	for _, r := range td.OnlyInFirst {
+		fmt.Fprintf(tw, "%s\tremoved\t%s\t\n", r.ToolKey, fingerprint.FormatHashShort(r.ToolHash))
+	}
+	for _, r := range td.OnlyInSecond {
+		fmt.Fprintf(tw, "%s\tadded\t\t%s\n", r.ToolKey, fingerprint.FormatHashShort(r.ToolHash))
+	}
+	for _, r := range td.HashChanged {
+		fmt.Fprintf(tw, "%s\thash changed\t%s\t%s\n", r.ToolKey, fingerprint.FormatHashShort(r.FirstHash), fingerprint.FormatHashShort(r.SecondHash))
+	}
+	tw.Flush()
 }
 
 // readDoc reads one JSON document from path ("-" is standard input) with

@@ -20,6 +20,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(accessMatrixChild()) // the access matrix's other-uid caller
+	}
 	testscript.Main(pgtest.Wrap(m), map[string]func(){
 		"capmesh": func() { os.Exit(runMain()) },
 		"kvhost":  func() { os.Exit(kv.Main()) },

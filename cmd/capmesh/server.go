@@ -6,23 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
+	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/endpoint"
 	_ "github.com/capmesh/capmesh/evidence/postgres" // postgres:// for --evidence
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
-	"github.com/capmesh/capmesh/internal/xdg"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/node"
 	"github.com/capmesh/capmesh/registry"
-	"github.com/capmesh/capmesh/registry/sqlite"
-	"github.com/capmesh/capmesh/wire"
 )
 
 // serverFlags are the options of `capmesh server`.
@@ -56,6 +52,7 @@ type serverFlags struct {
 	requireBTSP  bool
 	chpFixtures  bool
 	rateLimits   map[string]int
+	insecure     bool
 }
 
 func init() { register(newServerCmd) }
@@ -88,6 +85,15 @@ network-authority key as network_authority), the registry (registry.db) and the 
 (evidence/<name>/). --memory keeps everything in memory instead;
 --evidence postgres://… keeps the evidence in PostgreSQL, where many nodes
 and hosts may append to one database.
+
+Who may do what is the same on every listener (docs/access.md): the
+node's own user over the Unix socket may do everything; with keys
+(CHP_HOST_API_KEY, CHP_HOST_API_KEYS) callers present X-CHP-Key on HTTP or
+params._meta.chp_key on JSON-RPC; without keys, --port and --http are open
+to anyone who can reach them, which is why an address beyond loopback is
+refused without keys unless --insecure-listen is given. A routed call
+carries who the caller is to the provider, which judges it by the same
+table.
 
 It starts standalone when no FAMILY_ID or NODE_ID is set, and drains
 in-flight calls on SIGINT/SIGTERM or health.drain.`,
@@ -127,6 +133,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.StringVar(&f.evidence, "evidence", "", "keep CHP evidence in this PostgreSQL database (postgres://user@host/db), which many nodes and hosts may share; wins over --memory for the evidence")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
 	fl.StringToIntVar(&f.rateLimits, "http-rate-limit", nil, "per-client-IP limits a minute of the HTTP registry writes, as agents=N (POST/DELETE /agents), join=N (/join, /renew, /heartbeat), admin=N (/admin/*); 0 is no limit (default 30 each)")
+	fl.BoolVar(&f.insecure, "insecure-listen", false, "serve --port/--http beyond loopback without keys (CHP_HOST_API_KEY[S]); refused otherwise, since anyone who can reach the address could invoke every capability")
 	fl.BoolVar(&f.requireBTSP, "require-btsp", false, "on a family-scoped socket, refuse plaintext JSON-RPC with the BTSP-required error (TS-01)")
 	return cmd
 }
@@ -140,6 +147,9 @@ func (f *serverFlags) validate() error {
 	}
 	if err := endpoint.ValidateName(f.name); err != nil {
 		return usageErrorf("--name: %v", err)
+	}
+	if err := endpoint.CheckSocketModeEnv(f.name); err != nil && !f.noSocket {
+		return usageErrorf("%v", err) // a bad setting, not a failure to serve
 	}
 	if f.domain != "" {
 		if err := endpoint.ValidateName(f.domain); err != nil {
@@ -186,28 +196,30 @@ func (f *serverFlags) registryConfig() (registry.Config, error) {
 	return cfg, nil
 }
 
-func runServer(ctx context.Context, a *app, f *serverFlags) error {
-	if err := f.validate(); err != nil {
-		return err
-	}
+// nodeConfig maps the flags to the node's Config.
+func (f *serverFlags) nodeConfig(a *app) (node.Config, error) {
 	rcfg, err := f.registryConfig()
 	if err != nil {
-		return err
+		return node.Config{}, err
 	}
-	log := a.log
-	rcfg.Logger = log
-
-	hcfg := &host.Config{
-		Socket:       f.socket,
-		NoSocket:     f.noSocket,
-		HTTP:         f.httpAddr,
-		DataDir:      a.dataDir,
-		Ephemeral:    f.memory,
-		EvidenceURL:  f.evidence,
-		RequireBTSP:  f.requireBTSP,
-		NoAnnounce:   true, // the node is what others announce to
-		DrainTimeout: f.drainTimeout,
-		Logger:       log,
+	cfg := node.Config{
+		Name:           f.name,
+		Domain:         f.domain,
+		NoDomainLink:   f.domain == "",
+		Version:        versionString(),
+		Socket:         f.socket,
+		NoSocket:       f.noSocket,
+		HTTP:           f.httpAddr,
+		DataDir:        a.dataDir,
+		Memory:         f.memory,
+		EvidenceURL:    f.evidence,
+		RootKeyFile:    f.rootKey,
+		Registry:       rcfg,
+		RequireBTSP:    f.requireBTSP,
+		InsecureListen: f.insecure,
+		CHPFixtures:    f.chpFixtures,
+		DrainTimeout:   f.drainTimeout,
+		Logger:         a.log,
 		RPC: jsonrpc.ServerOptions{
 			MaxMessageBytes: f.maxMessage,
 			MaxConns:        f.maxConns,
@@ -221,135 +233,45 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 			HeaderTimeout:   f.headerTime,
 		},
 	}
-	if f.domain == "" {
-		hcfg.NoDomainLink = true
-	}
-	if f.chpFixtures {
-		// The fixture profile's governance: a medium risk ceiling (so the
-		// high-risk fixture is denied) and the rule-based safety evaluator.
-		hcfg.CHP.Policy = boundary.FixturePolicy()
-		hcfg.CHP.Safety = boundary.FixtureSafety()
-	}
 	if f.port != 0 {
-		hcfg.TCP = net.JoinHostPort(f.listen, fmt.Sprint(f.port))
+		cfg.TCP = net.JoinHostPort(f.listen, fmt.Sprint(f.port))
 	}
 	if f.rootKey != "" {
-		root, err := identity.Load(f.rootKey)
-		if err != nil {
-			return withCode(exitUsage, fmt.Errorf("--root-key: %w", err))
+		if _, err := os.Stat(f.rootKey); err != nil {
+			return cfg, withCode(exitUsage, fmt.Errorf("--root-key: %w", err))
 		}
-		rcfg.RootKey = root.Ed25519()
 	}
-	if !f.memory {
-		// The node signs with the user's capmesh key, the one `capmesh keys`
-		// shows, and keeps its registry in SQLite beside it.
-		keyPath, err := identity.DefaultKeyPath(a.dataDir)
-		if err != nil {
-			return withCode(exitUsage, err)
-		}
-		hcfg.KeyFile = keyPath
-		if f.rootKey == "" {
-			// The genesis root key lives beside the node key, separate from
-			// the network-authority key (RFC-001 rule 8).
-			root, created, err := identity.LoadOrCreate(filepath.Join(filepath.Dir(keyPath), "root.pem"))
-			if err != nil {
-				return fmt.Errorf("root key: %w", err)
-			}
-			if created {
-				log.Info("generated the genesis root key", "key_id", root.Public().KeyID())
-			}
-			rcfg.RootKey = root.Ed25519()
-		}
-		dir, err := xdg.StateDir(a.dataDir)
-		if err != nil {
-			return withCode(exitUsage, err)
-		}
-		store, err := sqlite.Open(filepath.Join(dir, "registry.db"))
-		if err != nil {
-			return fmt.Errorf("registry store: %w", err)
-		}
-		defer store.Close()
-		rcfg.Store = store
-	}
+	return cfg, nil
+}
 
-	node, err := registry.NewNode(rcfg)
-	if err != nil {
-		return fmt.Errorf("registry: %w", err)
+// runServer runs the node (package node) until the context ends or the
+// node is drained, and maps its errors to the exit contract.
+func runServer(ctx context.Context, a *app, f *serverFlags) error {
+	if err := f.validate(); err != nil {
+		return err
 	}
-	defer node.Close()
-	// Close the node as soon as shutdown begins, not after the drain: an
-	// open `registry watch` long-poll would otherwise hold the drain for its
-	// full timeout. Calls still in flight get a clear "node closed" error.
-	stopNode := context.AfterFunc(ctx, func() { _ = node.Close() })
-	defer stopNode()
-
-	h, err := host.New(host.Info{
-		Name:        f.name,
-		Version:     versionString(),
-		Domain:      f.domain,
-		Description: "capmesh node: registry, discovery and routing",
-	}, hcfg)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		// The evidence log is locked: another node runs on this state.
-		return withCode(exitFailure, fmt.Errorf("another capmesh server is running with this state directory: %w", err))
-	}
+	cfg, err := f.nodeConfig(a)
 	if err != nil {
+		return err
+	}
+	n, err := node.Start(ctx, cfg)
+	if err == nil {
+		err = n.Wait()
+	}
+	var ce *node.ConfigError
+	switch {
+	case err == nil:
+		return ctx.Err()
+	case errors.Is(err, node.ErrStateLocked):
+		return withCode(exitFailure, err)
+	case isAddrError(err), errors.Is(err, host.ErrInsecureListen):
+		return withCode(exitUsage, err) // a malformed --http or --listen value; an exposed listener
+	case errors.Is(err, endpoint.ErrSocketInUse) || isListenError(err):
+		return withCode(exitFailure, err) // cannot bind: a failure, not "unreachable"
+	case errors.As(err, &ce):
 		return withCode(exitUsage, err)
 	}
-	if f.chpFixtures {
-		if err := boundary.RegisterFixtures(h.Boundary()); err != nil {
-			_ = h.Close()
-			return fmt.Errorf("chp fixtures: %w", err)
-		}
-		log.Info("CHP conformance fixtures registered", "http", f.httpAddr)
-	}
-	if err := h.Mount(node.RPC()); err != nil {
-		_ = h.Close()
-		return err
-	}
-	// What the registry's methods cost and need, for planners reading the
-	// node's capabilities.list: routing is a network hop; a heartbeat or
-	// an unregistration presupposes a registration.
-	local := wire.CostEstimate{CPU: wire.CostLow, LatencyMS: 0.1}
-	for _, a := range []struct {
-		method string
-		opts   []host.CapOption
-	}{
-		{"capability.call", []host.CapOption{host.Cost(wire.CostEstimate{CPU: wire.CostLow, LatencyMS: 5})}},
-		{"ipc.register", []host.CapOption{host.Cost(wire.CostEstimate{CPU: wire.CostLow, LatencyMS: 2})}},
-		{"ipc.heartbeat", []host.CapOption{host.Cost(local), host.Requires("ipc.register")}},
-		{"ipc.unregister", []host.CapOption{host.Cost(local), host.Requires("ipc.register")}},
-		{"ipc.find_capability", []host.CapOption{host.Cost(local)}},
-		{"ipc.resolve", []host.CapOption{host.Cost(local)}},
-	} {
-		if err := h.Annotate(a.method, a.opts...); err != nil {
-			log.Debug("registry method not annotated", "method", a.method, "err", err)
-		}
-	}
-	if f.httpAddr != "" {
-		// The Genesis-Mesh Network-Authority routes; the registry's own GET
-		// /health is left to the CHP binding, which owns /health on every
-		// capmesh host.
-		rh := node.HTTPHandler()
-		for _, p := range registry.HTTPRoutes() {
-			if err := h.MountHTTP(p, rh); err != nil {
-				_ = h.Close()
-				return err
-			}
-		}
-	}
-	declareSelf(ctx, node, h, f, hcfg, log)
-	log.Info("capmesh node starting", "name", f.name, "version", versionString(), "network", f.network, "memory", f.memory)
-	if err := h.Serve(ctx); err != nil {
-		if isAddrError(err) {
-			return withCode(exitUsage, err) // a malformed --http or --listen value
-		}
-		if errors.Is(err, endpoint.ErrSocketInUse) || isListenError(err) {
-			return withCode(exitFailure, err) // cannot bind: a failure, not "unreachable"
-		}
-		return err
-	}
-	return ctx.Err()
+	return err
 }
 
 // isAddrError reports whether err is a listen address that cannot be

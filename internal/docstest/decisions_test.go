@@ -160,7 +160,6 @@ var knownUnpinned = map[string]string{
 	"A handler runs on the caller's goroutine unless it has `timeout_s`": "chp/boundary",
 	"Action-limit scope = the correlation, all capabilities.":            "chp/boundary",
 	"Key scope is checked before gate 0":                                 "chp/boundary",
-	"Mandates fail closed.":                                              "chp/boundary",
 	"Every event is `chp-event-hash-v2`":                                 "chp/boundary",
 	"Handler timeouts.":                                                  "chp/boundary",
 	"DID anchors are not verified yet":                                   "chp",

@@ -5,14 +5,18 @@
 // reachable, so a host always starts and serves standalone.
 //
 // Flow: Start → locate the node (Config.Node, else $DISCOVERY_SOCKET, else
-// capmesh.sock or songbird.sock in the biomeos socket directory) → over a
-// local Unix socket, unsigned ipc.register {name, capabilities, endpoint}
-// then ipc.heartbeat every Interval, both carrying the registration token
-// the node returned; over TCP/HTTP, a signed RFC-005 descriptor
-// (ipc.register {"descriptor": …}) refreshed at half its TTL → on any
-// failure, reconnect with backoff and register again → on Close, a local
-// registration is withdrawn (ipc.unregister with its token), so the node
-// stops listing the host at once instead of at the end of its TTL.
+// capmesh.sock or songbird.sock in the biomeos socket directory — the
+// family-scoped names only, when $FAMILY_ID is set) → over a local Unix
+// socket, unsigned ipc.register {name, capabilities, endpoint} then
+// ipc.heartbeat at a third of the TTL the node returned, both carrying the
+// registration token the node returned; a registry without ipc.heartbeat
+// (Songbird) is kept by registering again at the same pace; over TCP/HTTP,
+// a signed RFC-005 descriptor (ipc.register {"descriptor": …}) refreshed
+// at half its TTL → on any failure, reconnect with backoff and register
+// again (one WARN per outage, one INFO when registered again; the backoff
+// starts afresh after each success) → on Close, a local registration is
+// withdrawn (ipc.unregister with its token), so the node stops listing the
+// host at once instead of at the end of its TTL.
 //
 // The package depends only on jsonrpc and registry/descriptor, so the host
 // library can import it without pulling in SQLite or an HTTP server.
@@ -21,6 +25,7 @@ package announce
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
@@ -45,6 +51,10 @@ type Config struct {
 	// Endpoint is where the host serves JSON-RPC: "unix:///path" for a
 	// local registration, "tcp://host:port" for a signed one.
 	Endpoint string
+	// SignedEndpoint is the "tcp://host:port" a signed registration (to a
+	// TCP or HTTP node) announces when Endpoint is a Unix socket, which a
+	// remote node cannot reach. Default: Endpoint.
+	SignedEndpoint string
 	// Version is the host's version (informational).
 	Version string
 	// Node is the node address ("unix:///path", a bare path, "tcp://h:p"
@@ -57,8 +67,10 @@ type Config struct {
 	Network string
 	// TTL of a signed descriptor; it is refreshed at half. Default 10 min.
 	TTL time.Duration
-	// Interval between heartbeats of a local registration. Default 30 s
-	// (the node's default TTL is 90 s).
+	// Interval caps the time between heartbeats of a local registration.
+	// They come at a third of the TTL the node returns (ttl_seconds or
+	// expires_at of ipc.register), at most every Interval. Default 30 s,
+	// used alone when the node returns no TTL.
 	Interval time.Duration
 	// MaxBackoff caps the reconnect delay. Default 30 s.
 	MaxBackoff time.Duration
@@ -66,6 +78,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Dial connects to the node. Default: jsonrpc.Dial / NewHTTPClient.
 	Dial func(ctx context.Context, addr string) (jsonrpc.Caller, error)
+
+	// timeScale > 1 runs the session's clock that many times faster
+	// (tests against a registry with a fast clock; see export_test.go).
+	timeScale float64
 }
 
 // Session is a running announcement. Close stops it.
@@ -79,6 +95,11 @@ type Session struct {
 	node       string
 	changed    chan struct{}
 	token      string // registration token of the local registration
+
+	// Outage state, owned by the run goroutine.
+	down      bool      // an outage was reported (WARN) and not yet ended
+	downSince time.Time // when it began
+	ok        bool      // the current session registered at least once
 }
 
 // Start begins announcing in the background and returns at once.
@@ -158,13 +179,15 @@ func Candidates(cfg Config) []string {
 			dir = filepath.Join(os.TempDir(), "biomeos-"+strconv.Itoa(os.Getuid()))
 		}
 	}
+	// A family-scoped host registers only with its family's registry, and a
+	// standalone one only with an unscoped registry: families never mix.
+	suffix := ".sock"
+	if fam := os.Getenv("FAMILY_ID"); fam != "" && fam != "default" {
+		suffix = "-" + fam + ".sock"
+	}
 	var out []string
 	for _, name := range []string{"capmesh", "songbird"} {
-		p := filepath.Join(dir, name+".sock")
-		if fam := os.Getenv("FAMILY_ID"); fam != "" && fam != "default" {
-			out = append(out, filepath.Join(dir, name+"-"+fam+".sock"))
-		}
-		out = append(out, p)
+		out = append(out, filepath.Join(dir, name+suffix))
 	}
 	return out
 }
@@ -173,44 +196,40 @@ func isLocal(addr string) bool {
 	return strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, "unix://")
 }
 
+// dial reaches the node through the one dialer (endpoint), which also
+// speaks BTSP to a node of this host's family.
 func dial(ctx context.Context, addr string) (jsonrpc.Caller, error) {
-	switch {
-	case strings.HasPrefix(addr, "/"):
-		return jsonrpc.Dial(ctx, "unix", addr, nil)
-	case strings.HasPrefix(addr, "unix://"):
-		return jsonrpc.Dial(ctx, "unix", strings.TrimPrefix(addr, "unix://"), nil)
-	case strings.HasPrefix(addr, "tcp://"):
-		return jsonrpc.Dial(ctx, "tcp", strings.TrimPrefix(addr, "tcp://"), nil)
-	case strings.HasPrefix(addr, "http://"), strings.HasPrefix(addr, "https://"):
-		return jsonrpc.NewHTTPClient(addr, nil), nil
-	default:
-		if _, _, err := net.SplitHostPort(addr); err == nil {
-			return jsonrpc.Dial(ctx, "tcp", addr, nil)
-		}
+	a, err := endpoint.Parse(addr)
+	if err != nil {
 		return nil, fmt.Errorf("announce: node address %q: want a socket path, unix://, tcp://, host:port or http://", addr)
 	}
+	return endpoint.DialAddress(ctx, a, nil)
 }
+
+// initialBackoff is the first reconnect delay of an outage.
+const initialBackoff = 500 * time.Millisecond
 
 func (s *Session) run(ctx context.Context) {
 	defer close(s.done)
-	backoff := 500 * time.Millisecond
-	warned := false
+	backoff := initialBackoff
 	for ctx.Err() == nil {
+		s.ok = false
 		err := s.session(ctx)
 		s.set(false, "")
 		if ctx.Err() != nil {
 			return
 		}
-		if !warned {
+		if s.ok {
+			backoff = initialBackoff // a new outage starts afresh
+		}
+		if !s.down {
+			s.down, s.downSince = true, time.Now()
 			s.cfg.Logger.Warn("announce: not registered with a node; serving standalone and retrying quietly", "name", s.cfg.Name, "err", err)
-			warned = true
 		} else {
 			s.cfg.Logger.Debug("announce: retry failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
+		if !s.sleep(ctx, backoff) {
 			return
-		case <-time.After(backoff):
 		}
 		if backoff *= 2; backoff > s.cfg.MaxBackoff {
 			backoff = s.cfg.MaxBackoff
@@ -218,8 +237,42 @@ func (s *Session) run(ctx context.Context) {
 	}
 }
 
+// sleep waits d (on the session's clock) or until ctx ends; it reports
+// whether ctx is still live.
+func (s *Session) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(s.real(d))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// real converts a duration on the session's clock to wall time.
+func (s *Session) real(d time.Duration) time.Duration {
+	if s.cfg.timeScale > 1 {
+		return time.Duration(float64(d) / s.cfg.timeScale)
+	}
+	return d
+}
+
+// markRegistered records a successful registration: an INFO, which says how
+// long the outage lasted when one was reported, and the end of the outage.
+func (s *Session) markRegistered(addr string) {
+	s.ok = true
+	if s.down {
+		s.cfg.Logger.Info("announce: registered again", "name", s.cfg.Name, "node", addr, "outage", time.Since(s.downSince).Round(time.Millisecond))
+		s.down = false
+	} else {
+		s.cfg.Logger.Info("announce: registered", "name", s.cfg.Name, "node", addr, "capabilities", s.cfg.Capabilities)
+	}
+	s.set(true, addr)
+}
+
 // session connects, registers and keeps the registration alive until an
-// error; it resets the warning state once registered.
+// error.
 func (s *Session) session(ctx context.Context) error {
 	var lastErr error
 	for _, addr := range Candidates(s.cfg) {
@@ -240,7 +293,9 @@ func (s *Session) session(ctx context.Context) error {
 	return lastErr
 }
 
-func (s *Session) register(ctx context.Context, c jsonrpc.Caller, addr string) error {
+// register sends ipc.register and returns the TTL the node granted (0 when
+// it said nothing about one).
+func (s *Session) register(ctx context.Context, c jsonrpc.Caller, addr string) (time.Duration, error) {
 	var params map[string]any
 	if isLocal(addr) {
 		params = map[string]any{"primal_id": s.cfg.Name, "name": s.cfg.Name, "capabilities": s.cfg.Capabilities, "endpoint": s.cfg.Endpoint, "version": s.cfg.Version}
@@ -249,15 +304,15 @@ func (s *Session) register(ctx context.Context, c jsonrpc.Caller, addr string) e
 		}
 	} else {
 		if s.cfg.Key == nil {
-			return fmt.Errorf("announce: node %s is not local and no signing key is configured", addr)
+			return 0, fmt.Errorf("announce: node %s is not local and no signing key is configured", addr)
 		}
-		ep, err := tcpEndpoint(s.cfg.Endpoint)
+		ep, err := tcpEndpoint(nonEmpty(s.cfg.SignedEndpoint, s.cfg.Endpoint))
 		if err != nil {
-			return err
+			return 0, err
 		}
 		d := descriptor.New(s.cfg.Name, s.cfg.Network, s.cfg.Key.Public().(ed25519.PublicKey), s.cfg.Capabilities, ep, time.Now(), s.cfg.TTL)
 		if err := d.Sign(s.cfg.Key); err != nil {
-			return err
+			return 0, err
 		}
 		raw, _ := d.MarshalJSON()
 		params = map[string]any{"descriptor": jsonRaw(raw)}
@@ -265,54 +320,108 @@ func (s *Session) register(ctx context.Context, c jsonrpc.Caller, addr string) e
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var res struct {
-		Token string `json:"registration_token"`
+		Token     string    `json:"registration_token"`
+		TTL       *float64  `json:"ttl_seconds"`
+		ExpiresAt time.Time `json:"expires_at"`
 	}
-	if err := c.Call(cctx, "ipc.register", params, &res); err != nil {
-		return err
+	var raw json.RawMessage
+	if err := c.Call(cctx, "ipc.register", params, &raw); err != nil {
+		return 0, err
 	}
+	_ = json.Unmarshal(raw, &res) // a registry may answer true, or anything
 	if isLocal(addr) {
 		s.setToken(res.Token)
 	}
-	return nil
+	switch {
+	case res.TTL != nil && *res.TTL > 0:
+		return time.Duration(*res.TTL * float64(time.Second)), nil
+	case !res.ExpiresAt.IsZero():
+		// Without a ttl_seconds the expiry is read against our own clock;
+		// a skewed registry clock only makes the interval fall back.
+		if d := time.Until(res.ExpiresAt); d > 0 && s.cfg.timeScale <= 1 {
+			return d, nil
+		}
+	}
+	return 0, nil
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// minInterval bounds the keep-alive pace from below, whatever TTL a
+// registry returns.
+const minInterval = 50 * time.Millisecond
+
+// keepAliveInterval is a third of the granted TTL (so that two keep-alives
+// may fail before the registration lapses), capped by Config.Interval.
+func (s *Session) keepAliveInterval(ttl time.Duration) time.Duration {
+	iv := s.cfg.Interval
+	if ttl > 0 && ttl/3 < iv {
+		iv = ttl / 3
+	}
+	return max(iv, minInterval)
+}
+
+// heartbeatUnsupported reports whether err says the registry has no
+// ipc.heartbeat: -32601, or -32603 "Unknown method" as Songbird answers.
+func heartbeatUnsupported(err error) bool {
+	code, ok := jsonrpc.ErrorCode(err)
+	if !ok {
+		return false
+	}
+	if code == jsonrpc.MethodNotFound {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return code == jsonrpc.InternalError && (strings.Contains(msg, "unknown method") || strings.Contains(msg, "method not found"))
 }
 
 func (s *Session) serveNode(ctx context.Context, c jsonrpc.Caller, addr string) error {
-	if err := s.register(ctx, c, addr); err != nil {
+	ttl, err := s.register(ctx, c, addr)
+	if err != nil {
 		return fmt.Errorf("register at %s: %w", addr, err)
 	}
-	s.cfg.Logger.Info("announce: registered", "name", s.cfg.Name, "node", addr, "capabilities", s.cfg.Capabilities)
-	s.set(true, addr)
-	interval := s.cfg.Interval
-	if !isLocal(addr) {
-		interval = s.cfg.TTL / 2
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	s.markRegistered(addr)
+	local := isLocal(addr)
+	heartbeat := local // until the registry says it has none
 	for {
-		select {
-		case <-ctx.Done():
-			if isLocal(addr) {
+		interval := s.keepAliveInterval(ttl)
+		if !local {
+			interval = s.cfg.TTL / 2
+		}
+		if !s.sleep(ctx, interval) {
+			if local {
 				s.unregister(c, addr)
 			}
 			return ctx.Err()
-		case <-t.C:
 		}
 		var err error
-		if isLocal(addr) {
+		if heartbeat {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err = c.Call(cctx, "ipc.heartbeat", s.nameParams(), nil)
 			cancel()
-			if code, ok := jsonrpc.ErrorCode(err); ok && (code == -32004 || code == -32003) {
+			switch code, _ := jsonrpc.ErrorCode(err); {
+			case heartbeatUnsupported(err):
+				// A registry without heartbeats (Songbird): keep the
+				// registration by registering again, now and at every tick.
+				s.cfg.Logger.Info("announce: the registry has no ipc.heartbeat; renewing by registering again", "node", addr, "err", err)
+				heartbeat = false
+				ttl, err = s.register(ctx, c, addr)
+			case code == -32004 || code == -32003:
 				// The node forgot us (restart without state, or expiry), or
 				// the name is no longer ours: register afresh. The node
 				// refuses (name_in_use) if another live host holds it.
 				s.setToken("")
-				err = s.register(ctx, c, addr)
+				ttl, err = s.register(ctx, c, addr)
 			}
 		} else {
-			err = s.register(ctx, c, addr)
+			ttl, err = s.register(ctx, c, addr)
 		}
-		if err != nil && ctx.Err() != nil && isLocal(addr) {
+		if err != nil && ctx.Err() != nil && local {
 			s.unregister(c, addr) // stopped during the keep-alive call
 			return ctx.Err()
 		}
@@ -375,7 +484,7 @@ func tcpEndpoint(ep string) (descriptor.Endpoint, error) {
 	rest = strings.TrimSuffix(rest, "/")
 	host, port, err := net.SplitHostPort(rest)
 	if err != nil {
-		return descriptor.Endpoint{}, fmt.Errorf("announce: endpoint %q must be tcp://host:port for a signed registration", ep)
+		return descriptor.Endpoint{}, fmt.Errorf("announce: endpoint %q must be tcp://host:port for a signed registration (a remote node cannot reach a Unix socket): serve on TCP as well", ep)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {

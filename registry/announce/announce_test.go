@@ -177,3 +177,57 @@ func TestAnnounceCloseUnregistersAfterNodeRestart(t *testing.T) {
 		t.Fatalf("still listed by the restarted node after Close: %v", got)
 	}
 }
+
+// TestCandidatesFamilyIsolation: a family-scoped host looks only for its
+// family's registry (capmesh-fam2.sock, songbird-fam2.sock), never the
+// unscoped capmesh.sock, and a standalone host never for a family's.
+func TestCandidatesFamilyIsolation(t *testing.T) {
+	t.Setenv("DISCOVERY_SOCKET", "")
+	t.Setenv("BIOMEOS_SOCKET_DIR", "/run/b")
+	t.Setenv("FAMILY_ID", "fam2")
+	got := announce.Candidates(announce.Config{})
+	if len(got) != 2 || got[0] != "/run/b/capmesh-fam2.sock" || got[1] != "/run/b/songbird-fam2.sock" {
+		t.Fatalf("Candidates = %v", got)
+	}
+}
+
+// TestAnnounceFamiliesDoNotMix: two families on one machine, each with its
+// own node, plus an unscoped node: a fam2 host registers only with the fam2
+// node; with no fam2 node it registers nowhere (not with the unscoped one).
+func TestAnnounceFamiliesDoNotMix(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "cmfam")
+	defer os.RemoveAll(dir)
+	t.Setenv("DISCOVERY_SOCKET", "")
+	t.Setenv("BIOMEOS_SOCKET_DIR", dir)
+	hostSock := filepath.Join(dir, "kvhost-fam2.sock")
+	serveAt(t, jsonrpc.Map{"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]string{"primal": "kvhost"}, nil
+	})}, hostSock)
+	nodes := map[string]*registry.Node{}
+	for _, name := range []string{"capmesh", "capmesh-fam1"} {
+		n, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour})
+		defer n.Close()
+		serveAt(t, n.RPC(), filepath.Join(dir, name+".sock"))
+		nodes[name] = n
+	}
+	t.Setenv("FAMILY_ID", "fam2")
+	s := announce.Start(context.Background(), announce.Config{Name: "kvhost", Capabilities: []string{"kv"}, Endpoint: "unix://" + hostSock,
+		MaxBackoff: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
+	defer s.Close()
+	// Several retry rounds without a fam2 node.
+	time.Sleep(500 * time.Millisecond)
+	for name, n := range nodes {
+		if got := n.Find("kv", registry.FindOptions{}); len(got) != 0 {
+			t.Fatalf("a fam2 host registered with %s: %v", name, got)
+		}
+	}
+	fam2, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour})
+	defer fam2.Close()
+	serveAt(t, fam2.RPC(), filepath.Join(dir, "capmesh-fam2.sock"))
+	waitFor(t, "registration with the fam2 node", func() bool { return len(fam2.Find("kv", registry.FindOptions{})) == 1 })
+	for name, n := range nodes {
+		if got := n.Find("kv", registry.FindOptions{}); len(got) != 0 {
+			t.Fatalf("a fam2 host registered with %s: %v", name, got)
+		}
+	}
+}

@@ -44,7 +44,6 @@ func Main() int {
 
 type usageError struct{ error }
 
-
 // Run parses args, builds the host and serves until ctx ends or the host is
 // drained.
 func Run(ctx context.Context, args []string, stderr io.Writer) error {
@@ -98,28 +97,23 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	if err := Register(h, NewStore(), signerAt(*signer, *node)); err != nil {
+	if err := Register(h, NewStore(), signerAt(h, *signer)); err != nil {
 		_ = h.Close()
 		return err
 	}
 	return h.Serve(ctx)
 }
 
-// signerAt returns how kv.seal reaches crypto.sign_ed25519: the given
-// address, else the node (given, or capmesh.sock in the biomeos directory).
-func signerAt(addr, node string) Signer {
+// signerAt returns how kv.seal reaches crypto.sign_ed25519: the -signer
+// address, else the host's provider discovery (host.Provider: the -node,
+// else $CRYPTO_SOCKET, the crypto domain symlink, the socket directory, the
+// registry — a capmesh node routes the call —, $CRYPTO_TCP), so that
+// sealing works with no node running.
+func signerAt(h *host.Host, addr string) Signer {
 	return func(ctx context.Context) (jsonrpc.Caller, error) {
-		a := addr
-		if a == "" {
-			a = node
+		if addr != "" {
+			return endpoint.Dial(ctx, addr)
 		}
-		if a == "" {
-			p, err := endpoint.SocketPath("capmesh")
-			if err != nil {
-				return nil, err
-			}
-			a = "unix://" + p
-		}
-		return endpoint.Dial(ctx, a)
+		return h.Provider(ctx, "crypto.sign_ed25519")
 	}
 }

@@ -1,13 +1,10 @@
-package main
+package node
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 
 	"github.com/capmesh/capmesh/endpoint"
-	"github.com/capmesh/capmesh/host"
-	"github.com/capmesh/capmesh/registry"
 )
 
 // declareSelf tells the registry at which endpoints the node itself
@@ -15,45 +12,45 @@ import (
 // (a routing loop): the configured ones at once, before anything is
 // served, and the bound ones (a symlink to the socket is recognised by the
 // socket file, which exists only then) once the host is ready.
-func declareSelf(ctx context.Context, node *registry.Node, h *host.Host, f *serverFlags, hcfg *host.Config, log *slog.Logger) {
+func declareSelf(ctx context.Context, n *Node) {
 	add := func(eps ...string) {
-		if err := node.AddSelfEndpoints(eps...); err != nil {
-			log.Warn("registry: cannot declare the node's own endpoints", "err", err)
+		if err := n.reg.AddSelfEndpoints(eps...); err != nil {
+			n.log.Warn("registry: cannot declare the node's own endpoints", "err", err)
 		}
 	}
 	var eps []string
-	if !hcfg.NoSocket {
-		sock := hcfg.Socket
+	if !n.cfg.NoSocket {
+		sock := n.cfg.Socket
 		if sock == "" {
 			if dir, _, err := endpoint.SocketDir(); err == nil {
-				sock = filepath.Join(dir, endpoint.SocketName(f.name))
+				sock = filepath.Join(dir, endpoint.SocketName(n.cfg.Name))
 			}
 		}
 		if sock != "" {
 			eps = append(eps, "unix://"+sock)
 		}
 	}
-	if hcfg.TCP != "" {
-		eps = append(eps, "tcp://"+hcfg.TCP)
+	if n.cfg.TCP != "" {
+		eps = append(eps, "tcp://"+n.cfg.TCP)
 	}
-	if hcfg.HTTP != "" {
-		eps = append(eps, "http://"+hcfg.HTTP+"/jsonrpc")
+	if n.cfg.HTTP != "" {
+		eps = append(eps, "http://"+n.cfg.HTTP+"/jsonrpc")
 	}
 	add(eps...)
 	go func() {
 		select {
-		case <-h.Ready():
+		case <-n.host.Ready():
 		case <-ctx.Done():
 			return
 		}
 		eps = eps[:0]
-		if p := h.Addr("unix"); p != "" {
+		if p := n.host.Addr("unix"); p != "" {
 			eps = append(eps, "unix://"+p)
 		}
-		if a := h.Addr("tcp"); a != "" {
+		if a := n.host.Addr("tcp"); a != "" {
 			eps = append(eps, "tcp://"+a)
 		}
-		if a := h.Addr("http"); a != "" {
+		if a := n.host.Addr("http"); a != "" {
 			eps = append(eps, "http://"+a+"/jsonrpc")
 		}
 		add(eps...)

@@ -1,0 +1,35 @@
+package chphttp
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/capmesh/capmesh/chp/boundary"
+)
+
+// getRevocations serves GET /revocations: the revocation set the host holds,
+// {keys, mandates} (chp-http-binding.md §4, chp-v0.2.md §10).
+func (h *binding) getRevocations(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, h.b.Revocations())
+}
+
+// postRevocation serves POST /revocations: a mandate-revocation statement,
+// verified before it is kept (400 invalid_revocation otherwise — an
+// unverifiable statement is never stored).
+func (h *binding) postRevocation(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r)
+	if !ok {
+		return
+	}
+	a, err := h.b.AcceptRevocation(body)
+	switch {
+	case errors.Is(err, boundary.ErrBadRevocation):
+		httpError(w, http.StatusBadRequest, "invalid_revocation", err.Error())
+	case errors.Is(err, boundary.ErrTooManyRevocations):
+		httpError(w, http.StatusInsufficientStorage, "revocations_full", err.Error())
+	case err != nil:
+		httpError(w, http.StatusInternalServerError, "revocation_unavailable", err.Error())
+	default:
+		writeJSON(w, http.StatusOK, a)
+	}
+}

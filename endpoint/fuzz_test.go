@@ -1,0 +1,34 @@
+package endpoint
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// FuzzEndpointOf: a provider record from any registry is read without a
+// panic, and a tagged Unix endpoint always becomes a usable unix:// address.
+func FuzzEndpointOf(f *testing.F) {
+	for _, s := range []string{
+		`{"endpoint":"/run/x.sock"}`,
+		`{"endpoint":{"transport":"uds","path":"/run/x.sock"}}`,
+		`{"endpoint":{"transport":"tcp","host":"::1","port":7700}}`,
+		`{"endpoint":{"UnixSocket":{"path":"/p"}}}`,
+		`{"endpoint":{"unix":"/p"}}`,
+		`{"endpoint":"/primal/x","socket_path":"/run/b.sock"}`,
+		`{"native_endpoint":"unix:///n.sock"}`,
+		`{"endpoint":{"type":1}}`,
+		`[]`, `null`, `{"endpoint":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := EndpointOf(json.RawMessage(b))
+		if got != EndpointOf(json.RawMessage(b)) {
+			t.Fatal("not deterministic")
+		}
+		if p, ok := strings.CutPrefix(got, "unix://"); ok && p == "" {
+			t.Fatalf("empty unix path from %q", b)
+		}
+	})
+}
