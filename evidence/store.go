@@ -17,8 +17,9 @@
 //
 // There is no update or delete in the API: evidence is append-only.
 // Implementations: NewMemory (tests, ephemeral hosts), evidence/logstore
-// (the durable embedded default) and evidence/sqlite; the durable ones also
-// keep recorded results (ResultStore). evidence/storetest holds the
+// (the durable embedded default), evidence/sqlite and evidence/postgres
+// (one database many hosts share; OpenURL opens it by URL); the durable
+// ones also keep recorded results (ResultStore). evidence/storetest holds the
 // conformance suite every implementation runs.
 package evidence
 

@@ -79,4 +79,6 @@
 // <state>/evidence/<name>/; <state> is $XDG_STATE_HOME/capmesh or
 // Config.DataDir. Config.Ephemeral keeps both in memory; Config.Key and
 // Config.Evidence inject them (the capmesh node injects its own).
+// Config.EvidenceURL opens a shared database instead of the log
+// (postgres://…, once the program imports evidence/postgres).
 package host

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -85,6 +86,12 @@ type Config struct {
 	// store it is given. Default: the durable embedded log in
 	// <DataDir>/evidence/<name>, or memory when Ephemeral.
 	Evidence evidence.Store
+	// EvidenceURL, when set, names a database the host opens (and
+	// closes) as its evidence store instead, through evidence.OpenURL:
+	// postgres://… once the program imports evidence/postgres, a store
+	// many hosts may share. It takes precedence over Ephemeral's memory
+	// store and cannot be combined with Evidence.
+	EvidenceURL string
 	// CHP configures the boundary beyond what the host sets itself
 	// (HostID, HostVersion, Store, Key, Logger are filled in when empty;
 	// RevocationsFile and MandateUsesFile too, in <DataDir>/mandates unless
@@ -314,12 +321,24 @@ func (h *Host) openAccess() error {
 // Access returns the host's access policy.
 func (h *Host) Access() *access.Policy { return h.acc }
 
-// openEvidence picks the evidence store: the one given, memory when
-// ephemeral, else the durable log in the state directory.
+// openEvidence picks the evidence store: the one given, the database
+// EvidenceURL names, memory when ephemeral, else the durable log in the
+// state directory.
 func (h *Host) openEvidence() error {
 	switch {
+	case h.cfg.Evidence != nil && h.cfg.EvidenceURL != "":
+		return errors.New("host: Config.Evidence and Config.EvidenceURL are both set; give one")
 	case h.cfg.Evidence != nil:
 		h.store = h.cfg.Evidence
+	case h.cfg.EvidenceURL != "":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := evidence.OpenURL(ctx, h.cfg.EvidenceURL, h.log)
+		if err != nil {
+			return fmt.Errorf("host: Config.EvidenceURL: %w", err)
+		}
+		h.store = s
+		h.closers = append(h.closers, s)
 	case h.cfg.Ephemeral:
 		h.store = evidence.NewMemory()
 	default:

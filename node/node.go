@@ -69,6 +69,11 @@ type Config struct {
 	// memory instead.
 	DataDir string
 	Memory  bool
+	// EvidenceURL keeps the CHP evidence in the database it names instead
+	// (host.Config.EvidenceURL: postgres://…, which many nodes and hosts
+	// may share), Memory or not; the program imports the engine
+	// (evidence/postgres).
+	EvidenceURL string
 	// RootKeyFile is the genesis root key's file; default keys/root.pem
 	// beside the node key, created on first start.
 	RootKeyFile string
@@ -301,6 +306,7 @@ func (n *Node) hostConfig() (*host.Config, error) {
 		HTTP:           c.HTTP,
 		DataDir:        c.DataDir,
 		Ephemeral:      c.Memory,
+		EvidenceURL:    c.EvidenceURL,
 		RequireBTSP:    c.RequireBTSP,
 		InsecureListen: c.InsecureListen,
 		NoAnnounce:     true, // the node is what others announce to

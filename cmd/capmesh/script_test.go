@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/capmesh/capmesh/evidence/postgres/pgtest"
 	"github.com/capmesh/capmesh/examples/kvhost/kv"
 )
 
@@ -20,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(accessMatrixChild()) // the access matrix's other-uid caller
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(pgtest.Wrap(m), map[string]func(){
 		"capmesh": func() { os.Exit(runMain()) },
 		"kvhost":  func() { os.Exit(kv.Main()) },
 	})
@@ -56,8 +59,33 @@ func TestScripts(t *testing.T) {
 
 			"evidencelog": cmdEvidenceLog, // evidence_check_test.go
 			"jsonflip":    cmdJSONFlip,    // evidence_witness_test.go
+
+			"pgurl": cmdPgurl,
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "postgres" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			err := pgtest.Available()
+			if err != nil && os.Getenv(pgtest.EnvRequire) == "1" {
+				return false, fmt.Errorf("PostgreSQL required (%s=1): %w", pgtest.EnvRequire, err)
+			}
+			return err == nil, nil
 		},
 	})
+}
+
+// cmdPgurl runs `pgurl NAME`: NAME is set to the URL of a fresh schema on
+// the test PostgreSQL server (guard the script with [postgres]).
+func cmdPgurl(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: pgurl NAME")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url, err := pgtest.SchemaDSN(ctx, ts.Getenv("WORK"))
+	ts.Check(err)
+	ts.Setenv(args[0], url)
 }
 
 // cmdExitcode runs `exitcode N prog args...` and fails unless prog exits with

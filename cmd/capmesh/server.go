@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/endpoint"
+	_ "github.com/capmesh/capmesh/evidence/postgres" // postgres:// for --evidence
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -47,6 +48,7 @@ type serverFlags struct {
 	rootKey      string
 	localTTL     time.Duration
 	memory       bool
+	evidence     string
 	requireBTSP  bool
 	chpFixtures  bool
 	chpGateway   []string
@@ -81,7 +83,9 @@ $XDG_STATE_HOME/capmesh): the node key (keys/identity.pem, the one
 'capmesh keys' manages), the genesis root key (keys/root.pem, or
 --root-key; GET /genesis publishes it as root_public_key and the registry's
 network-authority key as network_authority), the registry (registry.db) and the evidence log
-(evidence/<name>/). --memory keeps everything in memory instead.
+(evidence/<name>/). --memory keeps everything in memory instead;
+--evidence postgres://… keeps the evidence in PostgreSQL, where many nodes
+and hosts may append to one database.
 
 Who may do what is the same on every listener (docs/access.md): the
 node's own user over the Unix socket may do everything; with keys
@@ -127,6 +131,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.StringVar(&f.rootKey, "root-key", "", "key file of the root key that signs the genesis block (default: keys/root.pem beside the node key, created on first start; never the network-authority key)")
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
+	fl.StringVar(&f.evidence, "evidence", "", "keep CHP evidence in this PostgreSQL database (postgres://user@host/db), which many nodes and hosts may share; wins over --memory for the evidence")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
 	fl.StringSliceVar(&f.chpGateway, "chp-gateway", nil, "serve the CHP HTTP routes (--http) as a routing gateway in front of these member CHP hosts (URL[,URL…]); start the members first")
 	fl.StringToIntVar(&f.rateLimits, "http-rate-limit", nil, "per-client-IP limits a minute of the HTTP registry writes, as agents=N (POST/DELETE /agents), join=N (/join, /renew, /heartbeat), admin=N (/admin/*); 0 is no limit (default 30 each)")
@@ -209,6 +214,7 @@ func (f *serverFlags) nodeConfig(a *app) (node.Config, error) {
 		HTTP:           f.httpAddr,
 		DataDir:        a.dataDir,
 		Memory:         f.memory,
+		EvidenceURL:    f.evidence,
 		RootKeyFile:    f.rootKey,
 		Registry:       rcfg,
 		RequireBTSP:    f.requireBTSP,

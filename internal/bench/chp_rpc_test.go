@@ -48,7 +48,7 @@ var chpRequest = []byte(`{"jsonrpc":"2.0","method":"kv.get","params":{"key":"k1"
 func echoPayload(_ context.Context, p json.RawMessage) (json.RawMessage, error) { return p, nil }
 
 // chpStores are the evidence engines under test; "" is the bare floor.
-var chpStores = []string{"bare", "memory", "logstore", "sqlite"}
+var chpStores = []string{"bare", "memory", "logstore", "sqlite", "postgres"}
 
 // openStore opens a fresh store of kind in a temporary directory.
 func openStore(b *testing.B, kind string) evidence.Store {
@@ -61,6 +61,8 @@ func openStore(b *testing.B, kind string) evidence.Store {
 		s, err = logstore.Open(filepath.Join(b.TempDir(), "ev"), nil)
 	case "sqlite":
 		s, err = sqlite.Open(filepath.Join(b.TempDir(), "ev"), nil)
+	case "postgres":
+		s = openPostgres(b)
 	default:
 		b.Fatalf("unknown store %q", kind)
 	}
@@ -74,7 +76,12 @@ func openStore(b *testing.B, kind string) evidence.Store {
 // governed returns a boundary over a fresh store of kind with the echo
 // capability kv.get registered, as a host registers one.
 func governed(b *testing.B, kind string) *boundary.Boundary {
-	bd, err := boundary.New(boundary.Config{HostID: "bench-host", Store: openStore(b, kind)})
+	return governedOn(b, openStore(b, kind))
+}
+
+// governedOn is governed over store s.
+func governedOn(b *testing.B, s evidence.Store) *boundary.Boundary {
+	bd, err := boundary.New(boundary.Config{HostID: "bench-host", Store: s})
 	if err != nil {
 		b.Fatal(err)
 	}

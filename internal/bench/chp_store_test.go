@@ -11,6 +11,8 @@ import (
 
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
+	"github.com/capmesh/capmesh/evidence/postgres"
+	"github.com/capmesh/capmesh/evidence/postgres/pgtest"
 	"github.com/capmesh/capmesh/evidence/sqlite"
 	"github.com/capmesh/capmesh/evidence/storetest"
 )
@@ -34,6 +36,14 @@ var durableEngines = []struct {
 	}},
 	{"sqlite", func(dir string, nosync bool) (evidence.Store, error) {
 		return sqlite.Open(dir, &sqlite.Options{NoSync: nosync})
+	}},
+	{"postgres", func(dir string, nosync bool) (evidence.Store, error) {
+		// The directory names a schema of the test server (pgtest).
+		dsn, err := pgtest.SchemaDSN(context.Background(), dir)
+		if err != nil {
+			return nil, err
+		}
+		return postgres.Open(context.Background(), dsn, &postgres.Options{NoSync: nosync})
 	}},
 }
 

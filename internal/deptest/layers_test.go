@@ -52,6 +52,7 @@ var layers = map[string]layer{
 	"evidence/logstore":                 mechanism,
 	"evidence/sqlite":                   mechanism,
 	"evidence/postgres":                 mechanism,
+	"evidence/postgres/pgtest":          mechanism,
 	"evidence/storetest":                mechanism,
 	"evidence/internal/groupcommit":     mechanism,
 	"registry/descriptor":               mechanism,
