@@ -315,11 +315,22 @@ func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since 
 		var cur struct {
 			Revision uint64 `json:"revision"`
 		}
-		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := w.c.Call(cctx, "ipc.list", map[string]any{}, &cur)
-		cancel()
-		if err != nil {
-			return registryErr(addr, "ipc.list", err)
+		for {
+			cctx, cancel := context.WithTimeout(ctx, t.timeout)
+			err := w.c.Call(cctx, "ipc.list", map[string]any{}, &cur)
+			cancel()
+			if err == nil {
+				break
+			}
+			// A node lost (or draining) right after the connection is
+			// waited for like one lost later; any other error ends here.
+			var je *jsonrpc.Error
+			if errors.As(err, &je) && je.Code != jsonrpc.ServiceDraining {
+				return registryErr(addr, "ipc.list", err)
+			}
+			if err := w.reconnect(ctx, err); err != nil {
+				return err
+			}
 		}
 		w.cursor = cur.Revision
 	} else {
