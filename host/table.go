@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/capmesh/capmesh/access"
+	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
 )
@@ -37,6 +38,12 @@ func (h *Host) Assign(ctx context.Context, name string) jsonrpc.Handler {
 	}
 	if hd, ok := t.handlers[name]; ok {
 		return hd
+	}
+	if h.b.Has(name) {
+		// A governed capability registered on the boundary itself (the CHP
+		// fixtures, a wrapped server's tools) is callable by name, as a
+		// direct call, before any mount (the node's router) could claim it.
+		return h.gate(access.OpInvoke, h.guard(chprpc.DirectHandler(h.b)))
 	}
 	for _, m := range t.mounts {
 		if hd := m.Assign(ctx, name); hd != nil {

@@ -426,6 +426,13 @@ func (b *Boundary) HostVersion() string { return b.cfg.HostVersion }
 // own failures there too.
 func (b *Boundary) Logger() *slog.Logger { return b.log }
 
+// Has reports whether a capability with this id is registered (at any
+// version).
+func (b *Boundary) Has(id string) bool {
+	_, ok := (*b.caps.Load())[id]
+	return ok
+}
+
 // Describe returns the host descriptor (chp-v0.1.md §4).
 func (b *Boundary) Describe() *chp.HostDescriptor {
 	return &chp.HostDescriptor{

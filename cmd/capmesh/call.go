@@ -113,7 +113,8 @@ func init() { register(newCallCmd) }
 
 func newCallCmd(a *app) *cobra.Command {
 	t := &targetFlags{}
-	var raw bool
+	var raw, chpHTTP bool
+	var key string
 	cmd := &cobra.Command{
 		Use:   "call [--socket PATH | --tcp HOST:PORT | --http URL | --name PRIMAL] METHOD [PARAMS-JSON]",
 		Short: "Call a JSON-RPC method on any host and print the result",
@@ -181,11 +182,23 @@ array to the capability as {"args": [...]}, so a schema error then names
 				}
 				params = p
 			}
+			k := callKey(key)
+			if chpHTTP {
+				if addr.Scheme != "http" && addr.Scheme != "https" {
+					return usageErrorf("--chp calls a host's CHP HTTP binding: give --http URL")
+				}
+				return callCHP(ctx, a, addr, args[0], params, k)
+			}
+			if params, err = withKey(params, k); err != nil {
+				return err
+			}
 			return callOnce(ctx, a, addr, args[0], params)
 		},
 	}
 	t.add(cmd)
 	cmd.Flags().BoolVar(&raw, "raw", false, "send the argument as one raw line and print the reply lines as received")
+	cmd.Flags().StringVar(&key, "key", "", "the host's key (default $CHP_HOST_API_KEY): sent as params._meta.chp_key, or X-CHP-Key with --chp")
+	cmd.Flags().BoolVar(&chpHTTP, "chp", false, "invoke METHOD through the host's CHP HTTP binding (POST /invoke with an envelope), as the reference CHP hosts are called; needs --http")
 	return cmd
 }
 
