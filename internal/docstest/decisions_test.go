@@ -163,7 +163,6 @@ var knownUnpinned = map[string]string{
 	"Every event is `chp-event-hash-v2`":                                 "chp/boundary",
 	"Handler timeouts.":                                                  "chp/boundary",
 	"DID anchors are not verified yet":                                   "chp",
-	"External judge":                                                     "chp (upstream runner)",
 	"Schemes.":                                                           "registry",
 	"HTTP bodies":                                                        "registry",
 	"Watch history.":                                                     "registry",
