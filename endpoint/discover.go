@@ -33,6 +33,10 @@ type Query struct {
 	// that a running node stays the default route (capmesh call); the
 	// filesystem steps then serve when no registry runs.
 	RouterFirst bool
+	// NoRegistry skips the registry step and NoTCP the TCP fallback: a
+	// node routing a call it has no registered provider for searches only
+	// the environment and its own socket directory (it is the registry).
+	NoRegistry, NoTCP bool
 	// ProbeTimeout bounds each connection attempt. Default 2 s.
 	ProbeTimeout time.Duration
 }
@@ -119,6 +123,15 @@ func Discover(ctx context.Context, q Query) (jsonrpc.Caller, Found, error) {
 	steps := []func(context.Context) (jsonrpc.Caller, Found, bool){d.env, d.names, d.scan, d.registry, d.tcp}
 	if q.RouterFirst {
 		steps = []func(context.Context) (jsonrpc.Caller, Found, bool){d.env, d.registry, d.names, d.scan, d.tcp}
+	}
+	if q.NoRegistry || q.NoTCP {
+		steps = []func(context.Context) (jsonrpc.Caller, Found, bool){d.env, d.names, d.scan}
+		if !q.NoRegistry {
+			steps = append(steps, d.registry)
+		}
+		if !q.NoTCP {
+			steps = append(steps, d.tcp)
+		}
 	}
 	for _, step := range steps {
 		if c, f, ok := step(ctx); ok {

@@ -92,6 +92,11 @@ type Config struct {
 	InsecureListen bool
 	// RequireBTSP makes a family-scoped node without FAMILY_SEED an error.
 	RequireBTSP bool
+	// NoDiscovery keeps the router to registered providers: without it, a
+	// call no registered provider takes is served by a provider found in
+	// the node's own socket directory (the IPC protocol's discovery order).
+	NoDiscovery bool
+
 	// CHPFixtures also hosts the CHP conformance fixture capabilities
 	// (the upstream runner's profile) with their governance.
 	CHPFixtures bool
@@ -198,6 +203,9 @@ func (n *Node) build() error {
 	if rcfg.Logger == nil {
 		rcfg.Logger = n.log
 	}
+	// A node serves what it has no registration for from its own socket
+	// directory, as the IPC protocol's clients do when no registry runs.
+	rcfg.Discover = !n.cfg.NoDiscovery
 	if err := n.durableState(&rcfg, hcfg); err != nil {
 		return err
 	}

@@ -148,3 +148,50 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterDiscoversUnregisteredHosts: a call no registered provider
+// takes is served by a host found in the node's own socket directory (the
+// IPC protocol's discovery order), unless NoDiscovery keeps the router to
+// registrations.
+func TestRouterDiscoversUnregisteredHosts(t *testing.T) {
+	env(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := host.New(host.Info{Name: "echoer", Version: "1.0.0", Domain: "echo"}, &host.Config{Ephemeral: true, NoAnnounce: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Register(h, "echo.say", func(_ context.Context, in struct{ Text string }) (string, error) {
+		return "echo: " + in.Text, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hctx, hcancel := context.WithCancel(ctx)
+	hdone := make(chan error, 1)
+	go func() { hdone <- h.Serve(hctx) }()
+	defer func() { hcancel(); <-hdone }()
+	<-h.Ready()
+
+	for _, noDiscovery := range []bool{false, true} {
+		n, err := node.Start(ctx, node.Config{Memory: true, NoDiscovery: noDiscovery})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := endpoint.Dial(ctx, "unix://"+n.Addr("unix"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = c.Call(ctx, "echo.say", map[string]any{"Text": "found"}, &got)
+		c.Close()
+		switch {
+		case !noDiscovery && (err != nil || got != "echo: found"):
+			t.Errorf("discovered host: %q, %v", got, err)
+		case noDiscovery && err == nil:
+			t.Errorf("NoDiscovery: the unregistered host was reached (%q)", got)
+		}
+		if err := n.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

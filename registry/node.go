@@ -79,6 +79,11 @@ type Config struct {
 	// params._meta.hops) for this node to forward it once more; a request
 	// at the limit is refused with CodeHopLimit. Default DefaultMaxHops.
 	MaxHops int
+	// Discover lets the router serve a method no registered provider
+	// takes through filesystem discovery in the node's own socket
+	// directory (Primal IPC Protocol order, without registry or TCP; see
+	// routeDiscovered). Off by default; node.Start turns it on.
+	Discover bool
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/access"
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
@@ -426,7 +427,7 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 		}
 	}
 	if len(cands) == 0 {
-		return nil, rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
+		return n.routeDiscovered(ctx, capability, method, params)
 	}
 	params, err := n.nextHop(params) // loop protection: _meta.hops
 	if err != nil {
@@ -474,4 +475,48 @@ func routableEndpoint(ep string) bool {
 		}
 	}
 	return false
+}
+
+// routeDiscovered serves a call that no registered provider takes, when
+// Config.Discover is set, through the Primal IPC Protocol's discovery
+// limited to what is the node's user's alone: the environment's
+// <DOMAIN>_SOCKET, the method's primal and domain sockets and the other
+// sockets of the node's own socket directory (0700; see
+// endpoint.Discover) — never a registry (the node is one), never TCP, and
+// never the node itself. The provider's answer or error is returned as
+// from a registered one.
+func (n *Node) routeDiscovered(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
+	noProvider := rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
+	if !n.cfg.Discover || capability != method {
+		return nil, noProvider
+	}
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	c, found, err := endpoint.Discover(dctx, endpoint.Query{Method: method, NoRegistry: true, NoTCP: true, ProbeTimeout: time.Second})
+	cancel()
+	if err != nil {
+		return nil, noProvider
+	}
+	defer c.Close()
+	if n.isSelf(found.Addr.String()) {
+		return nil, noProvider
+	}
+	if params, err = n.nextHop(params); err != nil {
+		return nil, rpcError(err)
+	}
+	if params, err = access.Forward(ctx, params, n.cfg.Network); err != nil {
+		return nil, err
+	}
+	var p any
+	if len(params) > 0 {
+		p = params
+	}
+	var res json.RawMessage
+	err = c.Call(ctx, method, p, &res)
+	if err == nil {
+		return res, nil
+	}
+	if _, ok := jsonrpc.ErrorCode(err); ok {
+		return nil, err
+	}
+	return nil, jsonrpc.Errorf(CodeUnavailable, "the provider of %q found at %s (%s) could not be reached: %v", capability, found.Addr, found.Via, err).WithData(map[string]any{"code": "provider_unreachable"})
 }
