@@ -400,6 +400,46 @@ func (p *parser) run(seq []Source) {
 		}
 		break
 	}
+	p.reportUnread(extracted, types)
+}
+
+// reportUnread records a Deviation for every other detected source that
+// names methods the source read lacks: a client that follows the parse
+// order cannot call them (NestGate lists 99 names in capabilities, of which
+// its provided_capabilities, read first, carry 61).
+func (p *parser) reportUnread(extracted map[Source][]string, types map[string]bool) {
+	c := p.c
+	if c.Source == SourceNone {
+		return
+	}
+	read := make(map[string]bool, len(c.Names))
+	for _, n := range c.Names {
+		read[n] = true
+	}
+	for _, s := range c.Detected {
+		if s == c.Source {
+			continue
+		}
+		var missing []string
+		for _, n := range dedupe(extracted[s]) {
+			if !read[n] && !(s == SourceProvidedCapabilities && types[n]) {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		shown := missing
+		if len(shown) > 5 {
+			shown = shown[:5]
+		}
+		more := ""
+		if len(missing) > len(shown) {
+			more = ", …"
+		}
+		p.dev(string(s), "names %d method(s) that %s, the source read, lacks (%s%s): a client following the parse order cannot call them",
+			len(missing), c.Source, strings.Join(shown, ", "), more)
+	}
 }
 
 // envelopeStrings reads primal and version.
