@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -224,7 +225,8 @@ func (g *Gateway) writeDenial(ctx context.Context, w http.ResponseWriter, inv *r
 		Denial: d, InvocationID: inv.env.InvocationID, Outcome: chp.OutcomeDenied, StartedAt: &now,
 		EvidenceIDs: []string{},
 	}
-	id, err := g.record(ctx, inv, chp.EventDenied, chp.OutcomeDenied, d, inv.env.Subject, nil)
+	// The gateway authenticates no one: the caller's subject is a claim.
+	id, err := g.record(ctx, inv, chp.EventDenied, chp.OutcomeDenied, d, boundary.ClaimedSubject(inv.env.Subject), nil)
 	if err != nil {
 		// A denial the gateway cannot record is still a denial; the caller
 		// learns the evidence is missing, as the binding's evidence errors.
