@@ -639,3 +639,24 @@ func TestDenialRecordsSubjectAsClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedResultOnlyForTheSameRequest: the exactly-once cache replays a
+// result only to the same request (capability, version, mode, payload,
+// subject) under that invocation id. Another caller reusing a seen
+// invocation_id with another request must not be handed the first
+// caller's result.
+func TestCachedResultOnlyForTheSameRequest(t *testing.T) {
+	ms := newMesh(t)
+	first := ms.invoke(t, `{"capability_id":"mesh.only-a","invocation_id":"inv_victim","correlation_id":"c-victim","payload":{"secret":1}}`)
+	if first["outcome"] != "success" {
+		t.Fatalf("first: %v", first)
+	}
+	again := ms.invoke(t, `{"capability_id":"mesh.only-a","invocation_id":"inv_victim","correlation_id":"c-victim","payload":{"secret":1}}`)
+	if again["completed_at"] != first["completed_at"] {
+		t.Errorf("the same request was not replayed: %v", again)
+	}
+	other := ms.invoke(t, `{"capability_id":"mesh.echo","invocation_id":"inv_victim","correlation_id":"c-attacker","payload":{"other":2}}`)
+	if other["capability_id"] == "mesh.only-a" || other["completed_at"] == first["completed_at"] {
+		t.Errorf("another request with the same invocation_id got the first one's result: %v", other)
+	}
+}
