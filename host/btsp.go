@@ -18,7 +18,7 @@ func resolveBTSP(c *Config) (cfg *btsp.Config, warn string, err error) {
 		if c.BTSP.Seed == "" {
 			return nil, "", fmt.Errorf("host: Config.BTSP: %w", btsp.ErrNoSeed)
 		}
-		return c.BTSP, "", nil
+		return boundLines(c.BTSP, c), "", nil
 	}
 	if endpoint.FamilyID() == "" {
 		return nil, "", nil
@@ -30,7 +30,23 @@ func resolveBTSP(c *Config) (cfg *btsp.Config, warn string, err error) {
 	case err != nil:
 		return nil, "", fmt.Errorf("host: %w", err)
 	}
-	return cfg, "", nil
+	return boundLines(cfg, c), "", nil
+}
+
+// boundLines returns cfg with MaxLine, when unset, at the host's
+// MaxMessageBytes (default 4 MiB): a cleartext peer on a family socket
+// must not make the whitelist filter buffer more of a line than the
+// JSON-RPC engine would accept (btsp's own default is 16 MiB).
+func boundLines(cfg *btsp.Config, c *Config) *btsp.Config {
+	if cfg.MaxLine > 0 {
+		return cfg
+	}
+	b := *cfg
+	b.MaxLine = c.RPC.MaxMessageBytes
+	if b.MaxLine <= 0 {
+		b.MaxLine = 4 << 20 // jsonrpc.ServerOptions' default
+	}
+	return &b
 }
 
 // btspEnforced reports whether the host's stream listeners speak BTSP.

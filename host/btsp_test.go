@@ -104,3 +104,37 @@ func TestFamilyWithoutSeed(t *testing.T) {
 		t.Errorf("standalone transport_security %+v", ts)
 	}
 }
+
+// TestFamilyCleartextLineBoundedByMaxMessage: on a family socket, a
+// cleartext peer (no seed) whose line runs past the host's
+// MaxMessageBytes is cut off there, as on a socket without BTSP — the
+// whitelist filter must not buffer up to 16 MiB per connection before the
+// engine's own limit applies (a pre-authentication memory amplification).
+func TestFamilyCleartextLineBoundedByMaxMessage(t *testing.T) {
+	t.Setenv("FAMILY_ID", "fam42")
+	t.Setenv("FAMILY_SEED", "seed-of-fam42")
+	cfg := socketConfig(t)
+	cfg.TCP = "127.0.0.1:0"
+	cfg.RPC.MaxMessageBytes = 64 << 10
+	h := newKVHost(t, cfg)
+	serve(t, h)
+
+	conn, err := net.Dial("tcp", h.Addr("tcp"))
+	must(t, err)
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	// A whitelisted method, then 1 MiB of one string and no newline.
+	go func() {
+		_, _ = conn.Write([]byte(`{"jsonrpc":"2.0","method":"ping","id":1,"x":"`))
+		_, _ = conn.Write([]byte(strings.Repeat("a", 1<<20)))
+	}()
+	var buf [512]byte
+	n, err := conn.Read(buf[:])
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the host still reads a cleartext line past MaxMessageBytes (%d bytes) after 30 s", cfg.RPC.MaxMessageBytes)
+	}
+	if err == nil && !strings.Contains(string(buf[:n]), "error") {
+		t.Fatalf("over-long line answered %q", buf[:n])
+	}
+}

@@ -140,3 +140,67 @@ func TestCHPGatewayDurableAcrossRestart(t *testing.T) {
 		t.Errorf("retry after the gateway's restart: %s", got)
 	}
 }
+
+// TestCHPGatewayKeepsNamedKeyScope: the gateway reaches its members
+// without credentials and cannot enforce a named key's scope, so a scoped
+// named key (CHP_HOST_API_KEYS=name:key:scope) is not accepted there —
+// alice, limited to kv.*, must not invoke conformance.echo through it —
+// while an unscoped key is.
+func TestCHPGatewayKeepsNamedKeyScope(t *testing.T) {
+	env(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	member, err := node.Start(ctx, node.Config{Name: "member", Memory: true, NoSocket: true, HTTP: "127.0.0.1:0", CHPFixtures: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Stop(ctx)
+	t.Setenv("CHP_HOST_API_KEYS", "alice:alice-key:kv.*,bob:bob-key")
+	gw, err := node.Start(ctx, node.Config{Name: "gw", Memory: true, NoSocket: true, HTTP: "127.0.0.1:0",
+		CHPGateway: []string{"http://" + member.Addr("http")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Stop(ctx)
+	invoke := func(key string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, "POST", "http://"+gw.Addr("http")+"/invoke",
+			strings.NewReader(`{"capability_id":"conformance.echo","payload":{"message":"hi"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-CHP-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if status, body := invoke("alice-key"); strings.Contains(body, `"outcome":"success"`) {
+		t.Errorf("alice (scope kv.*) invoked conformance.echo through the gateway: %d %s", status, body)
+	}
+	if status, body := invoke("bob-key"); status != 200 || !strings.Contains(body, `"outcome":"success"`) {
+		t.Errorf("bob (unscoped): %d %s", status, body)
+	}
+}
+
+// TestCHPGatewayOnlyScopedKeysIsAConfigError: with every key scoped the
+// gateway would have no key left and accept anyone; the node refuses to
+// start instead.
+func TestCHPGatewayOnlyScopedKeysIsAConfigError(t *testing.T) {
+	env(t)
+	t.Setenv("CHP_HOST_API_KEYS", "alice:alice-key:kv.*")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Memory: true, NoSocket: true, HTTP: "127.0.0.1:0", CHPGateway: []string{"http://127.0.0.1:1"}})
+	if err == nil {
+		_ = n.Stop(ctx)
+		t.Fatal("started a gateway whose only key is scoped")
+	}
+	var ce *node.ConfigError
+	if !errors.As(err, &ce) {
+		t.Errorf("want a ConfigError, got %v", err)
+	}
+}

@@ -242,7 +242,7 @@ func (n *Node) build() error {
 
 // mountGateway puts the CHP gateway's routes on the HTTP listener, in
 // front of the node's own CHP binding, accepting the binding's shared
-// keys (CHP_HOST_API_KEY[S]) from callers.
+// keys and unscoped named keys (CHP_HOST_API_KEY[S]) from callers.
 func (n *Node) mountGateway() error {
 	if len(n.cfg.CHPGateway) == 0 {
 		return nil
@@ -258,7 +258,15 @@ func (n *Node) mountGateway() error {
 	if opts != nil {
 		gcfg.Keys = opts.SharedKeys
 		for _, k := range opts.NamedKeys {
-			gcfg.Keys = append(gcfg.Keys, k.Key)
+			// The gateway cannot hold a key to its scope (it reaches the
+			// members without credentials): a scoped key is not accepted.
+			if len(k.Scope) == 0 {
+				gcfg.Keys = append(gcfg.Keys, k.Key)
+			}
+		}
+		if len(gcfg.Keys) == 0 && len(opts.NamedKeys) > 0 {
+			// With no key the gateway would accept everyone.
+			return &ConfigError{errors.New("a CHP gateway cannot enforce a named key's scope and every key is scoped: add an unscoped key (CHP_HOST_API_KEY, or name:key in CHP_HOST_API_KEYS)")}
 		}
 	}
 	if !n.cfg.Memory {

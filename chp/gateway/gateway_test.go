@@ -612,3 +612,51 @@ func TestExactlyOnceAcrossGatewayRestart(t *testing.T) {
 		t.Errorf("%d execution_denied in the durable store, want 1", n)
 	}
 }
+
+// TestDenialRecordsSubjectAsClaim: the gateway's own execution_denied
+// event keeps the caller's envelope subject as a claim — a caller that
+// sends {"id":"admin","verified":true} must not get "verified":true into
+// the gateway's evidence (the gateway authenticates no subject).
+func TestDenialRecordsSubjectAsClaim(t *testing.T) {
+	ms := newMesh(t)
+	res := ms.invoke(t, `{"capability_id":"mesh.nowhere","correlation":{"correlation_id":"forged-subj"},"subject":{"id":"admin","type":"operator","verified":true}}`)
+	if res["outcome"] != "denied" {
+		t.Fatalf("unknown capability: %v", res)
+	}
+	recs, err := ms.store.Replay(context.Background(), evidence.Query{CorrelationID: "forged-subj"})
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("replay: %d records, %v", len(recs), err)
+	}
+	for _, r := range recs {
+		var ev struct {
+			Subject map[string]any `json:"subject"`
+		}
+		if err := json.Unmarshal(r.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Subject["verified"] != false || ev.Subject["id"] != "admin" {
+			t.Errorf("%s recorded the caller's subject as %v", r.EventType, ev.Subject)
+		}
+	}
+}
+
+// TestCachedResultOnlyForTheSameRequest: the exactly-once cache replays a
+// result only to the same request (capability, version, mode, payload,
+// subject) under that invocation id. Another caller reusing a seen
+// invocation_id with another request must not be handed the first
+// caller's result.
+func TestCachedResultOnlyForTheSameRequest(t *testing.T) {
+	ms := newMesh(t)
+	first := ms.invoke(t, `{"capability_id":"mesh.only-a","invocation_id":"inv_victim","correlation_id":"c-victim","payload":{"secret":1}}`)
+	if first["outcome"] != "success" {
+		t.Fatalf("first: %v", first)
+	}
+	again := ms.invoke(t, `{"capability_id":"mesh.only-a","invocation_id":"inv_victim","correlation_id":"c-victim","payload":{"secret":1}}`)
+	if again["completed_at"] != first["completed_at"] {
+		t.Errorf("the same request was not replayed: %v", again)
+	}
+	other := ms.invoke(t, `{"capability_id":"mesh.echo","invocation_id":"inv_victim","correlation_id":"c-attacker","payload":{"other":2}}`)
+	if other["capability_id"] == "mesh.only-a" || other["completed_at"] == first["completed_at"] {
+		t.Errorf("another request with the same invocation_id got the first one's result: %v", other)
+	}
+}

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -19,9 +22,20 @@ import (
 type routed struct {
 	env  *chp.InvocationEnvelope
 	body []byte
-	// clientID is the invocation id the caller sent ("" when it sent none):
-	// the key of the exactly-once cache.
+	// clientID is the invocation id the caller sent ("" when it sent none).
 	clientID string
+	// cacheKey is the key of the exactly-once cache: clientID and a hash
+	// of the request it names, so that a result is replayed only to the
+	// same request, never to another caller that reuses a seen id.
+	cacheKey string
+}
+
+// requestKey is id with the SHA-256 of what makes env the request it is.
+func requestKey(id string, env *chp.InvocationEnvelope) string {
+	b, _ := json.Marshal([]any{env.CapabilityID, env.RequestedCapabilityVersion,
+		env.Mode, env.Payload, env.Subject, env.Mandate})
+	sum := sha256.Sum256(b)
+	return id + "#" + hex.EncodeToString(sum[:])
 }
 
 // serveInvoke answers POST /invoke: the exactly-once cache, then the owners
@@ -43,7 +57,7 @@ func (g *Gateway) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if inv.clientID != "" {
-		cached, release, ok := g.claim(r.Context(), inv.clientID)
+		cached, release, ok := g.claim(r.Context(), inv.cacheKey)
 		if !ok {
 			return // the caller left while another attempt was running
 		}
@@ -80,7 +94,7 @@ func (g *Gateway) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		}
 		g.setHealth(r.Context(), inv, u, true, nil)
 		if status == http.StatusOK && inv.clientID != "" && definitive(resp) {
-			g.remember(r.Context(), inv.clientID, resp)
+			g.remember(r.Context(), inv.cacheKey, resp)
 		}
 		writeRaw(w, status, resp)
 		return
@@ -110,7 +124,7 @@ func prepare(body []byte) (*routed, error) {
 	inv := &routed{env: env, body: body}
 	var id string
 	if raw, ok := members["invocation_id"]; ok && json.Unmarshal(raw, &id) == nil && id != "" {
-		inv.clientID = id
+		inv.clientID, inv.cacheKey = id, requestKey(id, env)
 	}
 	var corr struct {
 		CorrelationID string `json:"correlation_id"`
@@ -224,7 +238,8 @@ func (g *Gateway) writeDenial(ctx context.Context, w http.ResponseWriter, inv *r
 		Denial: d, InvocationID: inv.env.InvocationID, Outcome: chp.OutcomeDenied, StartedAt: &now,
 		EvidenceIDs: []string{},
 	}
-	id, err := g.record(ctx, inv, chp.EventDenied, chp.OutcomeDenied, d, inv.env.Subject, nil)
+	// The gateway authenticates no one: the caller's subject is a claim.
+	id, err := g.record(ctx, inv, chp.EventDenied, chp.OutcomeDenied, d, boundary.ClaimedSubject(inv.env.Subject), nil)
 	if err != nil {
 		// A denial the gateway cannot record is still a denial; the caller
 		// learns the evidence is missing, as the binding's evidence errors.

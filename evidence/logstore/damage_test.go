@@ -603,3 +603,49 @@ func TestDamageUnderAnOpenStore(t *testing.T) {
 		t.Errorf("Replay of an intact record: %v", err)
 	}
 }
+
+// TestDamagedGapRecordHidesNothing: a gap record (written by an earlier
+// Repair) licenses a jump of many sequences; when its own bytes are later
+// damaged, the records after it — acknowledged evidence, far beyond the
+// sequences the damaged bytes could have held — must still be found.
+// Before, they read as a torn tail: Open cut them off the log and went on
+// appending at sequences they already had.
+func TestDamagedGapRecordHidesNothing(t *testing.T) {
+	dir, data, offs := smallLog(t, 200)
+	path := filepath.Join(dir, FileName)
+	cut := append(append([]byte(nil), data[:offs[50]]...), data[offs[194]:]...) // 1–50, then 195–200
+	if err := os.WriteFile(path, cut, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Repair(dir, nil); err != nil || !r.Repaired {
+		t.Fatalf("Repair: %v %+v", err, r)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{'X'}, offs[50]+headerSize+12); err != nil { // inside the gap record
+		t.Fatal(err)
+	}
+	f.Close()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err == nil {
+		last := s.LastSequence()
+		s.Close()
+		t.Fatalf("Open served the log with a damaged gap record, LastSequence %d (want 200, or ErrDamaged)", last)
+	}
+	if !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Open: %v", err)
+	}
+	r, err := Check(dir)
+	if err != nil || r.Records != 56 || r.LastSequence != 200 || r.Tail != nil {
+		t.Fatalf("Check = %v, %+v", err, r)
+	}
+	if r, err := Repair(dir, nil); err != nil || !r.Repaired {
+		t.Fatalf("second Repair: %v", err)
+	}
+	if s, err = Open(dir, &Options{Logger: quiet}); err != nil || s.LastSequence() != 200 {
+		t.Fatalf("Open after the second Repair: %v", err)
+	}
+	s.Close()
+}

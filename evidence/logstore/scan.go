@@ -187,7 +187,15 @@ func scanLog(r io.ReaderAt, total int64, visit func(*item) error) (scanResult, e
 			loose, maxSeq = true, math.MaxUint64
 			continue
 		}
-		at, err := sc.resync(off, res.next)
+		at, err := sc.resync(off, res.next, false)
+		bound := seqBound(res.next, at-off)
+		if err == nil && at < 0 {
+			// Nothing in the sequences the damaged bytes could have held:
+			// they may have held a gap record, which licenses any jump.
+			// Records past it are damage to report, never a tail to cut.
+			at, err = sc.resync(off, res.next, true)
+			bound = maxSequence
+		}
 		if err != nil {
 			return res, err
 		}
@@ -196,7 +204,7 @@ func scanLog(r io.ReaderAt, total int64, visit func(*item) error) (scanResult, e
 			return res, err
 		}
 		res.damaged = append(res.damaged, Damage{Offset: off, Length: at - off, Reason: why, After: res.next - 1})
-		loose, maxSeq = true, seqBound(res.next, at-off)
+		loose, maxSeq = true, bound
 		off = at
 	}
 	return res, nil
@@ -282,8 +290,15 @@ var zeroBlock [256]byte
 // resync finds the first record that verifies after the one at bad, or -1.
 // A candidate must look like a record header before its checksum is
 // computed: a length that fits, then a result or gap tag, or a sequence the
-// damaged bytes before it could have been followed by.
-func (s *scanner) resync(bad int64, next uint64) (int64, error) {
+// damaged bytes before it could have been followed by (with anySeq: any
+// sequence from next on).
+func (s *scanner) resync(bad int64, next uint64, anySeq bool) (int64, error) {
+	bound := func(at int64) uint64 {
+		if anySeq {
+			return maxSequence
+		}
+		return seqBound(next, at-bad)
+	}
 	const look = headerSize + 9 // the bytes a candidate is judged on
 	for p := bad + 1; s.total-p >= minRecord; {
 		b, err := s.bytes(p, int(min(scanChunk, s.total-p)))
@@ -300,10 +315,10 @@ func (s *scanner) resync(bad int64, next uint64) (int64, error) {
 				continue
 			}
 			at := p + int64(i)
-			if !candidate(b[i:i+look], s.total-at, next, seqBound(next, at-bad)) {
+			if !candidate(b[i:i+look], s.total-at, next, bound(at)) {
 				continue
 			}
-			_, why, err := s.parse(at, next, true, seqBound(next, at-bad))
+			_, why, err := s.parse(at, next, true, bound(at))
 			if err != nil {
 				return -1, err
 			}
