@@ -138,3 +138,25 @@ func TestFamilyCleartextLineBoundedByMaxMessage(t *testing.T) {
 		t.Fatalf("over-long line answered %q", buf[:n])
 	}
 }
+
+// TestFamilyHTTPNeedsKeys: on a family host the stream listeners demand
+// the seed, so a keyless HTTP listener (cleartext, no BTSP) would be a door
+// around it: refused, unless keys guard it (or InsecureListen says so).
+func TestFamilyHTTPNeedsKeys(t *testing.T) {
+	t.Setenv("FAMILY_ID", "fam42")
+	t.Setenv("FAMILY_SEED", "seed-of-fam42")
+	t.Setenv("CHP_HOST_API_KEY", "")
+	t.Setenv("CHP_HOST_API_KEYS", "")
+	cfg := socketConfig(t)
+	cfg.HTTP = "127.0.0.1:0"
+	h := newKVHost(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.Serve(ctx); !errors.Is(err, host.ErrInsecureListen) {
+		t.Fatalf("keyless HTTP on a family host: %v", err)
+	}
+	t.Setenv("CHP_HOST_API_KEY", "k")
+	cfg = socketConfig(t)
+	cfg.HTTP = "127.0.0.1:0"
+	serve(t, newKVHost(t, cfg))
+}

@@ -215,6 +215,13 @@ func (h *Host) listen() (*listeners, error) {
 			_ = hl.Close()
 			return fail(err)
 		}
+		if h.btsp != nil && !h.acc.Keyed() && !h.cfg.InsecureListen {
+			// The stream listeners demand the family seed; cleartext HTTP
+			// without keys would be a door around it.
+			_ = hl.Close()
+			return fail(fmt.Errorf("host: refusing to serve http on %s: %w: this family host requires BTSP, which HTTP does not speak; "+
+				"configure keys (CHP_HOST_API_KEY, CHP_HOST_API_KEYS) to guard it, or set Config.InsecureListen (capmesh server --insecure-listen)", h.cfg.HTTP, ErrInsecureListen))
+		}
 		ls.http = hl
 		ls.transports = append(ls.transports, wire.TransportHTTP)
 		h.addrs.Store("http", hl.Addr().String())
