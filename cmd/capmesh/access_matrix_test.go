@@ -441,7 +441,10 @@ func matrixEnv(t *testing.T) *matrixNode {
 	t.Setenv("CHP_HOST_API_KEYS", "alice:alice-k,scoped:scoped-k:target.*")
 	n := &matrixNode{dir: dir, sock: filepath.Join(dir, "capmesh.sock"), tcp: freePort(t), http: freePort(t)}
 	_, port, _ := net.SplitHostPort(n.tcp)
-	startNode(t, n.sock, "--chp-fixtures", "--port", port, "--http", n.http)
+	// The target is registered once, without heartbeats: a TTL longer than
+	// any run keeps it listed however slow the machine (under -race on a
+	// loaded box the matrix has taken over 90 s, the default TTL).
+	startNode(t, n.sock, "--chp-fixtures", "--port", port, "--http", n.http, "--local-ttl", "1h")
 	n.target = startTarget(t, dir, "target", n.sock, false)
 	n.targetSock = n.target.Addr("unix")
 	n.other = startTarget(t, dir, "other", n.sock, false)
