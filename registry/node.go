@@ -79,6 +79,9 @@ type Config struct {
 	// params._meta.hops) for this node to forward it once more; a request
 	// at the limit is refused with CodeHopLimit. Default DefaultMaxHops.
 	MaxHops int
+	// Observer, when set, is told of changes, trust changes, routed calls
+	// and Store errors, for metrics. Nil costs nothing.
+	Observer Observer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -229,6 +232,9 @@ func NewNode(cfg Config) (*Node, error) {
 		changed: make(chan struct{}),
 		nonces:  map[string]time.Time{},
 		done:    make(chan struct{}),
+	}
+	if cfg.Observer != nil {
+		n.st = observedStore{cfg.Store, cfg.Observer}
 	}
 	n.limits = newHTTPLimiters(cfg.RateLimits, cfg.Now)
 	if err := n.load(context.Background()); err != nil {
@@ -706,6 +712,9 @@ func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
 	defer n.mu.Unlock()
 	now := n.cfg.Now()
 	for _, ev := range evs {
+		if n.cfg.Observer != nil {
+			n.cfg.Observer.OnChange(ev.Kind)
+		}
 		n.version++
 		ev.Revision = n.version
 		ev.At = now

@@ -419,6 +419,18 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 // next provider when one cannot be reached. The provider's result or
 // JSON-RPC error is returned unchanged.
 func (n *Node) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
+	if n.cfg.Observer == nil {
+		res, _, _, err := n.routeCall(ctx, capability, method, params)
+		return res, err
+	}
+	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
+	n.cfg.Observer.OnRoute(outcome, int(hops))
+	return res, err
+}
+
+// routeCall is route, also returning the hop count the forwarded call
+// carried (0 when it was not forwarded) and its Route* outcome.
+func (n *Node) routeCall(ctx context.Context, capability, method string, params json.RawMessage) (any, int64, string, error) {
 	cands := n.Find(capability, FindOptions{})
 	if len(cands) == 0 && capability == method {
 		if i := strings.IndexByte(method, '.'); i > 0 {
@@ -426,16 +438,16 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 		}
 	}
 	if len(cands) == 0 {
-		return nil, rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
+		return nil, 0, RouteNoProvider, rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
 	}
-	params, err := n.nextHop(params) // loop protection: _meta.hops
+	params, hops, err := n.nextHopN(params) // loop protection: _meta.hops
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, 0, RouteRefused, rpcError(err)
 	}
 	// The provider sees this node as its peer: say who the caller really is.
 	params, err = access.Forward(ctx, params, n.cfg.Network)
 	if err != nil {
-		return nil, err
+		return nil, 0, RouteRefused, err
 	}
 	var lastErr error
 	for _, e := range cands {
@@ -457,14 +469,14 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 		err = c.Call(ctx, method, p, &res)
 		c.Close()
 		if err == nil {
-			return res, nil
+			return res, hops, RouteOK, nil
 		}
 		if _, ok := jsonrpc.ErrorCode(err); ok {
-			return nil, err // the provider's own error, code preserved
+			return nil, hops, RouteProviderError, err // the provider's own error, code preserved
 		}
 		lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
 	}
-	return nil, jsonrpc.Errorf(CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
+	return nil, hops, RouteUnreachable, jsonrpc.Errorf(CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
 }
 
 func routableEndpoint(ep string) bool {
