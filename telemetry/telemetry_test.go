@@ -59,12 +59,12 @@ func TestMethodLabelsAreBounded(t *testing.T) {
 	m := telemetry.New(telemetry.Options{Methods: []string{"health.liveness"}, MaxMethods: 2, NoRuntime: true})
 	o := m.RPC()
 	o.OnRequest("health.liveness", jsonrpc.InvalidParams, time.Millisecond) // registered: by name even failing
-	o.OnRequest("kv.get", jsonrpc.InternalError, time.Millisecond)         // not yet succeeded: other
-	o.OnRequest("kv.get", 0, time.Millisecond)                             // succeeds: admitted (2 of 2)
-	o.OnRequest("kv.get", jsonrpc.InternalError, time.Millisecond)         // now by name
-	o.OnRequest("kv.put", 0, time.Millisecond)                             // past the cap: other
-	o.OnRequest("", jsonrpc.MethodNotFound, 0)                             // unknown: other
-	o.OnRequest("x.y", -1234, time.Millisecond)                            // an application code
+	o.OnRequest("kv.get", jsonrpc.InternalError, time.Millisecond)          // not yet succeeded: other
+	o.OnRequest("kv.get", 0, time.Millisecond)                              // succeeds: admitted (2 of 2)
+	o.OnRequest("kv.get", jsonrpc.InternalError, time.Millisecond)          // now by name
+	o.OnRequest("kv.put", 0, time.Millisecond)                              // past the cap: other
+	o.OnRequest("", jsonrpc.MethodNotFound, 0)                              // unknown: other
+	o.OnRequest("x.y", -1234, time.Millisecond)                             // an application code
 	fams := gather(t, m)
 	req := fams["capmesh_rpc_requests_total"]
 	got := labelValues(req, "method")
