@@ -15,9 +15,9 @@ import (
 )
 
 type obsRecorder struct {
-	mu     sync.Mutex
-	seen   map[string]int
-	hops   []int
+	mu   sync.Mutex
+	seen map[string]int
+	hops []int
 }
 
 func (r *obsRecorder) add(k string) {
