@@ -77,14 +77,15 @@ func (r *recorder) await(t *testing.T, what string, cond func(*recorder) bool) {
 // Observer over TCP and HTTP: a known method is reported by name, an
 // unknown one with an empty name (so that callers cannot mint metric
 // labels), connections by transport while open, and the connection and
-// message-size limits' refusals by reason.
+// message-size limits' refusals by reason. A malformed frame is not a
+// request.
 func TestObserverSeesRequestsConnsAndRefusals(t *testing.T) {
 	rec := newRecorder()
 	ls := startLimitsServer(t, specMethods(), &ServerOptions{MaxConns: 4, OwnerReserve: 2, MaxMessageBytes: 1024, Observer: rec})
 	a, _ := holdConn(t, "tcp", ls.tcp, 0)
 	ra := bufio.NewReader(a)
-	_, _ = io.WriteString(a, sentinelReq+`{"jsonrpc":"2.0","method":"no.such-4711","id":2}`+"\n")
-	for range 2 {
+	_, _ = io.WriteString(a, sentinelReq+`{"jsonrpc":"2.0","method":"no.such-4711","id":2}`+"\n"+"not json\n")
+	for range 3 {
 		if _, err := ra.ReadString('\n'); err != nil {
 			t.Fatal(err)
 		}
