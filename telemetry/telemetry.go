@@ -59,7 +59,8 @@ type Metrics struct {
 	routes  *prometheus.CounterVec
 	hops    prometheus.Histogram
 
-	methods    sync.Map // name → struct{}: the names labelled by name
+	methods    sync.Map // name → *methodSeries: the names labelled by name
+	other      *methodSeries
 	nmethods   atomic.Int64
 	maxMethods int64
 
@@ -74,9 +75,7 @@ func New(opts Options) *Metrics {
 	if m.maxMethods <= 0 {
 		m.maxMethods = DefaultMaxMethods
 	}
-	for _, name := range opts.Methods {
-		m.admit(name)
-	}
+	m.other = &methodSeries{label: Other}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "capmesh_rpc_requests_total",
 		Help: "JSON-RPC requests answered, by method (registered names; other for the rest) and outcome (ok, or the error catalog's word for the code sent; application_error outside the catalog).",
@@ -148,6 +147,7 @@ func New(opts Options) *Metrics {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	m.prime()
+	m.AddMethods(opts.Methods...)
 	return m
 }
 
@@ -216,36 +216,57 @@ func (m *Metrics) AddMethods(names ...string) {
 	}
 }
 
-// admit labels name by name unless MaxMethods names already are.
-func (m *Metrics) admit(name string) bool {
-	if _, ok := m.methods.Load(name); ok {
-		return true
+// methodSeries are the series of one method label, looked up once: the
+// common path (a success) costs no label hashing.
+type methodSeries struct {
+	label string
+	once  sync.Once
+	ok    prometheus.Counter
+	dur   prometheus.Observer
+}
+
+func (s *methodSeries) init(m *Metrics) *methodSeries {
+	s.once.Do(func() {
+		s.ok = m.requests.WithLabelValues(s.label, "ok")
+		s.dur = m.duration.WithLabelValues(s.label)
+	})
+	return s
+}
+
+// admit labels name by name unless MaxMethods names already are, and
+// returns its series (nil when not admitted).
+func (m *Metrics) admit(name string) *methodSeries {
+	if s, ok := m.methods.Load(name); ok {
+		return s.(*methodSeries)
 	}
 	if m.nmethods.Add(1) > m.maxMethods {
 		m.nmethods.Add(-1)
-		return false
+		return nil
 	}
-	if _, loaded := m.methods.LoadOrStore(name, struct{}{}); loaded {
+	s, loaded := m.methods.LoadOrStore(name, &methodSeries{label: name})
+	if loaded {
 		m.nmethods.Add(-1)
 	}
-	return true
+	return s.(*methodSeries)
 }
 
-// methodLabel is the label of a finished call to method with code: its
-// name once the name is admitted — registered through Options.Methods, or
-// by a call that succeeded — else Other, so that callers cannot mint
-// series with made-up names.
-func (m *Metrics) methodLabel(method string, code jsonrpc.Code) string {
+// series are the series of a finished call to method with code: its
+// name's once the name is admitted — registered through Options.Methods
+// or AddMethods, or by a call that succeeded — else Other's, so that
+// callers cannot mint series with made-up names.
+func (m *Metrics) series(method string, code jsonrpc.Code) *methodSeries {
 	if method == "" {
-		return Other
+		return m.other.init(m)
 	}
-	if _, ok := m.methods.Load(method); ok {
-		return method
+	if s, ok := m.methods.Load(method); ok {
+		return s.(*methodSeries).init(m)
 	}
-	if code == 0 && m.admit(method) {
-		return method
+	if code == 0 {
+		if s := m.admit(method); s != nil {
+			return s.init(m)
+		}
 	}
-	return Other
+	return m.other.init(m)
 }
 
 // outcome is the bounded outcome label of a JSON-RPC error code.
@@ -262,10 +283,14 @@ func outcome(code jsonrpc.Code) string {
 type rpcObserver struct{ m *Metrics }
 
 func (o rpcObserver) OnRequest(method string, code jsonrpc.Code, elapsed time.Duration) {
-	label := o.m.methodLabel(method, code)
-	o.m.requests.WithLabelValues(label, outcome(code)).Inc()
+	s := o.m.series(method, code)
+	if code == 0 {
+		s.ok.Inc()
+	} else {
+		o.m.requests.WithLabelValues(s.label, outcome(code)).Inc()
+	}
 	if method != "" {
-		o.m.duration.WithLabelValues(label).Observe(elapsed.Seconds())
+		s.dur.Observe(elapsed.Seconds())
 	}
 }
 
