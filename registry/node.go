@@ -233,10 +233,11 @@ func NewNode(cfg Config) (*Node, error) {
 		nonces:  map[string]time.Time{},
 		done:    make(chan struct{}),
 	}
+	n.limits = newHTTPLimiters(cfg.RateLimits, cfg.Now)
 	if cfg.Observer != nil {
 		n.st = observedStore{cfg.Store, cfg.Observer}
+		n.limits.observe(cfg.Observer)
 	}
-	n.limits = newHTTPLimiters(cfg.RateLimits, cfg.Now)
 	if err := n.load(context.Background()); err != nil {
 		return nil, err
 	}

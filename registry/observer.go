@@ -22,6 +22,9 @@ type Observer interface {
 	// OnStoreError reports a failed Store operation: "apply", "list" or
 	// "purge".
 	OnStoreError(op string)
+	// OnRateLimited reports an HTTP write refused by a per-client rate
+	// limit (429), by group: "agents", "join" or "admin".
+	OnRateLimited(group string)
 }
 
 // Outcomes of a routed call, passed to Observer.OnRoute: a bounded set.
@@ -48,6 +51,15 @@ func (n *Node) Size() Size {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return Size{Entries: len(n.entries), Capabilities: len(n.byCap), Revision: n.version}
+}
+
+// observe makes the limiters report their refusals to obs.
+func (h httpLimiters) observe(obs Observer) {
+	for group, l := range map[string]*limiter{"agents": h.agents, "join": h.join, "admin": h.admin} {
+		if l != nil {
+			l.refused = func() { obs.OnRateLimited(group) }
+		}
+	}
 }
 
 // observedStore reports the errors of a Store's operations.

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"errors"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,9 +26,10 @@ func (r *obsRecorder) add(k string) {
 	defer r.mu.Unlock()
 	r.seen[k]++
 }
-func (r *obsRecorder) OnChange(kind string)      { r.add("change " + kind) }
-func (r *obsRecorder) OnTrustChange(kind string) { r.add("trust " + kind) }
-func (r *obsRecorder) OnStoreError(op string)    { r.add("store " + op) }
+func (r *obsRecorder) OnChange(kind string)       { r.add("change " + kind) }
+func (r *obsRecorder) OnTrustChange(kind string)  { r.add("trust " + kind) }
+func (r *obsRecorder) OnStoreError(op string)     { r.add("store " + op) }
+func (r *obsRecorder) OnRateLimited(group string) { r.add("limited " + group) }
 func (r *obsRecorder) OnRoute(outcome string, hops int) {
 	r.add("route " + outcome)
 	r.mu.Lock()
@@ -102,5 +104,25 @@ func TestObserverSeesChangesTrustRoutesAndStoreErrors(t *testing.T) {
 	}
 	if len(rec.hops) != 1 || rec.hops[0] != 0 {
 		t.Errorf("hops of an unforwarded call: %v, want [0]", rec.hops)
+	}
+}
+
+// TestObserverSeesRateLimits: a write refused by a per-client rate limit
+// is reported with its group; a group without a limit reports nothing.
+func TestObserverSeesRateLimits(t *testing.T) {
+	rec := &obsRecorder{seen: map[string]int{}}
+	n := newNode(t, registry.Config{SweepInterval: time.Hour, Observer: rec, RateLimits: registry.RateLimits{
+		Agents: registry.RateLimit{PerMinute: 1, Burst: 1}, Admin: registry.RateLimit{PerMinute: -1}}})
+	srv := httptest.NewServer(n.HTTPHandler())
+	defer srv.Close()
+	c := clientFrom("127.0.0.1")
+	for range 3 {
+		post(t, c, srv.URL+"/agents")
+		post(t, c, srv.URL+"/admin/invite")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.seen["limited agents"] != 2 || rec.seen["limited admin"] != 0 {
+		t.Errorf("rate limited: %v, want agents 2, admin 0", rec.seen)
 	}
 }

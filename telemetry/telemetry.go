@@ -58,6 +58,7 @@ type Metrics struct {
 	trust   *prometheus.CounterVec
 	routes  *prometheus.CounterVec
 	hops    prometheus.Histogram
+	limited *prometheus.CounterVec
 
 	methods    sync.Map // name → *methodSeries: the names labelled by name
 	other      *methodSeries
@@ -140,7 +141,11 @@ func New(opts Options) *Metrics {
 		Help:    "Hop count (params._meta.hops) of the calls the router forwarded.",
 		Buckets: []float64{1, 2, 3, 4, 5, 6, 8},
 	})
-	m.reg.MustRegister(m.requests, m.duration, m.inFlight, m.conns, m.accepted, m.refused,
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capmesh_registry_rate_limited_total",
+		Help: "HTTP registry writes refused by a per-client rate limit (429), by group (agents, join, admin).",
+	}, []string{"group"})
+	m.reg.MustRegister(m.limited, m.requests, m.duration, m.inFlight, m.conns, m.accepted, m.refused,
 		m.invocations, m.denials, m.commitTime, m.commitSize, m.storeErrors,
 		m.changes, m.trust, m.routes, m.hops, &sizeCollector{m})
 	if !opts.NoRuntime {
@@ -175,6 +180,9 @@ func (m *Metrics) prime() {
 	}
 	for _, k := range []string{"enrolled", "revoked"} {
 		m.trust.WithLabelValues(k)
+	}
+	for _, g := range []string{"agents", "join", "admin"} {
+		m.limited.WithLabelValues(g)
 	}
 	for _, o := range []string{registry.RouteOK, registry.RouteProviderError, registry.RouteNoProvider, registry.RouteRefused, registry.RouteUnreachable} {
 		m.routes.WithLabelValues(o)
@@ -344,6 +352,8 @@ func (o registryObserver) OnRoute(outcome string, hops int) {
 		o.m.hops.Observe(float64(hops))
 	}
 }
+
+func (o registryObserver) OnRateLimited(group string) { o.m.limited.WithLabelValues(group).Inc() }
 
 func (o registryObserver) OnStoreError(op string) {
 	o.m.storeErrors.WithLabelValues("registry", op).Inc()
