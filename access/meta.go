@@ -239,3 +239,36 @@ func (p *Policy) HTTP(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r.WithContext(bind(r.Context(), pr)))
 	})
 }
+
+// RequireKey guards an HTTP resource for operators (a node's /metrics):
+// a policy without keys serves it to every caller that reaches the
+// listener — which is then loopback only, unless the host was told to
+// listen beyond it — as it serves discovery; a policy with keys serves it
+// only to a request presenting a valid X-CHP-Key, and answers any other
+// 401 with a JSON-RPC error body.
+func (p *Policy) RequireKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !p.Keyed() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := r.Header.Get(HeaderKey)
+		err := error(errKeyRequired)
+		if key != "" {
+			_, err = p.AuthenticateKey(key)
+		}
+		if err != nil {
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": err})
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("WWW-Authenticate", "X-CHP-Key")
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write(body)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+var errKeyRequired = jsonrpc.Errorf(CodeUnauthenticated, "authentication required: this resource is served only to key holders (%s)", HeaderKey).
+	WithData(map[string]any{"code": "unauthorized"})

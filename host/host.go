@@ -188,6 +188,7 @@ type Host struct {
 type httpMount struct {
 	pattern string
 	h       http.Handler
+	keyed   bool // behind access.Policy.RequireKey
 }
 
 // New returns a host named by info, configured by cfg (nil for defaults).

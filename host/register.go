@@ -318,6 +318,20 @@ func (h *Host) Annotate(name string, opts ...CapOption) error {
 // HTTP listener, beside /jsonrpc and the CHP binding (which has "/"). Call
 // it before Serve.
 func (h *Host) MountHTTP(pattern string, handler http.Handler) error {
+	return h.mountHTTP(httpMount{pattern: pattern, h: handler})
+}
+
+// MountHTTPKeyed is MountHTTP for an operator's resource, such as the
+// Prometheus exposition of package telemetry at /metrics: a host without
+// keys serves it to whoever reaches its HTTP listener (loopback only,
+// unless Config.InsecureListen), as it serves discovery; a host with keys
+// only to requests presenting one of them in X-CHP-Key (docs/access.md).
+func (h *Host) MountHTTPKeyed(pattern string, handler http.Handler) error {
+	return h.mountHTTP(httpMount{pattern: pattern, h: handler, keyed: true})
+}
+
+func (h *Host) mountHTTP(m httpMount) error {
+	pattern := m.pattern
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.serving || h.served {
@@ -326,7 +340,7 @@ func (h *Host) MountHTTP(pattern string, handler http.Handler) error {
 	if pattern == "/jsonrpc" || pattern == "/" {
 		return fmt.Errorf("host: MountHTTP: %s is the host's own", pattern)
 	}
-	h.https = append(h.https, httpMount{pattern, handler})
+	h.https = append(h.https, m)
 	return nil
 }
 

@@ -268,6 +268,10 @@ func (h *Host) httpMux(srv *jsonrpc.Server) (*http.ServeMux, error) {
 	mounts := slices.Clone(h.https)
 	h.mu.Unlock()
 	for _, m := range mounts {
+		if m.keyed {
+			mux.Handle(m.pattern, h.acc.RequireKey(m.h))
+			continue
+		}
 		mux.Handle(m.pattern, m.h)
 	}
 	mux.Handle("/", chphttp.Handler(h.b, h.cfg.CHPHTTP))

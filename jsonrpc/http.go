@@ -48,6 +48,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body) > max {
+		s.refused(RefusedMessageTooLarge)
 		s.writeJSON(w, http.StatusRequestEntityTooLarge, appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit", max)))
 		return
 	}
@@ -104,7 +105,7 @@ func (s *Server) processFrame(ctx context.Context, frame []byte) []byte {
 		return nil
 	}
 	if n, budget := len(result)+len(single.req.ID)+replyOverhead, s.opts.maxReplyBytes(); e == nil && n > budget {
-		e = replyTooLarge("this call", n, budget)
+		e = s.replyTooLarge("this call", n, budget)
 	}
 	if e != nil {
 		return appendError(nil, single.req.ID, e)
@@ -253,8 +254,10 @@ func (l *httpListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.s.admit(false) {
+			l.s.observeConn("http", 1)
 			return &slotConn{Conn: c, s: l.s}, nil
 		}
+		l.s.refused(RefusedMaxConns)
 		go l.s.refuse(c, busyHTTP(l.s.busyError()))
 	}
 }
@@ -274,6 +277,9 @@ type slotConn struct {
 }
 
 func (c *slotConn) Close() error {
-	c.once.Do(func() { c.s.nconns.Add(-1) })
+	c.once.Do(func() {
+		c.s.nconns.Add(-1)
+		c.s.observeConn("http", -1)
+	})
 	return c.Conn.Close()
 }

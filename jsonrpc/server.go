@@ -78,6 +78,9 @@ type ServerOptions struct {
 	// plaintext JSON-RPC message on a socket that requires a secure
 	// handshake.
 	ConnGate func(ctx context.Context, peer Peer, first []byte) *Error
+	// Observer, when set, receives requests, connections and refusals for
+	// metrics (package telemetry implements it). Nil costs nothing.
+	Observer Observer
 }
 
 func (o *ServerOptions) framing() Framing {
@@ -218,6 +221,7 @@ type Server struct {
 	assign Assigner
 	opts   *ServerOptions
 	log    *slog.Logger
+	obs    Observer
 
 	nconns  atomic.Int64 // connections holding a slot, all listeners
 	limit   int64        // MaxConns, lowered to fit the fd limit
@@ -249,6 +253,9 @@ func NewServer(a Assigner, opts *ServerOptions) *Server {
 		conns:    make(map[*serverConn]struct{}),
 		shutdown: make(chan struct{}),
 		workers:  newWorkerPool(),
+	}
+	if opts != nil {
+		s.obs = opts.Observer
 	}
 	s.limit = int64(opts.maxConns())
 	if fds := fdLimit(); fds > 0 && s.limit > fds-fdReserve {
@@ -421,10 +428,13 @@ type serverConn struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	peer := peerOf(nc)
 	if !s.admit(s.isOwner(peer)) {
+		s.refused(RefusedMaxConns)
 		s.refuse(nc, s.opts.framing().AppendFrame(nil, appendError(nil, nil, s.busyError())))
 		return
 	}
 	defer s.nconns.Add(-1)
+	s.observeConn(peer.Transport, 1)
+	defer s.observeConn(peer.Transport, -1)
 	if hs, ok := nc.(handshaker); ok {
 		// A secure transport's handshake, bounded by its own timeout; a
 		// failed one has already told the peer why (BTSP error frame).
@@ -556,6 +566,7 @@ func (c *serverConn) readLoop(peer Peer) {
 			case errors.As(err, &tl):
 				// Let earlier calls answer first, so that this reply is the
 				// last thing written before the half-close.
+				s.refused(RefusedMessageTooLarge)
 				c.flushQueued()
 				c.wg.Wait()
 				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit; closing connection", tl.Limit), nil, 0)
@@ -563,6 +574,7 @@ func (c *serverConn) readLoop(peer Peer) {
 				return
 			case isTimeout(err) && !c.stopping.Load() && clock.armed:
 				s.log.Debug("jsonrpc: closing connection with a stalled message", "peer", peer.Addr, "transport", peer.Transport)
+				s.refused(RefusedLineTimeout)
 				c.flushQueued()
 				c.wg.Wait()
 				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message not completed within %s; closing connection", clock.d), nil, 0)
@@ -657,7 +669,7 @@ func (c *serverConn) dispatch(line []byte) {
 				c.held.Add(-kept)
 			case c.held.Load()-kept+int64(len(out)) > int64(c.s.opts.maxReplyBytes()):
 				c.held.Add(-kept)
-				c.appendLocked(nil, replyTooLarge("a batch", len(out), c.s.opts.maxReplyBytes()), nil)
+				c.appendLocked(nil, c.s.replyTooLarge("a batch", len(out), c.s.opts.maxReplyBytes()), nil)
 			default:
 				// Trade the results' count for the response's in one step,
 				// so that other batches never see the bytes uncounted.
@@ -676,6 +688,7 @@ func (c *serverConn) dispatch(line []byte) {
 	}
 	h := c.s.assign.Assign(c.ctx, single.req.Method)
 	if h == nil {
+		c.s.observeUnknown()
 		if single.req.ID != nil {
 			c.queue(single.req.ID, methodNotFound(single.req.Method), nil)
 		}
@@ -830,7 +843,8 @@ func (c *serverConn) overBudget(n int) bool {
 const replyOverhead = 64
 
 // replyTooLarge is the error that replaces a reply over the budget.
-func replyTooLarge(what string, n, budget int) *Error {
+func (s *Server) replyTooLarge(what string, n, budget int) *Error {
+	s.refused(RefusedReplyTooLarge)
 	return Errorf(ResponseTooLarge, "Response too large: the reply to %s (%d bytes) exceeds the connection's reply budget of %d bytes", what, n, budget)
 }
 
@@ -842,7 +856,7 @@ func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
 		return
 	}
 	if e == nil && c.overBudget(len(result)+len(id)+replyOverhead) {
-		e, result = replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.maxReplyBytes()), nil
+		e, result = c.s.replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.maxReplyBytes()), nil
 	}
 	n := len(c.pending)
 	if _, nl := c.frame.(newlineFraming); nl {
@@ -959,6 +973,7 @@ var errSlowConsumer = errors.New("jsonrpc: slow consumer: peer is not reading; c
 func (s *Server) call(ctx context.Context, req *Request) (result []byte, e *Error) {
 	h := s.assign.Assign(ctx, req.Method)
 	if h == nil {
+		s.observeUnknown()
 		return nil, methodNotFound(req.Method)
 	}
 	return s.run(ctx, h, req)
@@ -968,8 +983,32 @@ func methodNotFound(method string) *Error {
 	return Errorf(MethodNotFound, "Method not found: %q", method)
 }
 
-// run calls h, recovering a panic as InternalError, and encodes its result.
+// run calls h (see runHandler), telling the Observer when one is set.
 func (s *Server) run(ctx context.Context, h Handler, req *Request) (result []byte, e *Error) {
+	if s.obs != nil {
+		return s.runObserved(ctx, h, req)
+	}
+	return s.runHandler(ctx, h, req)
+}
+
+// runObserved is run with the Observer told of the call.
+func (s *Server) runObserved(ctx context.Context, h Handler, req *Request) (result []byte, e *Error) {
+	method := req.Method // req may be reused once the handler returns
+	s.obs.OnInFlight(1)
+	start := time.Now()
+	result, e = s.runHandler(ctx, h, req)
+	var code Code
+	if e != nil {
+		code = e.Code
+	}
+	s.obs.OnRequest(method, code, time.Since(start))
+	s.obs.OnInFlight(-1)
+	return result, e
+}
+
+// runHandler calls h, recovering a panic as InternalError, and encodes its
+// result.
+func (s *Server) runHandler(ctx context.Context, h Handler, req *Request) (result []byte, e *Error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("jsonrpc: handler panicked", "method", req.Method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
@@ -1033,7 +1072,7 @@ func (s *Server) runBatch(ctx context.Context, batch []inbound, budget int, held
 				return
 			}
 			if e == nil && !take(int64(len(result)+len(in.req.ID))) {
-				e, result = replyTooLarge(fmt.Sprintf("batch element %d", i), len(result), budget), nil
+				e, result = s.replyTooLarge(fmt.Sprintf("batch element %d", i), len(result), budget), nil
 			}
 			replies[i] = reply{id: in.req.ID, e: e, result: result, skip: in.req.ID == nil}
 		}()

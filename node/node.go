@@ -36,6 +36,7 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/sqlite"
+	"github.com/capmesh/capmesh/telemetry"
 	"github.com/capmesh/capmesh/wire"
 )
 
@@ -132,6 +133,7 @@ type Node struct {
 	host   *host.Host
 	reg    *registry.Node
 	closer func() // the registry's durable store
+	tel    *telemetry.Metrics
 
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -206,6 +208,19 @@ func (n *Node) build() error {
 	// A node serves what it has no registration for from its own socket
 	// directory, as the IPC protocol's clients do when no registry runs.
 	rcfg.Discover = !n.cfg.NoDiscovery
+
+	// Metrics: the node observes its server, boundary and registry, and
+	// serves the exposition at /metrics on its HTTP listener.
+	n.tel = telemetry.New(telemetry.Options{})
+	if hcfg.RPC.Observer == nil {
+		hcfg.RPC.Observer = n.tel.RPC()
+	}
+	if hcfg.CHP.Observer == nil {
+		hcfg.CHP.Observer = n.tel.CHP()
+	}
+	if rcfg.Observer == nil {
+		rcfg.Observer = n.tel.RegistryObserver()
+	}
 	if err := n.durableState(&rcfg, hcfg); err != nil {
 		return err
 	}
@@ -237,7 +252,15 @@ func (n *Node) build() error {
 	if err := n.mountGateway(); err != nil {
 		return err
 	}
-	return n.mountRegistry()
+	if err := n.mountRegistry(); err != nil {
+		return err
+	}
+	n.tel.WatchRegistry(n.reg)
+	n.tel.AddMethods(n.host.Names()...)
+	if n.cfg.HTTP != "" {
+		return n.host.MountHTTPKeyed("/metrics", n.tel.Handler())
+	}
+	return nil
 }
 
 // mountGateway puts the CHP gateway's routes on the HTTP listener, in
@@ -443,6 +466,10 @@ func (n *Node) Addr(transport string) string { return n.host.Addr(transport) }
 
 // Host returns the node's host (its boundary, evidence, surface).
 func (n *Node) Host() *host.Host { return n.host }
+
+// Metrics returns the node's metrics, served at /metrics on its HTTP
+// listener; a program may register its own collectors on its Registry.
+func (n *Node) Metrics() *telemetry.Metrics { return n.tel }
 
 // Registry returns the node's registry.
 func (n *Node) Registry() *registry.Node { return n.reg }

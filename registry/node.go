@@ -84,6 +84,10 @@ type Config struct {
 	// directory (Primal IPC Protocol order, without registry or TCP; see
 	// routeDiscovered). Off by default; node.Start turns it on.
 	Discover bool
+
+	// Observer, when set, is told of changes, trust changes, routed calls
+	// and Store errors, for metrics. Nil costs nothing.
+	Observer Observer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -236,6 +240,10 @@ func NewNode(cfg Config) (*Node, error) {
 		done:    make(chan struct{}),
 	}
 	n.limits = newHTTPLimiters(cfg.RateLimits, cfg.Now)
+	if cfg.Observer != nil {
+		n.st = observedStore{cfg.Store, cfg.Observer}
+		n.limits.observe(cfg.Observer)
+	}
 	if err := n.load(context.Background()); err != nil {
 		return nil, err
 	}
@@ -711,6 +719,9 @@ func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
 	defer n.mu.Unlock()
 	now := n.cfg.Now()
 	for _, ev := range evs {
+		if n.cfg.Observer != nil {
+			n.cfg.Observer.OnChange(ev.Kind)
+		}
 		n.version++
 		ev.Revision = n.version
 		ev.At = now

@@ -47,6 +47,7 @@ type limiter struct {
 	rate, burst float64 // tokens per second, bucket size
 	max         int
 	now         func() time.Time
+	refused     func() // Observer.OnRateLimited of the limiter's group, or nil
 
 	mu       sync.Mutex
 	clients  map[string]*bucket
@@ -150,6 +151,9 @@ func limited(l *limiter, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ok, wait := l.allow(clientKey(r))
 		if !ok {
+			if l.refused != nil {
+				l.refused()
+			}
 			secs := int(math.Ceil(wait.Seconds()))
 			if secs < 1 {
 				secs = 1

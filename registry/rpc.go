@@ -420,6 +420,18 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 // next provider when one cannot be reached. The provider's result or
 // JSON-RPC error is returned unchanged.
 func (n *Node) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
+	if n.cfg.Observer == nil {
+		res, _, _, err := n.routeCall(ctx, capability, method, params)
+		return res, err
+	}
+	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
+	n.cfg.Observer.OnRoute(outcome, int(hops))
+	return res, err
+}
+
+// routeCall is route, also returning the hop count the forwarded call
+// carried (0 when it was not forwarded) and its Route* outcome.
+func (n *Node) routeCall(ctx context.Context, capability, method string, params json.RawMessage) (any, int64, string, error) {
 	cands := n.Find(capability, FindOptions{})
 	if len(cands) == 0 && capability == method {
 		if i := strings.IndexByte(method, '.'); i > 0 {
@@ -429,14 +441,14 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 	if len(cands) == 0 {
 		return n.routeDiscovered(ctx, capability, method, params)
 	}
-	params, err := n.nextHop(params) // loop protection: _meta.hops
+	params, hops, err := n.nextHopN(params) // loop protection: _meta.hops
 	if err != nil {
-		return nil, rpcError(err)
+		return nil, 0, RouteRefused, rpcError(err)
 	}
 	// The provider sees this node as its peer: say who the caller really is.
 	params, err = access.Forward(ctx, params, n.cfg.Network)
 	if err != nil {
-		return nil, err
+		return nil, 0, RouteRefused, err
 	}
 	var lastErr error
 	for _, e := range cands {
@@ -458,14 +470,14 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 		err = c.Call(ctx, method, p, &res)
 		c.Close()
 		if err == nil {
-			return res, nil
+			return res, hops, RouteOK, nil
 		}
 		if _, ok := jsonrpc.ErrorCode(err); ok {
-			return nil, err // the provider's own error, code preserved
+			return nil, hops, RouteProviderError, err // the provider's own error, code preserved
 		}
 		lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
 	}
-	return nil, jsonrpc.Errorf(CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
+	return nil, hops, RouteUnreachable, jsonrpc.Errorf(CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
 }
 
 func routableEndpoint(ep string) bool {
@@ -485,26 +497,27 @@ func routableEndpoint(ep string) bool {
 // endpoint.Discover) — never a registry (the node is one), never TCP, and
 // never the node itself. The provider's answer or error is returned as
 // from a registered one.
-func (n *Node) routeDiscovered(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
+func (n *Node) routeDiscovered(ctx context.Context, capability, method string, params json.RawMessage) (any, int64, string, error) {
 	noProvider := rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
 	if !n.cfg.Discover || capability != method {
-		return nil, noProvider
+		return nil, 0, RouteNoProvider, noProvider
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	c, found, err := endpoint.Discover(dctx, endpoint.Query{Method: method, NoRegistry: true, NoTCP: true, ProbeTimeout: time.Second})
 	cancel()
 	if err != nil {
-		return nil, noProvider
+		return nil, 0, RouteNoProvider, noProvider
 	}
 	defer c.Close()
 	if n.isSelf(found.Addr.String()) {
-		return nil, noProvider
+		return nil, 0, RouteNoProvider, noProvider
 	}
-	if params, err = n.nextHop(params); err != nil {
-		return nil, rpcError(err)
+	params, hops, err := n.nextHopN(params)
+	if err != nil {
+		return nil, 0, RouteRefused, rpcError(err)
 	}
 	if params, err = access.Forward(ctx, params, n.cfg.Network); err != nil {
-		return nil, err
+		return nil, 0, RouteRefused, err
 	}
 	var p any
 	if len(params) > 0 {
@@ -513,10 +526,10 @@ func (n *Node) routeDiscovered(ctx context.Context, capability, method string, p
 	var res json.RawMessage
 	err = c.Call(ctx, method, p, &res)
 	if err == nil {
-		return res, nil
+		return res, hops, RouteOK, nil
 	}
 	if _, ok := jsonrpc.ErrorCode(err); ok {
-		return nil, err
+		return nil, hops, RouteProviderError, err
 	}
-	return nil, jsonrpc.Errorf(CodeUnavailable, "the provider of %q found at %s (%s) could not be reached: %v", capability, found.Addr, found.Via, err).WithData(map[string]any{"code": "provider_unreachable"})
+	return nil, hops, RouteUnreachable, jsonrpc.Errorf(CodeUnavailable, "the provider of %q found at %s (%s) could not be reached: %v", capability, found.Addr, found.Via, err).WithData(map[string]any{"code": "provider_unreachable"})
 }

@@ -390,6 +390,7 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	n.publish(func() { t.addCert(cs) })
+	n.observeTrust("enrolled")
 	return c, nil
 }
 
@@ -576,6 +577,7 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 			t.changed(cs.cert.NodePublicKey)
 		}
 	})
+	n.observeTrust("revoked")
 	res := RevokeResult{CRLSequence: crl.Sequence, RevokedCount: len(crl.Revoked)}
 	if ok, err := n.deregisterLocked(ctx, nodeKey, EventRevoked, "certificate revoked: "+reason); err != nil {
 		return res, err

@@ -95,6 +95,25 @@ type Config struct {
 	// mandates (max_invocations) in this file, so a restart does not reset
 	// them. "" counts in memory.
 	MandateUsesFile string
+	// Observer, when set, is told of every invocation's outcome and of
+	// each evidence commit, for metrics (package telemetry implements
+	// it). Nil costs nothing.
+	Observer Observer
+}
+
+// Observer receives what a Boundary does, for metrics. Its methods are
+// called synchronously from many goroutines at once: they must be safe
+// for concurrent use, quick, and must not block.
+type Observer interface {
+	// OnInvocation reports an invocation's recorded outcome; denialCode is
+	// the denial's code ("" unless outcome is denied or skipped). Codes
+	// may be any string a policy chose: an observer that uses them as
+	// labels must bound them (chp.IsReservedCode).
+	OnInvocation(outcome chp.Outcome, denialCode string)
+	// OnEvidenceCommit reports the final commit of an invocation's
+	// evidence: the events appended, the time until they (and the
+	// recorded result) were durable, and the error if that failed.
+	OnEvidenceCommit(events int, elapsed time.Duration, err error)
 }
 
 // Boundary is the CHP capability boundary: every invocation passes through

@@ -498,10 +498,31 @@ func (b *Boundary) finishDenied(ctx context.Context, inv *invocation, d *chp.Den
 	return b.finish(ctx, inv, chp.OutcomeDenied, nil, d, nil)
 }
 
-// finish appends the remaining events, records the result (with a durable
+// finish is record, with the Config's Observer (if any) told of the
+// commit and the outcome.
+func (b *Boundary) finish(ctx context.Context, inv *invocation, o chp.Outcome, data json.RawMessage, d *chp.DenialReason, e *chp.ErrorInfo) (*chp.InvocationResult, error) {
+	obs := b.cfg.Observer
+	if obs == nil {
+		return b.record(ctx, inv, o, data, d, e)
+	}
+	events := len(inv.pending)
+	start := time.Now()
+	res, err := b.record(ctx, inv, o, data, d, e)
+	obs.OnEvidenceCommit(events, time.Since(start), err)
+	if err == nil {
+		code := ""
+		if d != nil {
+			code = d.Code
+		}
+		obs.OnInvocation(o, code)
+	}
+	return res, err
+}
+
+// record appends the remaining events, records the result (with a durable
 // store, beside the evidence), waits until both are durable and returns the
 // result.
-func (b *Boundary) finish(ctx context.Context, inv *invocation, o chp.Outcome, data json.RawMessage, d *chp.DenialReason, e *chp.ErrorInfo) (*chp.InvocationResult, error) {
+func (b *Boundary) record(ctx context.Context, inv *invocation, o chp.Outcome, data json.RawMessage, d *chp.DenialReason, e *chp.ErrorInfo) (*chp.InvocationResult, error) {
 	if err := b.flush(ctx, inv); err != nil {
 		return nil, err
 	}

@@ -162,6 +162,9 @@ func outcome(r wres) string {
 	if r.Status != 0 && r.Status != http.StatusOK {
 		return strconv.Itoa(r.Status)
 	}
+	if r.Status == http.StatusOK && strings.HasPrefix(r.Body, "# HELP ") {
+		return "ok" // the Prometheus exposition
+	}
 	var m struct {
 		Error   *jsonrpc.Error  `json:"error"`
 		Result  json.RawMessage `json:"result"`
@@ -288,6 +291,12 @@ var matrix = map[string]map[string][7]string{
 		"register":   {"422", "422", "422", "422", "422", "422", "422"},
 		"administer": {"401", "401", "401", "401", "401", "401", "401"},
 		"discover":   {"ok", "ok", "ok", "ok", "ok", "ok", "ok"},
+	},
+	// /metrics on a keyed node: key holders only (any key of the node);
+	// a keyless node serves it on its loopback listener to all
+	// (TestMetricsExposition).
+	"http-metrics": {
+		"metrics": {"401", "401", "ok", "ok", "ok", "401", "401"},
 	},
 }
 
@@ -506,6 +515,8 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 		}[op]
 		r.Key = key
 		return r
+	case "http-metrics":
+		return wreq{Method: "GET", URL: base + "/metrics", Key: key}
 	case "http-registry":
 		r := map[string]wreq{
 			"register":   {Method: "POST", URL: base + "/agents", Body: `{}`},
@@ -535,7 +546,7 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 func TestAccessMatrix(t *testing.T) {
 	n := matrixEnv(t)
 	bin, why := childBinary(t, n.dir)
-	for _, binding := range []string{"unix", "tcp", "http-jsonrpc", "http-chp", "http-registry", "chp-fixtures"} {
+	for _, binding := range []string{"unix", "tcp", "http-jsonrpc", "http-chp", "http-registry", "http-metrics", "chp-fixtures"} {
 		for op, want := range matrix[binding] {
 			for i, cred := range matrixCreds {
 				// On the Unix socket only the same user is the test's own

@@ -113,7 +113,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.BoolVar(&f.noSocket, "no-socket", false, "do not bind the Unix socket (requires --port or --http)")
 	fl.IntVar(&f.port, "port", 0, "also serve newline JSON-RPC on this TCP port")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1", "address --port binds to")
-	fl.StringVar(&f.httpAddr, "http", "", "also serve HTTP on this address (JSON-RPC at /jsonrpc, the CHP binding, the registry routes), e.g. 127.0.0.1:8080")
+	fl.StringVar(&f.httpAddr, "http", "", "also serve HTTP on this address (JSON-RPC at /jsonrpc, the CHP binding, the registry routes, Prometheus metrics at /metrics), e.g. 127.0.0.1:8080")
 	fl.IntVar(&f.maxMessage, "max-message-bytes", 4<<20, "largest accepted message")
 	fl.IntVar(&f.maxConns, "max-conns", 1024, "most concurrent connections")
 	fl.IntVar(&f.ownerReserve, "owner-reserve", 64, "connections of --max-conns kept for the node's own user on its Unix socket")

@@ -1,0 +1,99 @@
+package registry
+
+import (
+	"context"
+	"time"
+)
+
+// Observer receives what a registry Node does, for metrics (package
+// telemetry implements it). Its methods are called synchronously from many
+// goroutines at once: they must be safe for concurrent use, quick, and
+// must not block — in particular they must not call back into the Node.
+type Observer interface {
+	// OnChange reports a committed registry change: an Event* kind
+	// (registered, replaced, expired, revoked, deregistered).
+	OnChange(kind string)
+	// OnTrustChange reports a change of the network's trust state:
+	// "enrolled" (a join certificate issued) or "revoked" (a CRL entry).
+	OnTrustChange(kind string)
+	// OnRoute reports a call the router handled: its Route* outcome and
+	// the hop count it was forwarded with (0 when it was not forwarded).
+	OnRoute(outcome string, hops int)
+	// OnStoreError reports a failed Store operation: "apply", "list" or
+	// "purge".
+	OnStoreError(op string)
+	// OnRateLimited reports an HTTP write refused by a per-client rate
+	// limit (429), by group: "agents", "join" or "admin".
+	OnRateLimited(group string)
+}
+
+// Outcomes of a routed call, passed to Observer.OnRoute: a bounded set.
+const (
+	RouteOK            = "ok"             // the provider answered with a result
+	RouteProviderError = "provider_error" // the provider answered with an error
+	RouteNoProvider    = "no_provider"    // no live, trusted provider
+	RouteRefused       = "refused"        // bad params or the hop limit
+	RouteUnreachable   = "unreachable"    // no provider could be reached
+)
+
+// Size is the registry's current size, cheap to read.
+type Size struct {
+	// Entries are the registrations held (live, any trust).
+	Entries int
+	// Capabilities are the distinct capability tags they offer.
+	Capabilities int
+	// Revision is the registry version (the last change's revision).
+	Revision uint64
+}
+
+// Size returns the registry's current size under the readers' lock.
+func (n *Node) Size() Size {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return Size{Entries: len(n.entries), Capabilities: len(n.byCap), Revision: n.version}
+}
+
+// observe makes the limiters report their refusals to obs.
+func (h httpLimiters) observe(obs Observer) {
+	for group, l := range map[string]*limiter{"agents": h.agents, "join": h.join, "admin": h.admin} {
+		if l != nil {
+			l.refused = func() { obs.OnRateLimited(group) }
+		}
+	}
+}
+
+// observedStore reports the errors of a Store's operations.
+type observedStore struct {
+	Store
+	obs Observer
+}
+
+func (s observedStore) Apply(ctx context.Context, ops ...Op) error {
+	err := s.Store.Apply(ctx, ops...)
+	if err != nil {
+		s.obs.OnStoreError("apply")
+	}
+	return err
+}
+
+func (s observedStore) List(ctx context.Context, kind string, now time.Time) ([]Record, error) {
+	rs, err := s.Store.List(ctx, kind, now)
+	if err != nil {
+		s.obs.OnStoreError("list")
+	}
+	return rs, err
+}
+
+func (s observedStore) Purge(ctx context.Context, now time.Time) (int, error) {
+	k, err := s.Store.Purge(ctx, now)
+	if err != nil {
+		s.obs.OnStoreError("purge")
+	}
+	return k, err
+}
+
+func (n *Node) observeTrust(kind string) {
+	if n.cfg.Observer != nil {
+		n.cfg.Observer.OnTrustChange(kind)
+	}
+}
