@@ -99,7 +99,7 @@ func (p Principal) Caller() *boundary.Caller {
 	case p.Kind == NamedKey:
 		return boundary.NewCaller(p.Name, "api_key", p.Scope)
 	case p.Kind == Family && p.Name != "":
-		return familyCaller(p.Name)
+		return boundary.FamilyCaller(p.Name)
 	case p.Verified():
 		return uidCaller(p.UID)
 	case p.Kind == SharedKey:
@@ -112,18 +112,7 @@ var (
 	sharedCaller    = &boundary.Caller{ID: "shared_key", Type: "shared_key", Claimed: true}
 	anonymousCaller = &boundary.Caller{ID: "anonymous", Type: "anonymous", Claimed: true}
 	uidCallers      sync.Map // uid → *boundary.Caller (a host sees few)
-	familyCallers   sync.Map // family → *boundary.Caller
 )
-
-// familyCaller is the verified subject of a BTSP peer: the family it
-// proved, "family:<FAMILY_ID>", of type btsp_family.
-func familyCaller(family string) *boundary.Caller {
-	if c, ok := familyCallers.Load(family); ok {
-		return c.(*boundary.Caller)
-	}
-	c, _ := familyCallers.LoadOrStore(family, boundary.NewCaller("family:"+family, "btsp_family", nil))
-	return c.(*boundary.Caller)
-}
 
 func uidCaller(uid uint32) *boundary.Caller {
 	if c, ok := uidCallers.Load(uid); ok {

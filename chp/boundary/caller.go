@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"sync"
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
@@ -119,4 +120,18 @@ func (c *invCtx) Value(key any) any {
 		}
 	}
 	return c.Context.Value(key)
+}
+
+// familyCallers holds one immutable Caller per BTSP family seen.
+var familyCallers sync.Map
+
+// FamilyCaller is the verified caller of a peer that proved a BTSP family
+// in its transport handshake: "family:<id>", type btsp_family. Callers are
+// cached per family (a host sees few).
+func FamilyCaller(family string) *Caller {
+	if c, ok := familyCallers.Load(family); ok {
+		return c.(*Caller)
+	}
+	c, _ := familyCallers.LoadOrStore(family, NewCaller("family:"+family, "btsp_family", nil))
+	return c.(*Caller)
 }

@@ -140,11 +140,7 @@ func rpcCaller(ctx context.Context) *boundary.Caller {
 	}
 	p, ok := jsonrpc.PeerFromContext(ctx)
 	if ok && p.Family != "" && (!p.HasCred || int(p.UID) != os.Getuid()) {
-		c, ok := familyCallers.Load(p.Family)
-		if !ok {
-			c, _ = familyCallers.LoadOrStore(p.Family, boundary.NewCaller("family:"+p.Family, "btsp_family", nil))
-		}
-		return c.(*boundary.Caller)
+		return boundary.FamilyCaller(p.Family)
 	}
 	if ok && p.HasCred {
 		c, ok := peerCallers.Load(p.UID)
@@ -157,9 +153,8 @@ func rpcCaller(ctx context.Context) *boundary.Caller {
 	return nil
 }
 
-// peerCallers holds one immutable Caller per Unix uid seen (a host sees few),
-// familyCallers one per BTSP family.
-var peerCallers, familyCallers sync.Map
+// peerCallers holds one immutable Caller per Unix uid seen (a host sees few).
+var peerCallers sync.Map
 
 // rpcMeta is the `_meta` member a direct call may carry in its params.
 type rpcMeta struct {
