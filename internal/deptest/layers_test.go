@@ -40,6 +40,7 @@ var layers = map[string]layer{
 	"internal/interleave": foundation,
 	"internal/specdata":   foundation,
 	"internal/errcatalog": foundation,
+	"internal/etcdtest":   foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
