@@ -177,7 +177,12 @@ type Node struct {
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 	self     selfEndpoints // the node's own listeners (loop protection)
-	limits   httpLimiters  // per-client HTTP rate limits
+	// Shared mode (sharednode.go): the store other nodes write too, the
+	// revision of each record this node holds, and the feed's end.
+	shared     SharedStore
+	revs       map[string]uint64
+	followDone chan struct{}
+	limits     httpLimiters // per-client HTTP rate limits
 }
 
 // NewNode loads the durable state from cfg.Store and starts the expiry
@@ -244,13 +249,24 @@ func NewNode(cfg Config) (*Node, error) {
 		n.st = observedStore{cfg.Store, cfg.Observer}
 		n.limits.observe(cfg.Observer)
 	}
-	if err := n.load(context.Background()); err != nil {
+	load := n.load
+	if sh, ok := cfg.Store.(SharedStore); ok {
+		n.shared, n.revs = sh, map[string]uint64{}
+		load = n.loadShared
+	}
+	if err := load(context.Background()); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stopLoop = cancel
 	n.loopDone = make(chan struct{})
+	n.followDone = make(chan struct{})
 	go n.sweepLoop(ctx)
+	if n.shared != nil {
+		go n.followLoop(ctx)
+	} else {
+		close(n.followDone)
+	}
 	return n, nil
 }
 
@@ -269,6 +285,7 @@ func (n *Node) Close() error {
 	n.wmu.Unlock()
 	n.stopLoop()
 	<-n.loopDone
+	<-n.followDone
 	return nil
 }
 
@@ -709,6 +726,9 @@ func (n *Node) publish(f func()) {
 // commit writes ops plus the new version, then publishes the events; the
 // caller holds wmu (not mu: readers go on during the Store write).
 func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
+	if n.shared != nil {
+		return n.commitShared(ctx, ops, evs)
+	}
 	next := n.version + uint64(len(evs))
 	vb, _ := json.Marshal(next)
 	ops = append(ops, Op{Record: Record{Kind: kindMeta, Key: "version", Value: vb}})
@@ -776,7 +796,9 @@ func (n *Node) Sweep(ctx context.Context) {
 			}
 		})
 	}
-	if len(dead) > 0 {
+	if len(dead) > 0 && n.shared != nil {
+		n.sweepShared(ctx, dead)
+	} else if len(dead) > 0 {
 		evs := make([]Event, 0, len(dead))
 		for _, e := range dead {
 			evs = append(evs, Event{Kind: EventExpired, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source})
@@ -799,6 +821,9 @@ func (n *Node) Sweep(ctx context.Context) {
 		}
 	}
 	n.wmu.Unlock()
+	if n.shared != nil {
+		return // the store's leases end expired records
+	}
 	if _, err := n.st.Purge(ctx, now); err != nil {
 		n.log.Warn("registry: purge", "err", err)
 	}
@@ -819,7 +844,11 @@ func (n *Node) useNonceLocked(ctx context.Context, scope, nonce string, exp time
 	if e, ok := n.nonces[k]; ok && n.cfg.Now().Before(e) {
 		return false, nil
 	}
-	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindNonce, Key: k, Value: []byte{}, ExpiresAt: exp}}); err != nil {
+	if err := n.apply(ctx, Op{Record: Record{Kind: kindNonce, Key: k, Value: []byte{}, ExpiresAt: exp}}); err != nil {
+		var re *Error
+		if errors.As(err, &re) && re.Code == CodeWordConcurrentChange {
+			return false, nil // spent on another node
+		}
 		return false, err
 	}
 	n.nonces[k] = exp

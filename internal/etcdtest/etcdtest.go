@@ -21,6 +21,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -288,4 +290,49 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// gateway calls etcd's JSON gateway (/v3/…) with body and decodes the
+// answer into out.
+func (s *Server) gateway(path string, body, out any) error {
+	b, _ := json.Marshal(body)
+	resp, err := http.Post("http://"+s.clientAddr+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("etcd %s: %s %s", path, resp.Status, raw)
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// Revision is the server's current revision.
+func (s *Server) Revision(t testing.TB) uint64 {
+	t.Helper()
+	var out struct {
+		Header struct {
+			Revision string `json:"revision"`
+		} `json:"header"`
+	}
+	if err := s.gateway("/v3/kv/range", map[string]any{"key": "AA==", "limit": 1}, &out); err != nil {
+		t.Fatal(err)
+	}
+	r, err := strconv.ParseUint(out.Header.Revision, 10, 64)
+	if err != nil {
+		t.Fatalf("etcd revision %q: %v", out.Header.Revision, err)
+	}
+	return r
+}
+
+// Compact compacts the server's history up to its current revision: a
+// watch from an older revision fails as compacted.
+func (s *Server) Compact(t testing.TB) {
+	t.Helper()
+	rev := s.Revision(t)
+	var out map[string]any
+	if err := s.gateway("/v3/kv/compaction", map[string]any{"revision": strconv.FormatUint(rev, 10), "physical": true}, &out); err != nil {
+		t.Fatal(err)
+	}
 }
