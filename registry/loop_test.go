@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
@@ -60,7 +62,7 @@ func newLoopNode(t *testing.T, trusted ...ed25519.PrivateKey) *loopNode {
 	n := newNode(t, registry.Config{TrustedKeys: pins})
 	a := assigners{jsonrpc.Map{"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
 		return map[string]string{"primal": "capmesh"}, nil
-	})}, n.RPC()}
+	})}, api.RPC(n)}
 	ul, sock := unixListener(t, "capmesh")
 	serve(t, a, ul)
 	tl, err := net.Listen("tcp", "127.0.0.1:0")

@@ -177,7 +177,6 @@ type Node struct {
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 	self     selfEndpoints // the node's own listeners (loop protection)
-	limits   httpLimiters  // per-client HTTP rate limits
 }
 
 // NewNode loads the durable state from cfg.Store and starts the expiry
@@ -239,10 +238,8 @@ func NewNode(cfg Config) (*Node, error) {
 		nonces:  map[string]time.Time{},
 		done:    make(chan struct{}),
 	}
-	n.limits = newHTTPLimiters(cfg.RateLimits, cfg.Now)
 	if cfg.Observer != nil {
 		n.st = observedStore{cfg.Store, cfg.Observer}
-		n.limits.observe(cfg.Observer)
 	}
 	if err := n.load(context.Background()); err != nil {
 		return nil, err
@@ -548,10 +545,10 @@ func sortEntries(out []Entry) {
 	})
 }
 
-// descriptorWires returns the stored wire form of the live, trusted
+// DescriptorWires returns the stored wire form of the live, trusted
 // descriptor entries having capability (all when capability is empty), in
 // discovery order: the bytes GET /agents serves, spliced as they are.
-func (n *Node) descriptorWires(capability string) [][]byte {
+func (n *Node) DescriptorWires(capability string) [][]byte {
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
@@ -836,3 +833,6 @@ func (n *Node) loadNonces(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
+
+// Config returns the node's configuration, defaults filled in.
+func (n *Node) Config() Config { return n.cfg }

@@ -64,6 +64,7 @@ var layers = map[string]layer{
 	"host":                 service,
 	"registry":             service,
 	"registry/announce":    service,
+	"registry/api":         service,
 	"registry/sqlite":      service,
 	"registry/etcd":        service,
 	"registry/storetest":   service,
