@@ -236,11 +236,3 @@ func (n *Node) VerifyAdmin(ctx context.Context, a AdminAuth, body map[string]any
 
 // Genesis returns the network's genesis block, as GET /genesis serves it.
 func (n *Node) Genesis() map[string]any { return n.trust.genesis }
-
-// Document returns the certificate as the JSON object it is signed and
-// served as (with its signatures).
-func (c *JoinCertificate) Document() map[string]any { return c.object(true) }
-
-// Document returns the CRL as the JSON object it is signed and served as
-// (with its signatures).
-func (c *CRL) Document() map[string]any { return c.object(true) }

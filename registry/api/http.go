@@ -51,7 +51,7 @@ func (n *server) httpHandler() http.Handler {
 			writeErr(w, r, err)
 			return
 		}
-		writeJSON(w, 200, c.Document())
+		writeJSON(w, 200, c.Object(true))
 	})
 	mux.HandleFunc("GET /genesis", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, n.Genesis()) })
 	mux.HandleFunc("GET /policy", func(w http.ResponseWriter, r *http.Request) {
@@ -260,7 +260,7 @@ func (n *server) httpJoin(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, err)
 		return
 	}
-	writeJSON(w, 201, c.Document())
+	writeJSON(w, 201, c.Object(true))
 }
 
 func (n *server) httpRenew(w http.ResponseWriter, r *http.Request) {
@@ -293,7 +293,7 @@ func (n *server) httpRenew(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, err)
 		return
 	}
-	writeJSON(w, 201, c.Document())
+	writeJSON(w, 201, c.Object(true))
 }
 
 func (n *server) httpHeartbeat(w http.ResponseWriter, r *http.Request) {
