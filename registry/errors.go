@@ -78,6 +78,7 @@ var statusByWord = map[string]struct {
 	CodeWordNameInUse:                  {409, CodeConflict},
 	CodeWordNotRegistrant:              {403, CodeForbidden},
 	CodeWordSelfRoute:                  {400, jsonrpc.InvalidParams},
+	CodeWordLocalEndpoint:              {403, CodeForbidden},
 }
 
 func refuse(word, format string, args ...any) *Error {

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"os"
@@ -136,6 +137,57 @@ func hostPort(ep string) (host, port string, ok bool) {
 func (n *Node) refuseSelf(ep string) error {
 	if n.IsSelf(ep) {
 		return refuse(CodeWordSelfRoute, "endpoint %s is this registry node itself: routing to it would loop", ep)
+	}
+	return nil
+}
+
+// CodeWordLocalEndpoint refuses a signed descriptor from another machine
+// that names an endpoint only this machine can reach.
+const CodeWordLocalEndpoint = "endpoint_is_local"
+
+// localOnly reports whether ep (a normalized endpoint) names an address
+// that reaches the machine it is dialled from, whichever machine that is:
+// a Unix socket, a loopback or unspecified IP, or "localhost".
+func localOnly(ep string) bool {
+	if strings.HasPrefix(ep, "unix://") {
+		return true
+	}
+	host, _, ok := hostPort(ep)
+	if !ok {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") || strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+}
+
+// fromThisMachine reports whether the request in ctx came from this
+// machine: a Unix-socket peer, or a TCP or HTTP peer at a loopback
+// address. A call without a peer is the program's own (the Go API).
+func fromThisMachine(ctx context.Context) bool {
+	p, ok := jsonrpc.PeerFromContext(ctx)
+	if !ok {
+		return true
+	}
+	if p.Transport == "unix" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(p.Addr)
+	if err != nil {
+		host = p.Addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// refuseForeignLocal is the registration-time check that a descriptor
+// signed elsewhere cannot point this node's router at a service only this
+// machine can reach (a database on 127.0.0.1, another user's socket).
+func refuseForeignLocal(ctx context.Context, ep string) error {
+	if localOnly(ep) && !fromThisMachine(ctx) {
+		return refuse(CodeWordLocalEndpoint, "endpoint %s reaches only the machine it is dialled from; a registration from another machine may not name it", ep)
 	}
 	return nil
 }

@@ -150,8 +150,9 @@ func newer(a, b *entry) bool {
 	return a.Key < b.Key
 }
 
-// Node is the registry service. Create it with NewNode, mount RPC() on a
-// jsonrpc.Server and HTTPHandler() on an http.Server, and Close it.
+// Node is the registry service. Create it with NewNode, mount
+// api.RPC(n) on a jsonrpc.Server and api.HTTPHandler(n) on an
+// http.Server (package registry/api), and Close it.
 type Node struct {
 	cfg Config
 	log *slog.Logger
@@ -625,6 +626,9 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
 	}
 	if err := n.refuseSelf(d.Endpoint.URI()); err != nil {
+		return Entry{}, err
+	}
+	if err := refuseForeignLocal(ctx, d.Endpoint.URI()); err != nil {
 		return Entry{}, err
 	}
 	n.wmu.Lock()

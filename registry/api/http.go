@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
@@ -129,7 +130,10 @@ func (n *server) httpRegister(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, err)
 		return
 	}
-	if _, err := n.Register(r.Context(), d); err != nil {
+	// The registry judges where the request came from (a descriptor from
+	// another machine may not name a local-only endpoint).
+	ctx := jsonrpc.ContextWithPeer(r.Context(), jsonrpc.Peer{Transport: "http", Addr: r.RemoteAddr})
+	if _, err := n.Register(ctx, d); err != nil {
 		writeErr(w, r, err)
 		return
 	}
