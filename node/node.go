@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/chp/gateway"
@@ -414,7 +416,7 @@ func (n *Node) durableState(rcfg *registry.Config, hcfg *host.Config) error {
 // with what they cost for planners reading capabilities.list: routing is
 // a network hop; a heartbeat or an unregistration needs a registration.
 func (n *Node) mountRegistry() error {
-	if err := n.host.Mount(n.reg.RPC()); err != nil {
+	if err := n.host.Mount(api.RPC(n.reg)); err != nil {
 		return err
 	}
 	local := wire.CostEstimate{CPU: wire.CostLow, LatencyMS: 0.1}
@@ -438,8 +440,8 @@ func (n *Node) mountRegistry() error {
 	}
 	// The Genesis-Mesh Network-Authority routes; the registry's own GET
 	// /health is left to the CHP binding, which owns /health on every host.
-	rh := n.reg.HTTPHandler()
-	for _, p := range registry.HTTPRoutes() {
+	rh := api.HTTPHandler(n.reg)
+	for _, p := range api.HTTPRoutes() {
 		if err := n.host.MountHTTP(p, rh); err != nil {
 			return err
 		}

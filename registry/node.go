@@ -150,8 +150,9 @@ func newer(a, b *entry) bool {
 	return a.Key < b.Key
 }
 
-// Node is the registry service. Create it with NewNode, mount RPC() on a
-// jsonrpc.Server and HTTPHandler() on an http.Server, and Close it.
+// Node is the registry service. Create it with NewNode, mount
+// api.RPC(n) on a jsonrpc.Server and api.HTTPHandler(n) on an
+// http.Server (package registry/api), and Close it.
 type Node struct {
 	cfg Config
 	log *slog.Logger
@@ -182,7 +183,6 @@ type Node struct {
 	shared     SharedStore
 	revs       map[string]uint64
 	followDone chan struct{}
-	limits     httpLimiters // per-client HTTP rate limits
 }
 
 // NewNode loads the durable state from cfg.Store and starts the expiry
@@ -244,10 +244,8 @@ func NewNode(cfg Config) (*Node, error) {
 		nonces:  map[string]time.Time{},
 		done:    make(chan struct{}),
 	}
-	n.limits = newHTTPLimiters(cfg.RateLimits, cfg.Now)
 	if cfg.Observer != nil {
 		n.st = observedStore{cfg.Store, cfg.Observer}
-		n.limits.observe(cfg.Observer)
 	}
 	load := n.load
 	if sh, ok := cfg.Store.(SharedStore); ok {
@@ -565,10 +563,10 @@ func sortEntries(out []Entry) {
 	})
 }
 
-// descriptorWires returns the stored wire form of the live, trusted
+// DescriptorWires returns the stored wire form of the live, trusted
 // descriptor entries having capability (all when capability is empty), in
 // discovery order: the bytes GET /agents serves, spliced as they are.
-func (n *Node) descriptorWires(capability string) [][]byte {
+func (n *Node) DescriptorWires(capability string) [][]byte {
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
@@ -645,6 +643,9 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
 	}
 	if err := n.refuseSelf(d.Endpoint.URI()); err != nil {
+		return Entry{}, err
+	}
+	if err := refuseForeignLocal(ctx, d.Endpoint.URI()); err != nil {
 		return Entry{}, err
 	}
 	n.wmu.Lock()
@@ -865,3 +866,6 @@ func (n *Node) loadNonces(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
+
+// Config returns the node's configuration, defaults filled in.
+func (n *Node) Config() Config { return n.cfg }

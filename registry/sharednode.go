@@ -312,7 +312,7 @@ func (n *Node) applyTrust(ch Change) {
 		if json.Unmarshal(ch.Value, &cs) != nil {
 			return
 		}
-		c, err := parseCert(cs.Cert)
+		c, err := descriptor.ParseJoinCertificate(cs.Cert)
 		if err != nil {
 			return
 		}
@@ -330,7 +330,7 @@ func (n *Node) applyTrust(ch Change) {
 		if ch.Key != "active" || ch.Delete {
 			return
 		}
-		if c, err := parseCRL(ch.Value); err == nil {
+		if c, err := descriptor.ParseCRL(ch.Value); err == nil {
 			t.crl = c
 		}
 	case kindNonce:

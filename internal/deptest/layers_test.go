@@ -65,6 +65,7 @@ var layers = map[string]layer{
 	"host":                 service,
 	"registry":             service,
 	"registry/announce":    service,
+	"registry/api":         service,
 	"registry/sqlite":      service,
 	"registry/etcd":        service,
 	"registry/storetest":   service,
