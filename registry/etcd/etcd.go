@@ -626,3 +626,14 @@ func ParseURL(raw string) (Options, error) {
 	}
 	return o, nil
 }
+
+func init() {
+	registry.RegisterStore("etcd", func(ctx context.Context, url string, log *slog.Logger) (registry.Store, error) {
+		o, err := ParseURL(url)
+		if err != nil {
+			return nil, err
+		}
+		o.Logger = log
+		return Open(ctx, o)
+	})
+}
