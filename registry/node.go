@@ -648,29 +648,59 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	if err := refuseForeignLocal(ctx, d.Endpoint.URI()); err != nil {
 		return Entry{}, err
 	}
+	if n.shared != nil {
+		return n.registerShared(ctx, raw, d, now)
+	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
+	e, ops, ev, same, err := n.admitLocked(d, raw, now)
+	if err != nil || same != nil {
+		return n.viewOf(same, now), err
+	}
+	if err := n.commit(ctx, ops, ev); err != nil {
+		return Entry{}, err
+	}
+	n.publish(func() {
+		n.marks[e.Key] = e.RegisteredAt
+		n.index(e)
+	})
+	return n.view(e, now), nil
+}
+
+// viewOf is view for an entry that may be nil (the zero Entry).
+func (n *Node) viewOf(e *entry, now time.Time) Entry {
+	if e == nil {
+		return Entry{}
+	}
+	return n.view(e, now)
+}
+
+// admitLocked checks a verified descriptor against trust and the
+// anti-rollback watermark and returns the entry, the writes and the event
+// that admit it — or the current entry when it is the same descriptor
+// again (idempotent). The caller holds wmu.
+func (n *Node) admitLocked(d *descriptor.Descriptor, raw []byte, now time.Time) (*entry, []Op, Event, *entry, error) {
 	if n.closed {
-		return Entry{}, errors.New("registry: closed")
+		return nil, nil, Event{}, nil, errors.New("registry: closed")
 	}
 	if v := n.trust.verdict(d.NodePublicKey, now); !v.Trusted {
 		word := descriptor.CodeNoActiveCertificate
 		if v.Reason == reasonCompromised {
 			word = descriptor.CodeKeyRevoked
 		}
-		return Entry{}, refuse(word, "node %s is not trusted: %s", short(d.NodePublicKey), v.Reason)
+		return nil, nil, Event{}, nil, refuse(word, "node %s is not trusted: %s", short(d.NodePublicKey), v.Reason)
 	}
 	reg := d.RegisteredAt.Instant()
 	if mark, ok := n.marks[d.NodePublicKey]; ok {
 		cur := n.entries[d.NodePublicKey]
 		switch {
 		case reg.Before(mark):
-			return Entry{}, refuse(descriptor.CodeRollback, "descriptor registered_at %s is older than the newest accepted one (%s); refusing the rollback", d.RegisteredAt, mark.Format(time.RFC3339Nano))
+			return nil, nil, Event{}, nil, refuse(descriptor.CodeRollback, "descriptor registered_at %s is older than the newest accepted one (%s); refusing the rollback", d.RegisteredAt, mark.Format(time.RFC3339Nano))
 		case reg.Equal(mark):
 			if cur != nil && string(cur.raw) == string(raw) {
-				return n.view(cur, now), nil // the same descriptor again: idempotent
+				return nil, nil, Event{}, cur, nil // the same descriptor again: idempotent
 			}
-			return Entry{}, refuse(CodeWordReplay, "a descriptor with registered_at %s was already accepted for this node; sign a new one", d.RegisteredAt)
+			return nil, nil, Event{}, nil, refuse(CodeWordReplay, "a descriptor with registered_at %s was already accepted for this node; sign a new one", d.RegisteredAt)
 		}
 	}
 	e := descriptorEntry(d, raw)
@@ -687,14 +717,7 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	if cur, ok := n.entries[e.Key]; ok && n.live(cur, now) {
 		kind = EventReplaced
 	}
-	if err := n.commit(ctx, ops, Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
-		return Entry{}, err
-	}
-	n.publish(func() {
-		n.marks[e.Key] = reg
-		n.index(e)
-	})
-	return n.view(e, now), nil
+	return e, ops, Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}, nil, nil
 }
 
 // deregisterLocked removes an entry by key and records why

@@ -64,13 +64,8 @@ func (n *Node) apply(ctx context.Context, ops ...Op) error {
 		conds = append(conds, c)
 	}
 	rev, err := n.shared.ApplyIf(ctx, conds, ops...)
-	switch {
-	case errors.Is(err, ErrConflict):
-		return refuse(CodeWordConcurrentChange, "the registry changed on another node while this request was checked; retry it")
-	case errors.Is(err, ErrUnavailable):
-		return refuse(CodeWordStoreUnavailable, "the registry store cannot be reached; nothing was changed, retry later (%v)", err)
-	case err != nil:
-		return err
+	if err != nil {
+		return n.storeError(err)
 	}
 	for _, op := range ops {
 		if op.Delete {
@@ -532,4 +527,46 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 		}
 	}
 	return rev, out, nil
+}
+
+// registerShared is Register on a SharedStore: the checks under wmu, the
+// conditional write without it (so that registrations of different keys
+// go to the store side by side), the publication under wmu again unless
+// the feed already holds something newer.
+func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Descriptor, now time.Time) (Entry, error) {
+	n.wmu.Lock()
+	e, ops, _, same, err := n.admitLocked(d, raw, now)
+	if err != nil || same != nil {
+		v := n.viewOf(same, now)
+		n.wmu.Unlock()
+		return v, err
+	}
+	dk, mk := revKey(kindDescriptor, e.Key, ""), revKey(kindMark, e.Key, "")
+	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.revs[dk]}, {Kind: kindMark, Key: e.Key, Rev: n.revs[mk]}}
+	n.wmu.Unlock()
+	rev, err := n.shared.ApplyIf(ctx, conds, ops...)
+	if err != nil {
+		return Entry{}, n.storeError(err)
+	}
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	if n.revs[dk] < rev {
+		n.revs[dk], n.revs[mk] = rev, rev
+		n.publish(func() {
+			n.marks[e.Key] = e.RegisteredAt
+			n.index(e)
+		})
+	}
+	return n.view(e, now), nil
+}
+
+// storeError turns a SharedStore error into the registry's refusal.
+func (n *Node) storeError(err error) error {
+	switch {
+	case errors.Is(err, ErrConflict):
+		return refuse(CodeWordConcurrentChange, "the registry changed on another node while this request was checked; retry it")
+	case errors.Is(err, ErrUnavailable):
+		return refuse(CodeWordStoreUnavailable, "the registry store cannot be reached; nothing was changed, retry later (%v)", err)
+	}
+	return err
 }
