@@ -389,6 +389,9 @@ func (n *Node) record(evs []Event, rev uint64, now time.Time) {
 	}
 	if len(n.events) >= 2*n.cfg.WatchHistory {
 		over := len(n.events) - n.cfg.WatchHistory
+		for over < len(n.events) && n.events[over].Revision == n.events[over-1].Revision {
+			over++ // a revision's events (one transaction's) go together
+		}
 		n.events = append(make([]Event, 0, 2*n.cfg.WatchHistory), n.events[over:]...)
 	}
 	if rev > n.version {

@@ -47,7 +47,7 @@ func join(t *testing.T, srv *etcdtest.Server, prefix string, opts etcd.Options) 
 		t.Fatal(err)
 	}
 	p := &peer{Node: n, st: st}
-	t.Cleanup(func() { p.Close(); st.Close() })
+	t.Cleanup(func() { p.Close(); _ = st.Close() })
 	return p
 }
 
@@ -453,5 +453,30 @@ func TestWatermarkWhenTTLShrinks(t *testing.T) {
 	marks, err := a.st.List(ctx, "watermark", time.Now())
 	if err != nil || len(marks) != 1 || marks[0].Key != key || marks[0].ExpiresAt.Before(t0.Add(time.Second+3*time.Hour)) {
 		t.Fatalf("after a shorter-lived replacement: %+v, %v; want one watermark until the older expiry", marks, err)
+	}
+}
+
+// TestClosedNodeLocalRegistrationsGoAtOnce: a node that stops cleanly
+// revokes its lease, so its local registrations vanish everywhere at
+// once, not after the lease's TTL (a minute here).
+func TestClosedNodeLocalRegistrationsGoAtOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/close/", etcd.Options{NodeID: "node-a", NodeTTL: time.Minute})
+	b := join(t, srv, "/close/", etcd.Options{NodeID: "node-b"})
+	ctx := context.Background()
+	sb := b.Version()
+	if _, _, err := a.RegisterLocal(ctx, localPeer(), registry.LocalRegistration{Name: "songbird", Capabilities: []string{"net.discover"}, Endpoint: fakeHost(t, "songbird")}); err != nil {
+		t.Fatal(err)
+	}
+	const remote = "local:songbird@node-a"
+	waitEvent(t, b, &sb, registry.EventRegistered, remote)
+	start := time.Now()
+	a.Close()
+	if err := a.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, b, &sb, registry.EventExpired, remote)
+	if d := time.Since(start); d >= time.Minute {
+		t.Errorf("gone after %s: the lease ran out instead of being revoked", d)
 	}
 }
