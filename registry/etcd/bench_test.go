@@ -159,7 +159,7 @@ func BenchmarkRegisterVsBarePut(b *testing.B) {
 
 // BenchmarkFleet100k: three registry nodes on one etcd holding 100,000
 // signed descriptors (20,000 tags of 5 providers). Node A registers new
-// descriptors at up to 1,000/s from 8 callers for 5 s while nodes B and
+// descriptors at up to 1,000/s from 16 callers for 5 s while nodes B and
 // C answer Find (a tag's 5 providers, newest first) in a loop and watch:
 // it reports Find's p50/p99 on B and C during the writes (wall clock and
 // the thread's CPU time: "find-cpu-"), and how long a registration made on
@@ -239,7 +239,7 @@ func fleetRun(b *testing.B, a *registry.Node, readers []*registry.Node, writes [
 			}
 		}()
 	}
-	const writers, perWriter, dur = 8, 125, 5 * time.Second // 1,000/s
+	const writers, perWriter, dur = 16, 63, 5 * time.Second // ≈1,000/s
 	var done atomic.Int64
 	var next atomic.Int64
 	start := time.Now()
