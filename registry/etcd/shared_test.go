@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -478,5 +479,32 @@ func TestClosedNodeLocalRegistrationsGoAtOnce(t *testing.T) {
 	waitEvent(t, b, &sb, registry.EventExpired, remote)
 	if d := time.Since(start); d >= time.Minute {
 		t.Errorf("gone after %s: the lease ran out instead of being revoked", d)
+	}
+}
+
+// TestRouterLeavesOtherNodesLocals: a node whose router cannot reach
+// another node's local registration does not drop it: the socket is on
+// the owner's machine, which alone can tell that its host is gone.
+func TestRouterLeavesOtherNodesLocals(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/drop/", etcd.Options{NodeID: "node-a"})
+	b := join(t, srv, "/drop/", etcd.Options{NodeID: "node-b"})
+	ctx := context.Background()
+	sb := b.Version()
+	if _, _, err := a.RegisterLocal(ctx, localPeer(), registry.LocalRegistration{Name: "nestgate", Capabilities: []string{"storage.put"}, Endpoint: fakeHost(t, "nestgate")}); err != nil {
+		t.Fatal(err)
+	}
+	const remote = "local:nestgate@node-a"
+	waitEvent(t, b, &sb, registry.EventRegistered, remote)
+	e, ok := b.Get(remote)
+	if !ok {
+		t.Fatal("b does not hold a's registration")
+	}
+	b.DropIfGone(ctx, e, syscall.ENOENT)
+	if _, ok := b.Get(remote); !ok {
+		t.Error("b dropped another node's local registration")
+	}
+	if _, ok := a.Get("local:nestgate"); !ok {
+		t.Error("a lost its registration")
 	}
 }
