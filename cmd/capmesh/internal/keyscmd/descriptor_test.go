@@ -1,4 +1,4 @@
-package main
+package keyscmd
 
 import (
 	"crypto/ed25519"

@@ -1,4 +1,4 @@
-package main
+package mcpcmd
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
@@ -20,9 +22,9 @@ import (
 	"github.com/capmesh/capmesh/mcpbridge"
 )
 
-func init() { register(newMCPCmd) }
-
-func newMCPCmd(a *app) *cobra.Command {
+// New is `capmesh mcp`: wrap an MCP server as a host, and serve the
+// node's capabilities as an MCP server.
+func New(a cli.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Bridge the Model Context Protocol: MCP servers as hosts, capabilities as an MCP server",
@@ -46,7 +48,7 @@ type mcpWrapFlags struct {
 	actionLimit                                    int64
 }
 
-func newMCPWrapCmd(a *app) *cobra.Command {
+func newMCPWrapCmd(a cli.Env) *cobra.Command {
 	f := &mcpWrapFlags{}
 	cmd := &cobra.Command{
 		Use:   "wrap [flags] (--url URL | -- COMMAND [ARGS...])",
@@ -91,31 +93,31 @@ policy and with evidence, every tool whose fingerprint is not the one in LINK.
 	fl.BoolVar(&f.printLink, "print-link", false, "print the capability link of the server's tools and exit")
 	fl.DurationVar(&f.timeout, "connect-timeout", 60*time.Second, "give up connecting to the MCP server after this long")
 	cmd.MarkFlagsMutuallyExclusive("print-link", "pin")
-	return markGracefulStop(cmd)
+	return cli.MarkGracefulStop(cmd)
 }
 
-func runMCPWrap(ctx context.Context, a *app, f *mcpWrapFlags, args []string) error {
+func runMCPWrap(ctx context.Context, a cli.Env, f *mcpWrapFlags, args []string) error {
 	var t mcp.Transport
 	switch {
 	case f.url != "" && len(args) > 0:
-		return usageErrorf("give --url or a COMMAND, not both")
+		return cli.UsageErrorf("give --url or a COMMAND, not both")
 	case f.url != "":
 		t = &mcp.StreamableClientTransport{Endpoint: f.url}
 	case len(args) > 0:
 		c := exec.Command(args[0], args[1:]...)
-		c.Stderr = a.stderr
+		c.Stderr = a.Stderr()
 		t = &mcp.CommandTransport{Command: c}
 	default:
-		return usageErrorf("give the MCP server: --url URL or -- COMMAND [ARGS...]")
+		return cli.UsageErrorf("give the MCP server: --url URL or -- COMMAND [ARGS...]")
 	}
 	if f.maxRisk != "" && f.maxRisk != "low" && f.maxRisk != "medium" && f.maxRisk != "high" && f.maxRisk != "critical" {
-		return usageErrorf("--max-risk %q: want low, medium, high or critical", f.maxRisk)
+		return cli.UsageErrorf("--max-risk %q: want low, medium, high or critical", f.maxRisk)
 	}
 	cfg := &mcpbridge.WrapConfig{
 		Info:   host.Info{Name: f.name, Domain: f.domain},
-		Logger: a.log,
+		Logger: a.Log(),
 		Host: &host.Config{Socket: f.socket, TCP: f.tcp, HTTP: f.httpAddr, Node: f.node, NoAnnounce: f.noAnnounce || f.printLink,
-			Ephemeral: f.memory || f.printLink, DataDir: a.dataDir, Logger: a.log},
+			Ephemeral: f.memory || f.printLink, DataDir: a.DataDir(), Logger: a.Log()},
 	}
 	if f.printLink {
 		cfg.Host.NoSocket, cfg.Host.HTTP, cfg.Host.TCP = true, "", "127.0.0.1:0"
@@ -124,17 +126,17 @@ func runMCPWrap(ctx context.Context, a *app, f *mcpWrapFlags, args []string) err
 		cfg.Host.CHP.Policy = &boundary.PolicyConfig{MaxRiskTier: f.maxRisk, Version: "capmesh-mcp-wrap"}
 	}
 	if f.actionLimit < 0 {
-		return usageErrorf("--action-limit %d: want 0 or more", f.actionLimit)
+		return cli.UsageErrorf("--action-limit %d: want 0 or more", f.actionLimit)
 	}
 	cfg.Describe = autonomyOf(f)
 	if f.pin != "" {
-		v, err := readDoc(a, f.pin)
+		v, err := cli.ReadDoc(a, f.pin)
 		if err != nil {
 			return err
 		}
 		link, err := fingerprint.DecodeLink(v)
 		if err != nil {
-			return usageErrorf("--pin %s: %v", f.pin, err)
+			return cli.UsageErrorf("--pin %s: %v", f.pin, err)
 		}
 		cfg.Pins = append([]fingerprint.ToolRef{}, link.ToolRefs...)
 	}
@@ -150,7 +152,7 @@ func runMCPWrap(ctx context.Context, a *app, f *mcpWrapFlags, args []string) err
 		if err != nil {
 			return err
 		}
-		if err := writeJSON(a.stdout, link); err != nil {
+		if err := cli.WriteJSON(a.Stdout(), link); err != nil {
 			return err
 		}
 		return ignoreClosed(cerr)
@@ -159,10 +161,10 @@ func runMCPWrap(ctx context.Context, a *app, f *mcpWrapFlags, args []string) err
 		state := "serving"
 		if tl.Blocked {
 			state = "refused by pin"
-			a.log.Warn("mcp wrap: tool fingerprint differs from its pin; its calls are refused",
+			a.Log().Warn("mcp wrap: tool fingerprint differs from its pin; its calls are refused",
 				"tool", tl.Name, "method", tl.Method, "hash", tl.Hash, "pinned", tl.Pinned)
 		}
-		a.log.Info("mcp wrap: tool", "tool", tl.Name, "method", tl.Method, "hash", fingerprint.FormatHashShort(tl.Hash), "state", state)
+		a.Log().Info("mcp wrap: tool", "tool", tl.Name, "method", tl.Method, "hash", fingerprint.FormatHashShort(tl.Hash), "state", state)
 	}
 	return b.Serve(ctx)
 }
@@ -201,13 +203,13 @@ func ignoreClosed(err error) error {
 }
 
 type mcpServeFlags struct {
-	t           targetFlags
+	t           cli.Target
 	oneHost     bool
 	httpAddr    string
 	allowRemote bool
 }
 
-func newMCPServeCmd(a *app) *cobra.Command {
+func newMCPServeCmd(a cli.Env) *cobra.Command {
 	f := &mcpServeFlags{}
 	cmd := &cobra.Command{
 		Use:   "serve [--socket PATH | --tcp HOST:PORT | --name PRIMAL] [--host] [--http ADDR]",
@@ -234,24 +236,24 @@ every capability on the machine whose provider is trusted.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.t.socket, "socket", "", "Unix socket path of the node (or host)")
-	fl.StringVar(&f.t.tcp, "tcp", "", "TCP address of the node (or host)")
-	fl.StringVar(&f.t.name, "name", "", "primal name: its socket in the biomeos directory (default: the capmesh node)")
-	fl.DurationVar(&f.t.timeout, "timeout", 10*time.Second, "give up discovering capabilities after this long")
+	fl.StringVar(&f.t.Socket, "socket", "", "Unix socket path of the node (or host)")
+	fl.StringVar(&f.t.TCP, "tcp", "", "TCP address of the node (or host)")
+	fl.StringVar(&f.t.Name, "name", "", "primal name: its socket in the biomeos directory (default: the capmesh node)")
+	fl.DurationVar(&f.t.Timeout, "timeout", 10*time.Second, "give up discovering capabilities after this long")
 	cmd.MarkFlagsMutuallyExclusive("socket", "tcp", "name")
 	fl.BoolVar(&f.oneHost, "host", false, "the target is one host, not a node: serve its capabilities")
 	fl.StringVar(&f.httpAddr, "http", "", "serve streamable HTTP on this address instead of stdio (loopback only, see --allow-remote)")
 	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow --http on a non-loopback address: anyone who reaches it calls with this user's rights")
-	return markGracefulStop(cmd)
+	return cli.MarkGracefulStop(cmd)
 }
 
-func runMCPServe(ctx context.Context, a *app, f *mcpServeFlags) error {
-	addr, err := f.t.address()
+func runMCPServe(ctx context.Context, a cli.Env, f *mcpServeFlags) error {
+	addr, err := f.t.Address()
 	if err != nil {
 		return err
 	}
 	if f.httpAddr != "" && !f.allowRemote && !loopbackAddr(f.httpAddr) {
-		return usageErrorf("--http %s: not a loopback address; every call is made with this user's rights, so serving beyond this machine needs --allow-remote", f.httpAddr)
+		return cli.UsageErrorf("--http %s: not a loopback address; every call is made with this user's rights, so serving beyond this machine needs --allow-remote", f.httpAddr)
 	}
 	network, target := "unix", addr.Path
 	if addr.Scheme == "tcp" {
@@ -260,22 +262,22 @@ func runMCPServe(ctx context.Context, a *app, f *mcpServeFlags) error {
 	up := mcpbridge.NewUpstream(network, target)
 	defer up.Close()
 	discover := func(ctx context.Context) ([]mcpbridge.Capability, error) {
-		ctx, cancel := context.WithTimeout(ctx, f.t.timeout)
+		ctx, cancel := context.WithTimeout(ctx, f.t.Timeout)
 		defer cancel()
 		if f.oneHost {
 			return mcpbridge.HostCapabilities(ctx, up, "")
 		}
-		return mcpbridge.NodeCapabilities(ctx, up, nil, a.log)
+		return mcpbridge.NodeCapabilities(ctx, up, nil, a.Log())
 	}
 	caps, err := discover(ctx)
 	if err != nil {
-		return withCode(exitNetwork, fmt.Errorf("%s: %w", addr, err))
+		return cli.WithCode(cli.ExitNetwork, fmt.Errorf("%s: %w", addr, err))
 	}
-	a.log.Info("mcp serve: tools", "count", len(caps), "from", addr.String())
+	a.Log().Info("mcp serve: tools", "count", len(caps), "from", addr.String())
 	srv := mcpbridge.NewServer(caps, up, &mcpbridge.ServeConfig{
-		Implementation: &mcp.Implementation{Name: "capmesh", Version: versionString()}, Discover: discover, Logger: a.log})
+		Implementation: &mcp.Implementation{Name: "capmesh", Version: a.Version()}, Discover: discover, Logger: a.Log()})
 	if f.httpAddr == "" {
-		err := srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{a.stdin}, Writer: nopWriteCloser{a.stdout}})
+		err := srv.Run(ctx, &mcp.IOTransport{Reader: nopReadCloser{a.Stdin()}, Writer: nopWriteCloser{a.Stdout()}})
 		if err != nil && (ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed)) {
 			return nil
 		}
@@ -285,7 +287,7 @@ func runMCPServe(ctx context.Context, a *app, f *mcpServeFlags) error {
 	if err != nil {
 		return err
 	}
-	a.log.Info("mcp serve: streamable HTTP", "addr", l.Addr().String())
+	a.Log().Info("mcp serve: streamable HTTP", "addr", l.Addr().String())
 	// DNS-rebinding protection is the SDK's default; cross-origin browser
 	// requests are refused too, and idle sessions end.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{SessionTimeout: 30 * time.Minute})

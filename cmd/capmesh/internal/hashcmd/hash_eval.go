@@ -1,8 +1,10 @@
-package main
+package hashcmd
 
 import (
 	"fmt"
 	"text/tabwriter"
+
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
 
 	"github.com/spf13/cobra"
 
@@ -19,7 +21,7 @@ type evaluatedTool struct {
 	ToolHash string           `json:"toolHash"`
 }
 
-func newHashEvaluateCmd(a *app, f *hashFlags) *cobra.Command {
+func newHashEvaluateCmd(a cli.Env, f *hashFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "evaluate FILE",
 		Short: "an agent's evaluation: enabled tools, their hashes and the evaluated instructions",
@@ -32,15 +34,15 @@ then the runtime hash and the evaluated instructions (which are not hashed).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.payload {
-				return usageErrorf("--payload does not apply to evaluate; use hash runtime")
+				return cli.UsageErrorf("--payload does not apply to evaluate; use hash runtime")
 			}
-			v, err := readDoc(a, args[0])
+			v, err := cli.ReadDoc(a, args[0])
 			if err != nil {
 				return err
 			}
 			root, augments, err := evaluateInput(v)
 			if err != nil {
-				return usageErrorf("%s: %v", args[0], err)
+				return cli.UsageErrorf("%s: %v", args[0], err)
 			}
 			r, ev, err := fingerprint.EvaluatedRuntime(root, augments)
 			if err != nil {
@@ -59,11 +61,11 @@ then the runtime hash and the evaluated instructions (which are not hashed).`,
 				tools[i] = evaluatedTool{t.Name, t.BaseHash, t.Static, t.Augment, t.ToolHash}
 			}
 			if f.asJSON {
-				return writeJSON(a.stdout, map[string]any{
+				return cli.WriteJSON(a.Stdout(), map[string]any{
 					"enabledTools": ev.Names(), "tools": tools, "runtimeHash": rh, "instructions": ev.Instructions,
 				})
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(a.Stdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOOL\tBASE\tFROM\tBINDING\tTOOL HASH")
 			for _, t := range tools {
 				from, binding := "static", ""
@@ -80,9 +82,9 @@ then the runtime hash and the evaluated instructions (which are not hashed).`,
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, fingerprint.FormatHashShort(t.BaseHash), from, binding, fingerprint.FormatHashShort(t.ToolHash))
 			}
 			tw.Flush()
-			fmt.Fprintf(a.stdout, "\nruntimeHash %s\n", rh)
+			fmt.Fprintf(a.Stdout(), "\nruntimeHash %s\n", rh)
 			if ev.Instructions != "" {
-				fmt.Fprintf(a.stdout, "\ninstructions:\n%s\n", ev.Instructions)
+				fmt.Fprintf(a.Stdout(), "\ninstructions:\n%s\n", ev.Instructions)
 			}
 			return nil
 		},
@@ -109,7 +111,7 @@ func evaluateInput(v canonical.Value) (fingerprint.Composable, map[string]canoni
 	return in.Evaluate, in.Runtime.Augments, nil
 }
 
-func newHashBindingCmd(a *app, f *hashFlags) *cobra.Command {
+func newHashBindingCmd(a cli.Env, f *hashFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "binding BASE VALUE",
 		Short: "the runtime tool binding hash of a tool hash and its runtimeToolAugments value",
@@ -132,19 +134,19 @@ runtimeToolAugments entry is the string VALUE.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "%s\n", b)
+				fmt.Fprintf(a.Stdout(), "%s\n", b)
 				return nil
 			}
 			if f.asJSON {
-				return writeJSON(a.stdout, map[string]any{"hash": h, "baseToolHash": base, "runtimeBinding": args[1]})
+				return cli.WriteJSON(a.Stdout(), map[string]any{"hash": h, "baseToolHash": base, "runtimeBinding": args[1]})
 			}
-			fmt.Fprintln(a.stdout, h)
+			fmt.Fprintln(a.Stdout(), h)
 			return nil
 		},
 	}
 }
 
-func newHashToolRefsCmd(a *app, f *hashFlags) *cobra.Command {
+func newHashToolRefsCmd(a cli.Env, f *hashFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "toolrefs A B",
 		Short: "diffToolRefs of two links, link inputs or toolRefs arrays",
@@ -157,32 +159,32 @@ It exits 1 when the refs differ, like diff(1).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.payload {
-				return usageErrorf("--payload does not apply to a diff")
+				return cli.UsageErrorf("--payload does not apply to a diff")
 			}
 			var sides [2][]fingerprint.ToolRef
 			for i, p := range args {
-				v, err := readDoc(a, p)
+				v, err := cli.ReadDoc(a, p)
 				if err != nil {
 					return err
 				}
 				if sides[i], err = toolRefsOf(v); err != nil {
-					return usageErrorf("%s: %v", p, err)
+					return cli.UsageErrorf("%s: %v", p, err)
 				}
 			}
 			d := fingerprint.DiffToolRefs(sides[0], sides[1])
 			same := len(d.OnlyInFirst)+len(d.OnlyInSecond)+len(d.HashChanged) == 0
 			if f.asJSON {
-				if err := writeJSON(a.stdout, d); err != nil {
+				if err := cli.WriteJSON(a.Stdout(), d); err != nil {
 					return err
 				}
 			} else {
 				printToolRefsDiff(a, d)
 				if same {
-					fmt.Fprintln(a.stdout, "Same tool refs.")
+					fmt.Fprintln(a.Stdout(), "Same tool refs.")
 				}
 			}
 			if !same {
-				return silentExit(1)
+				return cli.SilentExit(1)
 			}
 			return nil
 		},

@@ -1,4 +1,4 @@
-package main
+package evidencecmd
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
 
 	"github.com/spf13/cobra"
 
@@ -23,20 +25,20 @@ import (
 // remoteOnly resolves TARGET (args[0]) or --name into a remote and returns
 // the remaining arguments.
 func (a *app) remoteOnly(args []string, key string) (*chpRemote, []string, error) {
-	if a.evidenceName != "" {
-		p, err := endpoint.SocketPath(a.evidenceName)
+	if a.name != "" {
+		p, err := endpoint.SocketPath(a.name)
 		if err != nil {
-			return nil, nil, usageErrorf("--name: %v", err)
+			return nil, nil, cli.UsageErrorf("--name: %v", err)
 		}
 		return newRemote("unix://"+p, key), args, nil
 	}
 	if len(args) == 0 {
-		return nil, nil, usageErrorf("give TARGET, or --name PRIMAL")
+		return nil, nil, cli.UsageErrorf("give TARGET, or --name PRIMAL")
 	}
 	r := newRemote(args[0], key)
 	if !r.isHTTP() {
 		if _, err := endpoint.Parse(args[0]); err != nil {
-			return nil, nil, usageErrorf("TARGET %q: want http(s)://host:port, unix:///path, tcp://host:port or a socket path", args[0])
+			return nil, nil, cli.UsageErrorf("TARGET %q: want http(s)://host:port, unix:///path, tcp://host:port or a socket path", args[0])
 		}
 	}
 	return r, args[1:], nil
@@ -47,7 +49,7 @@ func (a *app) remoteOnly(args []string, key string) (*chpRemote, []string, error
 // keys show --json`, a host's /.well-known/chp-identity).
 func logKey(flag string) (identity.PublicKey, error) {
 	if flag == "" {
-		return identity.PublicKey{}, usageErrorf("--log-key is required: the host's public key, or a file holding it")
+		return identity.PublicKey{}, cli.UsageErrorf("--log-key is required: the host's public key, or a file holding it")
 	}
 	value := flag
 	if data, err := os.ReadFile(flag); err == nil {
@@ -57,18 +59,18 @@ func logKey(flag string) (identity.PublicKey, error) {
 		}
 		if strings.HasPrefix(value, "{") {
 			if err := json.Unmarshal(data, &doc); err != nil || doc.PublicKey == "" {
-				return identity.PublicKey{}, usageErrorf("--log-key %s: no public_key member", flag)
+				return identity.PublicKey{}, cli.UsageErrorf("--log-key %s: no public_key member", flag)
 			}
 			value = doc.PublicKey
 		}
 	}
 	raw, _, err := identity.DecodeAny(value, 32)
 	if err != nil {
-		return identity.PublicKey{}, usageErrorf("--log-key: %v", err)
+		return identity.PublicKey{}, cli.UsageErrorf("--log-key: %v", err)
 	}
 	pub, err := identity.ParsePublicKey(raw)
 	if err != nil {
-		return identity.PublicKey{}, usageErrorf("--log-key: %v", err)
+		return identity.PublicKey{}, cli.UsageErrorf("--log-key: %v", err)
 	}
 	return pub, nil
 }
@@ -115,11 +117,11 @@ offline check. Exit 1 when the proof does not verify.`,
 					return nil, err
 				}
 				if len(rest) != 1 {
-					return nil, usageErrorf("give the event's SEQUENCE")
+					return nil, cli.UsageErrorf("give the event's SEQUENCE")
 				}
 				seq, err := strconv.ParseUint(rest[0], 10, 63)
 				if err != nil {
-					return nil, usageErrorf("SEQUENCE %q: %v", rest[0], err)
+					return nil, cli.UsageErrorf("SEQUENCE %q: %v", rest[0], err)
 				}
 				path := fmt.Sprintf("/log/inclusion?sequence=%d&tree_size=%d", seq, treeSize)
 				return r.call(ctx, "GET", path, nil, "chp.log.inclusion", map[string]uint64{"sequence": seq, "tree_size": treeSize})
@@ -129,12 +131,12 @@ offline check. Exit 1 when the proof does not verify.`,
 			}
 			var p boundary.LogInclusion
 			if err := json.Unmarshal(data, &p); err != nil {
-				return withCode(exitFailure, fmt.Errorf("inclusion proof: %w", err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("inclusion proof: %w", err))
 			}
 			if err := merkle.VerifyInclusion(pub, p.Head, merkle.LeafHash(p.Event), p.Proof); err != nil {
-				return withCode(exitFailure, fmt.Errorf("NOT PROVEN: event %d: %w", p.Sequence, err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("NOT PROVEN: event %d: %w", p.Sequence, err))
 			}
-			fmt.Fprintf(a.stdout, "PROVEN: event %d is leaf %d of the log of %d events (root %s, signed by %s)\n",
+			fmt.Fprintf(a.Stdout(), "PROVEN: event %d is leaf %d of the log of %d events (root %s, signed by %s)\n",
 				p.Sequence, p.Proof.LeafIndex, p.Head.TreeSize, p.Head.RootHash, pub.KeyID())
 			return nil
 		},
@@ -181,12 +183,12 @@ FIRST then defaults to its size. Exit 1 when anything does not verify.`,
 					rest = []string{strconv.FormatUint(held.TreeSize, 10)}
 				}
 				if len(rest) < 1 || len(rest) > 2 {
-					return nil, usageErrorf("give FIRST [SECOND] tree sizes, or --since")
+					return nil, cli.UsageErrorf("give FIRST [SECOND] tree sizes, or --since")
 				}
 				var sizes [2]uint64
 				for i, s := range rest {
 					if sizes[i], err = strconv.ParseUint(s, 10, 63); err != nil {
-						return nil, usageErrorf("tree size %q: %v", s, err)
+						return nil, cli.UsageErrorf("tree size %q: %v", s, err)
 					}
 				}
 				path := fmt.Sprintf("/log/consistency?first=%d&second=%d", sizes[0], sizes[1])
@@ -197,18 +199,18 @@ FIRST then defaults to its size. Exit 1 when anything does not verify.`,
 			}
 			var c boundary.LogConsistency
 			if err := json.Unmarshal(data, &c); err != nil {
-				return withCode(exitFailure, fmt.Errorf("consistency proof: %w", err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("consistency proof: %w", err))
 			}
 			if held != nil {
 				if held.TreeSize != c.First.TreeSize || held.RootHash != c.First.RootHash {
-					return withCode(exitFailure, fmt.Errorf("NOT CONSISTENT: the proof starts at a head of %d events with root %s, not the held one (%d, %s)",
+					return cli.WithCode(cli.ExitFailure, fmt.Errorf("NOT CONSISTENT: the proof starts at a head of %d events with root %s, not the held one (%d, %s)",
 						c.First.TreeSize, c.First.RootHash, held.TreeSize, held.RootHash))
 				}
 			}
 			if err := merkle.VerifyConsistency(pub, c.First, c.Second, c.Proof); err != nil {
-				return withCode(exitFailure, fmt.Errorf("NOT CONSISTENT: %w", err))
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("NOT CONSISTENT: %w", err))
 			}
-			fmt.Fprintf(a.stdout, "CONSISTENT: the log of %d events (root %s) extends the log of %d events (root %s), signed by %s\n",
+			fmt.Fprintf(a.Stdout(), "CONSISTENT: the log of %d events (root %s) extends the log of %d events (root %s), signed by %s\n",
 				c.Second.TreeSize, c.Second.RootHash, c.First.TreeSize, c.First.RootHash, pub.KeyID())
 			return nil
 		},
@@ -244,7 +246,7 @@ func readHead(path string) (merkle.SignedTreeHead, error) {
 			}
 		}
 	}
-	return merkle.SignedTreeHead{}, usageErrorf("%s: not a signed tree head or a saved proof: %v", path, err)
+	return merkle.SignedTreeHead{}, cli.UsageErrorf("%s: not a signed tree head or a saved proof: %v", path, err)
 }
 
 func newEvidenceWitnessCmd(a *app, key *string) *cobra.Command {
@@ -265,9 +267,9 @@ witnessed operator cannot delete it.`,
 				return err
 			}
 			if len(rest) != 0 {
-				return usageErrorf("witness takes only TARGET")
+				return cli.UsageErrorf("witness takes only TARGET")
 			}
-			k, _, err := keysLoad(a, keyFile)
+			k, _, err := cli.LoadKey(a, keyFile)
 			if err != nil {
 				return err
 			}
@@ -298,7 +300,7 @@ witnessed operator cannot delete it.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "witnessed %s at sequence %d: %s (kept in %s)\n", h.HostID, h.Sequence, h.StoreHead, path)
+			fmt.Fprintf(a.Stdout(), "witnessed %s at sequence %d: %s (kept in %s)\n", h.HostID, h.Sequence, h.StoreHead, path)
 			return nil
 		},
 	}
@@ -312,7 +314,7 @@ witnessed operator cannot delete it.`,
 // keepIssued appends an issued statement to the state directory's
 // witnesses/issued/<host>.jsonl.
 func keepIssued(a *app, hostID string, stmt []byte) (string, error) {
-	dir, err := xdg.SubDir(a.dataDir, "witnesses")
+	dir, err := xdg.SubDir(a.DataDir(), "witnesses")
 	if err != nil {
 		return "", err
 	}

@@ -1,21 +1,16 @@
-package main
+package hashcmd
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
 	"text/tabwriter"
+
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
 
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/fingerprint"
 )
-
-func init() { register(newHashCmd) }
 
 // hashFlags are shared by the hash subcommands.
 type hashFlags struct {
@@ -24,7 +19,9 @@ type hashFlags struct {
 	allowlist []string
 }
 
-func newHashCmd(a *app) *cobra.Command {
+// New is `capmesh hash`: the capability fingerprints of documents, their
+// links, diffs, evaluations and bindings.
+func New(a cli.Env) *cobra.Command {
 	f := &hashFlags{}
 	h := &hashCmds{a: a, f: f}
 	cmd := &cobra.Command{
@@ -77,7 +74,7 @@ and {"$literal":{...}} for those.`
 
 // hashCmds builds the subcommands of capmesh hash that read one document.
 type hashCmds struct {
-	a *app
+	a cli.Env
 	f *hashFlags
 }
 
@@ -88,7 +85,7 @@ func (h *hashCmds) one(use, short string, run func(cmd *cobra.Command, v canonic
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := readDoc(h.a, args[0])
+			v, err := cli.ReadDoc(h.a, args[0])
 			if err != nil {
 				return err
 			}
@@ -105,7 +102,7 @@ func (h *hashCmds) emit(payload canonical.Value, hash string, extra map[string]a
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h.a.stdout, "%s\n", b)
+		fmt.Fprintf(h.a.Stdout(), "%s\n", b)
 		return nil
 	}
 	if h.f.asJSON {
@@ -113,9 +110,9 @@ func (h *hashCmds) emit(payload canonical.Value, hash string, extra map[string]a
 		for k, v := range extra {
 			out[k] = v
 		}
-		return writeJSON(h.a.stdout, out)
+		return cli.WriteJSON(h.a.Stdout(), out)
 	}
-	fmt.Fprintln(h.a.stdout, hash)
+	fmt.Fprintln(h.a.Stdout(), hash)
 	return nil
 }
 
@@ -125,23 +122,23 @@ func (h *hashCmds) composable(want string) func(*cobra.Command, canonical.Value)
 	return func(_ *cobra.Command, v canonical.Value) error {
 		c, err := fingerprint.DecodeComposable(v)
 		if err != nil {
-			return usageErrorf("%v", err)
+			return cli.UsageErrorf("%v", err)
 		}
 		var p canonical.Value
 		switch t := c.(type) {
 		case *fingerprint.Tool:
 			if want != "tool" {
-				return usageErrorf("the document declares a tool; use capmesh hash tool")
+				return cli.UsageErrorf("the document declares a tool; use capmesh hash tool")
 			}
 			p, err = t.StaticPayload()
 		case *fingerprint.Toolkit:
 			if want != "toolkit" {
-				return usageErrorf("the document declares a toolkit; use capmesh hash toolkit")
+				return cli.UsageErrorf("the document declares a toolkit; use capmesh hash toolkit")
 			}
 			p, err = t.StaticPayload()
 		case *fingerprint.DynamicToolkit:
 			if want != "toolkit" {
-				return usageErrorf("the document declares a dynamicToolkit; use capmesh hash toolkit")
+				return cli.UsageErrorf("the document declares a dynamicToolkit; use capmesh hash toolkit")
 			}
 			p, err = t.StaticPayload()
 		}
@@ -179,7 +176,7 @@ func (h *hashCmds) object(_ *cobra.Command, v canonical.Value) error {
 func (h *hashCmds) agent(_ *cobra.Command, v canonical.Value) error {
 	ag, err := fingerprint.DecodeAgent(v)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return cli.UsageErrorf("%v", err)
 	}
 	p, err := ag.StaticPayload()
 	if err != nil {
@@ -196,7 +193,7 @@ func (h *hashCmds) agent(_ *cobra.Command, v canonical.Value) error {
 func (h *hashCmds) runtime(_ *cobra.Command, v canonical.Value) error {
 	r, err := fingerprint.DecodeRuntime(v)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return cli.UsageErrorf("%v", err)
 	}
 	refs, err := r.ToolRefs()
 	if err != nil {
@@ -218,10 +215,10 @@ func (h *hashCmds) invocation(_ *cobra.Command, v canonical.Value) error {
 	}
 	if !ok {
 		if h.f.asJSON {
-			return writeJSON(h.a.stdout, map[string]any{"hash": nil})
+			return cli.WriteJSON(h.a.Stdout(), map[string]any{"hash": nil})
 		}
-		fmt.Fprintln(h.a.stderr, "capmesh: no invocation hash: the context is not a plain object or is empty after normalization")
-		return silentExit(1)
+		fmt.Fprintln(h.a.Stderr(), "capmesh: no invocation hash: the context is not a plain object or is empty after normalization")
+		return cli.SilentExit(1)
 	}
 	p := fingerprint.InvocationPayload(ctx)
 	hash, _, err := fingerprint.InvocationHash(v, h.f.allowlist)
@@ -231,7 +228,7 @@ func (h *hashCmds) invocation(_ *cobra.Command, v canonical.Value) error {
 	return h.emit(p, hash, nil)
 }
 
-func newHashLinkCmd(a *app, f *hashFlags) *cobra.Command {
+func newHashLinkCmd(a cli.Env, f *hashFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "link A [B]",
 		Short: "capability link of a link-input document; with B, what changed",
@@ -250,13 +247,13 @@ what changed between the two links.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var links []*fingerprint.CapabilityLink
 			for _, p := range args {
-				v, err := readDoc(a, p)
+				v, err := cli.ReadDoc(a, p)
 				if err != nil {
 					return err
 				}
 				in, err := fingerprint.DecodeLinkInput(v)
 				if err != nil {
-					return usageErrorf("%s: %v", p, err)
+					return cli.UsageErrorf("%s: %v", p, err)
 				}
 				l, err := fingerprint.CreateCapabilityLink(*in)
 				if err != nil {
@@ -266,16 +263,16 @@ what changed between the two links.`,
 			}
 			if len(links) == 1 {
 				if f.payload {
-					return usageErrorf("--payload: a link has no single payload; use hash runtime/agent/invocation")
+					return cli.UsageErrorf("--payload: a link has no single payload; use hash runtime/agent/invocation")
 				}
-				return writeJSON(a.stdout, links[0])
+				return cli.WriteJSON(a.Stdout(), links[0])
 			}
 			return printLinkDiff(a, f, links[0], links[1])
 		},
 	}
 }
 
-func newHashDiffCmd(a *app, f *hashFlags) *cobra.Command {
+func newHashDiffCmd(a cli.Env, f *hashFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "diff A B",
 		Short: "what changed between two capability link documents",
@@ -283,13 +280,13 @@ func newHashDiffCmd(a *app, f *hashFlags) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var links []*fingerprint.CapabilityLink
 			for _, p := range args {
-				v, err := readDoc(a, p)
+				v, err := cli.ReadDoc(a, p)
 				if err != nil {
 					return err
 				}
 				l, err := fingerprint.DecodeLink(v)
 				if err != nil {
-					return usageErrorf("%s: %v", p, err)
+					return cli.UsageErrorf("%s: %v", p, err)
 				}
 				links = append(links, l)
 			}
@@ -301,16 +298,16 @@ func newHashDiffCmd(a *app, f *hashFlags) *cobra.Command {
 // printLinkDiff prints diffCapabilityLinks, diffToolRefs and the
 // explanation as a table, or as JSON with --json. It exits 1 when the links
 // differ, like diff(1).
-func printLinkDiff(a *app, f *hashFlags, x, y *fingerprint.CapabilityLink) error {
+func printLinkDiff(a cli.Env, f *hashFlags, x, y *fingerprint.CapabilityLink) error {
 	if f.payload {
-		return usageErrorf("--payload does not apply to a diff")
+		return cli.UsageErrorf("--payload does not apply to a diff")
 	}
 	ld := fingerprint.DiffCapabilityLinks(x, y)
 	td := fingerprint.DiffToolRefs(x.ToolRefs, y.ToolRefs)
 	why := fingerprint.ExplainCapabilityLinkRelationship(x, y)
 	same := len(ld.Changed) == 0 && len(td.OnlyInFirst)+len(td.OnlyInSecond)+len(td.HashChanged) == 0
 	if f.asJSON {
-		if err := writeJSON(a.stdout, map[string]any{
+		if err := cli.WriteJSON(a.Stdout(), map[string]any{
 			"same": same, "explanation": why, "links": ld, "toolRefs": td, "first": x, "second": y,
 		}); err != nil {
 			return err
@@ -322,7 +319,7 @@ func printLinkDiff(a *app, f *hashFlags, x, y *fingerprint.CapabilityLink) error
 			}
 			return fingerprint.FormatHashShort(*s)
 		}
-		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(a.Stdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "FIELD\tSTATUS\tFIRST\tSECOND")
 		changed := map[string]fingerprint.FieldChange{}
 		for _, c := range ld.Changed {
@@ -337,24 +334,24 @@ func printLinkDiff(a *app, f *hashFlags, x, y *fingerprint.CapabilityLink) error
 		}
 		tw.Flush()
 		if n := len(td.OnlyInFirst) + len(td.OnlyInSecond) + len(td.HashChanged); n > 0 {
-			fmt.Fprintln(a.stdout)
+			fmt.Fprintln(a.Stdout())
 			printToolRefsDiff(a, td)
 		}
-		fmt.Fprintf(a.stdout, "\n%s\n", why)
+		fmt.Fprintf(a.Stdout(), "\n%s\n", why)
 	}
 	if !same {
-		return silentExit(1)
+		return cli.SilentExit(1)
 	}
 	return nil
 }
 
 // printToolRefsDiff prints a diffToolRefs result as a table, in the
 // reference's order (removed, added, hash changed); nothing when empty.
-func printToolRefsDiff(a *app, td fingerprint.ToolRefsDiff) {
+func printToolRefsDiff(a cli.Env, td fingerprint.ToolRefsDiff) {
 	if len(td.OnlyInFirst)+len(td.OnlyInSecond)+len(td.HashChanged) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(a.Stdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOOL\tCHANGE\tFIRST\tSECOND")
 	for _, r := range td.OnlyInFirst {
 		fmt.Fprintf(tw, "%s\tremoved\t%s\t\n", r.ToolKey, fingerprint.FormatHashShort(r.ToolHash))
@@ -366,38 +363,4 @@ func printToolRefsDiff(a *app, td fingerprint.ToolRefsDiff) {
 		fmt.Fprintf(tw, "%s\thash changed\t%s\t%s\n", r.ToolKey, fingerprint.FormatHashShort(r.FirstHash), fingerprint.FormatHashShort(r.SecondHash))
 	}
 	tw.Flush()
-}
-
-// readDoc reads one JSON document from path ("-" is standard input) with
-// the order-preserving reader, so collation ties keep document order.
-func readDoc(a *app, path string) (canonical.Value, error) {
-	var data []byte
-	var err error
-	if path == "-" {
-		data, err = io.ReadAll(io.LimitReader(a.stdin, 64<<20))
-	} else {
-		data, err = os.ReadFile(path)
-	}
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return canonical.Value{}, usageErrorf("%v", err)
-		}
-		return canonical.Value{}, err
-	}
-	v, err := canonical.Parse(data)
-	if err != nil {
-		name := path
-		if path == "-" {
-			name = "stdin"
-		}
-		return canonical.Value{}, usageErrorf("%s: %v", name, strings.TrimPrefix(err.Error(), "canonical: "))
-	}
-	return v, nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }

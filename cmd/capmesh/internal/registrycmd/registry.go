@@ -1,4 +1,4 @@
-package main
+package registrycmd
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/endpoint"
@@ -19,9 +21,9 @@ import (
 	"github.com/capmesh/capmesh/registry"
 )
 
-func init() { register(newRegistryCmd) }
-
-func newRegistryCmd(a *app) *cobra.Command {
+// New is `capmesh registry`: list, find and watch the node's providers,
+// revoke, enroll and invite.
+func New(a cli.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "registry",
 		Short: "List, find and watch a node's providers; enrol and revoke node keys",
@@ -43,16 +45,16 @@ that cannot be reached exits 3, a refusal exits 1 with its code.`,
 // registryCall calls method on the node selected by t and decodes the
 // result into out. JSON-RPC refusals become errors that name the node's
 // word for them; transport failures exit 3.
-func registryCall(ctx context.Context, t *targetFlags, method string, params, out any) error {
-	addr, err := t.address()
+func registryCall(ctx context.Context, t *cli.Target, method string, params, out any) error {
+	addr, err := t.Address()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 	defer cancel()
 	c, err := endpoint.DialAddress(ctx, addr, nil)
 	if err != nil {
-		return netErr(err)
+		return cli.NetErr(err)
 	}
 	defer c.Close()
 	if err := c.Call(ctx, method, params, out); err != nil {
@@ -80,9 +82,9 @@ func registryErr(addr endpoint.Address, method string, err error) error {
 		return fmt.Errorf("%s: %s (JSON-RPC %d)", method, msg, je.Code)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return withCode(exitNetwork, fmt.Errorf("%s: no reply from %s within the timeout", method, addr))
+		return cli.WithCode(cli.ExitNetwork, fmt.Errorf("%s: no reply from %s within the timeout", method, addr))
 	}
-	return netErr(fmt.Errorf("%s: %s: %w", method, addr, err))
+	return cli.NetErr(fmt.Errorf("%s: %s: %w", method, addr, err))
 }
 
 // provider is the part of the node's provider record the tables show.
@@ -97,7 +99,7 @@ type provider struct {
 }
 
 func printJSON(w io.Writer, raw json.RawMessage) {
-	fmt.Fprintln(w, indentJSON(raw))
+	fmt.Fprintln(w, cli.IndentJSON(raw))
 }
 
 // printProviders writes one row per provider.
@@ -133,8 +135,8 @@ func expiresIn(t, now time.Time) string {
 	return "in " + d.Round(time.Second).String()
 }
 
-func newRegistryListCmd(a *app) *cobra.Command {
-	t := &targetFlags{}
+func newRegistryListCmd(a cli.Env) *cobra.Command {
+	t := &cli.Target{}
 	var asJSON, all bool
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -150,7 +152,7 @@ refuses, with the reason.`,
 				return err
 			}
 			if asJSON {
-				printJSON(a.stdout, res)
+				printJSON(a.Stdout(), res)
 				return nil
 			}
 			var out struct {
@@ -161,21 +163,21 @@ refuses, with the reason.`,
 				return fmt.Errorf("ipc.list: unexpected answer: %w", err)
 			}
 			if len(out.Services) == 0 {
-				fmt.Fprintf(a.stderr, "no live providers (registry revision %d)\n", out.Revision)
+				fmt.Fprintf(a.Stderr(), "no live providers (registry revision %d)\n", out.Revision)
 				return nil
 			}
-			printProviders(a.stdout, out.Services, time.Now())
+			printProviders(a.Stdout(), out.Services, time.Now())
 			return nil
 		},
 	}
-	t.add(cmd)
+	t.Add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the node's answer as JSON")
 	cmd.Flags().BoolVar(&all, "all", false, "include providers the trust policy refuses")
 	return cmd
 }
 
-func newRegistryFindCmd(a *app) *cobra.Command {
-	t := &targetFlags{}
+func newRegistryFindCmd(a cli.Env) *cobra.Command {
+	t := &cli.Target{}
 	var asJSON, all bool
 	var limit int
 	cmd := &cobra.Command{
@@ -189,7 +191,7 @@ none, so scripts can test for a provider.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 {
-				return usageErrorf("--limit %d: want 0 (all) or more", limit)
+				return cli.UsageErrorf("--limit %d: want 0 (all) or more", limit)
 			}
 			var res json.RawMessage
 			params := map[string]any{"capability": args[0], "include_untrusted": all, "limit": limit}
@@ -203,18 +205,18 @@ none, so scripts can test for a provider.`,
 				return fmt.Errorf("ipc.find_capability: unexpected answer: %w", err)
 			}
 			if asJSON {
-				printJSON(a.stdout, res)
+				printJSON(a.Stdout(), res)
 			} else if len(out.Providers) > 0 {
-				printProviders(a.stdout, out.Providers, time.Now())
+				printProviders(a.Stdout(), out.Providers, time.Now())
 			}
 			if len(out.Providers) == 0 {
-				fmt.Fprintf(a.stderr, "no live, trusted provider of %q\n", args[0])
-				return silentExit(exitFailure)
+				fmt.Fprintf(a.Stderr(), "no live, trusted provider of %q\n", args[0])
+				return cli.SilentExit(cli.ExitFailure)
 			}
 			return nil
 		},
 	}
-	t.add(cmd)
+	t.Add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the node's answer as JSON")
 	cmd.Flags().BoolVar(&all, "all", false, "include providers the trust policy refuses")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many providers (0: all)")
@@ -234,8 +236,8 @@ type watchEvent struct {
 	At           time.Time `json:"at"`
 }
 
-func newRegistryWatchCmd(a *app) *cobra.Command {
-	t := &targetFlags{}
+func newRegistryWatchCmd(a cli.Env) *cobra.Command {
+	t := &cli.Target{}
 	var asJSON bool
 	since := revisionFlag(-1)
 	var count int
@@ -258,15 +260,15 @@ re-list to catch up. A node that goes away is retried every second.`,
   capmesh registry watch --since 0 --count 10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 0 {
-				return usageErrorf("--count %d: want 0 (unbounded) or more", count)
+				return cli.UsageErrorf("--count %d: want 0 (unbounded) or more", count)
 			}
 			if wait <= 0 || wait > time.Minute {
-				return usageErrorf("--poll %s: want more than 0 and at most 1m", wait)
+				return cli.UsageErrorf("--poll %s: want more than 0 and at most 1m", wait)
 			}
 			return runWatch(cmd.Context(), a, t, args, int64(since), count, wait, asJSON)
 		},
 	}
-	t.add(cmd)
+	t.Add(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print each event as one JSON object per line")
 	cmd.Flags().Var(&since, "since", "print the retained events after this `REVISION` first (default: only new ones)")
 	cmd.Flags().IntVar(&count, "count", 0, "stop after this many events (0: run until interrupted)")
@@ -296,8 +298,8 @@ func (r *revisionFlag) Set(s string) error {
 
 func (*revisionFlag) Type() string { return "REVISION" }
 
-func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since int64, count int, wait time.Duration, asJSON bool) error {
-	addr, err := t.address()
+func runWatch(ctx context.Context, a cli.Env, t *cli.Target, caps []string, since int64, count int, wait time.Duration, asJSON bool) error {
+	addr, err := t.Address()
 	if err != nil {
 		return err
 	}
@@ -308,7 +310,7 @@ func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since 
 		}
 	}()
 	if err := w.connect(ctx); err != nil {
-		return netErr(err)
+		return cli.NetErr(err)
 	}
 	if since < 0 {
 		// Start from now: the revision the node reports with its list.
@@ -316,7 +318,7 @@ func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since 
 			Revision uint64 `json:"revision"`
 		}
 		for {
-			cctx, cancel := context.WithTimeout(ctx, t.timeout)
+			cctx, cancel := context.WithTimeout(ctx, t.Timeout)
 			err := w.c.Call(cctx, "ipc.list", map[string]any{}, &cur)
 			cancel()
 			if err == nil {
@@ -341,7 +343,7 @@ func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since 
 			Revision uint64            `json:"revision"`
 			Events   []json.RawMessage `json:"events"`
 		}
-		cctx, cancel := context.WithTimeout(ctx, wait+t.timeout)
+		cctx, cancel := context.WithTimeout(ctx, wait+t.Timeout)
 		err := w.c.Call(cctx, "ipc.watch", map[string]any{"since_revision": w.cursor, "capabilities": caps, "wait_ms": wait.Milliseconds()}, &res)
 		cancel()
 		if ctx.Err() != nil {
@@ -365,8 +367,8 @@ func runWatch(ctx context.Context, a *app, t *targetFlags, caps []string, since 
 // watcher is capmesh registry watch under way: its connection, its
 // cursor and what it has printed.
 type watcher struct {
-	a      *app
-	t      *targetFlags
+	a      cli.Env
+	t      *cli.Target
 	addr   endpoint.Address
 	count  int // stop after this many events (0: never)
 	asJSON bool
@@ -379,7 +381,7 @@ type watcher struct {
 
 // connect dials the node.
 func (w *watcher) connect(ctx context.Context) error {
-	dctx, cancel := context.WithTimeout(ctx, w.t.timeout)
+	dctx, cancel := context.WithTimeout(ctx, w.t.Timeout)
 	defer cancel()
 	cc, err := endpoint.DialAddress(dctx, w.addr, nil)
 	if err != nil {
@@ -408,12 +410,12 @@ func (w *watcher) resume(ctx context.Context, err error) error {
 	_ = json.Unmarshal(je.Data, &data)
 	switch {
 	case je.Code == registry.CodeCompacted:
-		fmt.Fprintf(w.a.stderr, "watch: events after revision %d are no longer retained; resuming from revision %d (re-list to catch up)\n", w.cursor, data.Details.Revision)
+		fmt.Fprintf(w.a.Stderr(), "watch: events after revision %d are no longer retained; resuming from revision %d (re-list to catch up)\n", w.cursor, data.Details.Revision)
 		w.cursor = data.Details.Revision
 		return nil
 	case je.Code == jsonrpc.InvalidParams && data.Code == registry.CodeWordInvalidParams && strings.Contains(je.Message, "ahead of the registry"):
 		// The node restarted with less history than we saw.
-		fmt.Fprintf(w.a.stderr, "watch: the node is at an earlier revision than %d (restarted from older state?); resuming from its current one\n", w.cursor)
+		fmt.Fprintf(w.a.Stderr(), "watch: the node is at an earlier revision than %d (restarted from older state?); resuming from its current one\n", w.cursor)
 		w.cursor = 0
 		var cur struct {
 			Revision uint64 `json:"revision"`
@@ -430,7 +432,7 @@ func (w *watcher) resume(ctx context.Context, err error) error {
 // trying every second; it says once that the node was lost.
 func (w *watcher) reconnect(ctx context.Context, err error) error {
 	if !w.warned {
-		fmt.Fprintf(w.a.stderr, "watch: lost %s (%v); retrying every second\n", w.addr, err)
+		fmt.Fprintf(w.a.Stderr(), "watch: lost %s (%v); retrying every second\n", w.addr, err)
 		w.warned = true
 	}
 	w.c.Close()
@@ -443,7 +445,7 @@ func (w *watcher) reconnect(ctx context.Context, err error) error {
 		}
 		_ = w.connect(ctx)
 	}
-	fmt.Fprintf(w.a.stderr, "watch: reconnected to %s\n", w.addr)
+	fmt.Fprintf(w.a.Stderr(), "watch: reconnected to %s\n", w.addr)
 	w.warned = false
 	return nil
 }
@@ -457,16 +459,16 @@ func (w *watcher) print(events []json.RawMessage) (done bool, err error) {
 			return false, fmt.Errorf("ipc.watch: unexpected event %s: %w", raw, err)
 		}
 		if w.asJSON {
-			fmt.Fprintln(w.a.stdout, strings.TrimSpace(compactJSON(raw)))
+			fmt.Fprintln(w.a.Stdout(), strings.TrimSpace(compactJSON(raw)))
 		} else {
 			if w.printed == 0 {
-				fmt.Fprintf(w.a.stdout, "%-6s %-8s %-12s %-16s %-24s %s\n", "REV", "TIME", "EVENT", "NAME", "CAPABILITIES", "ENDPOINT")
+				fmt.Fprintf(w.a.Stdout(), "%-6s %-8s %-12s %-16s %-24s %s\n", "REV", "TIME", "EVENT", "NAME", "CAPABILITIES", "ENDPOINT")
 			}
 			line := fmt.Sprintf("%-6d %-8s %-12s %-16s %-24s %s", ev.Revision, ev.At.Local().Format("15:04:05"), ev.Kind, ev.Primal, strings.Join(ev.Capabilities, ","), ev.Endpoint)
 			if ev.Reason != "" {
 				line += " (" + ev.Reason + ")"
 			}
-			fmt.Fprintln(w.a.stdout, line)
+			fmt.Fprintln(w.a.Stdout(), line)
 		}
 		w.printed++
 		if w.count > 0 && w.printed >= w.count {
@@ -484,8 +486,8 @@ func compactJSON(raw json.RawMessage) string {
 	return b.String()
 }
 
-func newRegistryRevokeCmd(a *app) *cobra.Command {
-	t := &targetFlags{}
+func newRegistryRevokeCmd(a cli.Env) *cobra.Command {
+	t := &cli.Target{}
 	var certID, key, reason string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -505,12 +507,12 @@ from its own user.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if (certID == "") == (key == "") {
-				return usageErrorf("give exactly one of --cert and --key")
+				return cli.UsageErrorf("give exactly one of --cert and --key")
 			}
 			switch reason {
 			case registry.ReasonUnspecified, registry.ReasonKeyCompromise, registry.ReasonSuperseded, registry.ReasonCessation:
 			default:
-				return usageErrorf("--reason %q: want unspecified, key_compromise, superseded or cessation_of_operation", reason)
+				return cli.UsageErrorf("--reason %q: want unspecified, key_compromise, superseded or cessation_of_operation", reason)
 			}
 			var res json.RawMessage
 			params := map[string]any{"cert_id": certID, "node_public_key": key, "reason": reason}
@@ -518,21 +520,21 @@ from its own user.`,
 				return err
 			}
 			if asJSON {
-				printJSON(a.stdout, res)
+				printJSON(a.Stdout(), res)
 				return nil
 			}
 			var out registry.RevokeResult
 			if err := json.Unmarshal(res, &out); err != nil {
 				return fmt.Errorf("registry.revoke: unexpected answer: %w", err)
 			}
-			fmt.Fprintf(a.stdout, "revoked (%s): CRL sequence %d lists %d certificate(s)\n", reason, out.CRLSequence, out.RevokedCount)
+			fmt.Fprintf(a.Stdout(), "revoked (%s): CRL sequence %d lists %d certificate(s)\n", reason, out.CRLSequence, out.RevokedCount)
 			for _, k := range out.Evicted {
-				fmt.Fprintf(a.stdout, "evicted %s\n", k)
+				fmt.Fprintf(a.Stdout(), "evicted %s\n", k)
 			}
 			return nil
 		},
 	}
-	t.add(cmd)
+	t.Add(cmd)
 	cmd.Flags().StringVar(&certID, "cert", "", "certificate id to revoke")
 	cmd.Flags().StringVar(&key, "key", "", "node public key (standard base64) whose certificates to revoke")
 	cmd.Flags().StringVar(&reason, "reason", registry.ReasonUnspecified, "unspecified, key_compromise, superseded or cessation_of_operation")
@@ -540,8 +542,8 @@ from its own user.`,
 	return cmd
 }
 
-func newRegistryEnrollCmd(a *app) *cobra.Command {
-	t := &targetFlags{}
+func newRegistryEnrollCmd(a cli.Env) *cobra.Command {
+	t := &cli.Target{}
 	var roles []string
 	var validity time.Duration
 	var asJSON bool
@@ -569,7 +571,7 @@ give it a token from 'capmesh registry invite' instead.`,
 				return err
 			}
 			if asJSON {
-				printJSON(a.stdout, res)
+				printJSON(a.Stdout(), res)
 				return nil
 			}
 			var c struct {
@@ -583,20 +585,20 @@ give it a token from 'capmesh registry invite' instead.`,
 			if err := json.Unmarshal(res, &c); err != nil {
 				return fmt.Errorf("registry.enroll: unexpected answer: %w", err)
 			}
-			fmt.Fprintf(a.stdout, "enrolled %s in %s as %s\ncertificate %s, issued by %s, valid until %s\n",
+			fmt.Fprintf(a.Stdout(), "enrolled %s in %s as %s\ncertificate %s, issued by %s, valid until %s\n",
 				c.NodeKey, c.Network, strings.Join(c.Roles, ","), c.CertID, c.IssuedBy, c.ExpiresAt)
 			return nil
 		},
 	}
-	t.add(cmd)
+	t.Add(cmd)
 	cmd.Flags().StringSliceVar(&roles, "role", nil, "role to grant, repeatable: role:anchor|bridge|client|operator or service:NAME (default role:client)")
 	cmd.Flags().DurationVar(&validity, "validity", 168*time.Hour, "certificate lifetime, in whole hours")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the signed certificate as JSON")
 	return cmd
 }
 
-func newRegistryInviteCmd(a *app) *cobra.Command {
-	t := &targetFlags{}
+func newRegistryInviteCmd(a cli.Env) *cobra.Command {
+	t := &cli.Target{}
 	var roles []string
 	var validity, expires time.Duration
 	var asJSON bool
@@ -626,7 +628,7 @@ from its own user.`,
 				return err
 			}
 			if asJSON {
-				printJSON(a.stdout, res)
+				printJSON(a.Stdout(), res)
 				return nil
 			}
 			var out struct {
@@ -636,12 +638,12 @@ from its own user.`,
 			if err := json.Unmarshal(res, &out); err != nil {
 				return fmt.Errorf("registry.invite: unexpected answer: %w", err)
 			}
-			fmt.Fprintln(a.stdout, out.Token)
-			fmt.Fprintf(a.stderr, "single-use invite, redeemable until %s\n", out.ExpiresAt)
+			fmt.Fprintln(a.Stdout(), out.Token)
+			fmt.Fprintf(a.Stderr(), "single-use invite, redeemable until %s\n", out.ExpiresAt)
 			return nil
 		},
 	}
-	t.add(cmd)
+	t.Add(cmd)
 	cmd.Flags().StringSliceVar(&roles, "role", nil, "role the certificate will carry, repeatable (default role:client)")
 	cmd.Flags().DurationVar(&validity, "validity", 168*time.Hour, "longest certificate lifetime the token allows, in whole hours")
 	cmd.Flags().DurationVar(&expires, "expires", 24*time.Hour, "how long the token can be redeemed, in whole hours")
@@ -651,7 +653,7 @@ from its own user.`,
 
 func wholeHours(flag string, d time.Duration) (int, error) {
 	if d <= 0 || d%time.Hour != 0 {
-		return 0, usageErrorf("%s %s: want a positive whole number of hours, e.g. 24h", flag, d)
+		return 0, cli.UsageErrorf("%s %s: want a positive whole number of hours, e.g. 24h", flag, d)
 	}
 	return int(d / time.Hour), nil
 }

@@ -1,4 +1,4 @@
-package main
+package evidencecmd
 
 import (
 	"context"
@@ -13,15 +13,25 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/spf13/cobra"
 )
 
-func init() { register(newEvidenceCmd) }
+// app is the evidence commands' view of the process, with the group's
+// --name flag.
+type app struct {
+	cli.Env
+	name string // --name: the primal whose socket replaces TARGET
+}
 
-func newEvidenceCmd(a *app) *cobra.Command {
+// New is `capmesh evidence` with replay, export, verify, witness, prove,
+// consistency and monitor; more (such as check) are added by the caller.
+func New(env cli.Env) *cobra.Command {
+	a := &app{Env: env}
 	cmd := &cobra.Command{
 		Use:   "evidence",
 		Short: "Replay, export and verify CHP execution evidence",
@@ -38,9 +48,8 @@ directory, as for 'capmesh call --name'.`,
 	}
 	var key string
 	cmd.PersistentFlags().StringVar(&key, "key", os.Getenv("CHP_HOST_API_KEY"), "X-CHP-Key for HTTP targets (default $CHP_HOST_API_KEY)")
-	cmd.PersistentFlags().StringVar(&a.evidenceName, "name", "", "primal name: its socket in the biomeos directory replaces TARGET")
+	cmd.PersistentFlags().StringVar(&a.name, "name", "", "primal name: its socket in the biomeos directory replaces TARGET")
 	cmd.AddCommand(newEvidenceReplayCmd(a, &key), newEvidenceExportCmd(a, &key), newEvidenceVerifyCmd(a, &key))
-	cmd.AddCommand(newEvidenceCheckCmd(a))
 	cmd.AddCommand(newEvidenceWitnessCmd(a, &key), newEvidenceProveCmd(a, &key), newEvidenceConsistencyCmd(a, &key), newEvidenceMonitorCmd(a, &key))
 	return cmd
 }
@@ -48,14 +57,14 @@ directory, as for 'capmesh call --name'.`,
 // evidenceArgs accepts TARGET CORRELATION_ID, or CORRELATION_ID alone with
 // --name.
 func (a *app) evidenceArgs(_ *cobra.Command, args []string) error {
-	if a.evidenceName != "" {
+	if a.name != "" {
 		if len(args) != 1 {
-			return usageErrorf("with --name give only CORRELATION_ID (got %d arguments)", len(args))
+			return cli.UsageErrorf("with --name give only CORRELATION_ID (got %d arguments)", len(args))
 		}
 		return nil
 	}
 	if len(args) != 2 {
-		return usageErrorf("give TARGET CORRELATION_ID, or --name PRIMAL CORRELATION_ID (got %d arguments)", len(args))
+		return cli.UsageErrorf("give TARGET CORRELATION_ID, or --name PRIMAL CORRELATION_ID (got %d arguments)", len(args))
 	}
 	return nil
 }
@@ -64,10 +73,10 @@ func (a *app) evidenceArgs(_ *cobra.Command, args []string) error {
 // correlation id. A TARGET that is not an endpoint is a usage error that
 // points at --name when it looks like a primal's name.
 func (a *app) evidenceTarget(args []string, key string) (*chpRemote, string, error) {
-	if a.evidenceName != "" {
-		p, err := endpoint.SocketPath(a.evidenceName)
+	if a.name != "" {
+		p, err := endpoint.SocketPath(a.name)
 		if err != nil {
-			return nil, "", usageErrorf("--name: %v", err)
+			return nil, "", cli.UsageErrorf("--name: %v", err)
 		}
 		return newRemote("unix://"+p, key), args[0], nil
 	}
@@ -75,7 +84,7 @@ func (a *app) evidenceTarget(args []string, key string) (*chpRemote, string, err
 	r := newRemote(target, key)
 	if r.isHTTP() {
 		if _, err := url.Parse(target); err != nil {
-			return nil, "", usageErrorf("TARGET %q: %v", target, err)
+			return nil, "", cli.UsageErrorf("TARGET %q: %v", target, err)
 		}
 		return r, args[1], nil
 	}
@@ -84,7 +93,7 @@ func (a *app) evidenceTarget(args []string, key string) (*chpRemote, string, err
 		if endpoint.ValidateName(target) == nil {
 			hint = fmt.Sprintf("; for the primal named %s use --name %s", target, target)
 		}
-		return nil, "", usageErrorf("TARGET %q: want http(s)://host:port, unix:///path, tcp://host:port or a socket path%s", target, hint)
+		return nil, "", cli.UsageErrorf("TARGET %q: want http(s)://host:port, unix:///path, tcp://host:port or a socket path%s", target, hint)
 	}
 	return r, args[1], nil
 }
@@ -105,11 +114,11 @@ func (r *chpRemote) call(ctx context.Context, method, path string, body any, rpc
 	if !r.isHTTP() {
 		addr, err := endpoint.Parse(r.target)
 		if err != nil {
-			return nil, usageErrorf("TARGET %q: %v", r.target, err)
+			return nil, cli.UsageErrorf("TARGET %q: %v", r.target, err)
 		}
 		c, err := endpoint.DialAddress(ctx, addr, nil)
 		if err != nil {
-			return nil, netErr(err)
+			return nil, cli.NetErr(err)
 		}
 		defer c.Close()
 		var out json.RawMessage
@@ -118,7 +127,7 @@ func (r *chpRemote) call(ctx context.Context, method, path string, body any, rpc
 			if errors.As(err, &rpcErr) {
 				return nil, err
 			}
-			return nil, withCode(exitNetwork, err)
+			return nil, cli.WithCode(cli.ExitNetwork, err)
 		}
 		return out, nil
 	}
@@ -129,7 +138,7 @@ func (r *chpRemote) call(ctx context.Context, method, path string, body any, rpc
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(r.target, "/")+path, rd)
 	if err != nil {
-		return nil, usageErrorf("target %q: %v", r.target, err)
+		return nil, cli.UsageErrorf("target %q: %v", r.target, err)
 	}
 	if r.key != "" {
 		req.Header.Set("X-CHP-Key", r.key)
@@ -139,12 +148,12 @@ func (r *chpRemote) call(ctx context.Context, method, path string, body any, rpc
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {
-		return nil, withCode(exitNetwork, err)
+		return nil, cli.WithCode(cli.ExitNetwork, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
-		return nil, withCode(exitNetwork, err)
+		return nil, cli.WithCode(cli.ExitNetwork, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
@@ -208,9 +217,9 @@ host says; 'capmesh evidence verify' checks it.`,
 				return err
 			}
 			if asJSON {
-				return printIndented(a.stdout, out)
+				return printIndented(a.Stdout(), out)
 			}
-			return printReplay(a.stdout, a.stderr, out)
+			return printReplay(a.Stdout(), a.Stderr(), out)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the host's ReplayResult as JSON")
@@ -237,7 +246,7 @@ func newEvidenceExportCmd(a *app, key *string) *cobra.Command {
 				return err
 			}
 			if out == "" || out == "-" {
-				_, err = a.stdout.Write(append(data, '\n'))
+				_, err = a.Stdout().Write(append(data, '\n'))
 				return err
 			}
 			// Bundles are public evidence, not secrets; 0644 like any export.
@@ -273,7 +282,7 @@ Exit status: 0 valid, 1 invalid, 2 usage, 3 network.`,
 			var data []byte
 			var err error
 			switch {
-			case len(args) == 2 || a.evidenceName != "":
+			case len(args) == 2 || a.name != "":
 				if err := a.evidenceArgs(cmd, args); err != nil {
 					return err
 				}
@@ -287,11 +296,11 @@ Exit status: 0 valid, 1 invalid, 2 usage, 3 network.`,
 					return err
 				}
 			case args[0] == "-":
-				data, err = io.ReadAll(io.LimitReader(a.stdin, 1<<30))
+				data, err = io.ReadAll(io.LimitReader(a.Stdin(), 1<<30))
 			default:
 				data, err = os.ReadFile(args[0])
 				if errors.Is(err, os.ErrNotExist) {
-					return usageErrorf("%v", err)
+					return cli.UsageErrorf("%v", err)
 				}
 			}
 			if err != nil {
@@ -299,17 +308,17 @@ Exit status: 0 valid, 1 invalid, 2 usage, 3 network.`,
 			}
 			v, err := chp.VerifyBundle(data, &chp.VerifyOptions{ExpectedKeyID: keyID, RequireSigned: requireSigned})
 			if err != nil {
-				fmt.Fprintf(a.stderr, "capmesh: %v\n", err)
-				return silentExit(exitFailure)
+				fmt.Fprintf(a.Stderr(), "capmesh: %v\n", err)
+				return cli.SilentExit(cli.ExitFailure)
 			}
 			if asJSON {
 				b, _ := json.MarshalIndent(v, "", "  ")
-				fmt.Fprintln(a.stdout, string(b))
+				fmt.Fprintln(a.Stdout(), string(b))
 			} else {
-				printVerdict(a.stdout, v)
+				printVerdict(a.Stdout(), v)
 			}
 			if !v.Valid {
-				return silentExit(exitFailure)
+				return cli.SilentExit(cli.ExitFailure)
 			}
 			return nil
 		},

@@ -1,4 +1,4 @@
-package main
+package callcmd
 
 import (
 	"context"
@@ -9,23 +9,24 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/wire"
 )
 
-func init() { register(newInspectCmd) }
-
 type inspectFlags struct {
-	target       targetFlags
+	target       cli.Target
 	asJSON       bool
 	probeMethods bool
 	order        string
 	nodeID       string
 }
 
-func newInspectCmd(a *app) *cobra.Command {
+// NewInspect is `capmesh inspect`: what a host says about itself, checked.
+func NewInspect(a cli.Env) *cobra.Command {
 	f := &inspectFlags{}
 	cmd := &cobra.Command{
 		Use:   "inspect [ENDPOINT | --socket PATH | --tcp HOST:PORT | --http URL | --name PRIMAL]",
@@ -55,7 +56,7 @@ answered, 2 for a usage error and 3 when it cannot be reached.`,
 			return runInspect(cmd.Context(), a, f, args)
 		},
 	}
-	f.target.add(cmd)
+	f.target.Add(cmd)
 	cmd.Flags().Lookup("timeout").Usage = "give up on each call after this long"
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print the inspection as JSON")
@@ -65,7 +66,7 @@ answered, 2 for a usage error and 3 when it cannot be reached.`,
 	return cmd
 }
 
-func runInspect(ctx context.Context, a *app, f *inspectFlags, args []string) error {
+func runInspect(ctx context.Context, a cli.Env, f *inspectFlags, args []string) error {
 	var order wire.Order
 	switch strings.ToLower(f.order) {
 	case "standard":
@@ -75,7 +76,7 @@ func runInspect(ctx context.Context, a *app, f *inspectFlags, args []string) err
 	case "primalspring":
 		order = wire.OrderPrimalSpring
 	default:
-		return usageErrorf("--order %q: want standard, biomeos or primalspring", f.order)
+		return cli.UsageErrorf("--order %q: want standard, biomeos or primalspring", f.order)
 	}
 	addr, err := inspectAddress(f, args)
 	if err != nil {
@@ -83,7 +84,7 @@ func runInspect(ctx context.Context, a *app, f *inspectFlags, args []string) err
 	}
 	c, err := endpoint.DialAddress(ctx, addr, nil)
 	if err != nil {
-		return netErr(err)
+		return cli.NetErr(err)
 	}
 	defer c.Close()
 	transport := addr.Scheme
@@ -92,7 +93,7 @@ func runInspect(ctx context.Context, a *app, f *inspectFlags, args []string) err
 	}
 	in, err := wire.Inspect(ctx, c, &wire.InspectOptions{
 		Transport:    transport,
-		CallTimeout:  f.target.timeout,
+		CallTimeout:  f.target.Timeout,
 		ProbeMethods: f.probeMethods,
 		Order:        order,
 	})
@@ -100,29 +101,29 @@ func runInspect(ctx context.Context, a *app, f *inspectFlags, args []string) err
 		if ctx.Err() != nil {
 			return err
 		}
-		return netErr(fmt.Errorf("%s: %w", addr, err))
+		return cli.NetErr(fmt.Errorf("%s: %w", addr, err))
 	}
 	v := newInspectView(addr.String(), in, f.nodeID)
 	if f.asJSON {
-		enc := json.NewEncoder(a.stdout)
+		enc := json.NewEncoder(a.Stdout())
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	v.print(a.stdout)
+	v.print(a.Stdout())
 	return nil
 }
 
 // inspectAddress picks the endpoint: the argument, else the target flags.
 func inspectAddress(f *inspectFlags, args []string) (endpoint.Address, error) {
 	if len(args) == 0 {
-		return f.target.address()
+		return f.target.Address()
 	}
-	if f.target.socket != "" || f.target.tcp != "" || f.target.http != "" || f.target.name != "" {
-		return endpoint.Address{}, usageErrorf("give the host either as ENDPOINT or with --socket/--tcp/--http/--name, not both")
+	if f.target.Socket != "" || f.target.TCP != "" || f.target.HTTP != "" || f.target.Name != "" {
+		return endpoint.Address{}, cli.UsageErrorf("give the host either as ENDPOINT or with --socket/--tcp/--http/--name, not both")
 	}
 	addr, err := endpoint.Parse(args[0])
 	if err != nil {
-		return addr, usageErrorf("ENDPOINT %q: %v", args[0], err)
+		return addr, cli.UsageErrorf("ENDPOINT %q: %v", args[0], err)
 	}
 	return addr, nil
 }

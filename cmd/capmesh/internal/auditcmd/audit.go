@@ -1,4 +1,4 @@
-package main
+package auditcmd
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/conformance"
@@ -17,8 +19,6 @@ import (
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/wire"
 )
-
-func init() { register(newAuditCmd) }
 
 type auditFlags struct {
 	all            bool
@@ -37,7 +37,9 @@ type auditFlags struct {
 	names          []string
 }
 
-func newAuditCmd(a *app) *cobra.Command {
+// NewAudit is `capmesh audit`: the conformance audit of one host or of
+// every socket on the machine, and `audit fake-host`.
+func NewAudit(a cli.Env) *cobra.Command {
 	f := &auditFlags{}
 	cmd := &cobra.Command{
 		Use:   "audit [ENDPOINT... | --name PRIMAL... | --all | --response FILE]",
@@ -103,11 +105,11 @@ one.`,
 	return cmd
 }
 
-func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
+func runAudit(ctx context.Context, a cli.Env, f *auditFlags, args []string) error {
 	for _, n := range f.names {
 		p, err := endpoint.SocketPath(n)
 		if err != nil {
-			return usageErrorf("--name %q: %v", n, err)
+			return cli.UsageErrorf("--name %q: %v", n, err)
 		}
 		args = append(args, "unix://"+p)
 	}
@@ -119,15 +121,15 @@ func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
 	}
 	switch {
 	case modes == 0:
-		return usageErrorf("give an ENDPOINT, --all or --response FILE")
+		return cli.UsageErrorf("give an ENDPOINT, --all or --response FILE")
 	case modes > 1:
-		return usageErrorf("ENDPOINT, --all and --response exclude one another")
+		return cli.UsageErrorf("ENDPOINT, --all and --response exclude one another")
 	case f.asJSON && f.junit:
-		return usageErrorf("--json and --junit exclude one another")
+		return cli.UsageErrorf("--json and --junit exclude one another")
 	case f.requireLevel < 0 || f.requireLevel > 3:
-		return usageErrorf("--require-level %d: want 0-3", f.requireLevel)
+		return cli.UsageErrorf("--require-level %d: want 0-3", f.requireLevel)
 	case f.connectTimeout < 0 || f.probeTimeout <= 0:
-		return usageErrorf("timeouts must be positive")
+		return cli.UsageErrorf("timeouts must be positive")
 	}
 	if f.response != "" {
 		return auditResponse(a, f)
@@ -142,20 +144,20 @@ func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
 		if dir == "" {
 			d, _, err := endpoint.SocketDir()
 			if err != nil {
-				return usageErrorf("socket directory: %v", err)
+				return cli.UsageErrorf("socket directory: %v", err)
 			}
 			dir = d
 		}
 		var err error
 		if m, err = conformance.AuditAll(ctx, dir, opts); err != nil {
-			return usageErrorf("--all: %v", err)
+			return cli.UsageErrorf("--all: %v", err)
 		}
 	} else {
 		start := time.Now()
 		for _, arg := range args {
 			addr, err := endpoint.Parse(arg)
 			if err != nil {
-				return usageErrorf("ENDPOINT %q: %v", arg, err)
+				return cli.UsageErrorf("ENDPOINT %q: %v", arg, err)
 			}
 			m.Hosts = append(m.Hosts, conformance.Audit(ctx, addr, opts))
 		}
@@ -168,7 +170,7 @@ func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
 	var err error
 	switch {
 	case f.asJSON:
-		enc := json.NewEncoder(a.stdout)
+		enc := json.NewEncoder(a.Stdout())
 		enc.SetIndent("", "  ")
 		if len(args) == 1 {
 			err = enc.Encode(m.Hosts[0])
@@ -176,11 +178,11 @@ func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
 			err = enc.Encode(m)
 		}
 	case f.junit:
-		err = conformance.WriteJUnit(a.stdout, m)
+		err = conformance.WriteJUnit(a.Stdout(), m)
 	case len(args) == 1:
-		err = conformance.WriteReport(a.stdout, m.Hosts[0])
+		err = conformance.WriteReport(a.Stdout(), m.Hosts[0])
 	default:
-		err = conformance.WriteMatrix(a.stdout, m)
+		err = conformance.WriteMatrix(a.Stdout(), m)
 	}
 	if err != nil {
 		return err
@@ -191,32 +193,32 @@ func runAudit(ctx context.Context, a *app, f *auditFlags, args []string) error {
 	if !f.all {
 		for _, h := range m.Hosts {
 			if !h.Reachable {
-				return withCode(exitNetwork, fmt.Errorf("%s: %s", h.Endpoint, h.Error))
+				return cli.WithCode(cli.ExitNetwork, fmt.Errorf("%s: %s", h.Endpoint, h.Error))
 			}
 		}
 	}
 	req := conformance.Requirement{Level: f.requireLevel, Strict: f.strict, CHP: f.requireCHP}
 	if fails := m.Gate(req); len(fails) > 0 {
 		for _, g := range fails {
-			fmt.Fprintf(a.stderr, "capmesh: %s does not meet the requirement: %s\n", g.Endpoint, g.Reason)
+			fmt.Fprintf(a.Stderr(), "capmesh: %s does not meet the requirement: %s\n", g.Endpoint, g.Reason)
 		}
-		return silentExit(exitFailure)
+		return cli.SilentExit(cli.ExitFailure)
 	}
 	return nil
 }
 
 // auditResponse judges a captured capabilities.list response offline: the
 // requirements only a live host can settle are reported unknown.
-func auditResponse(a *app, f *auditFlags) error {
+func auditResponse(a cli.Env, f *auditFlags) error {
 	var data []byte
 	var err error
 	if f.response == "-" {
-		data, err = io.ReadAll(io.LimitReader(a.stdin, 64<<20))
+		data, err = io.ReadAll(io.LimitReader(a.Stdin(), 64<<20))
 	} else {
 		data, err = os.ReadFile(f.response)
 	}
 	if err != nil {
-		return usageErrorf("--response: %v", err)
+		return cli.UsageErrorf("--response: %v", err)
 	}
 	result := json.RawMessage(data)
 	var resp struct {
@@ -232,31 +234,31 @@ func auditResponse(a *app, f *auditFlags) error {
 	}
 	rep := wire.Level(c, nil)
 	if f.asJSON {
-		enc := json.NewEncoder(a.stdout)
+		enc := json.NewEncoder(a.Stdout())
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stdout, "%s: level %d (offline: %d live requirements unobserved)\n", f.response, rep.Level, len(rep.Unobserved()))
+		fmt.Fprintf(a.Stdout(), "%s: level %d (offline: %d live requirements unobserved)\n", f.response, rep.Level, len(rep.Unobserved()))
 		for _, ch := range rep.Checks {
 			line := fmt.Sprintf("  %s  %s  %s", map[wire.Status]string{wire.Pass: "✓", wire.Fail: "✗", wire.Unknown: "?"}[ch.Status], ch.ID, ch.Requirement)
 			if ch.Reason != "" {
 				line += ": " + ch.Reason
 			}
-			fmt.Fprintln(a.stdout, line)
+			fmt.Fprintln(a.Stdout(), line)
 		}
 	}
 	if f.requireLevel > 0 && rep.Level < f.requireLevel {
-		fmt.Fprintf(a.stderr, "capmesh: %s: level %d < %d\n", f.response, rep.Level, f.requireLevel)
-		return silentExit(exitFailure)
+		fmt.Fprintf(a.Stderr(), "capmesh: %s: level %d < %d\n", f.response, rep.Level, f.requireLevel)
+		return cli.SilentExit(cli.ExitFailure)
 	}
 	return nil
 }
 
 // newAuditFakeHostCmd serves a fakehost spec: the recorded and broken hosts
 // the audit is tested against, for scripts and demonstrations.
-func newAuditFakeHostCmd(a *app) *cobra.Command {
+func newAuditFakeHostCmd(a cli.Env) *cobra.Command {
 	var socket, specDir string
 	cmd := &cobra.Command{
 		Use:    "fake-host SPEC.txtar",
@@ -266,16 +268,16 @@ func newAuditFakeHostCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
-				return usageErrorf("%v", err)
+				return cli.UsageErrorf("%v", err)
 			}
 			s, err := fakehost.ParseSpec(strings.TrimSuffix(filepath.Base(args[0]), filepath.Ext(args[0])), data, specDir)
 			if err != nil {
-				return usageErrorf("%v", err)
+				return cli.UsageErrorf("%v", err)
 			}
 			if socket == "" {
 				dir, _, err := endpoint.SocketDir()
 				if err != nil {
-					return usageErrorf("%v", err)
+					return cli.UsageErrorf("%v", err)
 				}
 				name := s.Socket
 				if name == "" {
@@ -288,7 +290,7 @@ func newAuditFakeHostCmd(a *app) *cobra.Command {
 				return err // cannot bind: a failure (1)
 			}
 			ctx := cmd.Context()
-			fmt.Fprintf(a.stdout, "fake host %s on unix://%s\n", s.Name, l.Path())
+			fmt.Fprintf(a.Stdout(), "fake host %s on unix://%s\n", s.Name, l.Path())
 			if err := fakehost.Serve(ctx, l, s); err != nil && ctx.Err() == nil {
 				return err
 			}

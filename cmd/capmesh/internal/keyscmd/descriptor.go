@@ -1,4 +1,4 @@
-package main
+package keyscmd
 
 import (
 	"bytes"
@@ -13,15 +13,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
-func init() { register(newDescriptorCmd) }
-
-func newDescriptorCmd(a *app) *cobra.Command {
+// NewDescriptor is `capmesh descriptor`: verify and sign RFC-005
+// capability descriptors.
+func NewDescriptor(a cli.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "descriptor",
 		Short: "Sign and verify RFC-005 capability descriptors offline",
@@ -30,9 +32,9 @@ func newDescriptorCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func readArgFile(a *app, name string) ([]byte, error) {
+func readArgFile(a cli.Env, name string) ([]byte, error) {
 	if name == "-" {
-		return io.ReadAll(a.stdin)
+		return io.ReadAll(a.Stdin())
 	}
 	return os.ReadFile(name)
 }
@@ -47,7 +49,7 @@ type verifyReport struct {
 	Message        string `json:"message,omitempty"`
 }
 
-func newDescriptorVerifyCmd(a *app) *cobra.Command {
+func newDescriptorVerifyCmd(a cli.Env) *cobra.Command {
 	var nowFlag string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -63,7 +65,7 @@ It exits 0 when the descriptor is valid and live, 1 otherwise.`,
 			if nowFlag != "" {
 				t, err := time.Parse(time.RFC3339Nano, nowFlag)
 				if err != nil {
-					return usageErrorf("--now %q: want RFC 3339, e.g. 2026-07-01T12:05:00Z", nowFlag)
+					return cli.UsageErrorf("--now %q: want RFC 3339, e.g. 2026-07-01T12:05:00Z", nowFlag)
 				}
 				now = t
 			}
@@ -107,19 +109,19 @@ It exits 0 when the descriptor is valid and live, 1 otherwise.`,
 			}
 			if asJSON {
 				b, _ := json.MarshalIndent(rep, "", "  ")
-				fmt.Fprintln(a.stdout, string(b))
+				fmt.Fprintln(a.Stdout(), string(b))
 			} else {
 				if rep.Canonical != "" {
-					fmt.Fprintf(a.stdout, "canonical: %s\n", rep.Canonical)
+					fmt.Fprintf(a.Stdout(), "canonical: %s\n", rep.Canonical)
 				}
-				fmt.Fprintf(a.stdout, "signature: %s\n", okWord(rep.SignatureValid, "valid", "INVALID"))
-				fmt.Fprintf(a.stdout, "live at %s: %s\n", rep.At, okWord(rep.Live, "yes", "no"))
+				fmt.Fprintf(a.Stdout(), "signature: %s\n", okWord(rep.SignatureValid, "valid", "INVALID"))
+				fmt.Fprintf(a.Stdout(), "live at %s: %s\n", rep.At, okWord(rep.Live, "yes", "no"))
 				if rep.Rule != "" {
-					fmt.Fprintf(a.stdout, "first broken rule: %s (%s): %s\n", rep.Rule, rep.Code, rep.Message)
+					fmt.Fprintf(a.Stdout(), "first broken rule: %s (%s): %s\n", rep.Rule, rep.Code, rep.Message)
 				}
 			}
 			if rep.Rule != "" {
-				return silentExit(1)
+				return cli.SilentExit(1)
 			}
 			return nil
 		},
@@ -199,7 +201,7 @@ func signDescriptor(data []byte, priv ed25519.PrivateKey) ([]byte, error) {
 	return d.MarshalJSON()
 }
 
-func newDescriptorSignCmd(a *app) *cobra.Command {
+func newDescriptorSignCmd(a cli.Env) *cobra.Command {
 	var keyFile string
 	cmd := &cobra.Command{
 		Use:   "sign FILE [--key KEYFILE]",
@@ -219,15 +221,15 @@ refused (chmod 600).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var priv ed25519.PrivateKey
 			if keyFile == "" {
-				k, _, err := keysLoad(a, "")
+				k, _, err := cli.LoadKey(a, "")
 				if err != nil {
-					return withCode(exitUsage, fmt.Errorf("--key not given and %w", err))
+					return cli.WithCode(cli.ExitUsage, fmt.Errorf("--key not given and %w", err))
 				}
 				priv = k.Ed25519()
 			} else {
 				var err error
 				if priv, err = loadSigningKey(keyFile); err != nil {
-					return usageErrorf("--key: %v", err)
+					return cli.UsageErrorf("--key: %v", err)
 				}
 			}
 			data, err := readArgFile(a, args[0])
@@ -238,7 +240,7 @@ refused (chmod 600).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(a.stdout, string(out))
+			fmt.Fprintln(a.Stdout(), string(out))
 			return nil
 		},
 	}

@@ -1,4 +1,4 @@
-package main
+package evidencecmd
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
 
 	"github.com/spf13/cobra"
 
@@ -67,10 +69,10 @@ host forked, 3 if none forked but one was unreachable.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if keyFlag != "" && len(args) != 1 {
-				return usageErrorf("--log-key pins one host's key: give one TARGET")
+				return cli.UsageErrorf("--log-key pins one host's key: give one TARGET")
 			}
 			if statePath == "" {
-				dir, err := xdg.SubDir(a.dataDir, "witnesses")
+				dir, err := xdg.SubDir(a.DataDir(), "witnesses")
 				if err != nil {
 					return err
 				}
@@ -113,9 +115,9 @@ host forked, 3 if none forked but one was unreachable.`,
 func exitFor(severity int) error {
 	switch severity {
 	case 2:
-		return withCode(exitFailure, errors.New("a monitored log forked"))
+		return cli.WithCode(cli.ExitFailure, errors.New("a monitored log forked"))
 	case 1:
-		return withCode(exitNetwork, errors.New("a monitored host was unreachable"))
+		return cli.WithCode(cli.ExitNetwork, errors.New("a monitored host was unreachable"))
 	}
 	return nil
 }
@@ -148,7 +150,7 @@ func (a *app) monitorRound(ctx context.Context, targets []string, key, keyFlag, 
 		case verdictUnreachable:
 			severity = max(severity, 1)
 		}
-		fmt.Fprintf(a.stdout, "%-11s %s  %s\n", verdict, t, detail)
+		fmt.Fprintf(a.Stdout(), "%-11s %s  %s\n", verdict, t, detail)
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {

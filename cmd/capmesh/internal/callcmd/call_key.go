@@ -1,4 +1,4 @@
-package main
+package callcmd
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
 
 	"github.com/capmesh/capmesh/endpoint"
 )
@@ -34,13 +36,13 @@ func withKey(params json.RawMessage, key string) (json.RawMessage, error) {
 	obj := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(params)) > 0 {
 		if err := json.Unmarshal(params, &obj); err != nil || obj == nil {
-			return nil, usageErrorf("--key needs object params (it travels as params._meta.chp_key)")
+			return nil, cli.UsageErrorf("--key needs object params (it travels as params._meta.chp_key)")
 		}
 	}
 	meta := map[string]json.RawMessage{}
 	if raw, ok := obj["_meta"]; ok {
 		if err := json.Unmarshal(raw, &meta); err != nil || meta == nil {
-			return nil, usageErrorf("params._meta must be an object")
+			return nil, cli.UsageErrorf("params._meta must be an object")
 		}
 	}
 	k, _ := json.Marshal(key)
@@ -57,12 +59,12 @@ func withKey(params json.RawMessage, key string) (json.RawMessage, error) {
 // reference hosts are called: they serve no JSON-RPC bridge. The
 // InvocationResult is printed whatever its outcome; exit 1 unless it
 // succeeded.
-func callCHP(ctx context.Context, a *app, addr endpoint.Address, capability string, params json.RawMessage, key string) error {
+func callCHP(ctx context.Context, a cli.Env, addr endpoint.Address, capability string, params json.RawMessage, key string) error {
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
 	if params[0] != '{' {
-		return usageErrorf("--chp needs object params (the envelope's payload)")
+		return cli.UsageErrorf("--chp needs object params (the envelope's payload)")
 	}
 	env, err := json.Marshal(map[string]any{"capability_id": capability, "payload": params})
 	if err != nil {
@@ -74,7 +76,7 @@ func callCHP(ctx context.Context, a *app, addr endpoint.Address, capability stri
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/invoke", bytes.NewReader(env))
 	if err != nil {
-		return usageErrorf("--http: %v", err)
+		return cli.UsageErrorf("--http: %v", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -82,23 +84,23 @@ func callCHP(ctx context.Context, a *app, addr endpoint.Address, capability stri
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return netErr(&endpoint.DialError{Addr: addr, Err: err})
+		return cli.NetErr(&endpoint.DialError{Addr: addr, Err: err})
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return netErr(&endpoint.DialError{Addr: addr, Err: err})
+		return cli.NetErr(&endpoint.DialError{Addr: addr, Err: err})
 	}
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(a.stderr, "HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(body)))
-		return silentExit(exitFailure)
+		fmt.Fprintf(a.Stderr(), "HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(body)))
+		return cli.SilentExit(cli.ExitFailure)
 	}
-	fmt.Fprintln(a.stdout, indentJSON(body))
+	fmt.Fprintln(a.Stdout(), cli.IndentJSON(body))
 	var res struct {
 		Outcome string `json:"outcome"`
 	}
 	if json.Unmarshal(body, &res) != nil || res.Outcome != "success" {
-		return silentExit(exitFailure)
+		return cli.SilentExit(cli.ExitFailure)
 	}
 	return nil
 }

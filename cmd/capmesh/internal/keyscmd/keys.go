@@ -1,4 +1,4 @@
-package main
+package keyscmd
 
 import (
 	"crypto/ed25519"
@@ -9,14 +9,16 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/identity"
 )
 
-func init() { register(newKeysCmd) }
-
-func newKeysCmd(a *app) *cobra.Command {
+// NewKeys is `capmesh keys`: generate, show and use the host's identity
+// key.
+func NewKeys(a cli.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "Generate, show and use this host's Ed25519 identity key",
@@ -66,35 +68,9 @@ func keysWriteJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// keysPath is --key/--out, or the default key path under the state
-// directory.
-func keysPath(a *app, flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
-	}
-	p, err := identity.DefaultKeyPath(a.dataDir)
-	if err != nil {
-		return "", usageErrorf("%v", err)
-	}
-	return p, nil
-}
-
-// keysLoad loads the key at path with an error that says what to do.
-func keysLoad(a *app, flag string) (*identity.PrivateKey, string, error) {
-	path, err := keysPath(a, flag)
-	if err != nil {
-		return nil, "", err
-	}
-	k, err := identity.Load(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, path, fmt.Errorf("no key at %s; create one with 'capmesh keys generate'", path)
-	}
-	return k, path, err
-}
-
-func keysReadInput(a *app, name string) ([]byte, error) {
+func keysReadInput(a cli.Env, name string) ([]byte, error) {
 	if name == "-" {
-		return io.ReadAll(a.stdin)
+		return io.ReadAll(a.Stdin())
 	}
 	data, err := os.ReadFile(name)
 	if err != nil {
@@ -106,12 +82,12 @@ func keysReadInput(a *app, name string) ([]byte, error) {
 func keysOutputEncoding(hint string) (identity.Encoding, error) {
 	enc, err := identity.ParseEncoding(hint)
 	if err != nil || (enc != identity.Base64 && enc != identity.Hex && enc != identity.Base64URL) {
-		return 0, usageErrorf("--encoding %q: want base64, hex or base64url", hint)
+		return 0, cli.UsageErrorf("--encoding %q: want base64, hex or base64url", hint)
 	}
 	return enc, nil
 }
 
-func newKeysGenerateCmd(a *app) *cobra.Command {
+func newKeysGenerateCmd(a cli.Env) *cobra.Command {
 	var out string
 	var force, asJSON bool
 	cmd := &cobra.Command{
@@ -123,7 +99,7 @@ existing key unless --force is given: replacing a key changes the host's
 identity, and whatever trusted the old key stops trusting this host.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := keysPath(a, out)
+			path, err := cli.KeyPath(a, out)
 			if err != nil {
 				return err
 			}
@@ -151,16 +127,16 @@ identity, and whatever trusted the old key stops trusting this host.`,
 			if err != nil {
 				return err
 			}
-			a.log.Debug("generated identity key", "path", path, "key_id", info.KeyID)
+			a.Log().Debug("generated identity key", "path", path, "key_id", info.KeyID)
 			if asJSON {
-				return keysWriteJSON(a.stdout, info)
+				return keysWriteJSON(a.Stdout(), info)
 			}
 			if info.ReplacedKeyID != "" {
-				fmt.Fprintf(a.stdout, "generated ed25519 key %s, replacing key %s\n", info.KeyID, info.ReplacedKeyID)
+				fmt.Fprintf(a.Stdout(), "generated ed25519 key %s, replacing key %s\n", info.KeyID, info.ReplacedKeyID)
 			} else {
-				fmt.Fprintf(a.stdout, "generated ed25519 key %s\n", info.KeyID)
+				fmt.Fprintf(a.Stdout(), "generated ed25519 key %s\n", info.KeyID)
 			}
-			info.print(a.stdout)
+			info.print(a.Stdout())
 			return nil
 		},
 	}
@@ -170,7 +146,7 @@ identity, and whatever trusted the old key stops trusting this host.`,
 	return cmd
 }
 
-func newKeysShowCmd(a *app) *cobra.Command {
+func newKeysShowCmd(a cli.Env) *cobra.Command {
 	var keyPath string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -178,15 +154,15 @@ func newKeysShowCmd(a *app) *cobra.Command {
 		Short: "Print the public key and key id of a key",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, path, err := keysLoad(a, keyPath)
+			k, path, err := cli.LoadKey(a, keyPath)
 			if err != nil {
 				return err
 			}
 			info := newKeysInfo(path, k.Public())
 			if asJSON {
-				return keysWriteJSON(a.stdout, info)
+				return keysWriteJSON(a.Stdout(), info)
 			}
-			info.print(a.stdout)
+			info.print(a.Stdout())
 			return nil
 		},
 	}
@@ -195,7 +171,7 @@ func newKeysShowCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func newKeysSignCmd(a *app) *cobra.Command {
+func newKeysSignCmd(a cli.Env) *cobra.Command {
 	var keyPath, encoding string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -209,7 +185,7 @@ func newKeysSignCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			k, _, err := keysLoad(a, keyPath)
+			k, _, err := cli.LoadKey(a, keyPath)
 			if err != nil {
 				return err
 			}
@@ -219,12 +195,12 @@ func newKeysSignCmd(a *app) *cobra.Command {
 			}
 			sig := identity.Encode(k.Sign(msg), enc)
 			if asJSON {
-				return keysWriteJSON(a.stdout, map[string]any{
+				return keysWriteJSON(a.Stdout(), map[string]any{
 					"signature": sig, "encoding": enc.String(), "algorithm": "ed25519",
 					"public_key": k.Public().Base64(), "key_id": k.Public().KeyID(), "message_bytes": len(msg),
 				})
 			}
-			fmt.Fprintln(a.stdout, sig)
+			fmt.Fprintln(a.Stdout(), sig)
 			return nil
 		},
 	}
@@ -240,7 +216,7 @@ func keysDecodeFixed(flag, value string, size int, encoding string) ([]byte, err
 	if encoding == "" {
 		b, _, err := identity.DecodeAny(value, size)
 		if err != nil {
-			return nil, usageErrorf("--%s: %v", flag, err)
+			return nil, cli.UsageErrorf("--%s: %v", flag, err)
 		}
 		return b, nil
 	}
@@ -250,12 +226,12 @@ func keysDecodeFixed(flag, value string, size int, encoding string) ([]byte, err
 	}
 	b, err := identity.Decode(value, enc)
 	if err != nil {
-		return nil, usageErrorf("--%s: %v", flag, err)
+		return nil, cli.UsageErrorf("--%s: %v", flag, err)
 	}
 	return b, nil
 }
 
-func newKeysVerifyCmd(a *app) *cobra.Command {
+func newKeysVerifyCmd(a cli.Env) *cobra.Command {
 	var pubFlag, sigFlag, encoding string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -271,7 +247,7 @@ signature is valid, 1 when it is not, 2 when KEY or SIG cannot be decoded.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pubFlag == "" || sigFlag == "" {
-				return usageErrorf("--public-key and --signature are required")
+				return cli.UsageErrorf("--public-key and --signature are required")
 			}
 			rawPub, err := keysDecodeFixed("public-key", pubFlag, ed25519.PublicKeySize, encoding)
 			if err != nil {
@@ -299,11 +275,11 @@ signature is valid, 1 when it is not, 2 when KEY or SIG cannot be decoded.`,
 				if verr != nil {
 					rep["error"] = verr.Error()
 				}
-				if err := keysWriteJSON(a.stdout, rep); err != nil {
+				if err := keysWriteJSON(a.Stdout(), rep); err != nil {
 					return err
 				}
 				if verr != nil {
-					return silentExit(exitFailure)
+					return cli.SilentExit(cli.ExitFailure)
 				}
 				return nil
 			}
@@ -313,7 +289,7 @@ signature is valid, 1 when it is not, 2 when KEY or SIG cannot be decoded.`,
 				}
 				return fmt.Errorf("signature does not verify: %w", verr)
 			}
-			fmt.Fprintf(a.stdout, "signature OK (key id %s)\n", keyID)
+			fmt.Fprintf(a.Stdout(), "signature OK (key id %s)\n", keyID)
 			return nil
 		},
 	}
@@ -324,7 +300,7 @@ signature is valid, 1 when it is not, 2 when KEY or SIG cannot be decoded.`,
 	return cmd
 }
 
-func newKeysExportCmd(a *app) *cobra.Command {
+func newKeysExportCmd(a cli.Env) *cobra.Command {
 	var keyPath, encoding string
 	var seed bool
 	cmd := &cobra.Command{
@@ -339,7 +315,7 @@ to a file with mode 0600; a warning goes to stderr.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !seed {
-				return usageErrorf("export prints the secret seed only when asked: pass --seed")
+				return cli.UsageErrorf("export prints the secret seed only when asked: pass --seed")
 			}
 			var enc identity.Encoding
 			switch encoding {
@@ -348,14 +324,14 @@ to a file with mode 0600; a warning goes to stderr.`,
 			case "hex":
 				enc = identity.Hex
 			default:
-				return usageErrorf("--encoding %q: want base64 or hex", encoding)
+				return cli.UsageErrorf("--encoding %q: want base64 or hex", encoding)
 			}
-			k, path, err := keysLoad(a, keyPath)
+			k, path, err := cli.LoadKey(a, keyPath)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stderr, "capmesh: warning: printing the SECRET seed of key %s (%s); anyone who has it can sign as this host: keep it in a 0600 file and never share it\n", k.Public().KeyID(), path)
-			fmt.Fprintln(a.stdout, identity.Encode(k.Ed25519().Seed(), enc))
+			fmt.Fprintf(a.Stderr(), "capmesh: warning: printing the SECRET seed of key %s (%s); anyone who has it can sign as this host: keep it in a 0600 file and never share it\n", k.Public().KeyID(), path)
+			fmt.Fprintln(a.Stdout(), identity.Encode(k.Ed25519().Seed(), enc))
 			return nil
 		},
 	}

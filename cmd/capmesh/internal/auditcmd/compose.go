@@ -1,4 +1,4 @@
-package main
+package auditcmd
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/compose"
 	"github.com/capmesh/capmesh/conformance"
 	"github.com/capmesh/capmesh/endpoint"
 )
-
-func init() { register(newComposeCmd) }
 
 type composeFlags struct {
 	all          bool
@@ -30,7 +30,9 @@ type composeFlags struct {
 	timeout      time.Duration
 }
 
-func newComposeCmd(a *app) *cobra.Command {
+// NewCompose is `capmesh compose`: a composition of hosts analysed and
+// planned from files, live hosts or the registry.
+func NewCompose(a cli.Env) *cobra.Command {
 	f := &composeFlags{}
 	cmd := &cobra.Command{
 		Use:   "compose [GRAPH.toml | CAPABILITIES.json]... [--all] [--endpoint ADDR]... [--from-registry]",
@@ -78,14 +80,14 @@ be reached.`,
 	return cmd
 }
 
-func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) error {
+func runCompose(ctx context.Context, a cli.Env, f *composeFlags, args []string) error {
 	switch f.format {
 	case "text", "dot", "mermaid", "json":
 	default:
-		return usageErrorf("--format %q: want text, dot, mermaid or json", f.format)
+		return cli.UsageErrorf("--format %q: want text, dot, mermaid or json", f.format)
 	}
 	if len(args) == 0 && !f.all && len(f.endpoints) == 0 && len(f.names) == 0 && !f.fromRegistry {
-		return usageErrorf("give graph or capabilities files, --all, --endpoint, --name or --from-registry")
+		return cli.UsageErrorf("give graph or capabilities files, --all, --endpoint, --name or --from-registry")
 	}
 	if f.registry != "" {
 		f.fromRegistry = true
@@ -119,10 +121,10 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 		return err
 	}
 	if planErr != nil {
-		fmt.Fprintf(a.stderr, "capmesh: no plan for %s: %v\n", f.goal, planErr)
+		fmt.Fprintf(a.Stderr(), "capmesh: no plan for %s: %v\n", f.goal, planErr)
 	}
 	if !an.OK() || planErr != nil {
-		return silentExit(exitFailure)
+		return cli.SilentExit(cli.ExitFailure)
 	}
 	return nil
 }
@@ -132,13 +134,13 @@ func runCompose(ctx context.Context, a *app, f *composeFlags, args []string) err
 func addComposeFile(c *compose.Composition, p string) error {
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return cli.UsageErrorf("%v", err)
 	}
 	switch strings.ToLower(filepath.Ext(p)) {
 	case ".toml":
 		g, err := compose.ParseGraph(data)
 		if err != nil {
-			return usageErrorf("%s: %v", p, err)
+			return cli.UsageErrorf("%s: %v", p, err)
 		}
 		if c.Name == "" {
 			c.Name = g.Name
@@ -150,13 +152,13 @@ func addComposeFile(c *compose.Composition, p string) error {
 	case ".json":
 		hosts, err := compose.ParseCapabilities(data)
 		if err != nil {
-			return usageErrorf("%s: %v", p, err)
+			return cli.UsageErrorf("%s: %v", p, err)
 		}
 		for _, h := range hosts {
 			c.Add(h)
 		}
 	default:
-		return usageErrorf("%s: want a .toml deploy graph or a .json list of capabilities.list answers", p)
+		return cli.UsageErrorf("%s: want a .toml deploy graph or a .json list of capabilities.list answers", p)
 	}
 	return nil
 }
@@ -171,13 +173,13 @@ func addLiveHosts(ctx context.Context, c *compose.Composition, f *composeFlags, 
 		if dir == "" {
 			d, _, err := endpoint.SocketDir()
 			if err != nil {
-				return usageErrorf("socket directory: %v", err)
+				return cli.UsageErrorf("socket directory: %v", err)
 			}
 			dir = d
 		}
 		socks, _, err := conformance.Discover(dir)
 		if err != nil {
-			return usageErrorf("--all: %v", err)
+			return cli.UsageErrorf("--all: %v", err)
 		}
 		for _, s := range socks {
 			addrs = append(addrs, endpoint.Address{Scheme: "unix", Path: s.Path})
@@ -187,20 +189,20 @@ func addLiveHosts(ctx context.Context, c *compose.Composition, f *composeFlags, 
 	for _, e := range f.endpoints {
 		addr, err := endpoint.Parse(e)
 		if err != nil {
-			return usageErrorf("--endpoint %q: %v", e, err)
+			return cli.UsageErrorf("--endpoint %q: %v", e, err)
 		}
 		addrs = append(addrs, addr)
 	}
 	for _, n := range f.names {
 		p, err := endpoint.SocketPath(n)
 		if err != nil {
-			return usageErrorf("--name %q: %v", n, err)
+			return cli.UsageErrorf("--name %q: %v", n, err)
 		}
 		addrs = append(addrs, endpoint.Address{Scheme: "unix", Path: p})
 	}
 	for i, h := range compose.FromEndpoints(ctx, addrs, opts) {
 		if i >= scanned && !h.Live && ctx.Err() == nil {
-			return withCode(exitNetwork, fmt.Errorf("%s: cannot reach the host, or it did not answer capabilities.list", h.Endpoint))
+			return cli.WithCode(cli.ExitNetwork, fmt.Errorf("%s: cannot reach the host, or it did not answer capabilities.list", h.Endpoint))
 		}
 		c.Add(h)
 	}
@@ -214,18 +216,18 @@ func addRegistryHosts(ctx context.Context, c *compose.Composition, f *composeFla
 	if addr == "" {
 		p, err := endpoint.SocketPath("capmesh")
 		if err != nil {
-			return usageErrorf("%v", err)
+			return cli.UsageErrorf("%v", err)
 		}
 		addr = "unix://" + p
 	}
 	reg, err := endpoint.Dial(ctx, addr)
 	if err != nil {
-		return netErr(err)
+		return cli.NetErr(err)
 	}
 	hosts, err := compose.FromRegistry(ctx, reg, opts)
 	reg.Close()
 	if err != nil {
-		return netErr(fmt.Errorf("%s: %w", addr, err))
+		return cli.NetErr(fmt.Errorf("%s: %w", addr, err))
 	}
 	for _, h := range hosts {
 		c.Add(h)
@@ -234,7 +236,7 @@ func addRegistryHosts(ctx context.Context, c *compose.Composition, f *composeFla
 }
 
 // writeComposition prints the analysis (and the plan) in the format asked.
-func writeComposition(a *app, format string, c *compose.Composition, an *compose.Analysis, plan *compose.Plan, planErr error) error {
+func writeComposition(a cli.Env, format string, c *compose.Composition, an *compose.Analysis, plan *compose.Plan, planErr error) error {
 	switch format {
 	case "json":
 		out := map[string]any{"composition": c, "analysis": an, "ok": an.OK() && planErr == nil}
@@ -244,18 +246,18 @@ func writeComposition(a *app, format string, c *compose.Composition, an *compose
 		if planErr != nil {
 			out["plan_error"] = planErr.Error()
 		}
-		enc := json.NewEncoder(a.stdout)
+		enc := json.NewEncoder(a.Stdout())
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	case "dot":
-		return compose.WriteDOT(a.stdout, c, an)
+		return compose.WriteDOT(a.Stdout(), c, an)
 	case "mermaid":
-		return compose.WriteMermaid(a.stdout, c, an)
+		return compose.WriteMermaid(a.Stdout(), c, an)
 	}
-	err := compose.WriteText(a.stdout, c, an)
+	err := compose.WriteText(a.Stdout(), c, an)
 	if err == nil && plan != nil {
-		fmt.Fprintln(a.stdout)
-		err = compose.WritePlan(a.stdout, plan)
+		fmt.Fprintln(a.Stdout())
+		err = compose.WritePlan(a.Stdout(), plan)
 	}
 	return err
 }
