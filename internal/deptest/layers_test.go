@@ -32,6 +32,7 @@ var layers = map[string]layer{
 	"canonical":           foundation,
 	"canonical/collate":   foundation,
 	"chp":                 foundation,
+	"chp/witnessing":      foundation,
 	"jsonrpc":             foundation,
 	"endpoint":            foundation,
 	"btsp":                foundation,
@@ -99,7 +100,11 @@ var layers = map[string]layer{
 
 // slim are the foundations every consumer links: none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical"}
+var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "canonical"}
+
+// verifier are the pure protocol packages a bundle or witness verifier
+// links: TestVerifierIsPure holds them to chpAllowed (and each other).
+var verifier = []string{"chp", "chp/witnessing"}
 
 // heavy are dependencies that must stay out of the slim packages, by
 // import path prefix, with what they are.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/witnessing"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
@@ -278,7 +279,7 @@ witnessed operator cannot delete it.`,
 			if err != nil {
 				return err
 			}
-			var h chp.StoreHead
+			var h witnessing.StoreHead
 			if err := json.Unmarshal(raw, &h); err != nil {
 				return fmt.Errorf("head: %w", err)
 			}
@@ -289,7 +290,7 @@ witnessed operator cannot delete it.`,
 			if as == "" {
 				as = "witness-" + k.Public().KeyID()
 			}
-			stmt, err := chp.NewChainWitness(h.HostID, h.Sequence, h.StoreHead, rev, as, k.Ed25519(), chp.FormatTime(time.Now()))
+			stmt, err := witnessing.NewChainWitness(h.HostID, h.Sequence, h.StoreHead, rev, as, k.Ed25519(), chp.FormatTime(time.Now()))
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package chp
+package witnessing
 
 import (
 	"crypto/sha256"

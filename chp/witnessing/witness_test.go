@@ -1,4 +1,4 @@
-package chp
+package witnessing
 
 import (
 	"bytes"
@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capmesh/capmesh/internal/specdata"
 )
 
 func readVector(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(specDir(t), "vectors", name))
+	b, err := os.ReadFile(filepath.Join(specdata.Path("chp"), "vectors", name))
 	if err != nil {
 		t.Fatal(err)
 	}

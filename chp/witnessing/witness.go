@@ -1,4 +1,4 @@
-package chp
+package witnessing
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/chp"
 )
 
 // ErrInvalidWitness is wrapped by every refusal of a chain-witness or
@@ -36,15 +37,15 @@ type WitnessParty struct {
 // ChainWitness is a peer's countersignature over a host's store head
 // (schemas/chain-witness.schema.json).
 type ChainWitness struct {
-	Kind             string          `json:"kind"`
-	HostID           string          `json:"host_id"`
-	Sequence         uint64          `json:"sequence"`
-	StoreHead        string          `json:"store_head"`
-	RevocationHead   string          `json:"revocation_head,omitempty"`
-	WitnessedAt      string          `json:"witnessed_at"`
-	Canonicalization string          `json:"canonicalization"`
-	Witness          WitnessParty    `json:"witness"`
-	Signature        BundleSignature `json:"signature"`
+	Kind             string              `json:"kind"`
+	HostID           string              `json:"host_id"`
+	Sequence         uint64              `json:"sequence"`
+	StoreHead        string              `json:"store_head"`
+	RevocationHead   string              `json:"revocation_head,omitempty"`
+	WitnessedAt      string              `json:"witnessed_at"`
+	Canonicalization string              `json:"canonicalization"`
+	Witness          WitnessParty        `json:"witness"`
+	Signature        chp.BundleSignature `json:"signature"`
 }
 
 func invalidf(format string, args ...any) error {
@@ -126,8 +127,8 @@ func ParseChainWitness(data []byte) (*ChainWitness, error) {
 		return nil, invalidf("revocation_head is empty")
 	case w.WitnessedAt == "":
 		return nil, invalidf("witnessed_at is empty")
-	case w.Canonicalization != Canonicalization:
-		return nil, invalidf("canonicalization %q, want %q", w.Canonicalization, Canonicalization)
+	case w.Canonicalization != chp.Canonicalization:
+		return nil, invalidf("canonicalization %q, want %q", w.Canonicalization, chp.Canonicalization)
 	case w.Witness.HostID == "":
 		return nil, invalidf("witness.host_id is empty")
 	case w.Signature.Algorithm != "ed25519":
@@ -137,7 +138,7 @@ func ParseChainWitness(data []byte) (*ChainWitness, error) {
 	if err != nil || len(pub) != ed25519.PublicKeySize {
 		return nil, invalidf("witness.public_key is not a base64 Ed25519 key")
 	}
-	if w.Signature.KeyID != KeyID(pub) {
+	if w.Signature.KeyID != chp.KeyID(pub) {
 		return nil, invalidf("signature key_id %q does not name witness.public_key", w.Signature.KeyID)
 	}
 	msg, err := chainWitnessHeader(tree)
@@ -152,7 +153,7 @@ func ParseChainWitness(data []byte) (*ChainWitness, error) {
 	if att.Kind != canonical.Object {
 		return nil, invalidf("witness.host_identity is missing: a countersignature must say who witnessed")
 	}
-	if !verifyAttestation(att, w.Witness.PublicKey, w.Witness.HostID, member(tree, "witnessed_at")) {
+	if !chp.VerifyHostIdentity(att, w.Witness.PublicKey, w.Witness.HostID, member(tree, "witnessed_at")) {
 		return nil, invalidf("witness.host_identity does not verify for %q at %s", w.Witness.HostID, w.WitnessedAt)
 	}
 	return &w, nil
@@ -162,7 +163,7 @@ func ParseChainWitness(data []byte) (*ChainWitness, error) {
 // head (revocationHead "" omits it) as witnessID with key, at witnessedAt
 // (RFC 3339).
 func NewChainWitness(hostID string, sequence uint64, storeHead, revocationHead, witnessID string, key ed25519.PrivateKey, witnessedAt string) ([]byte, error) {
-	hi, err := NewHostIdentity(witnessID, key, witnessedAt)
+	hi, err := chp.NewHostIdentity(witnessID, key, witnessedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +173,7 @@ func NewChainWitness(hostID string, sequence uint64, storeHead, revocationHead, 
 	}
 	pub := key.Public().(ed25519.PublicKey)
 	w := ChainWitness{Kind: KindChainWitness, HostID: hostID, Sequence: sequence, StoreHead: storeHead,
-		RevocationHead: revocationHead, WitnessedAt: witnessedAt, Canonicalization: Canonicalization,
+		RevocationHead: revocationHead, WitnessedAt: witnessedAt, Canonicalization: chp.Canonicalization,
 		Witness: WitnessParty{HostID: witnessID, PublicKey: base64.StdEncoding.EncodeToString(pub), HostIdentity: att}}
 	raw, err := json.Marshal(w)
 	if err != nil {
@@ -186,7 +187,7 @@ func NewChainWitness(hostID string, sequence uint64, storeHead, revocationHead, 
 	if err != nil {
 		return nil, err
 	}
-	w.Signature = BundleSignature{Algorithm: "ed25519", KeyID: KeyID(pub),
+	w.Signature = chp.BundleSignature{Algorithm: "ed25519", KeyID: chp.KeyID(pub),
 		Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(key, msg))}
 	return json.Marshal(w)
 }
@@ -254,4 +255,12 @@ func ParseStoreHeadAnchor(data []byte) (*StoreHeadAnchor, error) {
 		return nil, invalidf("countersignature: %v", err)
 	}
 	return &a, nil
+}
+
+// member returns an object's member, Null when absent (or v not an object).
+func member(v canonical.Value, key string) canonical.Value {
+	if m, ok := v.Get(key); ok {
+		return m
+	}
+	return canonical.Value{Kind: canonical.Null}
 }
