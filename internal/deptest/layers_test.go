@@ -70,6 +70,7 @@ var layers = map[string]layer{
 	"registry/storetest":   service,
 	"conformance":          service,
 	"conformance/fakehost": service,
+	"conformance/framing":  service,
 	"compose":              service,
 	"dashboard":            service,
 	"mcpbridge":            service,

@@ -1,4 +1,4 @@
-package conformance
+package framing
 
 import (
 	"bufio"
@@ -253,6 +253,7 @@ func (c Case) Run(ctx context.Context, conn net.Conn, deadline time.Time) error 
 	return nil
 }
 
+// compact renders the patterns still expected, joined by "and".
 func compact(ps []any) string {
 	var parts []string
 	for _, p := range ps {
@@ -262,6 +263,7 @@ func compact(ps []any) string {
 	return strings.Join(parts, " and ")
 }
 
+// abbrev shortens a reply for an error message: trimmed, at most 160 bytes.
 func abbrev(b []byte) string {
 	s := strings.TrimSpace(string(b))
 	if len(s) > 160 {
