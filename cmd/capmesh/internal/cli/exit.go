@@ -34,7 +34,10 @@ type ExitError struct {
 	Err  error
 }
 
+// Error is the wrapped error's text.
 func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // UsageErrorf reports a usage or configuration error (exit 2).
@@ -59,4 +62,5 @@ func WithCode(code int, err error) error {
 // more (the command already reported on stdout/stderr).
 type SilentExit int
 
+// Error names the exit status.
 func (s SilentExit) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
