@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/witnessing"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/merkle"
@@ -31,7 +32,7 @@ var ErrBadSequence = errors.New("boundary: sequence out of range")
 // chp-revocation-head-v1 identifiers, "m\x00{mandate_id}\x00{principal
 // key}" or "k\x00{key_id}". Without one the boundary uses the mandate
 // revocations it holds itself (RevocationIDs); with none held the head is
-// chp.EmptyRevocationHead.
+// witnessing.EmptyRevocationHead.
 type RevocationSource interface {
 	RevocationIDs(ctx context.Context) ([]string, error)
 }
@@ -143,11 +144,11 @@ func (l *headLog) leavesAt(seq uint64) map[string]string {
 func checkScheme(scheme string) (string, error) {
 	switch scheme {
 	case "":
-		return chp.StoreHeadV1, nil
-	case chp.StoreHeadV1, chp.StoreHeadV2:
+		return witnessing.StoreHeadV1, nil
+	case witnessing.StoreHeadV1, witnessing.StoreHeadV2:
 		return scheme, nil
 	}
-	return "", fmt.Errorf("%w: %w %q", ErrBadQuery, chp.ErrUnknownScheme, scheme)
+	return "", fmt.Errorf("%w: %w %q", ErrBadQuery, witnessing.ErrUnknownScheme, scheme)
 }
 
 // revocations returns the held revocation identifiers and their head.
@@ -157,28 +158,28 @@ func (b *Boundary) revocations(ctx context.Context) ([]string, string, error) {
 	b.wit.mu.Unlock()
 	if src == nil {
 		ids := b.RevocationIDs() // the mandate revocations this host holds
-		return ids, chp.RevocationHead(ids), nil
+		return ids, witnessing.RevocationHead(ids), nil
 	}
 	ids, err := src.RevocationIDs(ctx)
 	if err != nil {
 		return nil, "", fmt.Errorf("boundary: revocation head: %w", err)
 	}
-	return ids, chp.RevocationHead(ids), nil
+	return ids, witnessing.RevocationHead(ids), nil
 }
 
 // Head returns the store head now (GET /head) under scheme ("" =
 // chp-store-head-v1), with the revocation head.
-func (b *Boundary) Head(ctx context.Context, scheme string) (*chp.StoreHead, error) {
+func (b *Boundary) Head(ctx context.Context, scheme string) (*witnessing.StoreHead, error) {
 	return b.headAt(ctx, scheme, nil)
 }
 
 // HeadAt returns the store head as of sequence seq, which the store must
 // have reached.
-func (b *Boundary) HeadAt(ctx context.Context, scheme string, seq uint64) (*chp.StoreHead, error) {
+func (b *Boundary) HeadAt(ctx context.Context, scheme string, seq uint64) (*witnessing.StoreHead, error) {
 	return b.headAt(ctx, scheme, &seq)
 }
 
-func (b *Boundary) headAt(ctx context.Context, scheme string, at *uint64) (*chp.StoreHead, error) {
+func (b *Boundary) headAt(ctx context.Context, scheme string, at *uint64) (*witnessing.StoreHead, error) {
 	scheme, err := checkScheme(scheme)
 	if err != nil {
 		return nil, err
@@ -199,17 +200,17 @@ func (b *Boundary) headAt(ctx context.Context, scheme string, at *uint64) (*chp.
 		}
 		seq = *at
 	}
-	root, err := chp.StoreHeadRoot(scheme, l.leavesAt(seq))
+	root, err := witnessing.StoreHeadRoot(scheme, l.leavesAt(seq))
 	if err != nil {
 		return nil, err
 	}
-	return &chp.StoreHead{HostID: b.cfg.HostID, Scheme: scheme, Sequence: seq, StoreHead: root,
+	return &witnessing.StoreHead{HostID: b.cfg.HostID, Scheme: scheme, Sequence: seq, StoreHead: root,
 		RevocationHead: rev, At: chp.FormatTime(b.now())}, nil
 }
 
 // HeadInclusion proves correlationID's current head under the current
 // chp-store-head-v2 root (GET /head/inclusion/{id}).
-func (b *Boundary) HeadInclusion(ctx context.Context, correlationID string) (*chp.StoreHead, *chp.StoreHeadInclusion, error) {
+func (b *Boundary) HeadInclusion(ctx context.Context, correlationID string) (*witnessing.StoreHead, *witnessing.StoreHeadInclusion, error) {
 	l, err := b.syncLog(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -217,12 +218,12 @@ func (b *Boundary) HeadInclusion(ctx context.Context, correlationID string) (*ch
 	defer l.mu.Unlock()
 	seq := l.last()
 	leaves := l.leavesAt(seq)
-	p, ok := chp.NewStoreHeadInclusion(leaves, correlationID)
+	p, ok := witnessing.NewStoreHeadInclusion(leaves, correlationID)
 	if !ok {
 		return nil, nil, ErrUnknownCorrelation
 	}
-	root, _ := chp.StoreHeadRoot(chp.StoreHeadV2, leaves)
-	return &chp.StoreHead{HostID: b.cfg.HostID, Scheme: chp.StoreHeadV2, Sequence: seq, StoreHead: root,
+	root, _ := witnessing.StoreHeadRoot(witnessing.StoreHeadV2, leaves)
+	return &witnessing.StoreHead{HostID: b.cfg.HostID, Scheme: witnessing.StoreHeadV2, Sequence: seq, StoreHead: root,
 		At: chp.FormatTime(b.now())}, &p, nil
 }
 
@@ -231,7 +232,7 @@ func (b *Boundary) HeadInclusion(ctx context.Context, correlationID string) (*ch
 // proposal 0022 specifies. It is honest, yet fails to verify whenever the
 // store changed a leaf other than by appending in sort order — the v2 flaw
 // (docs/witnessing.md); LogConsistency is the sound proof.
-func (b *Boundary) HeadConsistency(ctx context.Context, first, second uint64) (*chp.StoreHeadConsistency, error) {
+func (b *Boundary) HeadConsistency(ctx context.Context, first, second uint64) (*witnessing.StoreHeadConsistency, error) {
 	l, err := b.syncLog(ctx)
 	if err != nil {
 		return nil, err
@@ -240,7 +241,7 @@ func (b *Boundary) HeadConsistency(ctx context.Context, first, second uint64) (*
 	if first > second || second > l.last() {
 		return nil, fmt.Errorf("%w: want first ≤ second ≤ %d", ErrBadSequence, l.last())
 	}
-	p := chp.NewStoreHeadConsistency(l.leavesAt(first), l.leavesAt(second))
+	p := witnessing.NewStoreHeadConsistency(l.leavesAt(first), l.leavesAt(second))
 	return &p, nil
 }
 

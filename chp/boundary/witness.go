@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/witnessing"
 )
 
 // Witness refusals (chp-v0.2.md §12). A statement that does not verify on
-// its own wraps chp.ErrInvalidWitness (400 invalid_witness).
+// its own wraps witnessing.ErrInvalidWitness (400 invalid_witness).
 var (
 	// ErrHeadMismatch: the statement's store_head is not the host's own
 	// head at the witnessed sequence under either scheme (409).
@@ -233,11 +233,11 @@ func (b *Boundary) matchHead(ctx context.Context, seq uint64, storeHead, scheme 
 		return nil, fmt.Errorf("%w: sequence %d is past the store's %d", ErrHeadMismatch, seq, l.last())
 	}
 	leaves := l.leavesAt(seq)
-	for _, s := range []string{chp.StoreHeadV1, chp.StoreHeadV2} {
+	for _, s := range []string{witnessing.StoreHeadV1, witnessing.StoreHeadV2} {
 		if scheme != "" && s != scheme {
 			continue
 		}
-		if root, _ := chp.StoreHeadRoot(s, leaves); root == storeHead {
+		if root, _ := witnessing.StoreHeadRoot(s, leaves); root == storeHead {
 			return leaves, nil
 		}
 	}
@@ -246,18 +246,18 @@ func (b *Boundary) matchHead(ctx context.Context, seq uint64, storeHead, scheme 
 
 // AcceptWitness verifies a chain-witness statement over this host's head
 // and keeps it (POST /witness): the statement must verify on its own and
-// name this host (chp.ErrInvalidWitness), its store_head must be the
+// name this host (witnessing.ErrInvalidWitness), its store_head must be the
 // host's own head recomputed at the witnessed sequence under v1 or v2
 // (ErrHeadMismatch), and its revocation_head, when present, the host's
 // current one (ErrRevocationHeadMismatch). The leaves and the revocation
 // set are kept beside it. Nothing is kept on any refusal.
-func (b *Boundary) AcceptWitness(ctx context.Context, raw []byte) (*chp.ChainWitness, error) {
-	w, err := chp.ParseChainWitness(raw)
+func (b *Boundary) AcceptWitness(ctx context.Context, raw []byte) (*witnessing.ChainWitness, error) {
+	w, err := witnessing.ParseChainWitness(raw)
 	if err != nil {
 		return nil, err
 	}
 	if w.HostID != b.cfg.HostID {
-		return nil, fmt.Errorf("%w: the statement witnesses %q, not this host", chp.ErrInvalidWitness, w.HostID)
+		return nil, fmt.Errorf("%w: the statement witnesses %q, not this host", witnessing.ErrInvalidWitness, w.HostID)
 	}
 	leaves, err := b.matchHead(ctx, w.Sequence, w.StoreHead, "")
 	if err != nil {
@@ -297,13 +297,13 @@ func (b *Boundary) Witnesses(ctx context.Context) ([]json.RawMessage, error) {
 // AcceptAnchor verifies a store-head anchor offline (its did:key SSHSIG
 // countersignature) and that it anchors this host's own head at its
 // sequence, then keeps it (POST /anchors).
-func (b *Boundary) AcceptAnchor(ctx context.Context, raw []byte) (*chp.StoreHeadAnchor, error) {
-	a, err := chp.ParseStoreHeadAnchor(raw)
+func (b *Boundary) AcceptAnchor(ctx context.Context, raw []byte) (*witnessing.StoreHeadAnchor, error) {
+	a, err := witnessing.ParseStoreHeadAnchor(raw)
 	if err != nil {
 		return nil, err
 	}
 	if a.HostID != b.cfg.HostID {
-		return nil, fmt.Errorf("%w: the anchor is for %q, not this host", chp.ErrInvalidWitness, a.HostID)
+		return nil, fmt.Errorf("%w: the anchor is for %q, not this host", witnessing.ErrInvalidWitness, a.HostID)
 	}
 	if _, err := b.matchHead(ctx, a.Sequence, a.StoreHead, a.StoreHeadScheme); err != nil {
 		return nil, err

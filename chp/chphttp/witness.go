@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/witnessing"
 )
 
 // witnessRoutes mounts witnessing (chp-v0.2.md §12), all authed: GET /head
@@ -136,7 +136,7 @@ func respond(w http.ResponseWriter, v any, err error) {
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, v)
-	case errors.Is(err, chp.ErrInvalidWitness):
+	case errors.Is(err, witnessing.ErrInvalidWitness):
 		httpError(w, http.StatusBadRequest, "invalid_witness", err.Error())
 	case errors.Is(err, boundary.ErrRevocationHeadMismatch):
 		httpError(w, http.StatusConflict, "revocation_head_mismatch", err.Error())

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/witnessing"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -133,7 +133,7 @@ func witnessError(err error) error {
 	}
 	code := ""
 	switch {
-	case errors.Is(err, chp.ErrInvalidWitness):
+	case errors.Is(err, witnessing.ErrInvalidWitness):
 		code = "invalid_witness"
 	case errors.Is(err, boundary.ErrRevocationHeadMismatch):
 		code = "revocation_head_mismatch"

@@ -32,6 +32,7 @@ var layers = map[string]layer{
 	"canonical":           foundation,
 	"canonical/collate":   foundation,
 	"chp":                 foundation,
+	"chp/witnessing":      foundation,
 	"jsonrpc":             foundation,
 	"endpoint":            foundation,
 	"btsp":                foundation,
@@ -70,6 +71,7 @@ var layers = map[string]layer{
 	"registry/storetest":   service,
 	"conformance":          service,
 	"conformance/fakehost": service,
+	"conformance/framing":  service,
 	"compose":              service,
 	"dashboard":            service,
 	"mcpbridge":            service,
@@ -77,14 +79,22 @@ var layers = map[string]layer{
 
 	"node": nodeLayer,
 
-	"cmd/capmesh":             program,
-	"examples/kvhost":         program,
-	"examples/kvhost/kv":      program,
-	"internal/bench":          program,
-	"internal/bench/ratios":   program,
-	"internal/deptest":        program,
-	"internal/errcatalog/gen": program,
-	"internal/abuse":          program,
+	"cmd/capmesh":                      program,
+	"cmd/capmesh/internal/cli":         program,
+	"cmd/capmesh/internal/auditcmd":    program,
+	"cmd/capmesh/internal/callcmd":     program,
+	"cmd/capmesh/internal/evidencecmd": program,
+	"cmd/capmesh/internal/hashcmd":     program,
+	"cmd/capmesh/internal/keyscmd":     program,
+	"cmd/capmesh/internal/mcpcmd":      program,
+	"cmd/capmesh/internal/registrycmd": program,
+	"examples/kvhost":                  program,
+	"examples/kvhost/kv":               program,
+	"internal/bench":                   program,
+	"internal/bench/ratios":            program,
+	"internal/deptest":                 program,
+	"internal/errcatalog/gen":          program,
+	"internal/abuse":                   program,
 
 	"internal/docstest":              program,
 	"canonical/collate/internal/gen": program,
@@ -92,7 +102,11 @@ var layers = map[string]layer{
 
 // slim are the foundations every consumer links: none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical"}
+var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "canonical"}
+
+// verifier are the pure protocol packages a bundle or witness verifier
+// links: TestVerifierIsPure holds them to chpAllowed (and each other).
+var verifier = []string{"chp", "chp/witnessing"}
 
 // heavy are dependencies that must stay out of the slim packages, by
 // import path prefix, with what they are.
