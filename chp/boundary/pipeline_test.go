@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -227,4 +228,68 @@ func TestMalformedSubjectRejected(t *testing.T) {
 	if store.LastSequence() != 0 {
 		t.Errorf("a rejected envelope left %d events", store.LastSequence())
 	}
+}
+
+// TestBudgetConcurrent: gate 8's count and the execution_started append are
+// atomic per correlation, so concurrent calls cannot overrun the budget:
+// of many calls started at once in one correlation, exactly action_limit
+// execute.
+func TestBudgetConcurrent(t *testing.T) {
+	b, err := New(Config{HostID: "test-host", Store: yieldingCount{evidence.NewMemory()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(3)
+	if err := b.Register(Capability{Descriptor: chp.CapabilityDescriptor{ID: "budget.echo", Version: "1.0.0", Description: "echo",
+		Autonomy: &chp.AutonomyProfile{ActionLimit: &limit}},
+		Handler: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) { return p, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 32
+	start := make(chan struct{})
+	outcomes := make(chan *chp.InvocationResult, calls)
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			<-start
+			res, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "budget.echo",
+				Correlation: chp.CorrelationContext{CorrelationID: "budget-race"}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			outcomes <- res
+		}()
+	}
+	close(start)
+	ran, denied := 0, 0
+	for range calls {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		case res := <-outcomes:
+			switch {
+			case res.Outcome == chp.OutcomeSuccess:
+				ran++
+			case res.Denial != nil && res.Denial.Code == chp.CodeBudgetExceeded:
+				denied++
+			default:
+				t.Fatalf("unexpected result %+v", res)
+			}
+		}
+	}
+	if ran != int(limit) || denied != calls-int(limit) {
+		t.Fatalf("%d calls ran and %d were denied, want %d and %d", ran, denied, limit, calls-int(limit))
+	}
+}
+
+// yieldingCount is a store that yields the processor after each Count, so
+// that concurrent invocations interleave between counting the budget and
+// appending execution_started.
+type yieldingCount struct{ evidence.Store }
+
+func (s yieldingCount) Count(ctx context.Context, corr, typ string) (int, error) {
+	n, err := s.Store.Count(ctx, corr, typ)
+	runtime.Gosched()
+	return n, err
 }
