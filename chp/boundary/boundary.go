@@ -20,6 +20,7 @@ import (
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
@@ -140,8 +141,15 @@ type Boundary struct {
 	subjects subjectCache
 	mandates mandateState // gate 5: revocations held, uses counted
 	streams  streamCache  // recorded chunks of streamed invocations
-	wit      witnessState // head.go, witness.go
+
+	// The evidence log's read side — Replay, Verify, Export, the store
+	// heads, the Merkle log and its proofs, witness statements and
+	// anchors — is package evlog's, its methods promoted to the Boundary.
+	*evidenceLog
 }
+
+// evidenceLog names the embedded evlog.Log without exporting the field.
+type evidenceLog = evlog.Log
 
 type registered struct {
 	desc     chp.CapabilityDescriptor
@@ -208,6 +216,8 @@ func New(cfg Config) (*Boundary, error) {
 		started: chp.FormatTime(cfg.Now()),
 		hostStr: canonical.AppendChpStableString(nil, cfg.HostID),
 	}
+	b.evidenceLog = evlog.New(evlog.Config{HostID: cfg.HostID, Key: cfg.Key, Store: cfg.Store, Now: cfg.Now,
+		MaxReplayLimit: cfg.MaxReplayLimit, HeldRevocations: b.RevocationIDs})
 	b.caps.Store(&map[string][]*registered{})
 	b.subjects.m = make(map[string]subjectInfo)
 	if rs, ok := cfg.Store.(evidence.ResultStore); ok {

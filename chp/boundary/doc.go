@@ -34,10 +34,12 @@
 // digested (chp-chunk-seq-v1) into execution_completed and recorded for
 // replay and Last-Event-ID resume.
 //
-// Proof: Replay reads a correlation in sequence order, Verify recomputes its
-// chain (chp.VerifyChain), Export builds a bundle — signed with the host key
-// when configured — that chp.VerifyBundle and the upstream verifiers check
-// offline.
+// Proof (package evlog, embedded in the Boundary): Replay reads a
+// correlation in sequence order, Verify recomputes its chain
+// (chp.VerifyChain), Export builds a bundle — signed with the host key when
+// configured — that chp.VerifyBundle and the upstream verifiers check
+// offline; the store heads, the Merkle event log's proofs and received
+// witness statements and anchors live there too.
 //
 // A host embeds it in a few lines:
 //
