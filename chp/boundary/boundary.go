@@ -22,6 +22,7 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
+	"github.com/capmesh/capmesh/chp/boundary/internal/semver"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -531,22 +532,22 @@ func (b *Boundary) resolve(id string, version, rng *string) (*registered, *chp.D
 // version, when one is named too). An invalid range, or none satisfying it,
 // is capability_version_unsupported.
 func (b *Boundary) resolveRange(id string, list []*registered, version *string, rng string) (*registered, *chp.DenialReason) {
-	r, err := parseRange(rng)
+	r, err := semver.ParseRange(rng)
 	if err != nil {
 		return nil, b.denial(chp.CodeCapabilityVersionUnsupported, fmt.Sprintf("requested_capability_version %q is not a valid semver range: %v", rng, err),
 			map[string]any{"requested": rng, "available": versions(list)})
 	}
 	var best *registered
-	var bestV semver
+	var bestV semver.Version
 	for _, c := range list {
 		if version != nil && *version != "" && c.desc.Version != *version {
 			continue
 		}
-		v, err := parseSemver(c.desc.Version)
-		if err != nil || !r.satisfiedBy(v) {
+		v, err := semver.Parse(c.desc.Version)
+		if err != nil || !r.SatisfiedBy(v) {
 			continue
 		}
-		if best == nil || v.compare(bestV) > 0 {
+		if best == nil || v.Compare(bestV) > 0 {
 			best, bestV = c, v
 		}
 	}
