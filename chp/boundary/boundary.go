@@ -23,6 +23,7 @@ import (
 	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/chp/boundary/internal/semver"
+	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -140,8 +141,8 @@ type Boundary struct {
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
-	mandates mandateState // gate 5: revocations held, uses counted
-	streams  streamCache  // recorded chunks of streamed invocations
+	mandates *mandates.State // gate 5: revocations held, uses counted
+	streams  streamCache     // recorded chunks of streamed invocations
 
 	// The evidence log's read side — Replay, Verify, Export, the store
 	// heads, the Merkle log and its proofs, witness statements and
@@ -231,16 +232,12 @@ func New(cfg Config) (*Boundary, error) {
 			b.log.Debug("idempotent-replay cache refilled from the evidence store", "results", n, "store", cfg.Store.Name())
 		}
 	}
-	if cfg.RevocationsFile != "" {
-		if err := b.loadRevocations(cfg.RevocationsFile); err != nil {
-			return nil, fmt.Errorf("boundary: loading mandate revocations: %w", err)
-		}
+	ms, err := mandates.Open(mandates.Config{RevocationsFile: cfg.RevocationsFile, UsesFile: cfg.MandateUsesFile,
+		Now: cfg.Now(), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("boundary: %w", err)
 	}
-	if cfg.MandateUsesFile != "" {
-		if err := b.loadUses(cfg.MandateUsesFile, cfg.Now()); err != nil {
-			return nil, fmt.Errorf("boundary: loading mandate uses: %w", err)
-		}
-	}
+	b.mandates = ms
 	if cfg.Key != nil {
 		pub := cfg.Key.Public().(ed25519.PublicKey)
 		b.keyID = chp.KeyID(pub)

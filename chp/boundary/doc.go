@@ -27,7 +27,8 @@
 // Gate 5 (mandates.go) verifies a presented mandate with chp.VerifyMandate,
 // counts max_invocations and rebinds the subject to the delegate; the
 // mandate revocations it honours arrive through AcceptRevocation and live
-// in memory or a sidecar file (revocations.go), never in the evidence store.
+// in memory or a sidecar file (package mandates), never in the evidence
+// store.
 //
 // Streaming (stream.go): InvokeStream runs the same pipeline with a
 // ChunkSink; a capability's StreamHandler sends chunk deltas, which are
