@@ -21,6 +21,7 @@ import (
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/evlog"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/chp/boundary/internal/semver"
 	"github.com/capmesh/capmesh/chp/boundary/mandates"
@@ -65,9 +66,9 @@ type Config struct {
 	// identity document carries the key. Nil = hash-chain tier.
 	Key ed25519.PrivateKey
 	// Policy is applied at gate 6 (nil = none).
-	Policy *PolicyConfig
+	Policy *governance.PolicyConfig
 	// Safety is consulted at gate 10 (nil = no safety gate).
-	Safety SafetyEvaluator
+	Safety governance.SafetyEvaluator
 	// StrictOutputSchema denies results that violate output_schema instead
 	// of recording a warning (gate 12).
 	StrictOutputSchema bool
@@ -161,7 +162,7 @@ type registered struct {
 	enabled  atomic.Bool
 	input    *schema.Payload
 	output   *schema.Payload
-	checkers []invariantCheck
+	checkers []governance.Invariant
 }
 
 // New validates cfg and returns a Boundary.
@@ -204,7 +205,7 @@ func New(cfg Config) (*Boundary, error) {
 	}
 	if cfg.Policy != nil {
 		p := *cfg.Policy
-		if err := p.compile(); err != nil {
+		if err := p.Compile(); err != nil {
 			return nil, fmt.Errorf("boundary: %w", err)
 		}
 		cfg.Policy = &p
@@ -287,7 +288,7 @@ func (b *Boundary) Register(c Capability) error {
 		d.Idempotency = "optional"
 	}
 	if d.Risk != "" {
-		if _, ok := riskOrder[d.Risk]; !ok {
+		if !governance.ValidRisk(d.Risk) {
 			return fmt.Errorf("boundary: capability %s: risk %q: want low, medium, high or critical", d.URI(), d.Risk)
 		}
 	}
@@ -331,7 +332,7 @@ func (b *Boundary) Register(c Capability) error {
 		if inv.Enforcement != "host" {
 			continue
 		}
-		chk, err := compileInvariant(inv)
+		chk, err := governance.CompileInvariant(inv)
 		if err != nil {
 			return fmt.Errorf("boundary: capability %s: invariant %q: %w", d.URI(), inv.ID, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -186,7 +187,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 
 	// Key scope (chp-http-binding.md §2): governance, before anything else —
 	// replay must not bypass it either.
-	if hasCaller && !ScopeAllows(caller.Scope, env.CapabilityID) {
+	if hasCaller && !governance.ScopeAllows(caller.Scope, env.CapabilityID) {
 		return b.finishDenied(ctx, inv, b.denial(chp.CodePolicyBlocked,
 			fmt.Sprintf("capability %q is outside caller %q's key scope", env.CapabilityID, caller.ID),
 			map[string]any{"decision": "deny", "matched_rule": "key_scope", "policy_version": nil,
