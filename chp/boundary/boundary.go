@@ -22,6 +22,7 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/chp/boundary/governance"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/chp/boundary/internal/semver"
 	"github.com/capmesh/capmesh/chp/boundary/mandates"
@@ -141,7 +142,7 @@ type Boundary struct {
 	results  *replaycache.Cache
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
-	subjects subjectCache
+	subjects evjson.SubjectCache
 	mandates *mandates.State // gate 5: revocations held, uses counted
 	streams  streamCache     // recorded chunks of streamed invocations
 
@@ -222,7 +223,6 @@ func New(cfg Config) (*Boundary, error) {
 	b.evidenceLog = evlog.New(evlog.Config{HostID: cfg.HostID, Key: cfg.Key, Store: cfg.Store, Now: cfg.Now,
 		MaxReplayLimit: cfg.MaxReplayLimit, HeldRevocations: b.RevocationIDs})
 	b.caps.Store(&map[string][]*registered{})
-	b.subjects.m = make(map[string]subjectInfo)
 	if rs, ok := cfg.Store.(evidence.ResultStore); ok {
 		b.rstore = rs
 		n, err := b.results.Load(context.Background(), rs)

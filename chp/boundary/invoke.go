@@ -11,6 +11,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/governance"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -417,7 +418,7 @@ func (b *Boundary) record(ctx context.Context, inv *invocation, o chp.Outcome, d
 		return res, nil
 	}
 	st := inv.stage()
-	raw, err := appendResult(st.scratch[:0], res, inv.hdr.corr)
+	raw, err := evjson.AppendResult(st.scratch[:0], res, inv.hdr.corr)
 	if err == nil {
 		raw = replaycache.AppendRequest(raw, inv.req)
 		inv.recorded = raw

@@ -15,6 +15,7 @@ import (
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/governance"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -208,7 +209,7 @@ func TestAppendResult(t *testing.T) {
 			t.Fatal(err)
 		}
 		res.Correlation = env.Correlation
-		got, err := appendResult(nil, res, h.corr)
+		got, err := evjson.AppendResult(nil, res, h.corr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,6 +45,7 @@ var layers = map[string]layer{
 	"chp/boundary/internal/replaycache": mechanism,
 	"chp/boundary/evlog":                mechanism,
 	"chp/boundary/governance":           mechanism,
+	"chp/boundary/internal/evjson":      mechanism,
 	"chp/boundary/internal/semver":      mechanism,
 	"chp/boundary/mandates":             mechanism,
 	"chp/schema":                        mechanism,
