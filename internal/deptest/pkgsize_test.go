@@ -20,10 +20,9 @@ const maxPackageLines = 2500
 // grows past its ceiling, and when it drops to maxPackageLines or under, so
 // that its entry is removed. Each is being split by a change in flight.
 var largePackages = map[string]int{
-	"canonical":    2953,
-	"chp/boundary": 4488,
-	"jsonrpc":      3554,
-	"registry":     2888,
+	"canonical": 2953,
+	"jsonrpc":   3091,
+	"registry":  2864,
 }
 
 // TestPackageSize counts the non-test lines of every package of the module
