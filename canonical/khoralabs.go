@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/capmesh/capmesh/canonical/collate"
@@ -98,6 +99,7 @@ func AppendKhoralabsUntil(dst []byte, v *Value, stop func(key string) bool) (out
 		}
 	}
 	e.stop, e.order = nil, e.order[:0]
+	e.ko.forget()
 	if cap(e.order) <= 1<<16 && cap(e.ko.keys) <= 1<<16 {
 		khPool.Put(e) // do not keep a huge document's scratch space
 	}
@@ -163,8 +165,8 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	if len(obj) == 1 && e.stop != nil && e.stop(obj[0].Key) {
 		return b, errStopped
 	}
+	// On an error the document is abandoned, and with it the stack.
 	base := len(e.order)
-	defer func() { e.order = e.order[:base] }()
 	for i := range obj {
 		e.order = append(e.order, int32(i))
 	}
@@ -188,6 +190,7 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 			return b, khAt(err, keyStep(m.Key))
 		}
 	}
+	e.order = e.order[:base]
 	return append(b, '}'), nil
 }
 
@@ -199,10 +202,15 @@ var keyOrderPool = sync.Pool{New: func() any { return new(keyOrderer) }}
 // It reports ErrDuplicateKey if two members share a key.
 func KhoralabsKeyOrder(obj []Member, order []int32) error {
 	ko := keyOrderPool.Get().(*keyOrderer)
-	err := ko.order(obj, order) // which clears its copies of the keys
+	err := ko.order(obj, order)
+	ko.forget()
 	keyOrderPool.Put(ko)
 	return err
 }
+
+// forget clears the copies of keys ko holds, so that a pooled orderer
+// keeps no document alive.
+func (ko *keyOrderer) forget() { clear(ko.keys[:cap(ko.keys)]) }
 
 func (ko *keyOrderer) order(obj []Member, order []int32) error {
 	if len(order) < 2 {
@@ -241,7 +249,6 @@ func (ko *keyOrderer) order(obj []Member, order []int32) error {
 		ko.keys = append(ko.keys, obj[i].Key)
 	}
 	ties := ko.sorter.Sort(rest, ko.keys)
-	clear(ko.keys) // do not keep documents alive
 	if !ties {
 		return nil // no two keys collate equal, so none are the same
 	}
@@ -287,6 +294,14 @@ func AppendJSNumberLiteral(b []byte, lit string) ([]byte, error) { return append
 func appendJSNumber(b []byte, lit string) ([]byte, error) {
 	if !validNumber(lit) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
+	}
+	// An integer of at most 15 digits is exactly a double (it is below
+	// 2^53), and Number::toString writes such a double digit for digit.
+	if digits := strings.TrimPrefix(lit, "-"); len(digits) <= 15 && isInteger(digits) {
+		if digits == "0" {
+			return append(b, '0'), nil // -0 → 0
+		}
+		return append(b, lit...), nil
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil && !math.IsInf(f, 0) {

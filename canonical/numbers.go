@@ -21,7 +21,7 @@ func (e *encoder) number(b []byte, lit string) ([]byte, error) {
 	if !validNumber(lit) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
 	}
-	isInt := !strings.ContainsAny(lit, ".eE")
+	isInt := isInteger(lit)
 	switch e.st.numbers {
 	case numPyIntOnly, numPyRepr:
 		if isInt {
@@ -54,6 +54,17 @@ func (e *encoder) number(b []byte, lit string) ([]byte, error) {
 		}
 		return appendES(b, f), nil
 	}
+}
+
+// isInteger reports whether the valid number literal lit is an integer
+// literal: one with neither a fraction nor an exponent.
+func isInteger(lit string) bool {
+	for i := 0; i < len(lit); i++ {
+		if c := lit[i]; c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
 }
 
 // appendPyInt writes an integer literal the way Python's int.__repr__ does:
