@@ -213,7 +213,7 @@ func KhoralabsKeyOrder(obj []Member, order []int32) error {
 func (ko *keyOrderer) forget() { clear(ko.keys[:cap(ko.keys)]) }
 
 func (ko *keyOrderer) order(obj []Member, order []int32) error {
-	if len(order) < 2 {
+	if len(order) < 2 || inOrder(obj, order) {
 		return nil
 	}
 	// Partition: array-index keys to the front (their relative order is
@@ -260,6 +260,28 @@ func (ko *keyOrderer) order(obj []Member, order []int32) error {
 		seen[obj[x].Key] = struct{}{}
 	}
 	return nil
+}
+
+// inOrder reports whether the keys of obj, taken in order, are already
+// strictly ascending by collation with no array-index key among them, as
+// payload builders and canonical documents write them: then they are in
+// khoralabs order and none is a duplicate. It answers false whenever
+// collate.QuickCompare cannot decide a pair.
+func inOrder(obj []Member, order []int32) bool {
+	for i, x := range order {
+		k := obj[x].Key
+		if k != "" && k[0] >= '0' && k[0] <= '9' {
+			if _, isIndex := ArrayIndex(k); isIndex {
+				return false
+			}
+		}
+		if i > 0 {
+			if r, ok := collate.QuickCompare(obj[order[i-1]].Key, k); !ok || r >= 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ArrayIndex reports whether key is a JavaScript array index — the canonical

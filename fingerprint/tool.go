@@ -123,8 +123,7 @@ func (t *Tool) payload(tr *tree) (canonical.Value, error) {
 	for i, p := range ps {
 		ids[i] = str(p.ID)
 	}
-	var mbuf [7]canonical.Member
-	ms := append(mbuf[:0],
+	ms := append(tr.members(7),
 		member("description", strOrNull(t.Description)),
 		member("instructions", tr.sortedStrings(t.Instructions)),
 		member("kind", str("tool")),
@@ -144,7 +143,7 @@ func (t *Tool) payload(tr *tree) (canonical.Value, error) {
 	if hasSchema {
 		ms = append(ms, member("schema", schema))
 	}
-	return tr.object(ms...), nil
+	return canonical.Value{Kind: canonical.Object, Obj: ms}, nil
 }
 
 // StaticHash is computeStaticHash().

@@ -33,16 +33,21 @@ func (t *tree) values(n int) []canonical.Value {
 	return t.vals[i : i+n : i+n]
 }
 
-// object is the object of the members ms (in the order given; the
-// khoralabs writer orders them), copied into the tree.
-func (t *tree) object(ms ...canonical.Member) canonical.Value {
-	n := len(ms)
+// members returns an empty member list with room for n members, for an
+// object whose members are appended one by one.
+func (t *tree) members(n int) []canonical.Member {
 	if cap(t.mems)-len(t.mems) < n {
 		t.mems = make([]canonical.Member, 0, max(n, 2*cap(t.mems)))
 	}
 	i := len(t.mems)
-	t.mems = append(t.mems, ms...)
-	return canonical.Value{Kind: canonical.Object, Obj: t.mems[i : i+n : i+n]}
+	t.mems = t.mems[:i+n]
+	return t.mems[i : i : i+n]
+}
+
+// object is the object of the members ms (in the order given; the
+// khoralabs writer orders them), copied into the tree.
+func (t *tree) object(ms ...canonical.Member) canonical.Value {
+	return canonical.Value{Kind: canonical.Object, Obj: append(t.members(len(ms)), ms...)}
 }
 
 // strings is the array of the strings ss, in their order.
