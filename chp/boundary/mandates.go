@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 	"github.com/capmesh/capmesh/chp"
 )
 
@@ -127,7 +127,7 @@ func (b *Boundary) mandateGate(inv *invocation) (*chp.DenialReason, error) {
 			fmt.Sprintf("mandate %s has been used %d of %d times", spent.MandateID, used, spent.MaxInvocations),
 			map[string]any{"mandate_id": spent.MandateID, "used": used, "max_invocations": spent.MaxInvocations}), nil
 	}
-	subj, err := canonical.FromGo(map[string]any{
+	subj, err := govalue.FromGo(map[string]any{
 		"id": m.DelegateID, "type": "mandate", "verified": true, "mandate_id": m.MandateID,
 		"principal": m.Principal.HostID, "root_principal": m.RootPrincipal(),
 	})

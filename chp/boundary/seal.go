@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -588,7 +589,7 @@ func appendStableValue(dst []byte, v any) ([]byte, error) {
 	case nil:
 		return append(dst, "null"...), nil
 	}
-	cv, err := canonical.FromGo(v)
+	cv, err := govalue.FromGo(v)
 	if err != nil {
 		return dst, err
 	}

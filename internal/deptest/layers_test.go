@@ -31,6 +31,8 @@ func (l layer) String() string {
 var layers = map[string]layer{
 	"canonical":           foundation,
 	"canonical/collate":   foundation,
+	"canonical/govalue":   foundation,
+	"canonical/pydantic":  foundation,
 	"chp":                 foundation,
 	"jsonrpc":             foundation,
 	"endpoint":            foundation,
@@ -91,7 +93,7 @@ var layers = map[string]layer{
 
 // slim are the foundations every consumer links: none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical"}
+var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical", "canonical/govalue", "canonical/pydantic"}
 
 // heavy are dependencies that must stay out of the slim packages, by
 // import path prefix, with what they are.
@@ -117,7 +119,7 @@ var heavy = []struct{ prefix, what string }{
 // chpAllowed are the only packages outside the standard library the pure
 // protocol package chp may depend on: canonical, identity (and what those
 // need), and Ed25519 arithmetic.
-var chpAllowed = []string{"canonical", "canonical/collate", "identity", "internal/xdg", "filippo.io/edwards25519"}
+var chpAllowed = []string{"canonical", "canonical/collate", "canonical/govalue", "identity", "internal/xdg", "filippo.io/edwards25519"}
 
 // hostForbidden are what the host library must not pull in, besides the
 // heavy dependencies of a node's distributed backends and dashboards.
