@@ -2,11 +2,9 @@ package fingerprint
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/capmesh/capmesh/canonical"
-	"github.com/capmesh/capmesh/canonical/collate"
 )
 
 // Composable is anything an agent is built from: a *Tool, a *Toolkit or a
@@ -43,19 +41,18 @@ func instructionsOrNull(t *tree, ss []string) canonical.Value {
 func (k *Toolkit) StaticPayload() (canonical.Value, error) { return k.payload(new(tree)) }
 
 func (k *Toolkit) payload(t *tree) (canonical.Value, error) {
-	type ref struct{ name, hash string }
-	refs := make([]ref, len(k.Members))
+	names := make([]string, len(k.Members))
+	hashes := make([]string, len(k.Members))
 	for i, m := range k.Members {
 		h, err := m.StaticHash()
 		if err != nil {
 			return canonical.Value{}, fmt.Errorf("toolkit %q: %w", k.Name, err)
 		}
-		refs[i] = ref{m.ComposableName(), h}
+		names[i], hashes[i] = m.ComposableName(), h
 	}
-	slices.SortStableFunc(refs, func(a, b ref) int { return collate.Compare(a.name, b.name) })
-	arr := t.values(len(refs))
-	for i, r := range refs {
-		arr[i] = t.object(member("hash", str(r.hash)), member("name", str(r.name)))
+	arr := t.values(len(names))
+	for j, i := range t.collationOrder(names) {
+		arr[j] = t.object(member("hash", str(hashes[i])), member("name", str(names[i])))
 	}
 	return t.object(
 		member("instructions", instructionsOrNull(t, k.Instructions)),

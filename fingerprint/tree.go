@@ -19,6 +19,9 @@ import (
 type tree struct {
 	vals []canonical.Value
 	mems []canonical.Member
+	// sorter and perm are the scratch space of collationOrder.
+	sorter collate.Sorter
+	perm   []int32
 }
 
 // values returns n zero elements for an array.
@@ -64,6 +67,19 @@ func (t *tree) sortedStrings(ss []string) canonical.Value {
 	v := t.strings(ss)
 	slices.SortStableFunc(v.Arr, func(a, b canonical.Value) int { return collate.Compare(a.Str, b.Str) })
 	return v
+}
+
+// collationOrder returns the indexes of names in their stable collation
+// order, valid until the next call. A collate.Sorter settles most pairs of
+// a long list by comparing precomputed prefixes instead of collating the
+// two strings again, which is what a toolkit's member list needs.
+func (t *tree) collationOrder(names []string) []int32 {
+	t.perm = t.perm[:0]
+	for i := range names {
+		t.perm = append(t.perm, int32(i))
+	}
+	t.sorter.Sort(t.perm, names)
+	return t.perm
 }
 
 // reset forgets every node (clearing them, so a pooled tree keeps no
