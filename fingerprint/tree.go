@@ -90,9 +90,10 @@ func (t *tree) reset() {
 	t.vals, t.mems = t.vals[:0], t.mems[:0]
 }
 
-// maxPooledNodes bounds the trees kept for reuse, so that one huge payload
-// does not stay in memory.
-const maxPooledNodes = 4096
+// maxPooledNodes bounds the trees kept for reuse (a tool's payload takes
+// about 20 nodes, a toolkit of 20 members about 65), so that one huge
+// payload does not stay in memory.
+const maxPooledNodes = 1024
 
 var treePool = sync.Pool{New: func() any { return new(tree) }}
 
@@ -103,7 +104,7 @@ func hashTree(kind, name string, build func(*tree) (canonical.Value, error)) (st
 	p, err := build(t)
 	h, err := hashPayload(kind, name, p, err)
 	t.reset()
-	if cap(t.vals) <= maxPooledNodes && cap(t.mems) <= maxPooledNodes {
+	if cap(t.vals) <= maxPooledNodes && cap(t.mems) <= maxPooledNodes && cap(t.perm) <= maxPooledNodes {
 		treePool.Put(t)
 	}
 	return h, err
