@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/capmesh/capmesh/canonical/collate"
@@ -317,13 +316,8 @@ func appendJSNumber(b []byte, lit string) ([]byte, error) {
 	if !validNumber(lit) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
 	}
-	// An integer of at most 15 digits is exactly a double (it is below
-	// 2^53), and Number::toString writes such a double digit for digit.
-	if digits := strings.TrimPrefix(lit, "-"); len(digits) <= 15 && isInteger(digits) {
-		if digits == "0" {
-			return append(b, '0'), nil // -0 → 0
-		}
-		return append(b, lit...), nil
+	if out, ok := appendShortInteger(b, lit); ok {
+		return out, nil
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil && !math.IsInf(f, 0) {

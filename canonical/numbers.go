@@ -48,6 +48,9 @@ func (e *encoder) number(b []byte, lit string) ([]byte, error) {
 		}
 		return append(b, lit...), nil
 	default: // numES
+		if out, ok := appendShortInteger(b, lit); ok {
+			return out, nil
+		}
 		f, err := parseDouble(lit)
 		if err != nil {
 			return b, err
@@ -65,6 +68,21 @@ func isInteger(lit string) bool {
 		}
 	}
 	return true
+}
+
+// appendShortInteger appends the valid number literal lit as
+// Number::toString writes its double, when lit is an integer of at most 15
+// digits: such an integer is exactly a double (it is below 2^53), written
+// digit for digit, -0 as 0. ok is false for any other literal.
+func appendShortInteger(b []byte, lit string) (out []byte, ok bool) {
+	digits := strings.TrimPrefix(lit, "-")
+	if len(digits) > 15 || !isInteger(digits) {
+		return b, false
+	}
+	if digits == "0" {
+		return append(b, '0'), true
+	}
+	return append(b, lit...), true
 }
 
 // appendPyInt writes an integer literal the way Python's int.__repr__ does:
