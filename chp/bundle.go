@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 )
 
 // KeyID is the CHP key id of an ed25519 public key: the first 16 hex digits of
@@ -37,7 +38,7 @@ func NewHostIdentity(hostID string, key ed25519.PrivateKey, validFrom string) (*
 	if len(hi.Anchors) > 0 {
 		claim["anchors"] = hi.Anchors
 	}
-	msg, err := canonical.Marshal(canonical.ChpStableV1, claim)
+	msg, err := govalue.Marshal(canonical.ChpStableV1, claim)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func SignBundle(b *EvidenceBundle, key ed25519.PrivateKey) error {
 			"head_hash": b.Completeness.HeadHash, "scheme": b.Completeness.Scheme,
 		}
 	}
-	hv, err := canonical.FromGo(hdr)
+	hv, err := govalue.FromGo(hdr)
 	if err != nil {
 		return err
 	}

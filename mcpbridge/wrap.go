@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/boundary/governance"
@@ -389,7 +390,7 @@ func (b *Bridge) Link() (*fingerprint.CapabilityLink, error) {
 
 // LinkOf is Bridge.Link for a server and its tools.
 func LinkOf(server *mcp.Implementation, tools []Tool) (*fingerprint.CapabilityLink, error) {
-	sv, err := canonical.FromGo(map[string]any{"name": server.Name, "version": server.Version})
+	sv, err := govalue.FromGo(map[string]any{"name": server.Name, "version": server.Version})
 	if err != nil {
 		return nil, err
 	}

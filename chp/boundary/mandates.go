@@ -3,7 +3,7 @@ package boundary
 import (
 	"fmt"
 
-	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/mandates"
@@ -48,7 +48,7 @@ func (b *Boundary) mandateGate(inv *invocation) (*chp.DenialReason, error) {
 			fmt.Sprintf("mandate %s has been used %d of %d times", spent.MandateID, used, spent.MaxInvocations),
 			map[string]any{"mandate_id": spent.MandateID, "used": used, "max_invocations": spent.MaxInvocations}), nil
 	}
-	subj, err := canonical.FromGo(map[string]any{
+	subj, err := govalue.FromGo(map[string]any{
 		"id": m.DelegateID, "type": "mandate", "verified": true, "mandate_id": m.MandateID,
 		"principal": m.Principal.HostID, "root_principal": m.RootPrincipal(),
 	})

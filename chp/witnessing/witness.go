@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 	"github.com/capmesh/capmesh/chp"
 )
 
@@ -214,7 +215,7 @@ type StoreHeadAnchor struct {
 // StoreHeadAnchorMessage is what the did:key countersigns:
 // chp-stable-v1 of {kind, host_id, sequence, store_head, anchored_at}.
 func StoreHeadAnchorMessage(hostID string, sequence uint64, storeHead, anchoredAt string) ([]byte, error) {
-	return canonical.Marshal(canonical.ChpStableV1, map[string]any{"kind": KindStoreHeadAnchor,
+	return govalue.Marshal(canonical.ChpStableV1, map[string]any{"kind": KindStoreHeadAnchor,
 		"host_id": hostID, "sequence": sequence, "store_head": storeHead, "anchored_at": anchoredAt})
 }
 

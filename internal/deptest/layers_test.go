@@ -42,6 +42,8 @@ var layers = map[string]layer{
 	"internal/specdata":         foundation,
 	"internal/errcatalog":       foundation,
 	"jsonrpc/internal/jsontext": foundation,
+	"canonical/govalue":         foundation,
+	"canonical/pydantic":        foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
@@ -109,7 +111,7 @@ var layers = map[string]layer{
 // slim are the foundations every consumer links, and the evidence log's
 // read side (the proofs a verifier checks): none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "canonical", "chp/boundary/evlog"}
+var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "canonical", "canonical/govalue", "canonical/pydantic", "chp/boundary/evlog"}
 
 // verifier are the pure protocol packages a bundle or witness verifier
 // links: TestVerifierIsPure holds them to chpAllowed (and each other).
@@ -139,7 +141,7 @@ var heavy = []struct{ prefix, what string }{
 // chpAllowed are the only packages outside the standard library the pure
 // protocol package chp may depend on: canonical, identity (and what those
 // need), and Ed25519 arithmetic.
-var chpAllowed = []string{"canonical", "canonical/collate", "identity", "internal/xdg", "filippo.io/edwards25519"}
+var chpAllowed = []string{"canonical", "canonical/collate", "canonical/govalue", "identity", "internal/xdg", "filippo.io/edwards25519"}
 
 // hostForbidden are what the host library must not pull in, besides the
 // heavy dependencies of a node's distributed backends and dashboards.

@@ -20,9 +20,8 @@ const maxPackageLines = 2500
 // grows past its ceiling, and when it drops to maxPackageLines or under, so
 // that its entry is removed. Each is being split by a change in flight.
 var largePackages = map[string]int{
-	"canonical": 2953,
-	"jsonrpc":   3091,
-	"registry":  2864,
+	"jsonrpc":  3091,
+	"registry": 2864,
 }
 
 // TestPackageSize counts the non-test lines of every package of the module

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 	"github.com/capmesh/capmesh/chp"
 )
 
@@ -217,7 +218,7 @@ func appendStableValue(dst []byte, v any) ([]byte, error) {
 	case nil:
 		return append(dst, "null"...), nil
 	}
-	cv, err := canonical.FromGo(v)
+	cv, err := govalue.FromGo(v)
 	if err != nil {
 		return dst, err
 	}

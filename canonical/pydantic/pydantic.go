@@ -1,4 +1,4 @@
-package canonical
+package pydantic
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// PydanticTime renders t the way pydantic v2 writes an aware datetime in
+// Time renders t the way pydantic v2 writes an aware datetime in
 // JSON mode, which is what Genesis-Mesh signs:
 //
 //	YYYY-MM-DDTHH:MM:SS[.ffffff](Z|±HH:MM)
@@ -16,14 +16,14 @@ import (
 // is "Z"; any other offset is kept as t carries it, not converted to UTC
 // ("+02:00" stays "+02:00"). An offset with seconds, which RFC 3339 cannot
 // express, is written ±HH:MM:SS as Python's isoformat does. Years outside
-// 0001..9999 are not representable in the reference; ParsePydanticTime never
+// 0001..9999 are not representable in the reference; ParseTime never
 // returns one.
-func PydanticTime(t time.Time) string {
-	return string(AppendPydanticTime(make([]byte, 0, 32), t))
+func Time(t time.Time) string {
+	return string(AppendTime(make([]byte, 0, 32), t))
 }
 
-// AppendPydanticTime appends PydanticTime(t) to b.
-func AppendPydanticTime(b []byte, t time.Time) []byte {
+// AppendTime appends Time(t) to b.
+func AppendTime(b []byte, t time.Time) []byte {
 	year, month, day := t.Date()
 	hour, minute, sec := t.Clock()
 	b = appendPad(b, year, 4)
@@ -74,9 +74,9 @@ func appendPad(b []byte, n, width int) []byte {
 	return append(b, s...)
 }
 
-// ParsePydanticTime parses an RFC 3339 date-time with an explicit offset, the
+// ParseTime parses an RFC 3339 date-time with an explicit offset, the
 // timestamps Genesis-Mesh peers put on the wire, and returns it with its
-// offset preserved (UTC for "Z" and zero offsets), so that PydanticTime
+// offset preserved (UTC for "Z" and zero offsets), so that Time
 // renders exactly what the reference signs:
 //
 //	"2026-07-01T14:00:00.25+02:00" → 2026-07-01T14:00:00.250000+02:00
@@ -89,7 +89,7 @@ func appendPad(b []byte, n, width int) []byte {
 // datetimes cannot hold it), and the looser spellings the reference also
 // takes (a space separator, "+0000", no seconds, Unix numbers) — see
 // docs/DECISIONS.md.
-func ParsePydanticTime(s string) (time.Time, error) {
+func ParseTime(s string) (time.Time, error) {
 	fail := func(why string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("timestamp %q: %s", s, why)
 	}

@@ -1,4 +1,4 @@
-package canonical
+package govalue
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/capmesh/capmesh/canonical"
 )
 
 // TestFromGoMatchesEncodingJSON: the direct walk and encoding/json agree on
@@ -60,7 +62,7 @@ func TestFromGoMatchesEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatalf("json.Marshal(%#v): %v", v, err)
 		}
-		want, err := Parse(data)
+		want, err := canonical.Parse(data)
 		if err != nil {
 			t.Fatalf("Parse(%s): %v", data, err)
 		}

@@ -1,4 +1,4 @@
-package canonical
+package govalue
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/capmesh/capmesh/canonical"
 )
 
 // maxGoDepth bounds the direct walk over maps and slices, so that a cyclic
@@ -17,13 +19,14 @@ const maxGoDepth = 1000
 
 // FromGo returns the tree of a Go value as encoding/json would write it, so
 // that packages can canonicalize their own structs: for every v,
-// FromGo(v) equals Parse(json.Marshal(v)).
+// FromGo(v) equals canonical.Parse(json.Marshal(v)).
 //
 // The common dynamic types — nil, bool, string, json.Number, the integer and
-// float types, map[string]any, []any, []string, json.RawMessage, Value — are
+// float types, map[string]any, []any, []string, json.RawMessage,
+// canonical.Value — are
 // converted directly, without an encoding round trip; anything else (structs,
 // types with MarshalJSON, other maps and slices) goes through json.Marshal
-// and Parse. Consequences worth knowing:
+// and canonical.Parse. Consequences worth knowing:
 //   - map keys come out in byte order of the Go keys, as encoding/json
 //     writes them;
 //   - a float64 holding an integral value (3.0) becomes the integer literal
@@ -34,8 +37,8 @@ const maxGoDepth = 1000
 //   - []byte becomes a base64 string, as in encoding/json.
 //
 // The nodes of a tree built from a map or slice share a few backing arrays
-// (see Parse): any part of the result keeps those arrays alive.
-func FromGo(v any) (Value, error) {
+// (see canonical.Parse): any part of the result keeps those arrays alive.
+func FromGo(v any) (canonical.Value, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		if t != nil {
@@ -50,59 +53,67 @@ func FromGo(v any) (Value, error) {
 }
 
 // fromGo converts a value that is not a map[string]any or []any root (or is
-// a nil one): scalars, []string, Value, json.RawMessage, and through
+// a nil one): scalars, []string, canonical.Value, json.RawMessage, and
+// through
 // encoding/json everything else.
-func fromGo(v any, depth int) (Value, error) {
+func fromGo(v any, depth int) (canonical.Value, error) {
 	if depth > maxGoDepth {
-		return Value{}, errGoDepth
+		return canonical.Value{}, errGoDepth
 	}
 	switch t := v.(type) {
 	case nil:
-		return Value{Kind: Null}, nil
-	case Value:
+		return canonical.Value{Kind: canonical.Null}, nil
+	case canonical.Value:
 		return t, nil
-	case *Value:
+	case *canonical.Value:
 		if t == nil {
-			return Value{Kind: Null}, nil
+			return canonical.Value{Kind: canonical.Null}, nil
 		}
 		return *t, nil
 	case bool:
-		return Value{Kind: Bool, Bool: t}, nil
+		return canonical.Value{Kind: canonical.Bool, Bool: t}, nil
 	case string:
-		return Value{Kind: String, Str: validString(t)}, nil
+		return canonical.Value{Kind: canonical.String, Str: validString(t)}, nil
 	case json.Number:
 		if !validNumber(string(t)) {
-			return Value{}, fmt.Errorf("canonical: FromGo: invalid json.Number %q", string(t))
+			return canonical.Value{}, fmt.Errorf("canonical: FromGo: invalid json.Number %q", string(t))
 		}
-		return Value{Kind: Number, Str: string(t)}, nil
+		return canonical.Value{Kind: canonical.Number, Str: string(t)}, nil
 	case json.RawMessage:
 		if t == nil {
-			return Value{Kind: Null}, nil
+			return canonical.Value{Kind: canonical.Null}, nil
 		}
-		return Parse(t)
+		return canonical.Parse(t)
 	case []string:
 		if t == nil {
-			return Value{Kind: Null}, nil
+			return canonical.Value{Kind: canonical.Null}, nil
 		}
-		arr := make([]Value, len(t))
+		arr := make([]canonical.Value, len(t))
 		for i, x := range t {
-			arr[i] = Value{Kind: String, Str: validString(x)}
+			arr[i] = canonical.Value{Kind: canonical.String, Str: validString(x)}
 		}
-		return Value{Kind: Array, Arr: arr}, nil
+		return canonical.Value{Kind: canonical.Array, Arr: arr}, nil
 	case map[string]any, []any: // nil
-		return Value{Kind: Null}, nil
+		return canonical.Value{Kind: canonical.Null}, nil
 	}
 	if lit, ok := appendGoNumber(nil, v); ok {
 		if lit == nil {
-			return Value{}, fmt.Errorf("canonical: FromGo: unsupported value %v", v)
+			return canonical.Value{}, fmt.Errorf("canonical: FromGo: unsupported value %v", v)
 		}
-		return Value{Kind: Number, Str: string(lit)}, nil
+		return canonical.Value{Kind: canonical.Number, Str: string(lit)}, nil
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
-		return Value{}, fmt.Errorf("canonical: FromGo: %w", err)
+		return canonical.Value{}, fmt.Errorf("canonical: FromGo: %w", err)
 	}
-	return Parse(data)
+	return canonical.Parse(data)
+}
+
+// validNumber reports whether lit is exactly one JSON number: the
+// literal Parse reads it as.
+func validNumber(lit string) bool {
+	v, err := canonical.Parse([]byte(lit))
+	return err == nil && v.Kind == canonical.Number && v.Str == lit
 }
 
 var errGoDepth = fmt.Errorf("canonical: FromGo: nesting deeper than %d (cyclic value?)", maxGoDepth)
@@ -203,8 +214,8 @@ func validString(s string) string {
 // Number literals are written into one buffer that becomes one string at
 // the end.
 type goBuilder struct {
-	vals  []Value  // the unused rest of the current chunk
-	mems  []Member // the unused rest of the current chunk
+	vals  []canonical.Value  // the unused rest of the current chunk
+	mems  []canonical.Member // the unused rest of the current chunk
 	nums  []byte
 	fixes []numFix
 	// keys and elems are stacks of the entries of the maps being visited,
@@ -219,7 +230,7 @@ type goBuilder struct {
 
 // numFix is a Number whose literal is nums[a:b].
 type numFix struct {
-	v    *Value
+	v    *canonical.Value
 	a, b int
 }
 
@@ -230,18 +241,18 @@ var goPool = sync.Pool{New: func() any { return &goBuilder{hintV: 16, hintM: 16}
 // own size.
 const maxChunk = 1024
 
-func buildGo(x any) (Value, error) {
+func buildGo(x any) (canonical.Value, error) {
 	g := goPool.Get().(*goBuilder)
-	var out Value
+	var out canonical.Value
 	var err error
 	switch t := x.(type) {
 	case map[string]any:
 		g.capHints(len(t))
-		out.Kind = Object
+		out.Kind = canonical.Object
 		out.Obj, err = g.object(t, 0)
 	case []any:
 		g.capHints(len(t))
-		out.Kind = Array
+		out.Kind = canonical.Array
 		out.Arr, err = g.array(t, 0)
 	}
 	if err == nil && len(g.nums) > 0 {
@@ -252,7 +263,7 @@ func buildGo(x any) (Value, error) {
 	}
 	g.release()
 	if err != nil {
-		return Value{}, err
+		return canonical.Value{}, err
 	}
 	return out, nil
 }
@@ -286,16 +297,16 @@ func (g *goBuilder) release() {
 	goPool.Put(g)
 }
 
-func (g *goBuilder) takeVals(n int) []Value {
+func (g *goBuilder) takeVals(n int) []canonical.Value {
 	g.usedV += n
 	if n == 0 {
-		return []Value{} // as Parse reads [], without allocating
+		return []canonical.Value{} // as Parse reads [], without allocating
 	}
 	if n > len(g.vals) {
 		if n >= g.hintV {
-			return make([]Value, n)
+			return make([]canonical.Value, n)
 		}
-		g.vals = make([]Value, g.hintV)
+		g.vals = make([]canonical.Value, g.hintV)
 		g.hintV = min(2*g.hintV, maxChunk)
 	}
 	r := g.vals[:n:n]
@@ -303,16 +314,16 @@ func (g *goBuilder) takeVals(n int) []Value {
 	return r
 }
 
-func (g *goBuilder) takeMems(n int) []Member {
+func (g *goBuilder) takeMems(n int) []canonical.Member {
 	g.usedM += n
 	if n == 0 {
-		return []Member{}
+		return []canonical.Member{}
 	}
 	if n > len(g.mems) {
 		if n >= g.hintM {
-			return make([]Member, n)
+			return make([]canonical.Member, n)
 		}
-		g.mems = make([]Member, g.hintM)
+		g.mems = make([]canonical.Member, g.hintM)
 		g.hintM = min(2*g.hintM, maxChunk)
 	}
 	r := g.mems[:n:n]
@@ -320,7 +331,7 @@ func (g *goBuilder) takeMems(n int) []Member {
 	return r
 }
 
-func (g *goBuilder) array(t []any, depth int) ([]Value, error) {
+func (g *goBuilder) array(t []any, depth int) ([]canonical.Value, error) {
 	arr := g.takeVals(len(t))
 	for i, x := range t {
 		if err := g.fill(&arr[i], x, depth+1); err != nil {
@@ -330,7 +341,7 @@ func (g *goBuilder) array(t []any, depth int) ([]Value, error) {
 	return arr, nil
 }
 
-func (g *goBuilder) object(t map[string]any, depth int) ([]Member, error) {
+func (g *goBuilder) object(t map[string]any, depth int) ([]canonical.Member, error) {
 	// encoding/json sorts a map by its Go keys, before replacing invalid
 	// UTF-8 in them. The entries go to two stacks and only a permutation
 	// of int32s is sorted, so that sorting moves no pointers.
@@ -371,7 +382,7 @@ func (g *goBuilder) object(t map[string]any, depth int) ([]Member, error) {
 }
 
 // fill converts x into *v, which is zero and lives in a chunk.
-func (g *goBuilder) fill(v *Value, x any, depth int) error {
+func (g *goBuilder) fill(v *canonical.Value, x any, depth int) error {
 	if depth > maxGoDepth {
 		return errGoDepth
 	}
@@ -379,28 +390,28 @@ func (g *goBuilder) fill(v *Value, x any, depth int) error {
 	switch t := x.(type) {
 	case nil:
 	case string:
-		v.Kind, v.Str = String, validString(t)
+		v.Kind, v.Str = canonical.String, validString(t)
 	case float64:
 		return g.number(v, appendGoFloat(g.nums, t, 64), x)
 	case bool:
-		v.Kind, v.Bool = Bool, t
+		v.Kind, v.Bool = canonical.Bool, t
 	case map[string]any:
 		if t != nil {
-			v.Kind = Object
+			v.Kind = canonical.Object
 			v.Obj, err = g.object(t, depth)
 		}
 	case []any:
 		if t != nil {
-			v.Kind = Array
+			v.Kind = canonical.Array
 			v.Arr, err = g.array(t, depth)
 		}
 	case []string:
 		if t != nil {
 			arr := g.takeVals(len(t))
 			for i, s := range t {
-				arr[i].Kind, arr[i].Str = String, validString(s)
+				arr[i].Kind, arr[i].Str = canonical.String, validString(s)
 			}
-			v.Kind, v.Arr = Array, arr
+			v.Kind, v.Arr = canonical.Array, arr
 		}
 	default:
 		if lit, ok := appendGoNumber(g.nums, x); ok {
@@ -413,11 +424,11 @@ func (g *goBuilder) fill(v *Value, x any, depth int) error {
 
 // number records v as the Number whose literal lit has just been appended
 // to g.nums (nil: x is NaN or ±Inf).
-func (g *goBuilder) number(v *Value, lit []byte, x any) error {
+func (g *goBuilder) number(v *canonical.Value, lit []byte, x any) error {
 	if lit == nil {
 		return fmt.Errorf("canonical: FromGo: unsupported value %v", x)
 	}
-	v.Kind = Number
+	v.Kind = canonical.Number
 	g.fixes = append(g.fixes, numFix{v, len(g.nums), len(lit)})
 	g.nums = lit
 	return nil

@@ -1,4 +1,4 @@
-package canonical
+package pydantic
 
 import (
 	"strings"
@@ -29,13 +29,13 @@ func TestPydanticTimeRoundTrip(t *testing.T) {
 		{"0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"},
 		{"9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59.999999Z"},
 	} {
-		tm, err := ParsePydanticTime(tc.in)
+		tm, err := ParseTime(tc.in)
 		if err != nil {
-			t.Errorf("ParsePydanticTime(%q): %v", tc.in, err)
+			t.Errorf("ParseTime(%q): %v", tc.in, err)
 			continue
 		}
-		if got := PydanticTime(tm); got != tc.want {
-			t.Errorf("PydanticTime(ParsePydanticTime(%q)) = %q, want %q", tc.in, got, tc.want)
+		if got := Time(tm); got != tc.want {
+			t.Errorf("Time(ParseTime(%q)) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -64,9 +64,9 @@ func TestParsePydanticTimeRejects(t *testing.T) {
 		{"２026-07-01T12:00:00Z", "want YYYY"},
 		{"2026/07/01T12:00:00Z", "want YYYY"},
 	} {
-		_, err := ParsePydanticTime(tc.in)
+		_, err := ParseTime(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.why) {
-			t.Errorf("ParsePydanticTime(%q) = %v, want an error mentioning %q", tc.in, err, tc.why)
+			t.Errorf("ParseTime(%q) = %v, want an error mentioning %q", tc.in, err, tc.why)
 		}
 	}
 }
@@ -84,11 +84,11 @@ func TestPydanticTimeOfGoTimes(t *testing.T) {
 		{time.Date(2026, 7, 1, 12, 0, 0, 0, time.FixedZone("", 3600+30*60+15)), "2026-07-01T12:00:00+01:30:15"},
 		{time.Date(33, 1, 2, 3, 4, 5, 0, time.UTC), "0033-01-02T03:04:05Z"},
 	} {
-		if got := PydanticTime(tc.t); got != tc.want {
-			t.Errorf("PydanticTime(%v) = %q, want %q", tc.t, got, tc.want)
+		if got := Time(tc.t); got != tc.want {
+			t.Errorf("Time(%v) = %q, want %q", tc.t, got, tc.want)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { AppendPydanticTime(make([]byte, 0, 40), time.Now()) }); n > 1 {
-		t.Errorf("AppendPydanticTime allocates %.0f times", n)
+	if n := testing.AllocsPerRun(100, func() { AppendTime(make([]byte, 0, 40), time.Now()) }); n > 1 {
+		t.Errorf("AppendTime allocates %.0f times", n)
 	}
 }
