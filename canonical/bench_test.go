@@ -3,38 +3,22 @@ package canonical
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/capmesh/capmesh/internal/interleave"
 )
 
 // sampleDoc is a ~2 KB CHP-like evidence event: nested objects and arrays,
-// unsorted keys, non-ASCII text, integers only (so every profile accepts it).
-var sampleDoc = []byte(`{
-  "event_type": "execution_completed", "event_id": "evt_8f14e45fceea167a5a36dedd4bea2543",
-  "invocation_id": "inv_c9f0f895fb98ab9159f51fd0297e236d", "capability_id": "storage.artifact.store",
-  "host_id": "nestgate-eastgate-01", "timestamp": "2026-07-01T12:00:00.123456Z", "outcome": "success",
-  "sequence": 4711, "prev_hash": "9c0b8cf83a8638fe27a201fa291a7c0bf4f99b2b174fb60786362a865b5e4dd5",
-  "correlation": {"trace_id": null, "correlation_id": "corr-2026-07-01-0001", "causation_id": "inv_a87ff679a2f3e71d9181a67b7542122c",
-    "baggage": {"tenant": "acme", "région": "île-de-france", "priority": 3}},
-  "actor": {"type": "agent", "id": "squirrel-7", "roles": ["planner", "executor"], "delegated_by": {"type": "user", "id": "zoë"}},
-  "payload": {
-    "artifact": {"name": "report-Q3.pdf", "size_bytes": 1048576, "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-      "labels": {"confidential": true, "retention_days": 365, "owner": "ops&security <ops@example.org>"}},
-    "steps": [
-      {"name": "validate", "status": "ok", "duration_us": 1234, "checks": ["schema", "size", "mime"]},
-      {"name": "encrypt", "status": "ok", "duration_us": 88123, "cipher": "chacha20-poly1305", "key_ref": "kms://vault/keys/artifact-7"},
-      {"name": "replicate", "status": "ok", "duration_us": 412000, "targets": [
-        {"node": "nestgate-westgate-02", "ack": true, "latency_us": 1800},
-        {"node": "nestgate-southgate-03", "ack": true, "latency_us": 2450},
-        {"node": "nestgate-northgate-04", "ack": false, "error": {"code": "timeout", "retryable": true}}]}
-    ],
-    "note": "café ☃ 🔒 — stored with 2 of 3 replicas; retry scheduled",
-    "metrics": {"bytes_in": 1048576, "bytes_out": 1049600, "cpu_ms": 37, "rss_kb": 20480, "io_ops": 128}
-  },
-  "assurance": {"level": "S1", "evidence_policy": "local-append-only", "notes": []},
-  "hash_scheme": "chp-event-hash-v2", "capability_version": "1.4.2", "redacted": false
-}`)
+// unsorted keys, non-ASCII text, integers only (so every profile accepts
+// it). Package govalue's benchmarks read it too.
+var sampleDoc = func() []byte {
+	b, err := os.ReadFile("testdata/bench/event.json")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 // sampleFloatDoc is sampleDoc's shape with fractional numbers, for the
 // profiles that write floats.
@@ -98,24 +82,7 @@ func BenchmarkParseCanonicalHash(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := SHA256(p, v); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkGoCanonicalHash starts from the same Go value as the floor:
-// FromGo + canonicalize + SHA-256.
-func BenchmarkGoCanonicalHash(b *testing.B) {
-	_, generic := benchDocs(b)
-	for _, p := range []Profile{ChpStableV1, JCS} {
-		b.Run(p.Name(), func(b *testing.B) {
-			b.SetBytes(int64(len(sampleDoc)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := SHA256(p, generic); err != nil {
+				if _, err := HashValue(p, v); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -178,7 +145,6 @@ func BenchmarkVsFloor(b *testing.B) {
 				}
 				HashValue(p, tv)
 			}},
-			{"go", func() { SHA256(p, generic) }},
 		} {
 			b.Run(p.Name()+"/"+c.name, func(b *testing.B) {
 				floorNs, candNs := interleave.Medians(b, floor, c.run)
@@ -188,31 +154,4 @@ func BenchmarkVsFloor(b *testing.B) {
 			})
 		}
 	}
-}
-
-// BenchmarkFromGo converts the sample document, as the map[string]any
-// json.Unmarshal gives, to a tree: directly (FromGo), and through
-// encoding/json and Parse (the alternative FromGo could have taken).
-func BenchmarkFromGo(b *testing.B) {
-	_, generic := benchDocs(b)
-	b.Run("direct", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := FromGo(generic); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("marshal-parse", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			data, err := json.Marshal(generic)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := Parse(data); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }

@@ -7,14 +7,16 @@
 // # Data flow
 //
 //	JSON text ──Parse──▶ Value (ordered tree, number literals kept) ──Profile.AppendCanonical──▶ bytes ──▶ SHA-256 / Ed25519
-//	Go value ──FromGo──▶ Value
+//	Go value ──govalue.FromGo──▶ Value
 //
 // Parse keeps object members in input order and each number exactly as
 // written ("1.0", "1E+2", "12345678901234567890"), rejects duplicate keys,
 // invalid UTF-8 and anything not RFC 8259, and bounds depth and size. Each
-// profile then applies its own key order, escaping and number rules. The
-// helpers Canonicalize, Marshal, SHA256, SHA256Hex and HashValue cover the
-// common calls; HashValue does not allocate.
+// profile then applies its own key order, escaping and number rules.
+// Canonicalize (JSON text) and HashValue (a tree, without allocating)
+// cover the common calls; package canonical/govalue converts Go values
+// (FromGo) and canonicalizes or hashes them in one call (Marshal, SHA256,
+// SHA256Hex).
 //
 // # Profiles
 //
@@ -69,7 +71,7 @@
 //     ErrNumberRange, as are integers of more than 4300 digits (CPython's
 //     json refuses to read them);
 //   - timestamps are strings and must already be in pydantic's rendering:
-//     PydanticTime and ParsePydanticTime produce it ("Z" for UTC, other
+//     package canonical/pydantic produces it ("Z" for UTC, other
 //     offsets kept, ".ffffff" only when non-zero). Signing the wire string
 //     instead of the normalized one gives an invalid signature.
 //

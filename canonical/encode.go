@@ -217,7 +217,7 @@ var (
 	// Genesis is the Genesis-Mesh RFC-005 signing form: Python
 	// json.dumps(obj, sort_keys=True, separators=(",", ":")) with
 	// ensure_ascii, Python float repr and exact integers. Timestamps must
-	// already be in pydantic's rendering (see PydanticTime).
+	// already be in pydantic's rendering (see package canonical/pydantic).
 	Genesis Profile = &style{name: "genesis", itemSep: ",", keySep: ":", ascii: true, numbers: numPyRepr}
 
 	// JCS is RFC 8785, the JSON Canonicalization Scheme: compact, raw UTF-8

@@ -2,7 +2,6 @@ package canonical_test
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/capmesh/capmesh/canonical"
 )
@@ -25,40 +24,6 @@ func Example() {
 	// chp-stable-v1 {"a": {"y": null, "z": true}, "n": [1, 0], "note": "caf\u00e9 \ud83d\udd12"}
 	// genesis       {"a":{"y":null,"z":true},"n":[1,0],"note":"caf\u00e9 \ud83d\udd12"}
 	// jcs           {"a":{"y":null,"z":true},"n":[1,0],"note":"café 🔒"}
-}
-
-// A CHP payload commitment: sha256(chp-stable-v1(payload)), from a Go value.
-func ExampleSHA256Hex() {
-	payload := map[string]any{"note": "café"}
-	h, err := canonical.SHA256Hex(canonical.ChpStableV1, payload)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(h)
-	// Output: 4fccc2f736d4f0658f6620209643fa71be57f8b0caed76a1e8fbf1d531092943
-}
-
-// CHP forbids floats in hashed content; the error names where one is.
-func ExampleMarshal_float() {
-	_, err := canonical.Marshal(canonical.ChpStableV1, map[string]any{"result": map[string]any{"score": 0.5}})
-	fmt.Println(err)
-	// Output: canonical chp-stable-v1: at $["result"]["score"]: non-integer number not allowed: 0.5 (write fractional values as strings or scaled integers)
-}
-
-// Genesis-Mesh signs timestamps in pydantic's rendering, not as sent.
-func ExamplePydanticTime() {
-	for _, wire := range []string{"2026-07-01T14:00:00.25+02:00", "2026-07-01T12:30:00.000Z"} {
-		t, err := canonical.ParsePydanticTime(wire)
-		if err != nil {
-			panic(err)
-		}
-		fmt.Println(canonical.PydanticTime(t))
-	}
-	fmt.Println(canonical.PydanticTime(time.Date(2026, 6, 30, 10, 11, 12, 345678999, time.UTC)))
-	// Output:
-	// 2026-07-01T14:00:00.250000+02:00
-	// 2026-07-01T12:30:00Z
-	// 2026-06-30T10:11:12.345678Z
 }
 
 // Parse reports where and what.

@@ -98,6 +98,7 @@ func AppendKhoralabsUntil(dst []byte, v *Value, stop func(key string) bool) (out
 		}
 	}
 	e.stop, e.order = nil, e.order[:0]
+	e.ko.forget()
 	if cap(e.order) <= 1<<16 && cap(e.ko.keys) <= 1<<16 {
 		khPool.Put(e) // do not keep a huge document's scratch space
 	}
@@ -163,8 +164,8 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 	if len(obj) == 1 && e.stop != nil && e.stop(obj[0].Key) {
 		return b, errStopped
 	}
+	// On an error the document is abandoned, and with it the stack.
 	base := len(e.order)
-	defer func() { e.order = e.order[:base] }()
 	for i := range obj {
 		e.order = append(e.order, int32(i))
 	}
@@ -188,6 +189,7 @@ func (e *khEncoder) object(b []byte, obj []Member, depth int) ([]byte, error) {
 			return b, khAt(err, keyStep(m.Key))
 		}
 	}
+	e.order = e.order[:base]
 	return append(b, '}'), nil
 }
 
@@ -199,13 +201,18 @@ var keyOrderPool = sync.Pool{New: func() any { return new(keyOrderer) }}
 // It reports ErrDuplicateKey if two members share a key.
 func KhoralabsKeyOrder(obj []Member, order []int32) error {
 	ko := keyOrderPool.Get().(*keyOrderer)
-	err := ko.order(obj, order) // which clears its copies of the keys
+	err := ko.order(obj, order)
+	ko.forget()
 	keyOrderPool.Put(ko)
 	return err
 }
 
+// forget clears the copies of keys ko holds, so that a pooled orderer
+// keeps no document alive.
+func (ko *keyOrderer) forget() { clear(ko.keys[:cap(ko.keys)]) }
+
 func (ko *keyOrderer) order(obj []Member, order []int32) error {
-	if len(order) < 2 {
+	if len(order) < 2 || inOrder(obj, order) {
 		return nil
 	}
 	// Partition: array-index keys to the front (their relative order is
@@ -241,7 +248,6 @@ func (ko *keyOrderer) order(obj []Member, order []int32) error {
 		ko.keys = append(ko.keys, obj[i].Key)
 	}
 	ties := ko.sorter.Sort(rest, ko.keys)
-	clear(ko.keys) // do not keep documents alive
 	if !ties {
 		return nil // no two keys collate equal, so none are the same
 	}
@@ -253,6 +259,28 @@ func (ko *keyOrderer) order(obj []Member, order []int32) error {
 		seen[obj[x].Key] = struct{}{}
 	}
 	return nil
+}
+
+// inOrder reports whether the keys of obj, taken in order, are already
+// strictly ascending by collation with no array-index key among them, as
+// payload builders and canonical documents write them: then they are in
+// khoralabs order and none is a duplicate. It answers false whenever
+// collate.QuickCompare cannot decide a pair.
+func inOrder(obj []Member, order []int32) bool {
+	for i, x := range order {
+		k := obj[x].Key
+		if k != "" && k[0] >= '0' && k[0] <= '9' {
+			if _, isIndex := ArrayIndex(k); isIndex {
+				return false
+			}
+		}
+		if i > 0 {
+			if r, ok := collate.QuickCompare(obj[order[i-1]].Key, k); !ok || r >= 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ArrayIndex reports whether key is a JavaScript array index — the canonical
@@ -287,6 +315,9 @@ func AppendJSNumberLiteral(b []byte, lit string) ([]byte, error) { return append
 func appendJSNumber(b []byte, lit string) ([]byte, error) {
 	if !validNumber(lit) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
+	}
+	if out, ok := appendShortInteger(b, lit); ok {
+		return out, nil
 	}
 	f, err := strconv.ParseFloat(lit, 64)
 	if err != nil && !math.IsInf(f, 0) {

@@ -96,6 +96,14 @@ func TestKhoralabsPitfalls(t *testing.T) {
 		{"surrogate pair raw", `"\ud83d\ude00"`, `"😀"`},
 		{"__proto__ is a key", `{"b":1,"__proto__":2}`, `{"__proto__":2,"b":1}`},
 		{"empty", `{}`, `{}`},
+		// Keys that arrive in order are written as they are, but an
+		// array-index key among them still goes first.
+		{"keys already in order", `{"a":1,"b":{"c":1,"d":2},"e":3}`, `{"a":1,"b":{"c":1,"d":2},"e":3}`},
+		{"index key after ordered keys", `{"!":1,"5":2}`, `{"5":2,"!":1}`},
+		// Integers of up to 15 digits are written as they are; from 16
+		// digits they are rounded to a double first.
+		{"15 digits", `[123456789012345,-999999999999999]`, `[123456789012345,-999999999999999]`},
+		{"16 digits round", `9999999999999999`, `10000000000000000`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +129,10 @@ func TestKhoralabsErrors(t *testing.T) {
 	dup := Value{Kind: Object, Obj: []Member{{Key: "a", Value: Value{Kind: Null}}, {Key: "b"}, {Key: "a"}}}
 	if _, err := Khoralabs.AppendCanonical(nil, dup); !errors.Is(err, ErrDuplicateKey) {
 		t.Errorf("duplicate keys: err = %v, want ErrDuplicateKey", err)
+	}
+	inOrderDup := Value{Kind: Object, Obj: []Member{{Key: "a", Value: Value{Kind: Null}}, {Key: "a", Value: Value{Kind: Null}}}}
+	if _, err := Khoralabs.AppendCanonical(nil, inOrderDup); !errors.Is(err, ErrDuplicateKey) {
+		t.Errorf("duplicate keys in order: err = %v, want ErrDuplicateKey", err)
 	}
 	bad := Value{Kind: Array, Arr: []Value{{Kind: Number, Str: "01"}}}
 	if _, err := Khoralabs.AppendCanonical(nil, bad); !errors.Is(err, ErrInvalidNumber) {

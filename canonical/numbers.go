@@ -21,7 +21,7 @@ func (e *encoder) number(b []byte, lit string) ([]byte, error) {
 	if !validNumber(lit) {
 		return b, fmt.Errorf("%w: %q", ErrInvalidNumber, lit)
 	}
-	isInt := !strings.ContainsAny(lit, ".eE")
+	isInt := isInteger(lit)
 	switch e.st.numbers {
 	case numPyIntOnly, numPyRepr:
 		if isInt {
@@ -48,12 +48,41 @@ func (e *encoder) number(b []byte, lit string) ([]byte, error) {
 		}
 		return append(b, lit...), nil
 	default: // numES
+		if out, ok := appendShortInteger(b, lit); ok {
+			return out, nil
+		}
 		f, err := parseDouble(lit)
 		if err != nil {
 			return b, err
 		}
 		return appendES(b, f), nil
 	}
+}
+
+// isInteger reports whether the valid number literal lit is an integer
+// literal: one with neither a fraction nor an exponent.
+func isInteger(lit string) bool {
+	for i := 0; i < len(lit); i++ {
+		if c := lit[i]; c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendShortInteger appends the valid number literal lit as
+// Number::toString writes its double, when lit is an integer of at most 15
+// digits: such an integer is exactly a double (it is below 2^53), written
+// digit for digit, -0 as 0. ok is false for any other literal.
+func appendShortInteger(b []byte, lit string) (out []byte, ok bool) {
+	digits := strings.TrimPrefix(lit, "-")
+	if len(digits) > 15 || !isInteger(digits) {
+		return b, false
+	}
+	if digits == "0" {
+		return append(b, '0'), true
+	}
+	return append(b, lit...), true
 }
 
 // appendPyInt writes an integer literal the way Python's int.__repr__ does:

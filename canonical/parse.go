@@ -138,7 +138,7 @@ func ParseWith(data []byte, opts *ParseOptions) (Value, error) {
 // The price of sharing: any part of the tree — one string, one sub-array —
 // keeps the whole input and the whole document's backing arrays alive.
 // Callers that keep a small piece of a large document for long should
-// copy it (strings.Clone, or FromGo of a copy).
+// copy it (strings.Clone, or govalue.FromGo of a copy).
 
 // maxInput is the largest input the tape's 32-bit offsets can address.
 const maxInput uint64 = math.MaxUint32 - 1

@@ -216,11 +216,6 @@ func TestParseAllocations(t *testing.T) {
 			t.Errorf("Parse(%.40q) allocates %.1f times, want %.0f", tc.doc, n, tc.want)
 		}
 	}
-	_, generic := benchDocs(t)
-	FromGo(generic) // size the chunks
-	if n := testing.AllocsPerRun(50, func() { FromGo(generic) }); n > 3 {
-		t.Errorf("FromGo of the sample document allocates %.1f times, want at most 3", n)
-	}
 }
 
 // TestSharedArraysAreIsolated: containers of one document share backing
@@ -230,11 +225,7 @@ func TestSharedArraysAreIsolated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := FromGo(map[string]any{"a": []any{1.0, 2.0}, "b": []any{3.0}, "c": map[string]any{"x": 1.0}, "d": map[string]any{"y": 2.0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, tree := range map[string]Value{"Parse": v, "FromGo": g} {
+	for name, tree := range map[string]Value{"Parse": v} {
 		before, _ := tree.AppendJSON(nil)
 		a, _ := tree.Get("a")
 		_ = append(a.Arr, num("99"))

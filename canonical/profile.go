@@ -2,8 +2,6 @@ package canonical
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -100,31 +98,6 @@ func Canonicalize(p Profile, data []byte) ([]byte, error) {
 	return p.AppendCanonical(nil, v)
 }
 
-// Marshal returns the canonical form under p of v, which may be a Value,
-// a *Value, a json.RawMessage (parsed as JSON text), or any Go value FromGo
-// accepts.
-func Marshal(p Profile, v any) ([]byte, error) {
-	tv, err := toValue(v)
-	if err != nil {
-		return nil, err
-	}
-	out, err := p.AppendCanonical(nil, tv)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// SHA256 returns the SHA-256 digest of the canonical form under p of v
-// (anything Marshal accepts).
-func SHA256(p Profile, v any) ([32]byte, error) {
-	tv, err := toValue(v)
-	if err != nil {
-		return [32]byte{}, err
-	}
-	return HashValue(p, tv)
-}
-
 // HashValue returns the SHA-256 digest of the canonical form of v under p.
 // It writes into pooled buffers and does not allocate: it is the call for
 // hot paths such as CHP evidence hashing.
@@ -140,32 +113,6 @@ func HashValue(p Profile, v Value) ([32]byte, error) {
 		bufPool.Put(bp)
 	}
 	return sum, err
-}
-
-// SHA256Hex is SHA256 as lowercase hex, the form CHP content hashes,
-// payload commitments and root hashes take.
-func SHA256Hex(p Profile, v any) (string, error) {
-	sum, err := SHA256(p, v)
-	if err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(sum[:]), nil
-}
-
-func toValue(v any) (Value, error) {
-	switch t := v.(type) {
-	case Value:
-		return t, nil
-	case *Value:
-		if t == nil {
-			return Value{Kind: Null}, nil
-		}
-		return *t, nil
-	case json.RawMessage:
-		return Parse(t)
-	default:
-		return FromGo(v)
-	}
 }
 
 // pathError attaches the JSON path of the offending value to a profile error.

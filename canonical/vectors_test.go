@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/capmesh/capmesh/canonical/pydantic"
 )
 
 // readTree parses a test data file with our own reader.
@@ -109,11 +111,11 @@ func stableEvent(t *testing.T, ev Value, prev Value, commitment string) Value {
 
 func sha256Hex(t *testing.T, p Profile, v Value) string {
 	t.Helper()
-	h, err := SHA256Hex(p, v)
+	sum, err := HashValue(p, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h
+	return hex.EncodeToString(sum[:])
 }
 
 // TestCHPEvidenceVectors recomputes the CHP evidence vectors: event content
@@ -211,11 +213,11 @@ func normalizeDescriptor(t *testing.T, d Value) Value {
 		return def
 	}
 	ts := func(k string) Value {
-		tm, err := ParsePydanticTime(str(t, d, k))
+		tm, err := pydantic.ParseTime(str(t, d, k))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return strVal(PydanticTime(tm))
+		return strVal(pydantic.Time(tm))
 	}
 	ep := field(t, d, "endpoint")
 	return obj(

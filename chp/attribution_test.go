@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 )
 
 // legacyBundle is a one-event hash-chain bundle as capmesh sealed it before
@@ -14,7 +14,7 @@ import (
 func legacyBundle(t *testing.T, withhold, forge bool) []byte {
 	t.Helper()
 	subject := map[string]any{"id": "alice", "type": "user"}
-	sv, _ := canonical.FromGo(subject)
+	sv, _ := govalue.FromGo(subject)
 	sd, err := MemberDigest(sv)
 	if err != nil {
 		t.Fatal(err)

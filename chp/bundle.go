@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 )
 
 // KeyID is the CHP key id of an ed25519 public key: the first 16 hex digits of
@@ -37,7 +38,7 @@ func NewHostIdentity(hostID string, key ed25519.PrivateKey, validFrom string) (*
 	if len(hi.Anchors) > 0 {
 		claim["anchors"] = hi.Anchors
 	}
-	msg, err := canonical.Marshal(canonical.ChpStableV1, claim)
+	msg, err := govalue.Marshal(canonical.ChpStableV1, claim)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func SignBundle(b *EvidenceBundle, key ed25519.PrivateKey) error {
 			"head_hash": b.Completeness.HeadHash, "scheme": b.Completeness.Scheme,
 		}
 	}
-	hv, err := canonical.FromGo(hdr)
+	hv, err := govalue.FromGo(hdr)
 	if err != nil {
 		return err
 	}
@@ -211,91 +212,140 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 	if !ok {
 		return v.finish(), nil
 	}
-	rawEvents := events.Arr
-	v.EventCount = len(rawEvents)
+	v.EventCount = len(events.Arr)
+	ec := v.verifyEvents(events.Arr)
+	v.add("root_hash", ec.chainOK && top.text("root_hash") == RootHash(ec.hashes), "")
+	if c := member(b, "completeness"); c.Kind != canonical.Null {
+		v.add("completeness", completenessHolds(c, events.Arr, ec.chainOK), "")
+	}
+	v.verifyAssurance(b, opts)
+	return v.finish(), nil
+}
 
-	hashes := make([]string, 0, len(rawEvents))
-	chainOK, commitOK, bindOK, hasBinding := true, true, true, false
-	var chainDetail, commitDetail, bindDetail string
+// eventChecks is what the walk over a bundle's events found: the chain's
+// content hashes, and the verdict and first failure of the hash chain, of
+// the payload commitments and of the capmesh attribution binding.
+type eventChecks struct {
+	hashes                                []string
+	chainOK, commitOK, bindOK, hasBinding bool
+	chainDetail, commitDetail, bindDetail string
+}
+
+// verifyEvents walks the events in order: each must hold its content_hash
+// and link to the previous one (the walk stops at the first break), a v2
+// event's disclosed payload must match its payload_commitment, and each
+// event's attribution is recorded. It adds the event_hashes,
+// payload_commitments and (when any event is bound) capmesh_binding checks.
+func (v *BundleVerification) verifyEvents(rawEvents []canonical.Value) *eventChecks {
+	ec := &eventChecks{hashes: make([]string, 0, len(rawEvents)), chainOK: true, commitOK: true, bindOK: true}
 	prev := ""
 	for i, re := range rawEvents {
-		if re.Kind != canonical.Object {
-			chainOK, chainDetail = false, fmt.Sprintf("event %d is not an object", i)
+		stored, broken := linkedHash(i, re, prev)
+		if broken != "" {
+			ec.chainOK, ec.chainDetail = false, broken
 			break
 		}
-		ev := eventView{re}
-		stored := ev.text("content_hash")
-		if stored == "" {
-			chainOK, chainDetail = false, fmt.Sprintf("event %d has no content_hash (strict verification)", i)
-			break
-		}
-		storedPrev := ev.text("prev_hash")
-		if storedPrev != prev {
-			chainOK, chainDetail = false, fmt.Sprintf("event %d: prev_hash does not link to the previous event", i)
-			break
-		}
-		s, err := ev.stable()
-		if err != nil {
-			chainOK, chainDetail = false, fmt.Sprintf("event %d: %v", i, err)
-			break
-		}
-		if got := s.contentHash(storedPrev); got != stored {
-			chainOK, chainDetail = false, fmt.Sprintf("event %d (sequence %s): content_hash mismatch", i, describe(member(re, "sequence")))
-			break
-		}
-		hashes = append(hashes, stored)
+		ec.hashes = append(ec.hashes, stored)
 		prev = stored
-		if ev.text("hash_scheme") == EventHashV2 && commitOK {
-			p := member(re, "payload")
-			withheld, hasWithheld := p.Get("chp_withheld")
-			_, sealed := p.Get("chp_sealed")
-			if !(hasWithheld && withheld.Kind == canonical.Bool && withheld.Bool) && !sealed && !ev.payloadMatchesCommitment() {
-				commitOK, commitDetail = false, fmt.Sprintf("event %d: disclosed payload does not match payload_commitment", i)
-			}
+		ev := eventView{re}
+		if ec.commitOK && !commitmentHolds(ev) {
+			ec.commitOK, ec.commitDetail = false, fmt.Sprintf("event %d: disclosed payload does not match payload_commitment", i)
 		}
-		a := attribution(ev, i)
-		v.Attribution = append(v.Attribution, a)
-		switch a.Attribution {
-		case AttributionBound, AttributionPayload:
-			v.Bound++
-			hasBinding = true
-		case AttributionUnbound:
-			v.Unbound++
-		case AttributionMismatch:
-			hasBinding = true
-			if bindOK {
-				bindOK, bindDetail = false, a.String()
-			}
-		}
+		v.attribute(ec, attribution(ev, i))
 	}
 	v.attributionWarnings()
-	v.add("event_hashes", chainOK, chainDetail)
-	v.add("payload_commitments", commitOK, commitDetail)
-	if hasBinding {
-		v.add("capmesh_binding", bindOK, bindDetail)
+	v.add("event_hashes", ec.chainOK, ec.chainDetail)
+	v.add("payload_commitments", ec.commitOK, ec.commitDetail)
+	if ec.hasBinding {
+		v.add("capmesh_binding", ec.bindOK, ec.bindDetail)
 	}
-	v.add("root_hash", chainOK && top.text("root_hash") == RootHash(hashes), "")
+	return ec
+}
 
-	if c := member(b, "completeness"); c.Kind != canonical.Null {
-		cm := eventView{c}
-		ok := c.Kind == canonical.Object && cm.text("scheme") == CompletenessScheme && len(rawEvents) > 0 && chainOK
-		if ok {
-			tail := eventView{rawEvents[len(rawEvents)-1]}
-			ok = cm.text("head_hash") == tail.text("content_hash")
-			if tc := tail.correlationID(); ok && tc != nil {
-				id, isStr := c.Get("correlation_id")
-				ok = isStr && id.Kind == canonical.String && id.Str == *tc
-			}
-			if ts := member(tail.Value, "sequence"); ok && ts.Kind == canonical.Number {
-				as := member(c, "as_of_sequence")
-				a, _ := strconv.ParseInt(as.Str, 10, 64)
-				t, _ := strconv.ParseInt(ts.Str, 10, 64)
-				ok = as.Kind == canonical.Number && a >= t
-			}
+// linkedHash checks event i of a bundle against the previous event's
+// content hash prev: it returns the event's content_hash when the event
+// carries it, links to prev and hashes to it, else why not.
+func linkedHash(i int, re canonical.Value, prev string) (stored, broken string) {
+	if re.Kind != canonical.Object {
+		return "", fmt.Sprintf("event %d is not an object", i)
+	}
+	ev := eventView{re}
+	stored = ev.text("content_hash")
+	if stored == "" {
+		return "", fmt.Sprintf("event %d has no content_hash (strict verification)", i)
+	}
+	storedPrev := ev.text("prev_hash")
+	if storedPrev != prev {
+		return "", fmt.Sprintf("event %d: prev_hash does not link to the previous event", i)
+	}
+	s, err := ev.stable()
+	if err != nil {
+		return "", fmt.Sprintf("event %d: %v", i, err)
+	}
+	if got := s.contentHash(storedPrev); got != stored {
+		return "", fmt.Sprintf("event %d (sequence %s): content_hash mismatch", i, describe(member(re, "sequence")))
+	}
+	return stored, ""
+}
+
+// commitmentHolds reports whether a chp-event-hash-v2 event's disclosed
+// payload matches its payload_commitment; a withheld or sealed payload, and
+// an event of another scheme, have nothing to match.
+func commitmentHolds(ev eventView) bool {
+	if ev.text("hash_scheme") != EventHashV2 {
+		return true
+	}
+	p := member(ev.Value, "payload")
+	withheld, hasWithheld := p.Get("chp_withheld")
+	_, sealed := p.Get("chp_sealed")
+	return (hasWithheld && withheld.Kind == canonical.Bool && withheld.Bool) || sealed || ev.payloadMatchesCommitment()
+}
+
+// attribute records one event's attribution: its count, and a mismatch as
+// the binding's first failure.
+func (v *BundleVerification) attribute(ec *eventChecks, a EventAttribution) {
+	v.Attribution = append(v.Attribution, a)
+	switch a.Attribution {
+	case AttributionBound, AttributionPayload:
+		v.Bound++
+		ec.hasBinding = true
+	case AttributionUnbound:
+		v.Unbound++
+	case AttributionMismatch:
+		ec.hasBinding = true
+		if ec.bindOK {
+			ec.bindOK, ec.bindDetail = false, a.String()
 		}
-		v.add("completeness", ok, "")
 	}
+}
 
+// completenessHolds checks a bundle's completeness claim c against its
+// events: the known scheme, an intact chain, head_hash naming the last
+// event, the same correlation, and as_of_sequence not before the last
+// event's sequence.
+func completenessHolds(c canonical.Value, rawEvents []canonical.Value, chainOK bool) bool {
+	cm := eventView{c}
+	if c.Kind != canonical.Object || cm.text("scheme") != CompletenessScheme || len(rawEvents) == 0 || !chainOK {
+		return false
+	}
+	tail := eventView{rawEvents[len(rawEvents)-1]}
+	ok := cm.text("head_hash") == tail.text("content_hash")
+	if tc := tail.correlationID(); ok && tc != nil {
+		id, isStr := c.Get("correlation_id")
+		ok = isStr && id.Kind == canonical.String && id.Str == *tc
+	}
+	if ts := member(tail.Value, "sequence"); ok && ts.Kind == canonical.Number {
+		as := member(c, "as_of_sequence")
+		a, _ := strconv.ParseInt(as.Str, 10, 64)
+		t, _ := strconv.ParseInt(ts.Str, 10, 64)
+		ok = as.Kind == canonical.Number && a >= t
+	}
+	return ok
+}
+
+// verifyAssurance checks the bundle's assurance tier: the signature of a
+// signed bundle, and RequireSigned against the lower tiers.
+func (v *BundleVerification) verifyAssurance(b canonical.Value, opts *VerifyOptions) {
 	switch v.Assurance {
 	case "signed":
 		v.verifySignature(b, opts)
@@ -306,7 +356,6 @@ func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error)
 	default:
 		v.add("assurance", false, fmt.Sprintf("unknown assurance tier %q", v.Assurance))
 	}
-	return v.finish(), nil
 }
 
 // attributionWarnings warns about events whose attribution is not bound, or
@@ -361,7 +410,7 @@ func (v *BundleVerification) verifySignature(b canonical.Value, opts *VerifyOpti
 	if att.Kind != canonical.Object {
 		return
 	}
-	v.add("host_identity", verifyAttestation(att, pubB64, v.HostID, member(b, "created_at")), "")
+	v.add("host_identity", VerifyHostIdentity(att, pubB64, v.HostID, member(b, "created_at")), "")
 	for _, a := range member(att, "anchors").Arr {
 		if t := member(a, "type"); t.Kind == canonical.String && t.Str == "did" {
 			v.add("did_anchor", false, "did anchors are not verified by this version; refusing to claim provenance")
@@ -369,9 +418,10 @@ func (v *BundleVerification) verifySignature(b canonical.Value, opts *VerifyOpti
 	}
 }
 
-// verifyAttestation checks a host-identity attestation's self-signature, that
+// VerifyHostIdentity checks a host-identity attestation (the JSON object of a
+// HostIdentity, as decoded by canonical.Parse): its self-signature, that
 // it names pubB64 and hostID, and that at falls in its validity window.
-func verifyAttestation(att canonical.Value, pubB64, hostID string, at canonical.Value) bool {
+func VerifyHostIdentity(att canonical.Value, pubB64, hostID string, at canonical.Value) bool {
 	av := eventView{att}
 	if pk, _ := av.str("public_key"); pk == nil || *pk != pubB64 {
 		return false

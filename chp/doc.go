@@ -5,7 +5,9 @@
 // a third-party verifier) carries no policy engine, schema validator or
 // database with it. The boundary that produces evidence lives in
 // chp/boundary, the protocol's JSON Schemas in chp/schema, its HTTP and
-// JSON-RPC bindings in chp/chphttp and chp/chprpc.
+// JSON-RPC bindings in chp/chphttp and chp/chprpc; the witnessing objects
+// (store heads, chain-witness statements, anchors, SSHSIG) in the equally
+// pure chp/witnessing.
 //
 // Data flow of a check:
 //

@@ -231,7 +231,7 @@ func verifyLink(v *MandateVerification, m *Mandate, opts MandateVerifyOptions) {
 	}
 	v.add("signature", sigOK, "")
 	v.add("principal_identity", m.Principal.identity.Kind == canonical.Object &&
-		verifyAttestation(m.Principal.identity, m.Principal.PublicKey, m.Principal.HostID, stringValue(m.CreatedAt)), "")
+		VerifyHostIdentity(m.Principal.identity, m.Principal.PublicKey, m.Principal.HostID, stringValue(m.CreatedAt)), "")
 	inWindow := !opts.At.Before(m.ValidFrom) && !opts.At.After(m.ValidUntil)
 	v.add("temporal", inWindow, fmt.Sprintf("host time %s, window [%s, %s]",
 		FormatTime(opts.At), FormatTime(m.ValidFrom), FormatTime(m.ValidUntil)))
@@ -354,7 +354,7 @@ func VerifyMandateRevocation(s *MandateRevocation) error {
 		return errors.New("signature does not verify under the principal key")
 	}
 	if s.Principal.identity.Kind != canonical.Object ||
-		!verifyAttestation(s.Principal.identity, s.Principal.PublicKey, s.Principal.HostID, stringValue(s.RevokedAt)) {
+		!VerifyHostIdentity(s.Principal.identity, s.Principal.PublicKey, s.Principal.HostID, stringValue(s.RevokedAt)) {
 		return errors.New("principal attestation does not verify")
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 )
 
 // MandateGrant is what a principal grants when it signs a mandate.
@@ -80,7 +81,7 @@ func signStatement(s map[string]any, keys []string, principalID, attestedFrom st
 	for _, k := range keys {
 		hdr[k] = s[k]
 	}
-	hv, err := canonical.FromGo(hdr)
+	hv, err := govalue.FromGo(hdr)
 	if err != nil {
 		return err
 	}

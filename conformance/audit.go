@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp/schema"
+	"github.com/capmesh/capmesh/conformance/framing"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/wire"
@@ -48,8 +49,8 @@ type Options struct {
 	// with an empty payload to find a success and a failure when the host
 	// has no conformance fixtures. Default 8.
 	CHPInvokeLimit int
-	// Cases are the framing cases to run; nil means Cases().
-	Cases []Case
+	// Cases are the framing cases to run; nil means framing.Cases().
+	Cases []framing.Case
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -89,11 +90,11 @@ func (o *Options) now() time.Time {
 	return o.Now()
 }
 
-func (o *Options) cases() ([]Case, error) {
+func (o *Options) cases() ([]framing.Case, error) {
 	if o != nil && o.Cases != nil {
 		return o.Cases, nil
 	}
-	return Cases()
+	return framing.Cases()
 }
 
 // Audit judges the host at addr against every suite that applies to it.
@@ -267,7 +268,7 @@ func (h *hostAudit) auditWire(ctx context.Context) bool {
 
 // auditIPC runs IPC v3.1: framing on a fresh connection per case, socket
 // hygiene.
-func (h *hostAudit) auditIPC(ctx context.Context, cases []Case) {
+func (h *hostAudit) auditIPC(ctx context.Context, cases []framing.Case) {
 	rep, w := h.rep, h.w
 	if h.addr.Scheme == "unix" || h.addr.Scheme == "tcp" {
 		switch {

@@ -180,3 +180,12 @@ func (r *rpcCHP) verify(ctx context.Context, corr string) (json.RawMessage, erro
 func (r *rpcCHP) export(ctx context.Context, corr string) (json.RawMessage, error) {
 	return r.call(ctx, "chp.export", map[string]string{"correlation_id": corr})
 }
+
+// abbrev shortens a reply for an error message: trimmed, at most 160 bytes.
+func abbrev(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 160 {
+		return s[:160] + "…"
+	}
+	return s
+}

@@ -11,8 +11,9 @@
 //     plus the signed announcement (valid, invalid, absent, forgeable
 //     seed-derived key), transport_security truthfulness and health shapes.
 //   - ipc: the Primal IPC Protocol v3.1 compliance checklist: newline
-//     JSON-RPC 2.0 framing and error codes (data-driven cases, see Cases),
-//     socket location and name, capability-domain symlink and socket mode.
+//     JSON-RPC 2.0 framing and error codes (data-driven cases, package
+//     conformance/framing), socket location and name, capability-domain
+//     symlink and socket mode.
 //   - chp: the nine conformance requirements of CHP v0.1 §11 over the HTTP
 //     binding or capmesh's JSON-RPC binding, with the evidence chain verified
 //     offline from the exported bundle.

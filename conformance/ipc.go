@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capmesh/capmesh/conformance/framing"
 	"github.com/capmesh/capmesh/endpoint"
 )
 
@@ -81,7 +82,7 @@ func expectedSocketDir() string {
 }
 
 // auditFraming plays every case on its own fresh connection.
-func auditFraming(ctx context.Context, addr endpoint.Address, o *Options, cases []Case) []Check {
+func auditFraming(ctx context.Context, addr endpoint.Address, o *Options, cases []framing.Case) []Check {
 	var out []Check
 	for _, c := range cases {
 		ch := Check{Suite: SuiteIPC, ID: c.ID, Requirement: c.Requirement, Source: c.Source}
@@ -99,7 +100,7 @@ func auditFraming(ctx context.Context, addr endpoint.Address, o *Options, cases 
 	return out
 }
 
-func runCase(ctx context.Context, addr endpoint.Address, o *Options, c Case) error {
+func runCase(ctx context.Context, addr endpoint.Address, o *Options, c framing.Case) error {
 	// The host already answered on its first connection, so it is alive: a
 	// slow accept under load is not death, and gets the probe timeout
 	// rather than the discovery connect bound.
@@ -114,7 +115,7 @@ func runCase(ctx context.Context, addr endpoint.Address, o *Options, c Case) err
 }
 
 // skipFraming reports every case as skipped for one reason.
-func skipFraming(cases []Case, reason string) []Check {
+func skipFraming(cases []framing.Case, reason string) []Check {
 	var out []Check
 	for _, c := range cases {
 		out = append(out, Check{Suite: SuiteIPC, ID: c.ID, Requirement: c.Requirement, Source: c.Source, Status: Skip, Reason: reason})

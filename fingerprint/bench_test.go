@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 	"github.com/capmesh/capmesh/internal/interleave"
 )
 
@@ -90,7 +91,7 @@ func BenchmarkHashObject(b *testing.B) {
 	b.Run("fingerprint-from-go", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			v, err := canonical.FromGo(generic)
+			v, err := govalue.FromGo(generic)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -15,8 +15,10 @@
 // strings and numbers) of a pre-hash payload. The *Payload functions build
 // those payloads as trees — for UIs, diffs and `capmesh hash --payload` —
 // and every hash function is the SHA-256 of its payload's khoralabs form:
-// one path, so what `--payload` shows is what was hashed. A toolkit hashes
-// each member once. HashPlainObject encodes a plain JSON tree in one pass
+// one path, so what `--payload` shows is what was hashed. The hash
+// functions build their payload in a pooled tree and reuse its storage
+// once the bytes are hashed; the *Payload functions return trees of their
+// own. A toolkit hashes each member once. HashPlainObject encodes a plain JSON tree in one pass
 // and copies it to resolve markers only when it finds one. Hashes are not
 // cached on the declarations: their fields are exported and mutable, and a
 // stale fingerprint is worse than a slow one.

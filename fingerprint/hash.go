@@ -107,5 +107,7 @@ func hashPayload(kind, name string, p canonical.Value, err error) (string, error
 // hexSum is the lowercase hex SHA-256 of b.
 func hexSum(b []byte) string {
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], sum[:])
+	return string(text[:])
 }

@@ -162,7 +162,7 @@ func (n *normalizer) valueOn(x canonical.Value, path string, anc []canonical.Val
 // InvocationPayload is invocationContextCanonicalPayload: {kind:
 // "invocation", context}.
 func InvocationPayload(context canonical.Value) canonical.Value {
-	return object(member("context", context), member("kind", str("invocation")))
+	return new(tree).object(member("context", context), member("kind", str("invocation")))
 }
 
 // InvocationHash is computeInvocationContextHash: the hash of the payload

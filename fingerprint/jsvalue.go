@@ -225,18 +225,6 @@ func strOrNull(s *string) canonical.Value {
 	return str(*s)
 }
 
-func strArray(ss []string) canonical.Value {
-	v := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, len(ss))}
-	for i, s := range ss {
-		v.Arr[i] = str(s)
-	}
-	return v
-}
-
-func object(ms ...canonical.Member) canonical.Value {
-	return canonical.Value{Kind: canonical.Object, Obj: ms}
-}
-
 func member(k string, v canonical.Value) canonical.Member { return canonical.Member{Key: k, Value: v} }
 
 // hasMarkers reports whether v contains a marker object anywhere (or is

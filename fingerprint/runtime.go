@@ -101,24 +101,31 @@ func (r *Runtime) Hash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return hashPayload("", "", RuntimePayload(refs), nil)
+	return hashTree("", "", func(t *tree) (canonical.Value, error) { return runtimePayload(t, refs), nil })
 }
 
 // RuntimePayload is runtimeCapabilityCanonicalPayload: {kind:"runtime",
 // tools:[{name, hash}]} in the given order.
-func RuntimePayload(refs []ToolRef) canonical.Value {
-	arr := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, len(refs))}
+func RuntimePayload(refs []ToolRef) canonical.Value { return runtimePayload(new(tree), refs) }
+
+func runtimePayload(t *tree, refs []ToolRef) canonical.Value {
+	arr := t.values(len(refs))
 	for i, r := range refs {
-		arr.Arr[i] = object(member("hash", str(r.ToolHash)), member("name", str(r.ToolKey)))
+		arr[i] = t.object(member("hash", str(r.ToolHash)), member("name", str(r.ToolKey)))
 	}
-	return object(member("kind", str("runtime")), member("tools", arr))
+	return t.object(member("kind", str("runtime")), member("tools", canonical.Value{Kind: canonical.Array, Arr: arr}))
 }
 
 // ToolBindingPayload is {kind:"runtime_tool_binding", baseToolHash,
 // runtimeBinding}; binding may hold markers (a function binding drops the
 // key, as JSON.stringify does).
 func ToolBindingPayload(base string, binding canonical.Value) (canonical.Value, error) {
-	ms := []canonical.Member{member("baseToolHash", str(base)), member("kind", str("runtime_tool_binding"))}
+	return toolBindingPayload(new(tree), base, binding)
+}
+
+func toolBindingPayload(t *tree, base string, binding canonical.Value) (canonical.Value, error) {
+	var buf [3]canonical.Member
+	ms := append(buf[:0], member("baseToolHash", str(base)), member("kind", str("runtime_tool_binding")))
 	b, ok, err := plain(binding, 0)
 	if err != nil {
 		return canonical.Value{}, err
@@ -126,11 +133,10 @@ func ToolBindingPayload(base string, binding canonical.Value) (canonical.Value, 
 	if ok {
 		ms = append(ms, member("runtimeBinding", b))
 	}
-	return object(ms...), nil
+	return t.object(ms...), nil
 }
 
 // ToolBindingHash hashes ToolBindingPayload.
 func ToolBindingHash(base string, binding canonical.Value) (string, error) {
-	p, err := ToolBindingPayload(base, binding)
-	return hashPayload("", "", p, err)
+	return hashTree("", "", func(t *tree) (canonical.Value, error) { return toolBindingPayload(t, base, binding) })
 }

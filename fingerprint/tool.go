@@ -35,7 +35,7 @@ func StandardSchema(vendor string, version int) Schema {
 func JSONSchema(v canonical.Value) Schema { return Schema{JSONSchema: &v} }
 
 // hashInput is schemaToHashInput; ok is false when the result is undefined.
-func (s Schema) hashInput() (canonical.Value, bool, error) {
+func (s Schema) hashInput(t *tree) (canonical.Value, bool, error) {
 	if s.JSONSchema != nil {
 		v, ok, err := plain(*s.JSONSchema, 0)
 		if err != nil {
@@ -43,7 +43,8 @@ func (s Schema) hashInput() (canonical.Value, bool, error) {
 		}
 		return v, ok, nil
 	}
-	ms := make([]canonical.Member, 0, 2)
+	var buf [2]canonical.Member
+	ms := buf[:0]
 	if s.Vendor != nil {
 		ms = append(ms, member("vendor", str(*s.Vendor)))
 	}
@@ -56,7 +57,7 @@ func (s Schema) hashInput() (canonical.Value, bool, error) {
 			ms = append(ms, member("version", v))
 		}
 	}
-	return object(ms...), true, nil
+	return t.object(ms...), true, nil
 }
 
 // Policy is a tool or dynamic-toolkit policy as far as hashing is
@@ -95,13 +96,6 @@ func sortedStrings(ss []string) []string {
 	return out
 }
 
-// sortedArray is the JSON array of ss stable-sorted by collation.
-func sortedArray(ss []string) canonical.Value {
-	v := strArray(ss)
-	slices.SortStableFunc(v.Arr, func(a, b canonical.Value) int { return collate.Compare(a.Str, b.Str) })
-	return v
-}
-
 func policyIDs(ps []Policy) []string {
 	ids := make([]string, len(ps))
 	for i, p := range ps {
@@ -114,46 +108,46 @@ func policyIDs(ps []Policy) []string {
 // kind, name, description (null when absent), schema, instruction lines and
 // policy ids sorted by collation, and policyBindings {id, executeBinding}
 // sorted by id only when there are policies.
-func (t *Tool) StaticPayload() (canonical.Value, error) {
-	schema, hasSchema, err := t.InputSchema.hashInput()
+func (t *Tool) StaticPayload() (canonical.Value, error) { return t.payload(new(tree)) }
+
+func (t *Tool) payload(tr *tree) (canonical.Value, error) {
+	schema, hasSchema, err := t.InputSchema.hashInput(tr)
 	if err != nil {
 		return canonical.Value{}, fmt.Errorf("tool %q: %w", t.Name, err)
 	}
 	// One stable sort by id orders both the policy ids and the bindings.
-	ps := slices.SortedStableFunc(slices.Values(t.Policies), func(a, b Policy) int { return collate.Compare(a.ID, b.ID) })
-	ids := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, len(ps))}
+	var pbuf [8]Policy
+	ps := append(pbuf[:0], t.Policies...)
+	slices.SortStableFunc(ps, func(a, b Policy) int { return collate.Compare(a.ID, b.ID) })
+	ids := tr.values(len(ps))
 	for i, p := range ps {
-		ids.Arr[i] = str(p.ID)
+		ids[i] = str(p.ID)
 	}
-	ms := make([]canonical.Member, 0, 7)
-	ms = append(ms,
+	ms := append(tr.members(7),
 		member("description", strOrNull(t.Description)),
-		member("instructions", sortedArray(t.Instructions)),
+		member("instructions", tr.sortedStrings(t.Instructions)),
 		member("kind", str("tool")),
 		member("name", str(t.Name)),
-		member("policies", ids))
+		member("policies", canonical.Value{Kind: canonical.Array, Arr: ids}))
 	if len(ps) > 0 {
-		arr := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, len(ps))}
+		bindings := tr.values(len(ps))
 		for i, p := range ps {
 			eb := "live"
 			if p.ExecuteBinding != nil {
 				eb = *p.ExecuteBinding
 			}
-			arr.Arr[i] = object(member("executeBinding", str(eb)), member("id", str(p.ID)))
+			bindings[i] = tr.object(member("executeBinding", str(eb)), member("id", str(p.ID)))
 		}
-		ms = append(ms, member("policyBindings", arr))
+		ms = append(ms, member("policyBindings", canonical.Value{Kind: canonical.Array, Arr: bindings}))
 	}
 	if hasSchema {
 		ms = append(ms, member("schema", schema))
 	}
-	return object(ms...), nil
+	return canonical.Value{Kind: canonical.Object, Obj: ms}, nil
 }
 
 // StaticHash is computeStaticHash().
-func (t *Tool) StaticHash() (string, error) {
-	p, err := t.StaticPayload()
-	return hashPayload("tool", t.Name, p, err)
-}
+func (t *Tool) StaticHash() (string, error) { return hashTree("tool", t.Name, t.payload) }
 
 func (*Tool) composable() {}
 
@@ -188,41 +182,39 @@ type ToolSpec struct {
 // split on "\n\n" (so empty lines vanish and lines containing "\n\n" are
 // split), policy ids are not re-sorted, and there is never a
 // policyBindings field.
-func (s *ToolSpec) Payload() (canonical.Value, error) {
+func (s *ToolSpec) Payload() (canonical.Value, error) { return s.payload(new(tree)) }
+
+func (s *ToolSpec) payload(t *tree) (canonical.Value, error) {
 	var lines []string
 	if s.Instructions != "" {
 		lines = strings.Split(s.Instructions, "\n\n")
 	}
-	ids := s.PolicyIDs
-	if ids == nil {
-		ids = []string{}
-	}
-	return specPayload(s.Name, strOrNull(s.Description), s.InputSchema, sortedStrings(lines), ids)
+	return specPayload(t, s.Name, strOrNull(s.Description), s.InputSchema, t.sortedStrings(lines), t.strings(s.PolicyIDs))
 }
 
-func specPayload(name string, desc canonical.Value, schema Schema, lines, ids []string) (canonical.Value, error) {
-	sv, hasSchema, err := schema.hashInput()
+// specPayload is the payload of an evaluated or wire spec; lines and ids
+// are string arrays, already in the order they are hashed in.
+func specPayload(t *tree, name string, desc canonical.Value, schema Schema, lines, ids canonical.Value) (canonical.Value, error) {
+	sv, hasSchema, err := schema.hashInput(t)
 	if err != nil {
 		return canonical.Value{}, fmt.Errorf("tool %q: %w", name, err)
 	}
-	ms := []canonical.Member{
+	var buf [6]canonical.Member
+	ms := append(buf[:0],
 		member("description", desc),
-		member("instructions", strArray(lines)),
+		member("instructions", lines),
 		member("kind", str("tool")),
 		member("name", str(name)),
-		member("policies", strArray(ids)),
-	}
+		member("policies", ids),
+	)
 	if hasSchema {
 		ms = append(ms, member("schema", sv))
 	}
-	return object(ms...), nil
+	return t.object(ms...), nil
 }
 
 // Hash is hashToolSpecStatic.
-func (s *ToolSpec) Hash() (string, error) {
-	p, err := s.Payload()
-	return hashPayload("tool", s.Name, p, err)
-}
+func (s *ToolSpec) Hash() (string, error) { return hashTree("tool", s.Name, s.payload) }
 
 // ToolSpecWire is the wire form of a ToolSpec (toolSpecToWire): the
 // description defaults to "", the schema is already its hash input, and
@@ -247,7 +239,9 @@ func (s *ToolSpec) Wire() ToolSpecWire {
 // Payload is toolCapabilityPayloadFromWire: like ToolSpec.Payload, except
 // that an empty description hashes as null (so a static description "" and
 // its wire round trip hash differently) and policy ids are sorted again.
-func (w ToolSpecWire) Payload() (canonical.Value, error) {
+func (w ToolSpecWire) Payload() (canonical.Value, error) { return w.payload(new(tree)) }
+
+func (w ToolSpecWire) payload(t *tree) (canonical.Value, error) {
 	desc := null
 	if w.Description != "" {
 		desc = str(w.Description)
@@ -256,11 +250,8 @@ func (w ToolSpecWire) Payload() (canonical.Value, error) {
 	if w.Instructions != "" {
 		lines = strings.Split(w.Instructions, "\n\n")
 	}
-	return specPayload(w.Name, desc, w.InputSchema, sortedStrings(lines), sortedStrings(w.PolicyIDs))
+	return specPayload(t, w.Name, desc, w.InputSchema, t.sortedStrings(lines), t.sortedStrings(w.PolicyIDs))
 }
 
 // Hash hashes the wire payload.
-func (w ToolSpecWire) Hash() (string, error) {
-	p, err := w.Payload()
-	return hashPayload("tool", w.Name, p, err)
-}
+func (w ToolSpecWire) Hash() (string, error) { return hashTree("tool", w.Name, w.payload) }

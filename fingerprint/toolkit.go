@@ -2,11 +2,9 @@ package fingerprint
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/capmesh/capmesh/canonical"
-	"github.com/capmesh/capmesh/canonical/collate"
 )
 
 // Composable is anything an agent is built from: a *Tool, a *Toolkit or a
@@ -30,45 +28,43 @@ type Toolkit struct {
 // ComposableName returns the toolkit's name.
 func (k *Toolkit) ComposableName() string { return k.Name }
 
-func instructionsOrNull(ss []string) canonical.Value {
+func instructionsOrNull(t *tree, ss []string) canonical.Value {
 	if ss == nil {
 		return null
 	}
-	return strArray(ss)
+	return t.strings(ss)
 }
 
 // StaticPayload is the toolkit's pre-hash object: kind, name, instructions
 // (null when absent) and members {name, hash} stable-sorted by name, each
 // hash the member's own static hash.
-func (k *Toolkit) StaticPayload() (canonical.Value, error) {
-	type ref struct{ name, hash string }
-	refs := make([]ref, len(k.Members))
+func (k *Toolkit) StaticPayload() (canonical.Value, error) { return k.payload(new(tree)) }
+
+func (k *Toolkit) payload(t *tree) (canonical.Value, error) {
+	names := make([]string, len(k.Members))
+	hashes := make([]string, len(k.Members))
 	for i, m := range k.Members {
 		h, err := m.StaticHash()
 		if err != nil {
 			return canonical.Value{}, fmt.Errorf("toolkit %q: %w", k.Name, err)
 		}
-		refs[i] = ref{m.ComposableName(), h}
+		names[i], hashes[i] = m.ComposableName(), h
 	}
-	slices.SortStableFunc(refs, func(a, b ref) int { return collate.Compare(a.name, b.name) })
-	arr := canonical.Value{Kind: canonical.Array, Arr: make([]canonical.Value, len(refs))}
-	for i, r := range refs {
-		arr.Arr[i] = object(member("hash", str(r.hash)), member("name", str(r.name)))
+	arr := t.values(len(names))
+	for j, i := range t.collationOrder(names) {
+		arr[j] = t.object(member("hash", str(hashes[i])), member("name", str(names[i])))
 	}
-	return object(
-		member("instructions", instructionsOrNull(k.Instructions)),
+	return t.object(
+		member("instructions", instructionsOrNull(t, k.Instructions)),
 		member("kind", str("toolkit")),
-		member("members", arr),
+		member("members", canonical.Value{Kind: canonical.Array, Arr: arr}),
 		member("name", str(k.Name)),
 	), nil
 }
 
 // StaticHash is the toolkit's computeStaticHash(). Each member is hashed
 // once.
-func (k *Toolkit) StaticHash() (string, error) {
-	p, err := k.StaticPayload()
-	return hashPayload("toolkit", k.Name, p, err)
-}
+func (k *Toolkit) StaticHash() (string, error) { return hashTree("toolkit", k.Name, k.payload) }
 
 func (*Toolkit) composable() {}
 
@@ -88,19 +84,20 @@ func (k *DynamicToolkit) ComposableName() string { return k.Name }
 
 // StaticPayload is {kind:"dynamicToolkit", name, instructions, policies}
 // with policy ids sorted by collation and no policyBindings.
-func (k *DynamicToolkit) StaticPayload() (canonical.Value, error) {
-	return object(
-		member("instructions", instructionsOrNull(k.Instructions)),
+func (k *DynamicToolkit) StaticPayload() (canonical.Value, error) { return k.payload(new(tree)) }
+
+func (k *DynamicToolkit) payload(t *tree) (canonical.Value, error) {
+	return t.object(
+		member("instructions", instructionsOrNull(t, k.Instructions)),
 		member("kind", str("dynamicToolkit")),
 		member("name", str(k.Name)),
-		member("policies", strArray(sortedStrings(policyIDs(k.Policies)))),
+		member("policies", t.sortedStrings(policyIDs(k.Policies))),
 	), nil
 }
 
 // StaticHash is the dynamic toolkit's computeStaticHash().
 func (k *DynamicToolkit) StaticHash() (string, error) {
-	p, err := k.StaticPayload()
-	return hashPayload("dynamic toolkit", k.Name, p, err)
+	return hashTree("dynamic toolkit", k.Name, k.payload)
 }
 
 func (*DynamicToolkit) composable() {}
@@ -148,7 +145,9 @@ type RegisteredAgent struct {
 
 // StaticPayload is {rootComposableHash, agentInstructions}; the agent id,
 // name and context are not hashed.
-func (a *RegisteredAgent) StaticPayload() (canonical.Value, error) {
+func (a *RegisteredAgent) StaticPayload() (canonical.Value, error) { return a.payload(new(tree)) }
+
+func (a *RegisteredAgent) payload(t *tree) (canonical.Value, error) {
 	if a.Root == nil {
 		return canonical.Value{}, fmt.Errorf("agent %q: no root composable", a.AgentID)
 	}
@@ -162,13 +161,12 @@ func (a *RegisteredAgent) StaticPayload() (canonical.Value, error) {
 			lines = append(lines, s)
 		}
 	}
-	return object(member("agentInstructions", strArray(lines)), member("rootComposableHash", str(h))), nil
+	return t.object(member("agentInstructions", t.strings(lines)), member("rootComposableHash", str(h))), nil
 }
 
 // StaticHash is the registered agent's staticHash.
 func (a *RegisteredAgent) StaticHash() (string, error) {
-	p, err := a.StaticPayload()
-	return hashPayload("agent", a.AgentID, p, err)
+	return hashTree("agent", a.AgentID, a.payload)
 }
 
 // JSTrim is String.prototype.trim: it removes WhiteSpace and

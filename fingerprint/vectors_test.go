@@ -230,7 +230,7 @@ func TestReferenceVectors(t *testing.T) {
 					agent.Obj = deleteKey(append([]canonical.Member(nil), agent.Obj...), "rootComposable", 0)
 					agent.Obj = append(agent.Obj, member("rootComposable", resolve(byID, mustGet(resolve(byID, mustGet(in, "agent")), "rootComposable"))))
 				}
-				doc := object(member("agent", agent))
+				doc := new(tree).object(member("agent", agent))
 				if ic, ok := get(in, "invocationContext"); ok {
 					doc.Obj = append(doc.Obj, member("invocationContext", ic))
 				}
@@ -251,7 +251,7 @@ func TestReferenceVectors(t *testing.T) {
 						}
 					}
 					bp, _ := ToolBindingPayload(mustGet(exp, "memorySearchStaticHash").Str, mustGet(mustGet(in, "augmentsA"), "memory_search"))
-					checkCanonical(t, bp, object(member("canonical", mustGet(exp, "bindingCanonicalA"))))
+					checkCanonical(t, bp, new(tree).object(member("canonical", mustGet(exp, "bindingCanonicalA"))))
 					return
 				}
 				li, err := DecodeLinkInput(doc)

@@ -20,7 +20,12 @@ import (
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
+	"github.com/capmesh/capmesh/chp/boundary/internal/semver"
+	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -62,9 +67,9 @@ type Config struct {
 	// identity document carries the key. Nil = hash-chain tier.
 	Key ed25519.PrivateKey
 	// Policy is applied at gate 6 (nil = none).
-	Policy *PolicyConfig
+	Policy *governance.PolicyConfig
 	// Safety is consulted at gate 10 (nil = no safety gate).
-	Safety SafetyEvaluator
+	Safety governance.SafetyEvaluator
 	// StrictOutputSchema denies results that violate output_schema instead
 	// of recording a warning (gate 12).
 	StrictOutputSchema bool
@@ -137,11 +142,18 @@ type Boundary struct {
 	results  *replaycache.Cache
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
-	subjects subjectCache
-	mandates mandateState // gate 5: revocations held, uses counted
-	streams  streamCache  // recorded chunks of streamed invocations
-	wit      witnessState // head.go, witness.go
+	subjects evjson.SubjectCache
+	mandates *mandates.State // gate 5: revocations held, uses counted
+	streams  streamCache     // recorded chunks of streamed invocations
+
+	// The evidence log's read side — Replay, Verify, Export, the store
+	// heads, the Merkle log and its proofs, witness statements and
+	// anchors — is package evlog's, its methods promoted to the Boundary.
+	*evidenceLog
 }
+
+// evidenceLog names the embedded evlog.Log without exporting the field.
+type evidenceLog = evlog.Log
 
 type registered struct {
 	desc     chp.CapabilityDescriptor
@@ -151,7 +163,7 @@ type registered struct {
 	enabled  atomic.Bool
 	input    *schema.Payload
 	output   *schema.Payload
-	checkers []invariantCheck
+	checkers []governance.Invariant
 }
 
 // New validates cfg and returns a Boundary.
@@ -194,7 +206,7 @@ func New(cfg Config) (*Boundary, error) {
 	}
 	if cfg.Policy != nil {
 		p := *cfg.Policy
-		if err := p.compile(); err != nil {
+		if err := p.Compile(); err != nil {
 			return nil, fmt.Errorf("boundary: %w", err)
 		}
 		cfg.Policy = &p
@@ -208,8 +220,9 @@ func New(cfg Config) (*Boundary, error) {
 		started: chp.FormatTime(cfg.Now()),
 		hostStr: canonical.AppendChpStableString(nil, cfg.HostID),
 	}
+	b.evidenceLog = evlog.New(evlog.Config{HostID: cfg.HostID, Key: cfg.Key, Store: cfg.Store, Now: cfg.Now,
+		MaxReplayLimit: cfg.MaxReplayLimit, HeldRevocations: b.RevocationIDs})
 	b.caps.Store(&map[string][]*registered{})
-	b.subjects.m = make(map[string]subjectInfo)
 	if rs, ok := cfg.Store.(evidence.ResultStore); ok {
 		b.rstore = rs
 		n, err := b.results.Load(context.Background(), rs)
@@ -220,16 +233,12 @@ func New(cfg Config) (*Boundary, error) {
 			b.log.Debug("idempotent-replay cache refilled from the evidence store", "results", n, "store", cfg.Store.Name())
 		}
 	}
-	if cfg.RevocationsFile != "" {
-		if err := b.loadRevocations(cfg.RevocationsFile); err != nil {
-			return nil, fmt.Errorf("boundary: loading mandate revocations: %w", err)
-		}
+	ms, err := mandates.Open(mandates.Config{RevocationsFile: cfg.RevocationsFile, UsesFile: cfg.MandateUsesFile,
+		Now: cfg.Now(), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("boundary: %w", err)
 	}
-	if cfg.MandateUsesFile != "" {
-		if err := b.loadUses(cfg.MandateUsesFile, cfg.Now()); err != nil {
-			return nil, fmt.Errorf("boundary: loading mandate uses: %w", err)
-		}
-	}
+	b.mandates = ms
 	if cfg.Key != nil {
 		pub := cfg.Key.Public().(ed25519.PublicKey)
 		b.keyID = chp.KeyID(pub)
@@ -279,7 +288,7 @@ func (b *Boundary) Register(c Capability) error {
 		d.Idempotency = "optional"
 	}
 	if d.Risk != "" {
-		if _, ok := riskOrder[d.Risk]; !ok {
+		if !governance.ValidRisk(d.Risk) {
 			return fmt.Errorf("boundary: capability %s: risk %q: want low, medium, high or critical", d.URI(), d.Risk)
 		}
 	}
@@ -323,7 +332,7 @@ func (b *Boundary) Register(c Capability) error {
 		if inv.Enforcement != "host" {
 			continue
 		}
-		chk, err := compileInvariant(inv)
+		chk, err := governance.CompileInvariant(inv)
 		if err != nil {
 			return fmt.Errorf("boundary: capability %s: invariant %q: %w", d.URI(), inv.ID, err)
 		}
@@ -521,22 +530,22 @@ func (b *Boundary) resolve(id string, version, rng *string) (*registered, *chp.D
 // version, when one is named too). An invalid range, or none satisfying it,
 // is capability_version_unsupported.
 func (b *Boundary) resolveRange(id string, list []*registered, version *string, rng string) (*registered, *chp.DenialReason) {
-	r, err := parseRange(rng)
+	r, err := semver.ParseRange(rng)
 	if err != nil {
 		return nil, b.denial(chp.CodeCapabilityVersionUnsupported, fmt.Sprintf("requested_capability_version %q is not a valid semver range: %v", rng, err),
 			map[string]any{"requested": rng, "available": versions(list)})
 	}
 	var best *registered
-	var bestV semver
+	var bestV semver.Version
 	for _, c := range list {
 		if version != nil && *version != "" && c.desc.Version != *version {
 			continue
 		}
-		v, err := parseSemver(c.desc.Version)
-		if err != nil || !r.satisfiedBy(v) {
+		v, err := semver.Parse(c.desc.Version)
+		if err != nil || !r.SatisfiedBy(v) {
 			continue
 		}
-		if best == nil || v.compare(bestV) > 0 {
+		if best == nil || v.Compare(bestV) > 0 {
 			best, bestV = c, v
 		}
 	}

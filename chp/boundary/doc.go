@@ -1,10 +1,13 @@
 // Package boundary is the Capability Host Protocol boundary: every
 // invocation of a capability passes through its gate pipeline, leaves
 // hash-chained evidence in an evidence.Store, and is durable before the
-// result is returned. It holds the pipeline, host policy and safety, CEL
-// invariants, payload schemas (through chp/schema), the evidence sealer and
-// the idempotent-replay cache; the protocol objects and hashing it uses are
-// package chp's, and its transports are chp/chphttp and chp/chprpc.
+// result is returned. It holds the pipeline, payload schemas (through
+// chp/schema), the evidence sealer and the idempotent-replay cache; the
+// rules of gates 6, 7 and 10 (policy, CEL invariants, safety) are package
+// governance's, the mandate bookkeeping of gate 5 package mandates', and
+// the evidence log's read side package evlog's. The protocol objects and
+// hashing it uses are package chp's, and its transports are chp/chphttp
+// and chp/chprpc.
 //
 // Data flow of one call:
 //
@@ -27,17 +30,20 @@
 // Gate 5 (mandates.go) verifies a presented mandate with chp.VerifyMandate,
 // counts max_invocations and rebinds the subject to the delegate; the
 // mandate revocations it honours arrive through AcceptRevocation and live
-// in memory or a sidecar file (revocations.go), never in the evidence store.
+// in memory or a sidecar file (package mandates), never in the evidence
+// store.
 //
 // Streaming (stream.go): InvokeStream runs the same pipeline with a
 // ChunkSink; a capability's StreamHandler sends chunk deltas, which are
 // digested (chp-chunk-seq-v1) into execution_completed and recorded for
 // replay and Last-Event-ID resume.
 //
-// Proof: Replay reads a correlation in sequence order, Verify recomputes its
-// chain (chp.VerifyChain), Export builds a bundle — signed with the host key
-// when configured — that chp.VerifyBundle and the upstream verifiers check
-// offline.
+// Proof (package evlog, embedded in the Boundary): Replay reads a
+// correlation in sequence order, Verify recomputes its chain
+// (chp.VerifyChain), Export builds a bundle — signed with the host key when
+// configured — that chp.VerifyBundle and the upstream verifiers check
+// offline; the store heads, the Merkle event log's proofs and received
+// witness statements and anchors live there too.
 //
 // A host embeds it in a few lines:
 //

@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
+	"github.com/capmesh/capmesh/chp/witnessing"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/capmesh/capmesh/evidence/sqlite"
@@ -43,7 +46,7 @@ func echo(t *testing.T, b *Boundary, corr string) {
 	}
 }
 
-func head(t *testing.T, b *Boundary, scheme string) *chp.StoreHead {
+func head(t *testing.T, b *Boundary, scheme string) *witnessing.StoreHead {
 	t.Helper()
 	h, err := b.Head(context.Background(), scheme)
 	if err != nil {
@@ -55,7 +58,7 @@ func head(t *testing.T, b *Boundary, scheme string) *chp.StoreHead {
 func witness(t *testing.T, host string, seq uint64, sh, rev string) []byte {
 	t.Helper()
 	_, key, _ := ed25519.GenerateKey(nil)
-	raw, err := chp.NewChainWitness(host, seq, sh, rev, "w", key, witnessedAt)
+	raw, err := witnessing.NewChainWitness(host, seq, sh, rev, "w", key, witnessedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +74,14 @@ func (f fixedRevocations) RevocationIDs(context.Context) ([]string, error) { ret
 func TestAcceptWitnessRefusals(t *testing.T) {
 	ctx := context.Background()
 	b := fixtureBoundary(t, evidence.NewMemory())
+	side := new(evlog.MemoryWitnessStore)
+	b.SetWitnessStore(side)
 	echo(t, b, "c1")
 	old := head(t, b, "")
 	echo(t, b, "c2")
 	echo(t, b, "c0")
-	cur, cur2 := head(t, b, ""), head(t, b, chp.StoreHeadV2)
-	if cur.Sequence <= old.Sequence || cur.RevocationHead != chp.EmptyRevocationHead {
+	cur, cur2 := head(t, b, ""), head(t, b, witnessing.StoreHeadV2)
+	if cur.Sequence <= old.Sequence || cur.RevocationHead != witnessing.EmptyRevocationHead {
 		t.Fatalf("heads: %+v %+v", old, cur)
 	}
 	if h, err := b.HeadAt(ctx, "", old.Sequence); err != nil || h.StoreHead != old.StoreHead || h.Sequence != old.Sequence {
@@ -87,13 +92,13 @@ func TestAcceptWitnessRefusals(t *testing.T) {
 		raw  []byte
 		want error
 	}{
-		"bad signature":         {[]byte(tampered), chp.ErrInvalidWitness},
-		"not json":              {[]byte(`{"kind":`), chp.ErrInvalidWitness},
-		"another host":          {witness(t, "other", cur.Sequence, cur.StoreHead, ""), chp.ErrInvalidWitness},
-		"wrong head":            {witness(t, "test-host", cur.Sequence, strings.Repeat("0", 64), ""), ErrHeadMismatch},
-		"current head, old seq": {witness(t, "test-host", old.Sequence, cur.StoreHead, ""), ErrHeadMismatch},
-		"past the log":          {witness(t, "test-host", cur.Sequence+1, cur.StoreHead, ""), ErrHeadMismatch},
-		"wrong revocation head": {witness(t, "test-host", cur.Sequence, cur.StoreHead, strings.Repeat("a", 64)), ErrRevocationHeadMismatch},
+		"bad signature":         {[]byte(tampered), witnessing.ErrInvalidWitness},
+		"not json":              {[]byte(`{"kind":`), witnessing.ErrInvalidWitness},
+		"another host":          {witness(t, "other", cur.Sequence, cur.StoreHead, ""), witnessing.ErrInvalidWitness},
+		"wrong head":            {witness(t, "test-host", cur.Sequence, strings.Repeat("0", 64), ""), evlog.ErrHeadMismatch},
+		"current head, old seq": {witness(t, "test-host", old.Sequence, cur.StoreHead, ""), evlog.ErrHeadMismatch},
+		"past the log":          {witness(t, "test-host", cur.Sequence+1, cur.StoreHead, ""), evlog.ErrHeadMismatch},
+		"wrong revocation head": {witness(t, "test-host", cur.Sequence, cur.StoreHead, strings.Repeat("a", 64)), evlog.ErrRevocationHeadMismatch},
 	} {
 		if _, err := b.AcceptWitness(ctx, tc.raw); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", name, err, tc.want)
@@ -106,7 +111,7 @@ func TestAcceptWitnessRefusals(t *testing.T) {
 		"v1":         witness(t, "test-host", cur.Sequence, cur.StoreHead, ""),
 		"v2":         witness(t, "test-host", cur2.Sequence, cur2.StoreHead, ""),
 		"old head":   witness(t, "test-host", old.Sequence, old.StoreHead, ""),
-		"revocation": witness(t, "test-host", cur.Sequence, cur.StoreHead, chp.EmptyRevocationHead),
+		"revocation": witness(t, "test-host", cur.Sequence, cur.StoreHead, witnessing.EmptyRevocationHead),
 	} {
 		if _, err := b.AcceptWitness(ctx, raw); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -119,16 +124,16 @@ func TestAcceptWitnessRefusals(t *testing.T) {
 	// A host holding revocations: the empty-set head no longer matches.
 	ids := fixedRevocations{"k\x00abc"}
 	b.SetRevocationSource(ids)
-	if h := head(t, b, ""); h.RevocationHead != chp.RevocationHead(ids) {
+	if h := head(t, b, ""); h.RevocationHead != witnessing.RevocationHead(ids) {
 		t.Fatalf("revocation head %s", h.RevocationHead)
 	}
-	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", cur.Sequence, cur.StoreHead, chp.EmptyRevocationHead)); !errors.Is(err, ErrRevocationHeadMismatch) {
+	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", cur.Sequence, cur.StoreHead, witnessing.EmptyRevocationHead)); !errors.Is(err, evlog.ErrRevocationHeadMismatch) {
 		t.Fatalf("stale revocation head: %v", err)
 	}
-	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", cur.Sequence, cur.StoreHead, chp.RevocationHead(ids))); err != nil {
+	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", cur.Sequence, cur.StoreHead, witnessing.RevocationHead(ids))); err != nil {
 		t.Fatal(err)
 	}
-	rs, _ := b.sidecar().Receipts(ctx)
+	rs, _ := side.Receipts(ctx)
 	last := rs[len(rs)-1]
 	if len(last.Leaves) != 3 || len(last.Revocations) != 1 {
 		t.Fatalf("receipt snapshot: %+v", last)
@@ -137,16 +142,16 @@ func TestAcceptWitnessRefusals(t *testing.T) {
 
 func anchor(t *testing.T, key ed25519.PrivateKey, host string, seq uint64, sh string) []byte {
 	t.Helper()
-	msg, err := chp.StoreHeadAnchorMessage(host, seq, sh, witnessedAt)
+	msg, err := witnessing.StoreHeadAnchorMessage(host, seq, sh, witnessedAt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, err := chp.SignSSHSIG(key, msg, chp.AnchorNamespace)
+	sig, err := witnessing.SignSSHSIG(key, msg, witnessing.AnchorNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(chp.StoreHeadAnchor{Kind: chp.KindStoreHeadAnchor, HostID: host, Sequence: seq, StoreHead: sh,
-		AnchoredAt: witnessedAt, Anchor: chp.AnchorBlock{Type: "did", DID: chp.DIDKey(key.Public().(ed25519.PublicKey)), Countersignature: sig}})
+	raw, _ := json.Marshal(witnessing.StoreHeadAnchor{Kind: witnessing.KindStoreHeadAnchor, HostID: host, Sequence: seq, StoreHead: sh,
+		AnchoredAt: witnessedAt, Anchor: witnessing.AnchorBlock{Type: "did", DID: witnessing.DIDKey(key.Public().(ed25519.PublicKey)), Countersignature: sig}})
 	return raw
 }
 
@@ -161,9 +166,9 @@ func TestAcceptAnchorTampered(t *testing.T) {
 	_, key, _ := ed25519.GenerateKey(nil)
 	_, other, _ := ed25519.GenerateKey(nil)
 	good := anchor(t, key, "test-host", h.Sequence, h.StoreHead)
-	var a chp.StoreHeadAnchor
+	var a witnessing.StoreHeadAnchor
 	_ = json.Unmarshal(good, &a)
-	a.Anchor.DID = chp.DIDKey(other.Public().(ed25519.PublicKey))
+	a.Anchor.DID = witnessing.DIDKey(other.Public().(ed25519.PublicKey))
 	otherDID, _ := json.Marshal(a)
 	sigAt := strings.Index(string(good), "SIGNATURE-----\\n") + len("SIGNATURE-----\\n") + 60
 	flipped := []byte(string(good[:sigAt]) + string(rune(good[sigAt]^1)) + string(good[sigAt+1:]))
@@ -171,10 +176,10 @@ func TestAcceptAnchorTampered(t *testing.T) {
 		raw  []byte
 		want error
 	}{
-		"tampered countersignature": {flipped, chp.ErrInvalidWitness},
-		"another did":               {otherDID, chp.ErrInvalidWitness},
-		"another host":              {anchor(t, key, "other", h.Sequence, h.StoreHead), chp.ErrInvalidWitness},
-		"wrong head":                {anchor(t, key, "test-host", h.Sequence, strings.Repeat("1", 64)), ErrHeadMismatch},
+		"tampered countersignature": {flipped, witnessing.ErrInvalidWitness},
+		"another did":               {otherDID, witnessing.ErrInvalidWitness},
+		"another host":              {anchor(t, key, "other", h.Sequence, h.StoreHead), witnessing.ErrInvalidWitness},
+		"wrong head":                {anchor(t, key, "test-host", h.Sequence, strings.Repeat("1", 64)), evlog.ErrHeadMismatch},
 	} {
 		if _, err := b.AcceptAnchor(ctx, tc.raw); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", name, err, tc.want)
@@ -190,7 +195,7 @@ func TestAcceptAnchorTampered(t *testing.T) {
 	if len(as) != 1 {
 		t.Fatalf("%d anchors", len(as))
 	}
-	if _, err := chp.ParseStoreHeadAnchor(as[0]); err != nil {
+	if _, err := witnessing.ParseStoreHeadAnchor(as[0]); err != nil {
 		t.Fatalf("served anchor does not verify: %v", err)
 	}
 }
@@ -217,7 +222,7 @@ func testHeadsAcrossRestart(t *testing.T, open func(string) (evidence.Store, err
 			t.Fatal(err)
 		}
 		b := signedFixture(t, st, key)
-		ws, err := OpenFileWitnessStore(filepath.Join(dir, "wit"))
+		ws, err := evlog.OpenFileWitnessStore(filepath.Join(dir, "wit"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +233,7 @@ func testHeadsAcrossRestart(t *testing.T, open func(string) (evidence.Store, err
 	for i := range 5 {
 		echo(t, b, fmt.Sprintf("c%d", i%3))
 	}
-	v1, v2 := head(t, b, ""), head(t, b, chp.StoreHeadV2)
+	v1, v2 := head(t, b, ""), head(t, b, witnessing.StoreHeadV2)
 	lh, err := b.LogHead(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +251,7 @@ func testHeadsAcrossRestart(t *testing.T, open func(string) (evidence.Store, err
 	if h, err := b.HeadAt(ctx, "", v1.Sequence); err != nil || h.StoreHead != v1.StoreHead {
 		t.Fatalf("v1 after restart: %v %+v vs %+v", err, h, v1)
 	}
-	if h, err := b.HeadAt(ctx, chp.StoreHeadV2, v2.Sequence); err != nil || h.StoreHead != v2.StoreHead {
+	if h, err := b.HeadAt(ctx, witnessing.StoreHeadV2, v2.Sequence); err != nil || h.StoreHead != v2.StoreHead {
 		t.Fatalf("v2 after restart: %v", err)
 	}
 	lh2, err := b.LogHead(ctx, lh.TreeSize)
@@ -304,10 +309,10 @@ func TestLogProofs(t *testing.T) {
 			}
 		}
 	}
-	if _, err := b.LogInclusion(ctx, n+1, 0); !errors.Is(err, ErrBadSequence) {
+	if _, err := b.LogInclusion(ctx, n+1, 0); !errors.Is(err, evlog.ErrBadSequence) {
 		t.Fatalf("past the log: %v", err)
 	}
-	if _, err := fixtureBoundary(t, evidence.NewMemory()).LogHead(ctx, 0); !errors.Is(err, ErrUnsigned) {
+	if _, err := fixtureBoundary(t, evidence.NewMemory()).LogHead(ctx, 0); !errors.Is(err, evlog.ErrUnsigned) {
 		t.Fatalf("unsigned host: %v", err)
 	}
 }
@@ -318,6 +323,8 @@ func TestLogProofs(t *testing.T) {
 func TestWitnessedRevocationHead(t *testing.T) {
 	ctx := context.Background()
 	b := fixtureBoundary(t, evidence.NewMemory())
+	side := new(evlog.MemoryWitnessStore)
+	b.SetWitnessStore(side)
 	echo(t, b, "c1")
 	before := head(t, b, "")
 	raw, err := os.ReadFile(specdata.Path("chp/vectors/mandate-revocation.json"))
@@ -328,17 +335,68 @@ func TestWitnessedRevocationHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := head(t, b, "")
-	if before.RevocationHead != chp.EmptyRevocationHead || after.RevocationHead != b.RevocationHead() || after.RevocationHead == before.RevocationHead {
+	if before.RevocationHead != witnessing.EmptyRevocationHead || after.RevocationHead != b.RevocationHead() || after.RevocationHead == before.RevocationHead {
 		t.Fatalf("revocation heads: before %s, after %s, held %s", before.RevocationHead, after.RevocationHead, b.RevocationHead())
 	}
-	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", after.Sequence, after.StoreHead, chp.EmptyRevocationHead)); !errors.Is(err, ErrRevocationHeadMismatch) {
+	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", after.Sequence, after.StoreHead, witnessing.EmptyRevocationHead)); !errors.Is(err, evlog.ErrRevocationHeadMismatch) {
 		t.Fatalf("a witness of the dropped set: %v", err)
 	}
 	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", after.Sequence, after.StoreHead, after.RevocationHead)); err != nil {
 		t.Fatal(err)
 	}
-	rs, _ := b.sidecar().Receipts(ctx)
+	rs, _ := side.Receipts(ctx)
 	if len(rs) != 1 || len(rs[0].Revocations) != 1 {
 		t.Fatalf("the receipt does not snapshot the held set: %+v", rs)
 	}
+}
+
+// TestLogWhileInvoking: heads and proofs taken while other goroutines
+// invoke verify against their own signed heads (run under -race).
+func TestLogWhileInvoking(t *testing.T) {
+	ctx := context.Background()
+	_, key, _ := ed25519.GenerateKey(nil)
+	pub, _ := identity.ParsePublicKey(key.Public().(ed25519.PublicKey))
+	b := signedFixture(t, evidence.NewMemory(), key)
+	echo(t, b, "seed")
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				res, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: "conformance.echo",
+					Payload:     json.RawMessage(`{"value":"x"}`),
+					Correlation: chp.CorrelationContext{CorrelationID: fmt.Sprintf("w%d-%d", w, i%4)}})
+				if err != nil || !res.Success {
+					t.Errorf("invoke: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	var held merkle.SignedTreeHead
+	for range 30 {
+		h, err := b.LogHead(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.LogConsistency(ctx, held.TreeSize, h.TreeSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held.TreeSize > 0 {
+			if err := merkle.VerifyConsistency(pub, held, c.Second, c.Proof); err != nil {
+				t.Fatalf("%d → %d: %v", held.TreeSize, h.TreeSize, err)
+			}
+		}
+		p, err := b.LogInclusion(ctx, 1, h.TreeSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := merkle.VerifyInclusion(pub, p.Head, merkle.LeafHash(p.Event), p.Proof); err != nil {
+			t.Fatal(err)
+		}
+		held = h
+	}
+	wg.Wait()
 }

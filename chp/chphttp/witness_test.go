@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/chphttp"
+	"github.com/capmesh/capmesh/chp/witnessing"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -48,14 +48,14 @@ func TestWitnessRoutes(t *testing.T) {
 		t.Fatal(code)
 	}
 	code, head := do(t, authed, "GET", "/head", "")
-	if code != 200 || head["scheme"] != chp.StoreHeadV1 || head["revocation_head"] != chp.EmptyRevocationHead {
+	if code != 200 || head["scheme"] != witnessing.StoreHeadV1 || head["revocation_head"] != witnessing.EmptyRevocationHead {
 		t.Fatalf("/head: %d %v", code, head)
 	}
 	seq := uint64(head["sequence"].(float64))
 	sh := head["store_head"].(string)
 	_, key, _ := ed25519.GenerateKey(nil)
 	stmt := func(host, storeHead, rev string) string {
-		raw, err := chp.NewChainWitness(host, seq, storeHead, rev, "w", key, "2026-01-01T00:00:00Z")
+		raw, err := witnessing.NewChainWitness(host, seq, storeHead, rev, "w", key, "2026-01-01T00:00:00Z")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestWitnessRoutes(t *testing.T) {
 		{stmt("other", sh, ""), 400, "invalid_witness"},
 		{stmt("test-host", strings.Repeat("0", 64), ""), 409, "head_mismatch"},
 		{stmt("test-host", sh, strings.Repeat("a", 64)), 409, "revocation_head_mismatch"},
-		{stmt("test-host", sh, chp.EmptyRevocationHead), 200, ""},
+		{stmt("test-host", sh, witnessing.EmptyRevocationHead), 200, ""},
 	} {
 		code, out := do(t, authed, "POST", "/witness", tc.body)
 		if code != tc.status || errCode(out) != tc.wantCode {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/witnessing"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -30,10 +30,10 @@ func TestWitnessHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := v.(*chp.StoreHead)
+	head := v.(*witnessing.StoreHead)
 	_, key, _ := ed25519.GenerateKey(nil)
 	stmt := func(sh, rev string) string {
-		raw, _ := chp.NewChainWitness("test-host", head.Sequence, sh, rev, "w", key, "2026-01-01T00:00:00Z")
+		raw, _ := witnessing.NewChainWitness("test-host", head.Sequence, sh, rev, "w", key, "2026-01-01T00:00:00Z")
 		return string(raw)
 	}
 	for params, code := range map[string]string{

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
 )
 
 // version is the capmesh release; overridden at link time with
@@ -19,10 +21,10 @@ var version = "0.1.0-dev"
 
 // Exit codes: the one contract every command follows (exitContract).
 const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
-	exitNetwork = 3
+	exitOK      = cli.ExitOK
+	exitFailure = cli.ExitFailure
+	exitUsage   = cli.ExitUsage
+	exitNetwork = cli.ExitNetwork
 )
 
 // exitContract is the exit-status paragraph every command's help ends with.
@@ -34,18 +36,8 @@ unknown command); 3 unreachable (cannot connect, connection lost, no reply
 within the timeout).
 `
 
-// gracefulStop marks a long-running command (in its Annotations) whose
-// normal end is a signal: SIGINT or SIGTERM stops it with exit 0.
-const gracefulStop = "capmesh/graceful-stop"
-
 // markGracefulStop annotates cmd as ended normally by a signal.
-func markGracefulStop(cmd *cobra.Command) *cobra.Command {
-	if cmd.Annotations == nil {
-		cmd.Annotations = map[string]string{}
-	}
-	cmd.Annotations[gracefulStop] = "true"
-	return cmd
-}
+func markGracefulStop(cmd *cobra.Command) *cobra.Command { return cli.MarkGracefulStop(cmd) }
 
 // app carries what every subcommand shares: standard streams, global flags
 // and the logger built from them.
@@ -57,9 +49,6 @@ type app struct {
 	logLevel  string
 	logFormat string
 	dataDir   string
-
-	// evidenceName is the evidence commands' --name flag.
-	evidenceName string
 
 	log *slog.Logger
 }
@@ -75,36 +64,17 @@ var commandFactories []commandFactory
 func register(f commandFactory) { commandFactories = append(commandFactories, f) }
 
 // exitError attaches an exit code to an error.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+type exitError = cli.ExitError
 
 // usageErrorf reports a usage or configuration error (exit 2).
-func usageErrorf(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
-}
+func usageErrorf(format string, args ...any) error { return cli.UsageErrorf(format, args...) }
 
 // withCode wraps err so that the process exits with code; nil stays nil.
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return err
-	}
-	return &exitError{code: code, err: err}
-}
+func withCode(code int, err error) error { return cli.WithCode(code, err) }
 
 // silentExit makes the process exit with code without printing anything more
 // (the command already reported on stdout/stderr).
-type silentExit int
-
-func (s silentExit) Error() string { return fmt.Sprintf("exit status %d", int(s)) }
+type silentExit = cli.SilentExit
 
 // versionString is the version capmesh reports (--version, health.check,
 // capabilities.list): the link-time version, else the module version Go
@@ -140,7 +110,7 @@ manifests or the Capability Host Protocol.`,
 	root.SetVersionTemplate("capmesh {{.Version}}\n")
 	root.SetHelpTemplate(root.HelpTemplate() + "\n" + exitContract)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: err}
+		return &exitError{Code: exitUsage, Err: err}
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.logLevel, "log-level", envOr("CAPMESH_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
@@ -268,7 +238,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 // one-shot command before its answer (1).
 func exitCode(ctx context.Context, cmd *cobra.Command, err error, stderr io.Writer) int {
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ctx.Err())) {
-		if cmd != nil && cmd.Annotations[gracefulStop] != "" {
+		if cmd != nil && cmd.Annotations[cli.GracefulStop] != "" {
 			return exitOK
 		}
 		if err == nil {
@@ -287,7 +257,7 @@ func exitCode(ctx context.Context, cmd *cobra.Command, err error, stderr io.Writ
 	code := exitFailure
 	var ee *exitError
 	if errors.As(err, &ee) {
-		code = ee.code
+		code = ee.Code
 	} else if isUsageError(err) {
 		code = exitUsage
 	}

@@ -13,6 +13,12 @@
 //	   environment variables, an unknown or misspelled command
 //	3  unreachable: the host or node cannot be connected to, the
 //	   connection was lost, or no reply came within the timeout
+//
+// This package holds the command tree (app.go), the exit contract, `capmesh
+// server`, `capmesh chp-fixtures` and `evidence check`; every other command
+// family lives in a package under internal/ (callcmd, auditcmd, registrycmd,
+// evidencecmd, hashcmd, keyscmd, mcpcmd) built on internal/cli, and is
+// listed in commands.go.
 package main
 
 import (

@@ -177,6 +177,11 @@ func TestReadmeInstallAndEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	family, err := filepath.Glob("internal/*/*.go") // the command families
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs = append(srcs, family...)
 	read := regexp.MustCompile(`(?:Getenv|envOr)\("([A-Z0-9_]+)"`)
 	found := 0
 	for _, f := range srcs {

@@ -235,28 +235,31 @@ func TestSlimFoundations(t *testing.T) {
 	}
 }
 
-// TestVerifierIsPure: chp — what a bundle verifier links — depends on
-// nothing beyond the standard library, canonical, identity and crypto.
+// TestVerifierIsPure: chp and chp/witnessing — what a bundle or witness
+// verifier links — depend on nothing beyond the standard library,
+// canonical, identity and crypto (and chp/witnessing on chp).
 func TestVerifierIsPure(t *testing.T) {
 	g := load(t)
-	bad := g.forbidden(t, "chp", func(dep string) (string, bool) {
-		if p := g.pkgs[dep]; p != nil && p.Standard {
-			return "", false
-		}
-		r, own := g.rel(dep)
-		for _, a := range chpAllowed {
-			if (own && r == a) || (!own && (dep == a || strings.HasPrefix(dep, a+"/"))) {
+	for _, v := range verifier {
+		bad := g.forbidden(t, v, func(dep string) (string, bool) {
+			if p := g.pkgs[dep]; p != nil && p.Standard {
 				return "", false
 			}
+			r, own := g.rel(dep)
+			for _, a := range append(chpAllowed, verifier...) {
+				if (own && r == a) || (!own && (dep == a || strings.HasPrefix(dep, a+"/"))) {
+					return "", false
+				}
+			}
+			if p := g.pkgs[dep]; p != nil && p.Module != nil {
+				return "module " + p.Module.Path, true
+			}
+			return dep, true
+		})
+		for _, b := range bad {
+			t.Errorf("%s depends on %s: the protocol packages must verify evidence with the standard library, "+
+				"canonical, identity and crypto only; move the code that needs more to chp/boundary or chp/schema", v, b)
 		}
-		if p := g.pkgs[dep]; p != nil && p.Module != nil {
-			return "module " + p.Module.Path, true
-		}
-		return dep, true
-	})
-	for _, b := range bad {
-		t.Errorf("chp depends on %s: the protocol package must verify evidence with the standard library, "+
-			"canonical, identity and crypto only; move the code that needs more to chp/boundary or chp/schema", b)
 	}
 }
 

@@ -29,21 +29,30 @@ func (l layer) String() string {
 // module path, a layer. Entries for packages DESIGN.md plans but that do
 // not exist yet are allowed, so that the work adding them finds its row.
 var layers = map[string]layer{
-	"canonical":           foundation,
-	"canonical/collate":   foundation,
-	"chp":                 foundation,
-	"jsonrpc":             foundation,
-	"endpoint":            foundation,
-	"btsp":                foundation,
-	"identity":            foundation,
-	"internal/xdg":        foundation,
-	"internal/interleave": foundation,
-	"internal/specdata":   foundation,
-	"internal/errcatalog": foundation,
-	"internal/etcdtest":   foundation,
+	"canonical":                 foundation,
+	"canonical/collate":         foundation,
+	"chp":                       foundation,
+	"chp/witnessing":            foundation,
+	"jsonrpc":                   foundation,
+	"endpoint":                  foundation,
+	"btsp":                      foundation,
+	"identity":                  foundation,
+	"internal/xdg":              foundation,
+	"internal/interleave":       foundation,
+	"internal/specdata":         foundation,
+	"internal/errcatalog":       foundation,
+	"internal/etcdtest":         foundation,
+	"jsonrpc/internal/jsontext": foundation,
+	"canonical/govalue":         foundation,
+	"canonical/pydantic":        foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
+	"chp/boundary/evlog":                mechanism,
+	"chp/boundary/governance":           mechanism,
+	"chp/boundary/internal/evjson":      mechanism,
+	"chp/boundary/internal/semver":      mechanism,
+	"chp/boundary/mandates":             mechanism,
 	"chp/schema":                        mechanism,
 	"chp/chphttp":                       mechanism,
 	"chp/chprpc":                        mechanism,
@@ -71,6 +80,7 @@ var layers = map[string]layer{
 	"registry/storetest":   service,
 	"conformance":          service,
 	"conformance/fakehost": service,
+	"conformance/framing":  service,
 	"compose":              service,
 	"dashboard":            service,
 	"mcpbridge":            service,
@@ -78,22 +88,35 @@ var layers = map[string]layer{
 
 	"node": nodeLayer,
 
-	"cmd/capmesh":             program,
-	"examples/kvhost":         program,
-	"examples/kvhost/kv":      program,
-	"internal/bench":          program,
-	"internal/bench/ratios":   program,
-	"internal/deptest":        program,
-	"internal/errcatalog/gen": program,
-	"internal/abuse":          program,
+	"cmd/capmesh":                      program,
+	"cmd/capmesh/internal/cli":         program,
+	"cmd/capmesh/internal/auditcmd":    program,
+	"cmd/capmesh/internal/callcmd":     program,
+	"cmd/capmesh/internal/evidencecmd": program,
+	"cmd/capmesh/internal/hashcmd":     program,
+	"cmd/capmesh/internal/keyscmd":     program,
+	"cmd/capmesh/internal/mcpcmd":      program,
+	"cmd/capmesh/internal/registrycmd": program,
+	"examples/kvhost":                  program,
+	"examples/kvhost/kv":               program,
+	"internal/bench":                   program,
+	"internal/bench/ratios":            program,
+	"internal/deptest":                 program,
+	"internal/errcatalog/gen":          program,
+	"internal/abuse":                   program,
 
 	"internal/docstest":              program,
 	"canonical/collate/internal/gen": program,
 }
 
-// slim are the foundations every consumer links: none may pull in a heavy
+// slim are the foundations every consumer links, and the evidence log's
+// read side (the proofs a verifier checks): none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical"}
+var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "canonical", "canonical/govalue", "canonical/pydantic", "chp/boundary/evlog"}
+
+// verifier are the pure protocol packages a bundle or witness verifier
+// links: TestVerifierIsPure holds them to chpAllowed (and each other).
+var verifier = []string{"chp", "chp/witnessing"}
 
 // heavy are dependencies that must stay out of the slim packages, by
 // import path prefix, with what they are.
@@ -119,7 +142,7 @@ var heavy = []struct{ prefix, what string }{
 // chpAllowed are the only packages outside the standard library the pure
 // protocol package chp may depend on: canonical, identity (and what those
 // need), and Ed25519 arithmetic.
-var chpAllowed = []string{"canonical", "canonical/collate", "identity", "internal/xdg", "filippo.io/edwards25519"}
+var chpAllowed = []string{"canonical", "canonical/collate", "canonical/govalue", "identity", "internal/xdg", "filippo.io/edwards25519"}
 
 // hostForbidden are what the host library must not pull in, besides the
 // heavy dependencies of a node's distributed backends and dashboards.

@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	"github.com/capmesh/capmesh/canonical"
+	"github.com/capmesh/capmesh/canonical/govalue"
 )
 
 // Decode parses data (strict RFC 8259; duplicate keys are an error) into a
@@ -113,5 +114,5 @@ func Marshal(v any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return canonical.Marshal(canonical.Genesis, cv)
+	return govalue.Marshal(canonical.Genesis, cv)
 }

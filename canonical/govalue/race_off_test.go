@@ -1,0 +1,5 @@
+//go:build !race
+
+package govalue
+
+const raceEnabled = false
