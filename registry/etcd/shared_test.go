@@ -508,3 +508,70 @@ func TestRouterLeavesOtherNodesLocals(t *testing.T) {
 		t.Error("a lost its registration")
 	}
 }
+
+// gated holds a store's feed until released: a node cut off from etcd's
+// watch while the others go on.
+type gated struct {
+	*etcd.Store
+	release chan struct{}
+}
+
+func (g *gated) Follow(ctx context.Context, after uint64, fn func([]registry.Change)) error {
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil
+	}
+	return g.Store.Follow(ctx, after, fn)
+}
+
+// TestResyncAfterCompaction: a node whose feed cursor etcd compacted
+// away while it was cut off rebuilds its index from a new snapshot: what
+// was registered meanwhile appears, what was deleted goes.
+func TestResyncAfterCompaction(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/resync/", etcd.Options{})
+	ctx := context.Background()
+	priv0, key0 := nodeKey(t)
+	priv1, key1 := nodeKey(t)
+	for _, k := range []string{key0, key1} {
+		if _, err := a.Enroll(ctx, k, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now()
+	if _, err := a.Register(ctx, signedAt(t, priv0, []string{"old.cap"}, t0, 9001)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := etcd.Open(ctx, etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/resync/", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gated{Store: st, release: make(chan struct{})}
+	b, err := registry.NewNode(registry.Config{Store: g, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(); _ = st.Close() })
+	if _, ok := b.Get(key0); !ok {
+		t.Fatal("b did not load the first registration")
+	}
+	at := descriptor.TimeOf(t0.Add(time.Second)).String()
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv0, []byte("delete-agent|v1|"+key0+"|"+at)))
+	if err := a.DeleteSigned(ctx, key0, "v1", at, sig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, signedAt(t, priv1, []string{"new.cap"}, t0, 9002)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Compact(t)
+	close(g.release)
+	waitFor(t, func() bool {
+		_, gone := b.Get(key0)
+		_, there := b.Get(key1)
+		return !gone && there
+	})
+	if b.Version() < srv.Revision(t)-1 {
+		t.Errorf("b's revision %d, etcd's %d", b.Version(), srv.Revision(t))
+	}
+}
