@@ -29,8 +29,8 @@ type auditCache struct {
 // auditRow is one host of the matrix.
 type auditRow struct {
 	Endpoint, Primal, Version, Announcement, CHP, Gap string
-	Reachable                                        bool
-	Level, Verified, Failed, Warnings                int
+	Reachable                                         bool
+	Level, Verified, Failed, Warnings                 int
 }
 
 type auditView struct {

@@ -122,17 +122,17 @@ func Routes() []Route {
 // Prefix redirects to Prefix+"/").
 func (d *Dashboard) Handler() http.Handler {
 	handlers := map[string]http.HandlerFunc{
-		"GET " + Prefix + "/{$}":            d.registryPage,
-		"GET " + Prefix + "/registry/rows":  d.registryRows,
-		"GET " + Prefix + "/events":         d.events,
-		"GET " + Prefix + "/trust":          d.trustPage,
-		"GET " + Prefix + "/compose":        d.composePage,
-		"GET " + Prefix + "/evidence":       d.evidencePage,
-		"GET " + Prefix + "/audit":          d.auditPage,
-		"GET " + Prefix + "/login":          d.loginPage,
-		"POST " + Prefix + "/login":         d.login,
-		"POST " + Prefix + "/logout":        d.logout,
-		"GET " + Prefix + "/static/{file}":  d.static,
+		"GET " + Prefix + "/{$}":           d.registryPage,
+		"GET " + Prefix + "/registry/rows": d.registryRows,
+		"GET " + Prefix + "/events":        d.events,
+		"GET " + Prefix + "/trust":         d.trustPage,
+		"GET " + Prefix + "/compose":       d.composePage,
+		"GET " + Prefix + "/evidence":      d.evidencePage,
+		"GET " + Prefix + "/audit":         d.auditPage,
+		"GET " + Prefix + "/login":         d.loginPage,
+		"POST " + Prefix + "/login":        d.login,
+		"POST " + Prefix + "/logout":       d.logout,
+		"GET " + Prefix + "/static/{file}": d.static,
 	}
 	mux := http.NewServeMux()
 	for _, r := range Routes() {
