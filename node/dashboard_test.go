@@ -1,0 +1,138 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"html"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/node"
+)
+
+// hostileName and hostileCaps are what a provider controls in its
+// registration: its name (which identity.get must confirm), its
+// capabilities and its version. Each tries to break out of the markup
+// around it: text, an attribute, a <title>, an SVG <text>.
+const (
+	hostileName    = `<img src=x onerror=alert(1)>`
+	hostileVersion = `</title><script>alert(2)</script>`
+)
+
+var hostileCaps = []string{`"><script>alert(3)</script>`, `x.y' onmouseover='alert(4)`, `svg.</text><script>alert(5)</script>`}
+
+// serveIdentity answers identity.get on a Unix socket with primal name,
+// as any process of the node's user may.
+func serveIdentity(t *testing.T, path, name string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					var req struct {
+						ID json.RawMessage `json:"id"`
+					}
+					_ = json.Unmarshal(sc.Bytes(), &req)
+					res, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{"primal": name, "version": hostileVersion}})
+					if _, err := c.Write(append(res, '\n')); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+}
+
+// TestDashboardEscapesHostileProviders registers a provider whose name,
+// capabilities and version are markup and checks that no page of the
+// dashboard carries them unescaped — the registry page, the rows the live
+// update fetches, the composition graph (SVG) — while the registry does
+// hold them as given (so the test is not vacuous).
+func TestDashboardEscapesHostileProviders(t *testing.T) {
+	runDir := env(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Memory: true, HTTP: "127.0.0.1:0", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}()
+	sock := filepath.Join(runDir, "hostile.sock")
+	serveIdentity(t, sock, hostileName)
+	c, err := jsonrpc.Dial(ctx, "unix", n.Addr("unix"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Call(ctx, "ipc.register", map[string]any{"name": hostileName, "capabilities": hostileCaps, "endpoint": "unix://" + sock, "version": hostileVersion}, nil); err != nil {
+		t.Fatalf("the registry refused the hostile registration: %v", err)
+	}
+	var list json.RawMessage
+	if err := c.Call(ctx, "ipc.list", nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	var decoded struct {
+		Services []struct {
+			Name string `json:"primal_id"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal(list, &decoded); err != nil || len(decoded.Services) != 1 || decoded.Services[0].Name != hostileName {
+		t.Fatalf("ipc.list: %s (%v)", list, err)
+	}
+
+	base := "http://" + n.Addr("http")
+	for _, path := range []string{"/ui/", "/ui/registry/rows", "/ui/compose"} {
+		body := get(t, ctx, base+path)
+		for _, s := range append([]string{hostileName, hostileVersion}, hostileCaps...) {
+			if strings.Contains(body, s) {
+				t.Errorf("%s carries %q unescaped", path, s)
+			}
+		}
+		for _, tag := range []string{"<script>", "<img", "onmouseover='"} {
+			if strings.Contains(body, tag) {
+				t.Errorf("%s carries %q", path, tag)
+			}
+		}
+		// The name is shown, escaped.
+		if !strings.Contains(body, html.EscapeString(hostileName)) && !strings.Contains(body, "&lt;img src=x onerror=alert(1)&gt;") {
+			t.Errorf("%s does not show the provider's name:\n%s", path, body)
+		}
+	}
+}
+
+func get(t *testing.T, ctx context.Context, url string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, res.StatusCode, b)
+	}
+	return string(b)
+}
