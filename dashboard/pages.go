@@ -66,6 +66,9 @@ func relative(t, now time.Time) string {
 		return "never"
 	}
 	d := t.Sub(now).Round(time.Second)
+	if d > 7*24*time.Hour {
+		return t.UTC().Format("2006-01-02")
+	}
 	if d < 0 {
 		return (-d).String() + " ago"
 	}

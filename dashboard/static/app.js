@@ -22,6 +22,8 @@
         return r.text().then(function (html) {
           rows.innerHTML = html;
           if (rev) { table.dataset.revision = rev; revision.textContent = rev; }
+          document.getElementById("providers").textContent = String(rows.querySelectorAll("tr.provider").length);
+          document.getElementById("trusted").textContent = String(rows.querySelectorAll("tr.provider.trusted").length);
           document.body.dataset.updates = String(Number(document.body.dataset.updates || "0") + 1);
         });
       })
