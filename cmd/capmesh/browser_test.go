@@ -88,7 +88,6 @@ type proc struct {
 	exited chan struct{}
 }
 
-
 // start runs bin with args and env until the test ends (SIGINT, then
 // SIGKILL after 30 s).
 func start(t *testing.T, env []string, bin string, args ...string) *proc {
