@@ -136,3 +136,77 @@ func get(t *testing.T, ctx context.Context, url string) string {
 	}
 	return string(b)
 }
+
+// TestDashboardEventsFollowTheRegistry opens the registry's event stream
+// (what the page's script listens to), registers a provider and sees a
+// "registry" event; then stops the node with the stream still open, which
+// must not hold the stop (the HTTP server's shutdown waits for it).
+func TestDashboardEventsFollowTheRegistry(t *testing.T) {
+	runDir := env(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := node.Start(ctx, node.Config{Memory: true, HTTP: "127.0.0.1:0", Version: "1.0.0", DrainTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = n.Stop(ctx)
+		}
+	}()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.Addr("http")+"/ui/events?since=0", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); res.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("events: %d %s", res.StatusCode, ct)
+	}
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if e, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+				events <- e
+			}
+		}
+	}()
+	next := func() string {
+		select {
+		case e := <-events:
+			return e
+		case <-ctx.Done():
+			t.Fatal("no event within 60 s")
+		}
+		return ""
+	}
+	if e := next(); e != "hello" {
+		t.Fatalf("first event %q", e)
+	}
+	sock := filepath.Join(runDir, "friendly.sock")
+	serveIdentity(t, sock, "friendly")
+	c, err := jsonrpc.Dial(ctx, "unix", n.Addr("unix"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Call(ctx, "ipc.register", map[string]any{"name": "friendly", "capabilities": []string{"f.x"}, "endpoint": "unix://" + sock}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(); e != "registry" {
+		t.Fatalf("after a registration: event %q", e)
+	}
+	start := time.Now()
+	stopped = true
+	if err := n.Stop(ctx); err != nil {
+		t.Fatalf("Stop with an event stream open: %v", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("Stop took %v with an event stream open", d)
+	}
+	for range events {
+	}
+}
