@@ -55,6 +55,7 @@ type Dashboard struct {
 	sessions *sessions
 	audit    auditCache
 
+	quiet     time.Duration // refreshQuiet; shorter in tests
 	streams   chan struct{} // a slot per open event stream
 	done      chan struct{}
 	closeOnce sync.Once
@@ -77,7 +78,7 @@ func New(cfg Config) (*Dashboard, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	d := &Dashboard{cfg: cfg, log: cfg.Logger, hc: cfg.HTTPClient, sessions: newSessions(cfg.Now),
+	d := &Dashboard{cfg: cfg, log: cfg.Logger, hc: cfg.HTTPClient, sessions: newSessions(cfg.Now), quiet: refreshQuiet,
 		streams: make(chan struct{}, maxStreams), done: make(chan struct{})}
 	if d.hc == nil {
 		d.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}}

@@ -195,3 +195,54 @@ func TestRelative(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietStreamStillRefreshes: with no registry event, the stream still
+// tells the page to refresh after the quiet interval, so that verdicts
+// lapsing by themselves and expiry countdowns do not go stale. The node
+// here answers ipc.watch with no events after a short wait.
+func TestQuietStreamStillRefreshes(t *testing.T) {
+	nodeSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		res, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": map[string]any{"revision": 5, "events": []any{}}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(res)
+	}))
+	defer nodeSrv.Close()
+	d, err := New(Config{Node: func() string { return nodeSrv.URL }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.quiet = 300 * time.Millisecond
+	ui := httptest.NewServer(d.Handler())
+	defer ui.Close()
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ui.URL+"/ui/events?since=5", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	buf := make([]byte, 4096)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "event: registry") {
+		n, err := res.Body.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("stream ended before a refresh (%v): %q", err, got.String())
+		}
+	}
+	if !strings.HasPrefix(got.String(), "retry: 2000\nevent: hello\n") {
+		t.Errorf("stream: %q", got.String())
+	}
+}

@@ -16,8 +16,9 @@ import (
 // escaped like the page). A stream lasts at most streamLife; the browser's
 // EventSource reconnects by itself, from the revision it last saw.
 const (
-	streamLife = 10 * time.Minute
-	watchWait  = 20 * time.Second
+	streamLife   = 10 * time.Minute
+	watchWait    = 20 * time.Second
+	refreshQuiet = time.Minute
 )
 
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
@@ -57,6 +58,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = rc.Flush()
+	sent := time.Now()
 	for ctx.Err() == nil {
 		var res struct {
 			Revision uint64            `json:"revision"`
@@ -84,9 +86,11 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		changed := len(res.Events) > 0
 		since = res.Revision
-		if !changed {
+		// A verdict that lapses by itself (a join certificate reaching its
+		// expiry) and the expiry countdowns change without an event: a quiet
+		// stream still refreshes the table every refreshQuiet.
+		if len(res.Events) == 0 && time.Since(sent) < d.quiet {
 			continue
 		}
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: registry\ndata: %d\n\n", since, since); err != nil {
@@ -95,5 +99,6 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		if err := rc.Flush(); err != nil {
 			return
 		}
+		sent = time.Now()
 	}
 }
