@@ -13,6 +13,7 @@ import (
 type evidenceView struct {
 	Correlation string
 	Error       string
+	SignIn      bool // the node wants a key
 	// Valid is the dashboard's own verdict (chp.VerifyBundle on the
 	// node's export); NodeVerdict what the node's chp.verify says.
 	Valid       bool

@@ -178,6 +178,7 @@ func (d *Dashboard) evidencePage(w http.ResponseWriter, r *http.Request) {
 		if ne, ok := err.(*nodeError); ok && ne.status != http.StatusUnprocessableEntity {
 			status = ne.status
 		}
+		v.SignIn = status == http.StatusUnauthorized
 		d.render(w, r, status, "evidence", "Evidence", v)
 		return
 	}

@@ -376,7 +376,8 @@ func browserEvidence(t *testing.T, ctx context.Context, m *meshEnv) {
 }
 
 // TestBrowserStandaloneDashboard serves the dashboard with `capmesh
-// dashboard --node URL` and sees the registry live through it.
+// dashboard --node URL`, sees the registry live through it, and signs in
+// to read the node's evidence (a wrong key is refused by the node).
 func TestBrowserStandaloneDashboard(t *testing.T) {
 	chromium(t)
 	m := startMesh(t)
@@ -396,5 +397,34 @@ func TestBrowserStandaloneDashboard(t *testing.T) {
 	}
 	if rev := text(t, ctx, `#revision`); rev == "" || rev == "0" {
 		t.Fatalf("revision %q after a registration", rev)
+	}
+
+	// The standalone dashboard holds no keys: the node refuses its
+	// evidence to the anonymous browser, and a wrong key at sign-in; the
+	// operator's key, once signed in, is presented to the node.
+	run(t, m.env, "", m.capmesh, "call", "chp.invoke",
+		`{"capability_id":"conformance.echo","payload":{"value":"v"},"correlation":{"correlation_id":"corr-standalone"}}`)
+	do(t, ctx, "evidence without a key", chromedp.Navigate("http://"+ui+"/ui/evidence?corr=corr-standalone"), chromedp.WaitVisible(css(`#evidence-error`)),
+		chromedp.WaitVisible(css(`main a[href="/ui/login"]`)))
+	if msg := text(t, ctx, `#evidence-error`); !strings.Contains(msg, "authentication required") {
+		t.Fatalf("evidence without a key through the standalone dashboard: %q", msg)
+	}
+	do(t, ctx, "a wrong key",
+		chromedp.Navigate("http://"+ui+"/ui/login"),
+		chromedp.WaitVisible(css(`#key`)),
+		chromedp.SendKeys(css(`#key`), "not-the-key"),
+		chromedp.Click(css(`#signin`)),
+		chromedp.WaitVisible(css(`#login-error`)))
+	if msg := text(t, ctx, `#login-error`); msg != "the node refused the key" {
+		t.Fatalf("sign-in with a wrong key: %q", msg)
+	}
+	do(t, ctx, "signing in",
+		chromedp.SendKeys(css(`#key`), browserKey),
+		chromedp.Click(css(`#signin`)),
+		chromedp.WaitVisible(css(`.who form`)),
+		chromedp.Navigate("http://"+ui+"/ui/evidence?corr=corr-standalone"),
+		chromedp.WaitVisible(css(`#chain-verdict`)))
+	if v := text(t, ctx, `#chain-verdict`); v != "chain verified" {
+		t.Fatalf("evidence after signing in: %q", v)
 	}
 }
