@@ -170,6 +170,8 @@ func browser(t *testing.T, timeout time.Duration) context.Context {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
+		// A loaded machine may take long to start chromium (default 20 s).
+		chromedp.WSURLReadTimeout(2 * time.Minute),
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
