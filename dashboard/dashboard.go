@@ -105,6 +105,7 @@ type Route struct {
 // docs/access.md cover each.
 func Routes() []Route {
 	return []Route{
+		{"GET " + Prefix, access.OpPublic}, // redirects to Prefix+"/"
 		{"GET " + Prefix + "/{$}", access.OpPublic},
 		{"GET " + Prefix + "/registry/rows", access.OpPublic},
 		{"GET " + Prefix + "/events", access.OpPublic},
@@ -123,6 +124,7 @@ func Routes() []Route {
 // Prefix redirects to Prefix+"/").
 func (d *Dashboard) Handler() http.Handler {
 	handlers := map[string]http.HandlerFunc{
+		"GET " + Prefix:                    http.RedirectHandler(Prefix+"/", http.StatusFound).ServeHTTP,
 		"GET " + Prefix + "/{$}":           d.registryPage,
 		"GET " + Prefix + "/registry/rows": d.registryRows,
 		"GET " + Prefix + "/events":        d.events,
@@ -139,7 +141,6 @@ func (d *Dashboard) Handler() http.Handler {
 	for _, r := range Routes() {
 		mux.Handle(r.Pattern, d.guard(r.Op, handlers[r.Pattern]))
 	}
-	mux.Handle("GET "+Prefix, http.RedirectHandler(Prefix+"/", http.StatusFound))
 	return securityHeaders(mux)
 }
 

@@ -314,6 +314,7 @@ var matrix = map[string]map[string][7]string{
 	// registry.* tell anyone), the evidence timeline is evidence and the
 	// audit matrix describe, as on /jsonrpc; a wrong key is a 401 anywhere.
 	"http-ui": {
+		"ui-root":     {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
 		"ui-registry": {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
 		"ui-rows":     {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
 		"ui-trust":    {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
@@ -336,6 +337,7 @@ var uiRequests = map[string]struct {
 	route, method, path string
 	firstLine           bool
 }{
+	"ui-root":     {"GET /ui", "GET", "/ui", false},
 	"ui-registry": {"GET /ui/{$}", "GET", "/ui/", false},
 	"ui-rows":     {"GET /ui/registry/rows", "GET", "/ui/registry/rows", false},
 	"ui-events":   {"GET /ui/events", "GET", "/ui/events", true},
