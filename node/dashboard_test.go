@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,9 +121,25 @@ func TestDashboardEscapesHostileProviders(t *testing.T) {
 			t.Errorf("%s does not show the provider's name:\n%s", path, body)
 		}
 	}
+	// A correlation id typed into (or linked to) the evidence page is
+	// reflected in its title, its form and the node's error: escaped.
+	hostileCorr := `"><script>alert(6)</script>`
+	status, body := getStatus(t, ctx, base+"/ui/evidence?corr="+url.QueryEscape(hostileCorr))
+	if status != http.StatusNotFound || strings.Contains(body, "<script>") || !strings.Contains(body, "no evidence for correlation") {
+		t.Errorf("evidence page for a hostile correlation id: %d\n%s", status, body)
+	}
 }
 
 func get(t *testing.T, ctx context.Context, url string) string {
+	t.Helper()
+	status, body := getStatus(t, ctx, url)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, status, body)
+	}
+	return body
+}
+
+func getStatus(t *testing.T, ctx context.Context, url string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	res, err := http.DefaultClient.Do(req)
@@ -131,10 +148,7 @@ func get(t *testing.T, ctx context.Context, url string) string {
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", url, res.StatusCode, b)
-	}
-	return string(b)
+	return res.StatusCode, string(b)
 }
 
 // TestDashboardEventsFollowTheRegistry opens the registry's event stream
