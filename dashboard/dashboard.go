@@ -187,6 +187,13 @@ func (d *Dashboard) guard(op access.Op, next http.HandlerFunc) http.Handler {
 		}
 		if key != "" {
 			pr, err := d.cfg.Policy.AuthenticateKey(key)
+			if err != nil && c.signed {
+				// The node's keys changed since the sign-in: the session
+				// ends, and the browser is anonymous again (not locked out
+				// of the public pages and the sign-in form).
+				d.sessions.drop(r)
+				c.signed, key, pr, err = false, "", c.pr, nil
+			}
 			if err != nil {
 				d.fail(w, r, http.StatusUnauthorized, err)
 				return

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/chphttp"
 )
 
 // exportedBundle invokes a conformance fixture on a real, signed boundary
@@ -244,5 +246,36 @@ func TestQuietStreamStillRefreshes(t *testing.T) {
 	}
 	if !strings.HasPrefix(got.String(), "retry: 2000\nevent: hello\n") {
 		t.Errorf("stream: %q", got.String())
+	}
+}
+
+// TestStaleSessionIsDropped: a session whose key the policy no longer
+// accepts (the node's keys changed) ends, and the browser is anonymous
+// again — the public pages and the sign-in form stay reachable — while a
+// wrong key presented in X-CHP-Key is still a 401.
+func TestStaleSessionIsDropped(t *testing.T) {
+	pol := access.NewPolicy(access.Config{Keys: &chphttp.Options{SharedKeys: []string{"new-key"}}})
+	d, err := New(Config{Node: func() string { return "http://127.0.0.1:1" }, Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := d.Handler()
+	id := d.sessions.add("old-key")
+	r := httptest.NewRequest(http.MethodGet, "/ui/login", nil)
+	r.AddCookie(&http.Cookie{Name: cookieName, Value: id})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("sign-in form with a stale session: %d", w.Code)
+	}
+	if _, ok := d.sessions.get(r); ok {
+		t.Fatal("the stale session was kept")
+	}
+	r = httptest.NewRequest(http.MethodGet, "/ui/login", nil)
+	r.Header.Set(access.HeaderKey, "old-key")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Fatalf("a wrong X-CHP-Key: %d", w.Code)
 	}
 }
