@@ -92,6 +92,10 @@ type Options struct {
 	// NoSync skips every fsync (benchmarks of the floor and tests only;
 	// never in production).
 	NoSync bool
+	// Uncompressed writes records as version 1 frames, without
+	// compression, as releases before format version 2 did (comparison
+	// benchmarks and tests). A store holding both reads the same.
+	Uncompressed bool
 }
 
 // Store is the durable evidence store. It is safe for concurrent use.
@@ -105,16 +109,19 @@ type Store struct {
 	closed  bool
 	failed  error // a write or fsync failed: nothing more can be promised
 	seq     uint64
-	end     int64 // logical end: file size plus the buffer
+	end     int64 // logical end (see segment): everything appended
 	chains  map[string]*evidence.Chain
 	results []resultLoc // result records, in file order
+	segs    []segment   // where the logical ranges written are in the file
 	pend    []byte      // appended, not yet written
 	spare   []byte      // the other buffer, reused
 	chain   evidence.BatchChain
 
 	wmu     sync.Mutex   // serializes writes to the file
-	written atomic.Int64 // file offset up to which data has been written
+	written atomic.Int64 // logical offset up to which data has been written
+	phys    int64        // file offset where the data written ends (wmu)
 	alloc   int64        // file size: written data plus preallocated zeros (wmu)
+	zbuf    []byte       // the frames of a write, reused (wmu)
 
 	extend     chan struct{} // asks the extender for more preallocated space (sent under wmu)
 	extStopped bool          // extend is closed (wmu)
@@ -136,7 +143,8 @@ const (
 )
 
 // ahead is how much zeroed space the extender keeps after the data.
-func (s *Store) ahead() int64 { return min(maxAhead, max(minAhead, s.written.Load()/4)) }
+// Call with wmu held.
+func (s *Store) ahead() int64 { return min(maxAhead, max(minAhead, s.phys/4)) }
 
 // extender keeps between ahead/2 and ahead of zeros after the data, writing
 // them a piece at a time so that a data write waits for at most one piece.
@@ -150,7 +158,7 @@ func (s *Store) extender() {
 			s.mu.RLock()
 			failed, closed := s.failed, s.closed
 			s.mu.RUnlock()
-			if failed != nil || closed || s.alloc-s.written.Load() >= s.ahead() {
+			if failed != nil || closed || s.alloc-s.phys >= s.ahead() {
 				s.wmu.Unlock()
 				break
 			}
@@ -175,7 +183,7 @@ func (s *Store) extender() {
 
 // resultLoc locates one result record.
 type resultLoc struct {
-	off  int64
+	off  int64 // logical
 	size uint32
 	at   int64 // unix µs
 }
@@ -222,8 +230,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	s.written.Store(s.end)
 	s.gc = groupcommit.New(uint64(s.end), s.commit, s.failure)
-	if s.alloc < s.end {
-		s.alloc = s.end
+	if s.alloc < s.phys {
+		s.alloc = s.phys
 	}
 	s.extend = make(chan struct{}, 1)
 	s.extended = make(chan struct{})
@@ -248,12 +256,14 @@ func (s *Store) recover() error {
 		return fmt.Errorf("logstore: %w", err)
 	}
 	path := filepath.Join(s.dir, FileName)
-	res, err := scanLog(s.f, st.Size(), func(it *item) error {
-		switch it.kind {
-		case kindRecord:
-			s.index(it.rec, it.off, uint32(it.size))
-		case kindResult:
-			s.results = append(s.results, resultLoc{off: it.off, size: uint32(it.size), at: it.at})
+	res, err := scanLog(s.f, st.Size(), func(fr *frame) error {
+		for i := range fr.items {
+			switch it := &fr.items[i]; it.kind {
+			case kindRecord:
+				s.index(it.rec, it.loc, uint32(it.size))
+			case kindResult:
+				s.results = append(s.results, resultLoc{off: it.loc, size: uint32(it.size), at: it.at})
+			}
 		}
 		return nil
 	})
@@ -264,7 +274,7 @@ func (s *Store) recover() error {
 		return &DamageError{Path: path, Damaged: res.damaged, Tail: res.tail}
 	}
 	s.seq = res.next - 1 // past a final gap record too
-	s.end, s.alloc = res.end, st.Size()
+	s.end, s.phys, s.alloc, s.segs = res.lend, res.end, st.Size(), res.segs
 	if res.tail == nil {
 		return nil
 	}
@@ -284,7 +294,7 @@ func (s *Store) cutTail(t *Tail) error {
 	s.log.Warn("evidence log ended in a torn record (a write cut short); cut it off",
 		"path", filepath.Join(s.dir, FileName), "offset", t.Offset, "bytes", t.Length, "reason", t.Reason,
 		"preserved_in", keep, "last_sequence", s.seq)
-	s.end, s.alloc = t.Offset, t.Offset
+	s.phys, s.alloc = t.Offset, t.Offset
 	if err := s.f.Truncate(t.Offset); err != nil {
 		return fmt.Errorf("logstore: truncating the tail: %w", err)
 	}
@@ -553,15 +563,18 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 	if err := s.writeUpTo(end); err != nil {
 		return err
 	}
+	rd := newReader(s)
 	for _, l := range locs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		buf := make([]byte, l.size)
-		if _, err := s.f.ReadAt(buf, l.off); err != nil {
-			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
+		s.mu.RLock()
+		g, ok := s.segmentAt(l.off)
+		s.mu.RUnlock()
+		if !ok {
+			return fmt.Errorf("logstore: result at logical offset %d is in no segment written", l.off)
 		}
-		body, err := s.verified(buf, l.off)
+		body, err := rd.record(g, l.off, l.size)
 		if err != nil {
 			return err
 		}
@@ -576,7 +589,8 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 	return nil
 }
 
-// write writes the buffer to the file.
+// write writes the buffer to the file: as blocks (see block.go), or
+// uncompressed with Options.Uncompressed.
 func (s *Store) write() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -593,7 +607,18 @@ func (s *Store) write() error {
 	s.pend = s.spare[:0]
 	s.spare = nil
 	s.mu.Unlock()
-	_, err := s.f.WriteAt(buf, end-int64(len(buf)))
+	start, out := end-int64(len(buf)), buf
+	var placed []segment
+	if !s.opts.Uncompressed {
+		out = compress(s.zbuf[:0], buf, func(rawOff, rawLen, off, n int, block bool) {
+			g := segment{l: start + int64(rawOff), p: s.phys + int64(off), n: int64(rawLen)}
+			if block {
+				g.frame = int64(n)
+			}
+			placed = append(placed, g)
+		})
+	}
+	_, err := s.f.WriteAt(out, s.phys)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -603,11 +628,22 @@ func (s *Store) write() error {
 		s.failed = fmt.Errorf("logstore: write: %w", err)
 		return s.failed
 	}
-	s.written.Store(end)
-	if end > s.alloc {
-		s.alloc = end
+	if s.opts.Uncompressed {
+		s.segs = addRun(s.segs, start, s.phys, int64(len(buf)))
 	}
-	if s.alloc-end < s.ahead()/2 && !s.extStopped {
+	for _, g := range placed {
+		if g.block() {
+			s.segs = append(s.segs, g)
+		} else {
+			s.segs = addRun(s.segs, g.l, g.p, g.n)
+		}
+	}
+	s.phys += int64(len(out))
+	s.written.Store(end)
+	if s.phys > s.alloc {
+		s.alloc = s.phys
+	}
+	if s.alloc-s.phys < s.ahead()/2 && !s.extStopped {
 		select {
 		case s.extend <- struct{}{}:
 		default:
@@ -615,6 +651,9 @@ func (s *Store) write() error {
 	}
 	if cap(buf) <= 2*flushAt {
 		s.spare = buf[:0]
+	}
+	if !s.opts.Uncompressed && cap(out) <= 2*flushAt {
+		s.zbuf = out[:0]
 	}
 	return nil
 }
@@ -723,39 +762,80 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 	if err := s.writeUpTo(last.Loc + int64(last.Size)); err != nil {
 		return nil, err
 	}
-
+	segs, err := s.segmentsOf(ents)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]evidence.Record, 0, len(ents))
-	// Records of one correlation are often adjacent: read runs in one pread.
+	rd := newReader(s)
 	for i := 0; i < len(ents); {
-		j := i + 1
-		end := ents[i].Loc + int64(ents[i].Size)
-		for j < len(ents) && ents[j].Loc == end && end-ents[i].Loc < 1<<20 {
-			end += int64(ents[j].Size)
-			j++
+		var bodies [][]byte
+		var err error
+		bodies, i, err = s.readRun(rd, ents, segs, i)
+		if err != nil {
+			return nil, err
 		}
-		buf := make([]byte, end-ents[i].Loc)
-		if _, err := s.f.ReadAt(buf, ents[i].Loc); err != nil {
-			return nil, fmt.Errorf("logstore: replay read at %d: %w", ents[i].Loc, err)
-		}
-		for k := i; k < j; k++ {
-			n := ents[k].Size
-			body, err := s.verified(buf[:n], ents[k].Loc)
-			if err != nil {
-				return nil, err
-			}
+		for k, body := range bodies {
+			e := ents[i-len(bodies)+k]
 			rec, err := decodeBody(body)
-			if err == nil && (rec.Sequence != ents[k].Seq || rec.CorrelationID != q.CorrelationID) {
-				err = fmt.Errorf("%w: record at %d is not sequence %d of %s", ErrDamaged, ents[k].Loc, ents[k].Seq, q.CorrelationID)
+			if err == nil && (rec.Sequence != e.Seq || rec.CorrelationID != q.CorrelationID) {
+				err = fmt.Errorf("%w: record at %d is not sequence %d of %s", ErrDamaged, e.Loc, e.Seq, q.CorrelationID)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("logstore: record at %d: %w", ents[k].Loc, err)
+				return nil, fmt.Errorf("logstore: record at %d: %w", e.Loc, err)
 			}
 			out = append(out, rec)
-			buf = buf[n:]
 		}
-		i = j
 	}
 	return out, nil
+}
+
+// segmentsOf returns the segment of each entry (all written).
+func (s *Store) segmentsOf(ents []evidence.ChainEntry) ([]segment, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	segs := make([]segment, len(ents))
+	for i, e := range ents {
+		g, ok := s.segmentAt(e.Loc)
+		if !ok {
+			return nil, fmt.Errorf("logstore: record at logical offset %d is in no segment written", e.Loc)
+		}
+		segs[i] = g
+	}
+	return segs, nil
+}
+
+// readRun reads, verified, the body of ents[i] and, from an uncompressed
+// run, of the entries after it adjacent in the file (one pread, up to
+// 1 MiB); it returns them and the index after them.
+func (s *Store) readRun(rd *reader, ents []evidence.ChainEntry, segs []segment, i int) ([][]byte, int, error) {
+	if segs[i].block() {
+		body, err := rd.record(segs[i], ents[i].Loc, ents[i].Size)
+		return [][]byte{body}, i + 1, err
+	}
+	g := segs[i]
+	j := i + 1
+	end := ents[i].Loc + int64(ents[i].Size)
+	for j < len(ents) && segs[j] == g && ents[j].Loc == end && end-ents[i].Loc < 1<<20 {
+		end += int64(ents[j].Size)
+		j++
+	}
+	off := g.p + ents[i].Loc - g.l
+	buf := make([]byte, end-ents[i].Loc)
+	if _, err := s.f.ReadAt(buf, off); err != nil {
+		return nil, 0, fmt.Errorf("logstore: replay read at %d: %w", off, err)
+	}
+	bodies := make([][]byte, 0, j-i)
+	for k := i; k < j; k++ {
+		n := ents[k].Size
+		body, err := s.verified(buf[:n], off)
+		if err != nil {
+			return nil, 0, err
+		}
+		bodies = append(bodies, body)
+		buf, off = buf[n:], off+int64(n)
+	}
+	return bodies, j, nil
 }
 
 // verified checks the record rec, read back from off, against its header
