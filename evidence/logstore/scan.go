@@ -127,8 +127,8 @@ type Tail struct {
 
 // scanResult is what a scan of the whole file found.
 type scanResult struct {
-	end     int64  // end of the last frame that verifies
-	lend    int64  // logical end of the records that verify
+	end     int64 // end of the last frame that verifies
+	lend    int64 // logical end of the records that verify
 	segs    []segment
 	next    uint64 // the evidence sequence the next append takes
 	damaged []Damage
