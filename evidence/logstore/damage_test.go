@@ -3,6 +3,7 @@ package logstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -553,6 +554,22 @@ func TestReadsVersion1Log(t *testing.T) {
 			t.Fatalf("c0 record %d: %+v", i, r)
 		}
 	}
+	// Compressed appends after the version 1 records; all read after a
+	// reopen.
+	if recs, err := s.Append(context.Background(), storetest.Event("c0", "e", "compressed")); err != nil || recs[0].Sequence != 14 {
+		t.Fatalf("append: %v", err)
+	}
+	s.Close()
+	if s, err = Open(dir, &Options{Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if recs, err = s.Replay(context.Background(), evidence.Query{CorrelationID: "c0"}); err != nil || len(recs) != 6 || recs[5].PrevHash != recs[4].ContentHash {
+		t.Fatalf("c0 after a compressed append: %v, %d records", err, len(recs))
+	}
+	if r, err := check(s.f, s.phys, FileName); err != nil || r.IsDamaged() || r.Records != 14 {
+		t.Fatalf("check after a compressed append: %v %+v", err, r)
+	}
 }
 
 // TestCheckAndRepairTakeTheLock: a store a host has open is neither
@@ -716,4 +733,182 @@ func TestDamagedGapRecordHidesNothing(t *testing.T) {
 		t.Fatalf("Open after the second Repair: %v", err)
 	}
 	s.Close()
+}
+
+// blockLog writes n commits of three records each (the first two commits
+// with a result too), compressed, and returns the store directory, the
+// log's bytes up to the end of the data and its frames: one block per
+// commit.
+func blockLog(t *testing.T, n int) (string, []byte, []frame) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range n {
+		c := fmt.Sprint("c", i%3)
+		recs, err := s.Append(ctx, storetest.Event(c, "a", fmt.Sprint("one-", i)), storetest.Event(c, "b", fmt.Sprint("two-", i)), storetest.Event(c, "c", fmt.Sprint("three-", i)))
+		if err == nil && i < 2 {
+			err = s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprint("inv-", i), At: time.Unix(int64(i+1), 0), Data: []byte("{}")})
+		}
+		if err == nil {
+			err = s.Sync(ctx, recs[2].Sequence)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:s.phys]
+	var frames []frame
+	if _, err := scanLog(bytes.NewReader(data), int64(len(data)), func(fr *frame) error { frames = append(frames, *fr); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != n || countBlocks(frames) != n {
+		t.Fatalf("%d frames, %d blocks, want %d blocks", len(frames), countBlocks(frames), n)
+	}
+	return dir, data, frames
+}
+
+// TestDamagedBlockMidLog: a damaged block in the middle of a compressed
+// log — a flipped byte in its compressed bytes, the whole block zeroed (a
+// lost write), or a block whose checksum verifies but whose contents do
+// not decompress (or decompress to records that do not verify) — is
+// reported as damage holding its three sequences, never read as the clean
+// end of the log; Open refuses the store, Repair keeps every other record.
+func TestDamagedBlockMidLog(t *testing.T) {
+	reseal := func(b []byte, fr frame, edit func(body []byte) []byte) []byte {
+		body := edit(append([]byte(nil), b[fr.off+headerSize:fr.off+fr.size]...))
+		rec := append(make([]byte, headerSize), body...)
+		seal(rec)
+		out := append(append(append([]byte(nil), b[:fr.off]...), rec...), b[fr.off+fr.size:]...)
+		return out
+	}
+	for name, c := range map[string]struct {
+		damage func(b []byte, fr frame) []byte
+		reason string
+	}{
+		"flipped byte": {func(b []byte, fr frame) []byte { b[fr.off+fr.size/2] ^= 0x40; return b }, "checksum mismatch"},
+		"zeroed block": {func(b []byte, fr frame) []byte { clear(b[fr.off : fr.off+fr.size]); return b }, whyZero},
+		"undecodable, resealed": {func(b []byte, fr frame) []byte {
+			return reseal(b, fr, func(body []byte) []byte { body[len(body)-3] ^= 0xff; return body })
+		}, "malformed block: "},
+		"raw length lies, resealed": {func(b []byte, fr frame) []byte {
+			return reseal(b, fr, func(body []byte) []byte { binary.BigEndian.PutUint32(body[10:], maxBlockRaw); return body })
+		}, "malformed block: "},
+		"inner record damaged, resealed": {func(b []byte, fr frame) []byte {
+			return reseal(b, fr, func(body []byte) []byte {
+				raw, err := decodeBlock(body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw[len(raw)-1] ^= 1 // the last record's data
+				return appendBlock(nil, raw)[headerSize:]
+			})
+		}, "block: checksum mismatch in block"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, data, frames := blockLog(t, 6)
+			k := 3
+			bad := c.damage(data, frames[k])
+			if err := os.WriteFile(filepath.Join(dir, FileName), bad, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(dir, &Options{Logger: quiet})
+			if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "sequences 10-12 lost") {
+				t.Fatalf("Open: %v, want ErrDamaged with sequences 10-12 lost", err)
+			}
+			r, err := Check(dir)
+			if err != nil || len(r.Damaged) != 1 || r.Tail != nil || r.Records != 15 {
+				t.Fatalf("Check = %v, %+v", err, r)
+			}
+			if d := r.Damaged[0]; d.Offset != frames[k].off || d.After != 9 || d.Next != 13 || !strings.HasPrefix(d.Reason, c.reason) {
+				t.Fatalf("damage %+v, want at %d, sequences 10-12, reason %q", d, frames[k].off, c.reason)
+			}
+			if r, err := Repair(dir, nil); err != nil || !r.Repaired || len(r.Preserved) != 1 {
+				t.Fatalf("Repair = %v, %+v", err, r)
+			}
+			s, err := Open(dir, &Options{Logger: quiet})
+			if err != nil {
+				t.Fatalf("Open after Repair: %v", err)
+			}
+			defer s.Close()
+			if s.LastSequence() != 18 {
+				t.Fatalf("LastSequence %d", s.LastSequence())
+			}
+			for corr, want := range map[string]int{"c0": 6 - 3, "c1": 6, "c2": 6} { // block 3 held c0's
+				recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: corr})
+				if err != nil || len(recs) != want {
+					t.Fatalf("%s: %v, %d records, want %d", corr, err, len(recs), want)
+				}
+			}
+		})
+	}
+}
+
+// TestMixedFormats: a store written uncompressed (format version 1, as
+// releases before compression wrote it) opens with compression on, takes
+// compressed appends after its records, and reads all of them after a
+// reopen; Check finds nothing wrong.
+func TestMixedFormats(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	write := func(uncompressed bool, from int) {
+		s, err := Open(dir, &Options{Logger: quiet, Uncompressed: uncompressed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := from; i < from+10; i++ {
+			recs, err := s.Append(ctx, storetest.Event(fmt.Sprint("m", i%2), "e", fmt.Sprint("body-", i)))
+			if err == nil {
+				err = s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprint("inv-", i), At: time.Unix(int64(i+1), 0), Data: []byte("{}")})
+			}
+			if err == nil {
+				err = s.Sync(ctx, recs[0].Sequence)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(true, 0)
+	write(false, 10)
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []frame
+	if _, err := scanLog(bytes.NewReader(data), int64(len(data)), func(fr *frame) error { frames = append(frames, *fr); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != 30 || countBlocks(frames) != 10 || frames[19].block || !frames[20].block {
+		t.Fatalf("%d frames, %d blocks: want 20 records and results, then 10 blocks", len(frames), countBlocks(frames))
+	}
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Records != 20 || r.Results != 20 || len(r.Broken) != 0 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkChains(t, s)
+	for _, c := range []string{"m0", "m1"} {
+		if recs, err := s.Replay(ctx, evidence.Query{CorrelationID: c}); err != nil || len(recs) != 10 {
+			t.Fatalf("%s: %v, %d records", c, err, len(recs))
+		}
+	}
+	n := 0
+	if err := s.Results(ctx, time.Time{}, func(evidence.Result) bool { n++; return true }); err != nil || n != 20 {
+		t.Fatalf("%d results: %v", n, err)
+	}
 }
