@@ -44,7 +44,7 @@ const (
 )
 
 // dictionaryV1 is raw content zstd starts each block's history from: the
-// records of one invocation of each outcome of the conformance fixtures.
+// records of one safety-gated invocation of a conformance fixture.
 // Its bytes are frozen (TestDictionaryFrozen): every block written with it
 // needs exactly them.
 //

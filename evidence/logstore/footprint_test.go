@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,6 +149,7 @@ func BenchmarkGovernedDurable(b *testing.B) {
 				ctx := context.Background()
 				var n atomic.Int64
 				b.ResetTimer()
+				cpu0 := processCPU()
 				if callers == 1 {
 					for b.Loop() {
 						if err := invoke(ctx, c, fmt.Sprint("c", n.Add(1))); err != nil {
@@ -166,6 +168,7 @@ func BenchmarkGovernedDurable(b *testing.B) {
 					})
 				}
 				b.StopTimer()
+				b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(n.Load()), "cpu-µs/op")
 				b.ReportMetric(float64(s.PhysicalSize())/float64(n.Load()), "B/inv")
 			})
 		}
@@ -277,4 +280,13 @@ func replayLatency(b *testing.B, s *logstore.Store, pick func() string, want int
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+}
+
+// processCPU is the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
