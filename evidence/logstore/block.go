@@ -30,14 +30,21 @@ const (
 	blockKind = 3
 	// blockHeader is the block body before the zstd frame.
 	blockHeader = 8 + 1 + 1 + 4
-	// blockTarget is the raw size at which a block is closed: large enough
-	// for one governed invocation's records, small enough that a replay
-	// decompresses little it does not return.
-	blockTarget = 8 << 10
+	// dictBelow is the raw size under which a block is compressed with
+	// the dictionary: a commit of one or two invocations, which alone
+	// compress to too little. Larger blocks find their own matches, and
+	// skip the dictionary's cost (its tables and history are loaded for
+	// every block, compressing and decompressing).
+	dictBelow = 16 << 10
 	// maxBlockRaw bounds the raw length of a block (a record whose frame
 	// would not fit is written uncompressed): what decoding a block may
 	// allocate, whatever its header claims.
 	maxBlockRaw = 256 << 10
+	// blockTarget is the raw size at which a block is closed: about one
+	// governed invocation, so that a replay decompresses little it does
+	// not return (32 KiB compressed 15 % better under load, and made
+	// replay's decompression 30 % slower).
+	blockTarget = 8 << 10
 	// dictNone and dictV1 name the dictionary a block is compressed with.
 	dictNone = 0
 	dictV1   = 1
@@ -53,6 +60,13 @@ var dictionaryV1 []byte
 
 var (
 	encoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false))
+		if err != nil {
+			panic(fmt.Sprintf("logstore: zstd encoder: %v", err))
+		}
+		return e
+	})
+	dictEncoder = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
 			zstd.WithEncoderDictRaw(dictV1, dictionaryV1))
 		if err != nil {
@@ -76,9 +90,13 @@ func appendBlock(dst, raw []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, headerSize)...)
 	dst = binary.BigEndian.AppendUint64(dst, 0)
-	dst = append(dst, blockKind, dictV1)
+	enc, dict := encoder(), byte(dictNone)
+	if len(raw) < dictBelow {
+		enc, dict = dictEncoder(), dictV1
+	}
+	dst = append(dst, blockKind, dict)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(raw)))
-	dst = encoder().EncodeAll(raw, dst)
+	dst = enc.EncodeAll(raw, dst)
 	seal(dst[start:])
 	return dst
 }
@@ -91,7 +109,10 @@ var errBlock = errors.New("malformed block")
 // decodeBlock returns the raw records of the block body b (its frame's
 // checksum already verified). It allocates at most the raw length the
 // header claims, itself bounded by maxBlockRaw.
-func decodeBlock(b []byte) ([]byte, error) {
+func decodeBlock(b []byte) ([]byte, error) { return decodeBlockInto(nil, b) }
+
+// decodeBlockInto is decodeBlock decoding into buf when it has room.
+func decodeBlockInto(buf, b []byte) ([]byte, error) {
 	if len(b) < blockHeader || !isBlock(b) {
 		return nil, errBlock
 	}
@@ -102,7 +123,10 @@ func decodeBlock(b []byte) ([]byte, error) {
 	if n < minRecord || n > maxBlockRaw {
 		return nil, fmt.Errorf("%w: raw length %d", errBlock, n)
 	}
-	raw, err := decoder().DecodeAll(b[blockHeader:], make([]byte, 0, n))
+	if uint32(cap(buf)) < n {
+		buf = make([]byte, 0, n)
+	}
+	raw, err := decoder().DecodeAll(b[blockHeader:], buf[:0:n])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBlock, err)
 	}

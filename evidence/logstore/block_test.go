@@ -12,9 +12,10 @@ import (
 	"github.com/capmesh/capmesh/evidence/storetest"
 )
 
-// someRecords returns n records in their version 1 encoding.
+// someRecords returns n records in their version 1 encoding (as Append
+// buffers them; uncompressed, nothing is compressed ahead of a commit).
 func someRecords(t testing.TB, n int) []byte {
-	s, err := Open(t.TempDir(), &Options{NoSync: true, Logger: quiet})
+	s, err := Open(t.TempDir(), &Options{NoSync: true, Logger: quiet, Uncompressed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,25 +31,29 @@ func someRecords(t testing.TB, n int) []byte {
 }
 
 // TestBlockBounds: a record too large for a block is written as itself;
-// blocks close at blockTarget; a block header claiming more than
+// blocks close at blockTarget, and only those of less than dictBelow use
+// the dictionary; a block header claiming more than
 // maxBlockRaw is refused before anything is allocated for it.
 func TestBlockBounds(t *testing.T) {
 	raw := someRecords(t, 400)
 	big := appendGap(nil, 7, time.Unix(1, 0), string(make([]byte, maxBlockRaw))) // any record will do
+	mid := appendGap(nil, 7, time.Unix(1, 0), string(make([]byte, dictBelow+100))) // a block of its own, without the dictionary
 	first := raw[:headerSize+binary.BigEndian.Uint32(raw)]
-	all := append(append(append([]byte(nil), raw...), big...), first...)
+	all := append(append(append(append([]byte(nil), raw...), mid...), big...), first...)
 	var frames []struct{ rawLen, n int }
 	out := compress(nil, all, func(rawOff, rawLen, off, n int, block bool) {
-		if block != (rawLen != len(big)) || (block && rawLen > blockTarget+1024) {
+		if block != (rawLen != len(big)) || (block && rawLen > blockTarget+len(mid)) {
 			t.Errorf("frame at %d: block %v, %d raw bytes", rawOff, block, rawLen)
 		}
 		frames = append(frames, struct{ rawLen, n int }{rawLen, n})
 	})
 	var got []byte
+	dicts := map[byte]int{}
 	for p := 0; p < len(out); {
 		n := headerSize + int(binary.BigEndian.Uint32(out[p:]))
 		body := out[p+headerSize : p+n]
 		if isBlock(body) {
+			dicts[body[9]]++
 			r, err := decodeBlock(body)
 			if err != nil {
 				t.Fatal(err)
@@ -61,6 +66,9 @@ func TestBlockBounds(t *testing.T) {
 	}
 	if !bytes.Equal(got, all) || len(frames) < 3 {
 		t.Fatalf("%d frames do not give the records back", len(frames))
+	}
+	if dicts[dictNone] != 1 || dicts[dictV1] < 2 {
+		t.Errorf("blocks by dictionary: %v, want one without (the large record) and the rest with", dicts)
 	}
 	hostile := appendBlock(nil, first)[headerSize:]
 	binary.BigEndian.PutUint32(hostile[10:], maxBlockRaw+1)

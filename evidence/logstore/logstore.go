@@ -123,6 +123,13 @@ type Store struct {
 	alloc   int64        // file size: written data plus preallocated zeros (wmu)
 	zbuf    []byte       // the frames of a write, reused (wmu)
 
+	// Compressed frames not yet written, made by appenders while a commit
+	// runs (see precompress); they cover the logical range up to the
+	// pending buffer's start. Lock order: wmu, cmu, mu.
+	cmu       sync.Mutex
+	ready     []byte
+	readySegs []segment // file offsets relative to ready's start
+
 	extend     chan struct{} // asks the extender for more preallocated space (sent under wmu)
 	extStopped bool          // extend is closed (wmu)
 	extended   chan struct{} // closed when the extender has stopped
@@ -449,14 +456,76 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 		off += int64(n)
 	}
 	s.end = off
-	big := len(s.pend) >= flushAt
+	big, pre := s.bound()
 	s.mu.Unlock()
 	if big {
 		if err := s.write(); err != nil {
 			return nil, err
 		}
+	} else if pre {
+		s.precompress()
 	}
 	return out, nil
+}
+
+// bound says whether what is appended and not written has grown past its
+// bound (write it now), or whether the buffer holds a block's worth to
+// compress; call with mu held.
+func (s *Store) bound() (big, pre bool) {
+	big = s.end-s.written.Load() >= flushAt
+	return big, !big && !s.opts.Uncompressed && len(s.pend) >= blockTarget
+}
+
+// precompress compresses the buffer into frames ready for the next write,
+// unless another goroutine is compressing. Appenders run it while a
+// commit's write and fsync are under way, so that the next commit finds
+// its data mostly compressed: compression is spread over the callers
+// instead of lengthening every commit.
+func (s *Store) precompress() {
+	if !s.cmu.TryLock() {
+		return
+	}
+	defer s.cmu.Unlock()
+	s.mu.Lock()
+	if len(s.pend) < blockTarget || s.failed != nil {
+		s.mu.Unlock()
+		return
+	}
+	buf, start := s.takePend()
+	s.mu.Unlock()
+	s.frame(buf, start)
+	s.mu.Lock()
+	s.givePend(buf)
+	s.mu.Unlock()
+}
+
+// takePend takes the buffer and its logical start, leaving an empty one;
+// call with mu held.
+func (s *Store) takePend() ([]byte, int64) {
+	buf := s.pend
+	s.pend = s.spare[:0]
+	s.spare = nil
+	return buf, s.end - int64(len(buf))
+}
+
+// givePend hands a buffer taken by takePend back for reuse; call with mu
+// held.
+func (s *Store) givePend(buf []byte) {
+	if s.spare == nil && cap(buf) <= 2*flushAt {
+		s.spare = buf[:0]
+	}
+}
+
+// frame compresses buf, whole records from logical offset start, into
+// the ready frames; call with cmu held.
+func (s *Store) frame(buf []byte, start int64) {
+	s.ready = compress(s.ready, buf, func(rawOff, rawLen, off, n int, block bool) {
+		g := segment{l: start + int64(rawOff), p: int64(off), n: int64(rawLen)}
+		if block {
+			g.frame = int64(n)
+		}
+		s.readySegs = append(s.readySegs, g)
+	})
 }
 
 // sealInto seals the batch straight into the buffer, each record in its
@@ -537,10 +606,13 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 	n := len(s.pend) - mark
 	s.results = append(s.results, resultLoc{off: s.end, size: uint32(n), at: r.At.UnixMicro()})
 	s.end += int64(n)
-	big := len(s.pend) >= flushAt
+	big, pre := s.bound()
 	s.mu.Unlock()
 	if big {
 		return s.write()
+	}
+	if pre {
+		s.precompress()
 	}
 	return nil
 }
@@ -564,6 +636,7 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 		return err
 	}
 	rd := newReader(s)
+	defer rd.close()
 	for _, l := range locs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -589,35 +662,41 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 	return nil
 }
 
-// write writes the buffer to the file: as blocks (see block.go), or
-// uncompressed with Options.Uncompressed.
+// write writes the buffer to the file: as blocks (see block.go) after
+// the frames precompress made ready, or uncompressed with
+// Options.Uncompressed.
 func (s *Store) write() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.cmu.Lock()
 	s.mu.Lock()
-	buf, end := s.pend, s.end
-	if len(buf) == 0 {
+	if len(s.pend) == 0 && len(s.ready) == 0 {
 		s.mu.Unlock()
+		s.cmu.Unlock()
 		return nil
 	}
 	if s.failed != nil {
 		s.mu.Unlock()
+		s.cmu.Unlock()
 		return s.failed
 	}
-	s.pend = s.spare[:0]
-	s.spare = nil
+	end := s.end
+	buf, start := s.takePend()
 	s.mu.Unlock()
-	start, out := end-int64(len(buf)), buf
+	var out []byte
 	var placed []segment
-	if !s.opts.Uncompressed {
-		out = compress(s.zbuf[:0], buf, func(rawOff, rawLen, off, n int, block bool) {
-			g := segment{l: start + int64(rawOff), p: s.phys + int64(off), n: int64(rawLen)}
-			if block {
-				g.frame = int64(n)
-			}
-			placed = append(placed, g)
-		})
+	if s.opts.Uncompressed {
+		out, placed = buf, []segment{{l: start, n: int64(len(buf))}}
+	} else {
+		s.frame(buf, start)
+		out, placed = s.ready, s.readySegs
+		s.ready, s.readySegs = s.zbuf[:0], nil
+		s.zbuf = nil
+		s.mu.Lock()
+		s.givePend(buf)
+		s.mu.Unlock()
 	}
+	s.cmu.Unlock() // appenders may compress the next commit's data meanwhile
 	_, err := s.f.WriteAt(out, s.phys)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -628,10 +707,8 @@ func (s *Store) write() error {
 		s.failed = fmt.Errorf("logstore: write: %w", err)
 		return s.failed
 	}
-	if s.opts.Uncompressed {
-		s.segs = addRun(s.segs, start, s.phys, int64(len(buf)))
-	}
 	for _, g := range placed {
+		g.p += s.phys
 		if g.block() {
 			s.segs = append(s.segs, g)
 		} else {
@@ -649,10 +726,9 @@ func (s *Store) write() error {
 		default:
 		}
 	}
-	if cap(buf) <= 2*flushAt {
-		s.spare = buf[:0]
-	}
-	if !s.opts.Uncompressed && cap(out) <= 2*flushAt {
+	if s.opts.Uncompressed {
+		s.givePend(buf)
+	} else if cap(out) <= 2*flushAt {
 		s.zbuf = out[:0]
 	}
 	return nil
@@ -768,6 +844,7 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 	}
 	out := make([]evidence.Record, 0, len(ents))
 	rd := newReader(s)
+	defer rd.close()
 	for i := 0; i < len(ents); {
 		var bodies [][]byte
 		var err error

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"sync"
 )
 
 // Records are indexed by their logical offset: the place of their
@@ -41,14 +42,27 @@ func (s *Store) segmentAt(l int64) (segment, bool) {
 }
 
 // reader reads records by logical offset for one call, keeping the last
-// block it decompressed.
+// block it decompressed in a buffer from blockBufs; close returns it.
 type reader struct {
 	s     *Store
 	blkAt int64 // file offset of the block in raw; -1 none
 	raw   []byte
+	buf   *[]byte
 }
 
+// blockBufs are buffers blocks are decompressed into by reads: a replay
+// copies out the records it returns, so that it allocates what it
+// returns, not the blocks around it.
+var blockBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*blockTarget); return &b }}
+
 func newReader(s *Store) *reader { return &reader{s: s, blkAt: -1} }
+
+func (r *reader) close() {
+	if r.buf != nil {
+		blockBufs.Put(r.buf)
+		r.buf, r.raw = nil, nil
+	}
+}
 
 // record returns the body of the record of size n at logical loc in g,
 // verified.
@@ -70,7 +84,13 @@ func (r *reader) record(g segment, loc int64, n uint32) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		raw, err := decodeBlock(body)
+		if r.buf == nil {
+			r.buf = blockBufs.Get().(*[]byte)
+		}
+		raw, err := decodeBlockInto(*r.buf, body)
+		if err == nil && cap(raw) > cap(*r.buf) && cap(raw) <= maxBlockRaw {
+			*r.buf = raw[:0]
+		}
 		if err == nil && int64(len(raw)) != g.n {
 			err = fmt.Errorf("%d raw bytes where %d were indexed", len(raw), g.n)
 		}
@@ -84,5 +104,5 @@ func (r *reader) record(g segment, loc int64, n uint32) ([]byte, error) {
 	if at < 0 || at+int64(n) > int64(len(r.raw)) {
 		return nil, fmt.Errorf("%w: no record at %d of the block at offset %d", ErrDamaged, at, g.p)
 	}
-	return r.s.verified(r.raw[at:at+int64(n)], g.p)
+	return r.s.verified(append([]byte(nil), r.raw[at:at+int64(n)]...), g.p)
 }
