@@ -36,7 +36,7 @@ func someRecords(t testing.TB, n int) []byte {
 // maxBlockRaw is refused before anything is allocated for it.
 func TestBlockBounds(t *testing.T) {
 	raw := someRecords(t, 400)
-	big := appendGap(nil, 7, time.Unix(1, 0), string(make([]byte, maxBlockRaw))) // any record will do
+	big := appendGap(nil, 7, time.Unix(1, 0), string(make([]byte, maxBlockRaw)))   // any record will do
 	mid := appendGap(nil, 7, time.Unix(1, 0), string(make([]byte, dictBelow+100))) // a block of its own, without the dictionary
 	first := raw[:headerSize+binary.BigEndian.Uint32(raw)]
 	all := append(append(append(append([]byte(nil), raw...), mid...), big...), first...)
