@@ -13,32 +13,41 @@
 // copies them into an in-memory buffer (no system call) — they are visible to
 // Replay and Count at once. Sync(seq) makes them durable: the first caller
 // to arrive becomes the leader, lets goroutines that are still appending
-// finish, writes the whole buffer (everything appended by anyone so far) with
-// one write(2) and fdatasyncs, while later callers wait for that commit or
-// the next. Replay of a record still in the buffer writes the buffer first,
-// so every read is a pread of the file. A background extender keeps zeros
-// written ahead of the data, so a commit's fdatasync has no file-size or
-// extent metadata to journal.
+// finish, compresses the buffer (everything appended by anyone so far) into
+// blocks, writes them with one write(2) and fdatasyncs, while later callers
+// wait for that commit or the next. Appenders compress full blocks of the
+// buffer themselves while a commit runs, so a commit mostly writes blocks
+// that are ready. Replay of a record not yet written writes the buffer
+// first, so every read is a pread of the file. A background extender keeps
+// zeros written ahead of the data, so a commit's fdatasync has no
+// file-size or extent metadata to journal.
 //
 // File format (evidence.log, mode 0600 in a 0700 directory): a sequence of
-// records, each
+// frames, each
 //
 //	u32 body length | u32 CRC-32C(body) | body
 //	evidence body = u64 sequence | u16 len + correlation id | u8 len + event type |
 //	                u8 len + content hash | u8 len + prev hash | data
 //	result body   = u64 0 | u8 1 | i64 unix µs | u16 len + invocation id | data
 //	gap body      = u64 0 | u8 2 | u64 next sequence | i64 unix µs | note
+//	block body    = u64 0 | u8 3 | u8 dictionary | u32 raw length | zstd frame
 //
-// all integers big-endian. Evidence sequences are contiguous from 1, except
+// all integers big-endian. A block (format version 2, see block.go) holds
+// whole evidence and result records — frames of the kinds above, exactly
+// as version 1 writes them, each with its own CRC — compressed together;
+// content hashes are over the data the block gives back byte for byte.
+// Version 1 logs hold no blocks and read unchanged; Options.Uncompressed
+// still writes them. Evidence sequences are contiguous from 1, except
 // after a gap record (written only by Repair, where damaged records were
 // moved aside), after which the sequence resumes at its next sequence; a
 // result record (sequence 0: an idempotent-replay result, serving state that
 // is never part of a chain, see evidence.ResultStore) may sit anywhere.
-// After the last record come zeros (the space prepared ahead).
+// After the last frame come zeros (the space prepared ahead).
 //
-// Recovery (Open) tells a torn tail from damage. Where a record is short,
-// fails its checksum, is zero or breaks the sequence, the scan looks for the
-// next record that verifies (see scan.go). If there is none, the bytes from
+// Recovery (Open) tells a torn tail from damage. Where a frame is short,
+// fails its checksum, is zero, breaks the sequence or is a block that does
+// not decompress to records that verify, the scan looks for the next frame
+// that verifies (see scan.go). If there is none, the bytes from
 // there on are a torn tail — a final write cut short, never acknowledged —
 // and are copied to evidence.log.torn-<offset> for inspection and cut off;
 // the store carries on from the last good record. If there is one, the log
