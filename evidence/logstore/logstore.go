@@ -136,6 +136,7 @@ type Store struct {
 	// runs (see precompress); they cover the logical range up to the
 	// pending buffer's start. Lock order: wmu, cmu, mu.
 	cmu       sync.Mutex
+	writers   atomic.Int32 // writes waiting for cmu: precompress stands aside
 	ready     []byte
 	readySegs []segment // file offsets relative to ready's start
 
@@ -491,21 +492,38 @@ func (s *Store) bound() (big, pre bool) {
 // its data mostly compressed: compression is spread over the callers
 // instead of lengthening every commit.
 func (s *Store) precompress() {
-	if !s.cmu.TryLock() {
+	if s.writers.Load() > 0 || !s.cmu.TryLock() {
 		return
 	}
 	defer s.cmu.Unlock()
 	s.mu.Lock()
-	if len(s.pend) < blockTarget || s.failed != nil {
+	cut := blockCut(s.pend)
+	if cut == 0 || s.failed != nil {
 		s.mu.Unlock()
 		return
 	}
-	buf, start := s.takePend()
+	// Whole blocks only: the rest stays buffered to fill the next one.
+	buf, start := s.pend, s.end-int64(len(s.pend))
+	s.pend = append(s.spare[:0], buf[cut:]...)
+	s.spare = nil
 	s.mu.Unlock()
-	s.frame(buf, start)
+	s.frame(buf[:cut], start)
 	s.mu.Lock()
 	s.givePend(buf)
 	s.mu.Unlock()
+}
+
+// blockCut is the length of the longest run of whole blocks at the start
+// of buf (whole records): where compress would close its last full block.
+func blockCut(buf []byte) int {
+	cut, from := 0, 0
+	for p := 0; p < len(buf); {
+		p += headerSize + int(binary.BigEndian.Uint32(buf[p:]))
+		if p-from >= blockTarget {
+			cut, from = p, p
+		}
+	}
+	return cut
 }
 
 // takePend takes the buffer and its logical start, leaving an empty one;
@@ -677,7 +695,9 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 func (s *Store) write() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.writers.Add(1)
 	s.cmu.Lock()
+	s.writers.Add(-1)
 	s.mu.Lock()
 	if len(s.pend) == 0 && len(s.ready) == 0 {
 		s.mu.Unlock()
