@@ -6,6 +6,7 @@ require (
 	github.com/capmesh/capmesh v0.0.0-00010101000000-000000000000
 	github.com/creachadair/jrpc2 v1.3.6
 	github.com/jackc/pgx/v5 v5.13.0
+	github.com/klauspost/compress v1.20.4
 	github.com/sourcegraph/jsonrpc2 v0.2.3
 )
 
