@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/chp/gateway"
@@ -75,6 +77,13 @@ type Config struct {
 	// may share), Memory or not; the program imports the engine
 	// (evidence/postgres).
 	EvidenceURL string
+	// RegistryURL keeps the registry in the shared store it names instead
+	// of registry.db (registry.OpenStoreURL: etcd://host:2379[,host:2379…]
+	// [/prefix], which many nodes share), Memory or not; the program
+	// imports the engine (registry/etcd). The genesis root key and the
+	// network-authority key then live in that store too, shared by the
+	// fleet, unless RootKeyFile names one.
+	RegistryURL string
 	// RootKeyFile is the genesis root key's file; default keys/root.pem
 	// beside the node key, created on first start.
 	RootKeyFile string
@@ -372,6 +381,16 @@ func (n *Node) durableState(rcfg *registry.Config, hcfg *host.Config) error {
 		}
 		rcfg.RootKey = root.Ed25519()
 	}
+	if n.cfg.RegistryURL != "" && rcfg.Store == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		st, err := registry.OpenStoreURL(ctx, n.cfg.RegistryURL, n.log)
+		if err != nil {
+			return fmt.Errorf("registry store: %w", err)
+		}
+		rcfg.Store = st
+		n.closer = func() { _ = st.Close() }
+	}
 	if n.cfg.Memory {
 		return nil
 	}
@@ -382,7 +401,7 @@ func (n *Node) durableState(rcfg *registry.Config, hcfg *host.Config) error {
 		return &ConfigError{err}
 	}
 	hcfg.KeyFile = keyPath
-	if rcfg.RootKey == nil {
+	if rcfg.RootKey == nil && n.cfg.RegistryURL == "" {
 		// The genesis root key lives beside the node key, separate from the
 		// network-authority key (RFC-001 rule 8).
 		root, created, err := identity.LoadOrCreate(filepath.Join(filepath.Dir(keyPath), "root.pem"))
@@ -414,7 +433,7 @@ func (n *Node) durableState(rcfg *registry.Config, hcfg *host.Config) error {
 // with what they cost for planners reading capabilities.list: routing is
 // a network hop; a heartbeat or an unregistration needs a registration.
 func (n *Node) mountRegistry() error {
-	if err := n.host.Mount(n.reg.RPC()); err != nil {
+	if err := n.host.Mount(api.RPC(n.reg)); err != nil {
 		return err
 	}
 	local := wire.CostEstimate{CPU: wire.CostLow, LatencyMS: 0.1}
@@ -438,8 +457,8 @@ func (n *Node) mountRegistry() error {
 	}
 	// The Genesis-Mesh Network-Authority routes; the registry's own GET
 	// /health is left to the CHP binding, which owns /health on every host.
-	rh := n.reg.HTTPHandler()
-	for _, p := range registry.HTTPRoutes() {
+	rh := api.HTTPHandler(n.reg)
+	for _, p := range api.HTTPRoutes() {
 		if err := n.host.MountHTTP(p, rh); err != nil {
 			return err
 		}

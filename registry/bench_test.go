@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
@@ -166,7 +168,7 @@ func find100kFixture(b *testing.B) {
 		find100k.n = n
 		find100k.heapPer = float64(ms1.HeapAlloc-ms0.HeapAlloc) / total100k
 
-		srv := httptest.NewServer(n.HTTPHandler())
+		srv := httptest.NewServer(api.HTTPHandler(n))
 		find100k.httpURL = srv.URL
 		dir, err := osMkdirTemp()
 		if err != nil {
@@ -177,7 +179,7 @@ func find100kFixture(b *testing.B) {
 		if err != nil {
 			panic(err)
 		}
-		go func() { _ = jsonrpc.NewServer(n.RPC(), nil).Serve(context.Background(), l) }()
+		go func() { _ = jsonrpc.NewServer(api.RPC(n), nil).Serve(context.Background(), l) }()
 	})
 	if find100k.n == nil {
 		b.Fatal("fixture failed")
@@ -327,7 +329,7 @@ func BenchmarkRegisterSignedHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer n.Close()
-	srv := httptest.NewServer(n.HTTPHandler())
+	srv := httptest.NewServer(api.HTTPHandler(n))
 	defer srv.Close()
 	c := srv.Client()
 	wires := signedPool(pool, b.N, func(i int) []string { return []string{"cap:" + fmt.Sprint(i%50)} })

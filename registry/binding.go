@@ -102,13 +102,13 @@ func gone(ep string, err error) bool {
 	return strings.HasPrefix(ep, "unix://") && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT))
 }
 
-// dropIfGone removes the local registration e after a call could not
+// DropIfGone removes the local registration e after a call could not
 // reach its Unix socket because nobody listens there any more (the host
 // stopped without unregistering), so that discovery stops listing it now
 // rather than at the end of its TTL. Signed descriptors are the signer's
 // statement and are left to their TTL; the router just tries the next
 // provider.
-func (n *Node) dropIfGone(ctx context.Context, e Entry, err error) {
+func (n *Node) DropIfGone(ctx context.Context, e Entry, err error) {
 	if e.Source != SourceLocal || !gone(e.Endpoint, err) {
 		return
 	}

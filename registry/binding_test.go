@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 )
@@ -112,7 +114,7 @@ func stoppableHost(t *testing.T, name string) (path string, stop func(keepFile b
 func TestLocalRegistrationBinding(t *testing.T) {
 	n := newNode(t, registry.Config{})
 	l, sock := unixListener(t, "node")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	real, stopReal := stoppableHost(t, "beardog")
 	other, _ := stoppableHost(t, "beardog")
 	c := dialUnix(t, sock)
@@ -200,7 +202,7 @@ func TestRouteDropsGoneProvider(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			n := newNode(t, registry.Config{LocalTTL: time.Hour})
 			l, sock := unixListener(t, "node")
-			serve(t, n.RPC(), l)
+			serve(t, api.RPC(n), l)
 			hostSock, stop := stoppableHost(t, "beardog")
 			c := dialUnix(t, sock)
 			call(t, c, "ipc.register", map[string]any{"name": "beardog", "capabilities": []string{"crypto"}, "endpoint": hostSock})

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -20,18 +19,6 @@ const (
 	MaxTokenExpiryHours = 8760
 )
 
-// hoursParam checks an optional hour count named name: absent (nil) is
-// def, otherwise it must lie in [1, max].
-func hoursParam(name string, v *int64, def, max int64) (time.Duration, error) {
-	if v == nil {
-		return time.Duration(def) * time.Hour, nil
-	}
-	if *v < 1 || *v > max {
-		return 0, refuse(CodeWordInvalidParams, "%s must be an integer between 1 and %d (hours), not %d", name, max, *v)
-	}
-	return time.Duration(*v) * time.Hour, nil
-}
-
 // checkHours refuses a duration given to the Go API that is negative or
 // longer than max hours; zero means the default.
 func checkHours(name string, d time.Duration, max int64) error {
@@ -39,10 +26,4 @@ func checkHours(name string, d time.Duration, max int64) error {
 		return refuse(CodeWordInvalidParams, "%s must be between 1 and %d hours, not %s", name, max, d)
 	}
 	return nil
-}
-
-// boundedIntError is the refusal of an HTTP body's integer member k
-// outside [1, max].
-func boundedIntError(k string, max int64) error {
-	return fmt.Errorf("%s must be an integer between 1 and %d", k, max)
 }

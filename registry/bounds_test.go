@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 )
@@ -23,7 +25,7 @@ import (
 func TestEnrollValidityBounds(t *testing.T) {
 	n := newNode(t, registry.Config{})
 	l, sock := unixListener(t, "node")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	c := dialUnix(t, sock)
 	_, priv, _ := ed25519.GenerateKey(nil)
 	key := base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))
@@ -41,7 +43,7 @@ func TestEnrollValidityBounds(t *testing.T) {
 		}
 	}
 	// The HTTP surface names the same bounds.
-	srv := httptest.NewServer(n.HTTPHandler())
+	srv := httptest.NewServer(api.HTTPHandler(n))
 	defer srv.Close()
 	for _, tc := range []struct{ path, body, bound string }{
 		{"/join", `{"node_public_key":"k","invite_token":"t","validity_hours":5124096}`, "87600"},

@@ -29,6 +29,11 @@
 //   - Revocation (POST /admin/revoke, registry.revoke) appends to the
 //     signed CRL and evicts the node's entries at once.
 //
+// The bindings — the JSON-RPC methods with the router, and the HTTP
+// surface — are package registry/api: it decodes a request, asks the
+// Node, and encodes the answer; the Node's exported methods are the whole
+// of what a binding may do.
+//
 // Storage is the Store interface (durable records with expiry); the
 // in-memory index is authoritative for reads, the Store for restarts.
 // Changes are serialized by a writer lock through their Store write and

@@ -48,6 +48,10 @@ const (
 	CodeWordNoProvider       = "no_provider"
 	CodeWordCompacted        = "watch_compacted"
 	CodeWordReplay           = "replay_detected"
+	// A shared store (registry/etcd): another node won a race on the same
+	// record, or the store is unreachable; both are worth a retry.
+	CodeWordConcurrentChange = "concurrent_change"
+	CodeWordStoreUnavailable = "registry_store_unavailable"
 )
 
 var statusByWord = map[string]struct {
@@ -66,6 +70,8 @@ var statusByWord = map[string]struct {
 	descriptor.CodeKeyRevoked:          {403, CodeForbidden},
 	descriptor.CodeRollback:            {409, CodeConflict},
 	CodeWordReplay:                     {409, CodeConflict},
+	CodeWordConcurrentChange:           {409, CodeConflict},
+	CodeWordStoreUnavailable:           {503, CodeUnavailable},
 	CodeWordNotRegistered:              {404, CodeNotFound},
 	CodeWordUnsignedRemote:             {401, CodeUnauthorized},
 	CodeWordForeignUser:                {403, CodeForbidden},
@@ -78,6 +84,7 @@ var statusByWord = map[string]struct {
 	CodeWordNameInUse:                  {409, CodeConflict},
 	CodeWordNotRegistrant:              {403, CodeForbidden},
 	CodeWordSelfRoute:                  {400, jsonrpc.InvalidParams},
+	CodeWordLocalEndpoint:              {403, CodeForbidden},
 }
 
 func refuse(word, format string, args ...any) *Error {
@@ -123,3 +130,22 @@ func rpcError(err error) error {
 	}
 	return jsonrpc.Errorf(e.RPC, "%s", e.Message).WithData(data)
 }
+
+// Refuse returns the refusal word with the HTTP status and JSON-RPC code
+// the registry gives it (400 and -32602 for a word it does not list), for
+// the bindings of package registry/api.
+func Refuse(word, format string, args ...any) *Error { return refuse(word, format, args...) }
+
+// RefuseWithStatus returns the refusal word with the given HTTP status and
+// JSON-RPC code.
+func RefuseWithStatus(word string, status int, rpc jsonrpc.Code, format string, args ...any) *Error {
+	return withStatus(word, status, rpc, format, args...)
+}
+
+// AsError turns a registry or descriptor error (or any error, as a 500)
+// into an *Error.
+func AsError(err error) *Error { return asError(err) }
+
+// RPCError renders err for the JSON-RPC binding: a *jsonrpc.Error as it
+// is, anything else as its Error's code with {"code": word, "details"}.
+func RPCError(err error) error { return rpcError(err) }

@@ -74,6 +74,9 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 		}
 		if since+1 < first && since < rev {
 			n.mu.RUnlock()
+			if n.shared != nil && since != 0 {
+				return n.watchShared(ctx, since, first-1, rev, caps)
+			}
 			if since == 0 {
 				// A watcher from the start, on a node that no longer holds
 				// the start (a restart: events are not persisted): the net

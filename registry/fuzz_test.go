@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/registry"
 )
 
@@ -34,7 +36,7 @@ func FuzzHTTPBodies(f *testing.F) {
 		f.Fatal(err)
 	}
 	defer n.Close()
-	h := n.HTTPHandler()
+	h := api.HTTPHandler(n)
 	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
 		r := routes[int(route)%len(routes)]
 		req := httptest.NewRequest(r.method, r.path, bytes.NewReader(body))

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
@@ -71,7 +73,7 @@ func TestGenesisReferenceInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: n.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: api.HTTPHandler(n), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { srv.Close() })
 	na := "http://" + l.Addr().String()

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/internal/specdata"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
@@ -22,7 +24,7 @@ import (
 // getGenesis fetches GET /genesis from n over real HTTP.
 func getGenesis(t *testing.T, n *registry.Node) (map[string]any, []byte) {
 	t.Helper()
-	srv := httptest.NewServer(n.HTTPHandler())
+	srv := httptest.NewServer(api.HTTPHandler(n))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/genesis")
 	if err != nil {

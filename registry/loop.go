@@ -1,12 +1,10 @@
 package registry
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"net"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -32,75 +30,6 @@ const (
 	CodeWordHopLimit  = "hop_limit_exceeded"
 	CodeWordSelfRoute = "endpoint_is_this_node"
 )
-
-// nextHop checks the hop count of routed params and returns the params
-// to forward, with _meta.hops one higher (params without _meta keep their
-// bytes, the count inserted first). Absent params become
-// {"_meta":{"hops":1}} (a capability host reads an object without members
-// other than _meta as empty params); array params cannot carry the count
-// and are refused.
-func (n *Node) nextHop(params json.RawMessage) (json.RawMessage, error) {
-	out, _, err := n.nextHopN(params)
-	return out, err
-}
-
-// nextHopN is nextHop, also returning the hop count the forwarded call
-// carries.
-func (n *Node) nextHopN(params json.RawMessage) (json.RawMessage, int64, error) {
-	p := bytes.TrimSpace(params)
-	if len(p) == 0 || string(p) == "null" {
-		return json.RawMessage(`{"_meta":{"hops":1}}`), 1, nil
-	}
-	if p[0] != '{' {
-		return nil, 0, refuse(CodeWordInvalidParams, "a routed call takes object params: its hop count travels in params._meta.hops")
-	}
-	if !bytes.Contains(p, []byte("_meta")) && !bytes.Contains(p, []byte(`\u`)) && json.Valid(p) {
-		// The common first hop: no member can be _meta (not even spelt
-		// with escapes), so the caller's bytes go on with the count first.
-		out := append(make([]byte, 0, len(p)+20), `{"_meta":{"hops":1}`...)
-		if rest := bytes.TrimSpace(p[1:]); rest[0] != '}' {
-			out = append(out, ',')
-		}
-		return append(out, p[1:]...), 1, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(p, &obj); err != nil {
-		return nil, 0, refuse(CodeWordInvalidParams, "params: %v", err)
-	}
-	meta := map[string]json.RawMessage{}
-	if raw, ok := obj["_meta"]; ok && string(bytes.TrimSpace(raw)) != "null" {
-		if err := json.Unmarshal(raw, &meta); err != nil || meta == nil {
-			return nil, 0, refuse(CodeWordInvalidParams, "params._meta must be an object")
-		}
-	}
-	var hops int64
-	if raw, ok := meta["hops"]; ok {
-		h, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
-		if err != nil || h < 0 {
-			return nil, 0, refuse(CodeWordInvalidParams, "params._meta.hops must be a non-negative integer")
-		}
-		hops = h
-	}
-	if hops >= int64(n.cfg.MaxHops) {
-		e := refuse(CodeWordHopLimit, "the request has passed %d routers (limit %d): refusing to forward it again (a routing loop?)", hops, n.cfg.MaxHops)
-		e.Details = map[string]any{"hops": hops, "max_hops": n.cfg.MaxHops}
-		return nil, 0, e
-	}
-	meta["hops"] = json.RawMessage(strconv.FormatInt(hops+1, 10))
-	obj["_meta"], _ = marshalNoEscape(meta)
-	out, err := marshalNoEscape(obj)
-	return out, hops + 1, err
-}
-
-func marshalNoEscape(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
 
 // selfEndpoints are the node's own listeners, which no registration may
 // name and the router never dials.
@@ -152,8 +81,9 @@ func (n *Node) AddSelfEndpoints(eps ...string) error {
 	return nil
 }
 
-// isSelf reports whether ep (a normalized endpoint) reaches this node.
-func (n *Node) isSelf(ep string) bool {
+// IsSelf reports whether ep (a normalized endpoint) reaches this node:
+// the router never dials such an endpoint.
+func (n *Node) IsSelf(ep string) bool {
 	s := &n.self
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -205,8 +135,59 @@ func hostPort(ep string) (host, port string, ok bool) {
 
 // refuseSelf is the registration-time check.
 func (n *Node) refuseSelf(ep string) error {
-	if n.isSelf(ep) {
+	if n.IsSelf(ep) {
 		return refuse(CodeWordSelfRoute, "endpoint %s is this registry node itself: routing to it would loop", ep)
+	}
+	return nil
+}
+
+// CodeWordLocalEndpoint refuses a signed descriptor from another machine
+// that names an endpoint only this machine can reach.
+const CodeWordLocalEndpoint = "endpoint_is_local"
+
+// localOnly reports whether ep (a normalized endpoint) names an address
+// that reaches the machine it is dialled from, whichever machine that is:
+// a Unix socket, a loopback or unspecified IP, or "localhost".
+func localOnly(ep string) bool {
+	if strings.HasPrefix(ep, "unix://") {
+		return true
+	}
+	host, _, ok := hostPort(ep)
+	if !ok {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") || strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+}
+
+// fromThisMachine reports whether the request in ctx came from this
+// machine: a Unix-socket peer, or a TCP or HTTP peer at a loopback
+// address. A call without a peer is the program's own (the Go API).
+func fromThisMachine(ctx context.Context) bool {
+	p, ok := jsonrpc.PeerFromContext(ctx)
+	if !ok {
+		return true
+	}
+	if p.Transport == "unix" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(p.Addr)
+	if err != nil {
+		host = p.Addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// refuseForeignLocal is the registration-time check that a descriptor
+// signed elsewhere cannot point this node's router at a service only this
+// machine can reach (a database on 127.0.0.1, another user's socket).
+func refuseForeignLocal(ctx context.Context, ep string) error {
+	if localOnly(ep) && !fromThisMachine(ctx) {
+		return refuse(CodeWordLocalEndpoint, "endpoint %s reaches only the machine it is dialled from; a registration from another machine may not name it", ep)
 	}
 	return nil
 }

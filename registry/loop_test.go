@@ -1,16 +1,21 @@
 package registry_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/capmesh/capmesh/registry/api"
 
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
@@ -60,7 +65,7 @@ func newLoopNode(t *testing.T, trusted ...ed25519.PrivateKey) *loopNode {
 	n := newNode(t, registry.Config{TrustedKeys: pins})
 	a := assigners{jsonrpc.Map{"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
 		return map[string]string{"primal": "capmesh"}, nil
-	})}, n.RPC()}
+	})}, api.RPC(n)}
 	ul, sock := unixListener(t, "capmesh")
 	serve(t, a, ul)
 	tl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -194,5 +199,56 @@ func TestRoutingTwoNodeCycle(t *testing.T) {
 	}
 	if got := a.tcp.n.Load() + b.tcp.n.Load() - before; got != 0 {
 		t.Errorf("refused requests were forwarded: %d connections", got)
+	}
+}
+
+// TestForeignDescriptorCannotNameLocalEndpoint: a signed descriptor that
+// arrives from another machine may not name an endpoint only the machine
+// dialling it can reach (loopback, unspecified, localhost), over the Go
+// API with a remote peer in the context and over POST /agents from a
+// remote address; the same descriptor from this machine, and a routable
+// endpoint from anywhere, are accepted. Before, an enrolled remote node
+// could point the router at a service on the node's loopback.
+func TestForeignDescriptorCannotNameLocalEndpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	remote := jsonrpc.ContextWithPeer(ctx, jsonrpc.Peer{Transport: "tcp", Addr: "192.0.2.7:40000"})
+	local := jsonrpc.ContextWithPeer(ctx, jsonrpc.Peer{Transport: "tcp", Addr: "127.0.0.1:40000"})
+	for _, host := range []string{"127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::", "localhost", "db.localhost"} {
+		_, k, _ := ed25519.GenerateKey(nil)
+		n := newLoopNode(t, k).n
+		_, err := n.Register(remote, loopDescriptor(t, k, host, 5432))
+		if word := registry.AsError(err).Code; err == nil || word != registry.CodeWordLocalEndpoint {
+			t.Errorf("remote registration at %s: %v, want %s", host, err, registry.CodeWordLocalEndpoint)
+		}
+		if _, err := n.Register(local, loopDescriptor(t, k, host, 5432)); err != nil {
+			t.Errorf("registration at %s from this machine: %v", host, err)
+		}
+	}
+	_, k, _ := ed25519.GenerateKey(nil)
+	n := newLoopNode(t, k).n
+	if _, err := n.Register(remote, loopDescriptor(t, k, "198.51.100.4", 7000)); err != nil {
+		t.Errorf("remote registration at a routable address: %v", err)
+	}
+
+	// POST /agents: the binding passes the request's address on.
+	h := api.HTTPHandler(n)
+	for _, tc := range []struct {
+		remoteAddr string
+		want       int
+	}{{"192.0.2.1:1234", http.StatusForbidden}, {"[::1]:1234", http.StatusOK}} {
+		d := loopDescriptor(t, k, "127.0.0.1", 6379)
+		d.RegisteredAt = descriptor.TimeOf(time.Now().Add(time.Duration(tc.want) * time.Microsecond))
+		if err := d.Sign(k); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := d.MarshalJSON()
+		req := httptest.NewRequest("POST", "/agents", bytes.NewReader(raw))
+		req.RemoteAddr = tc.remoteAddr
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("POST /agents from %s: %d %s, want %d", tc.remoteAddr, rec.Code, rec.Body, tc.want)
+		}
 	}
 }

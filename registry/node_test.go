@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
@@ -117,7 +119,7 @@ func TestLocalRegistrationDiscoverCallExpire(t *testing.T) {
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
 	n := newNode(t, registry.Config{LocalTTL: 400 * time.Millisecond, SweepInterval: time.Hour, Now: now})
 	l, nodeSock := unixListener(t, "node")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	host := fakeHost(t, "beardog")
 	c := dialUnix(t, nodeSock)
 
@@ -189,12 +191,12 @@ func TestLocalRegistrationDiscoverCallExpire(t *testing.T) {
 func TestLocalRegistrationRefusals(t *testing.T) {
 	n := newNode(t, registry.Config{})
 	l, nodeSock := unixListener(t, "node")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	tl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve(t, n.RPC(), tl)
+	serve(t, api.RPC(n), tl)
 	host := fakeHost(t, "beardog")
 	c := dialUnix(t, nodeSock)
 	tc, err := jsonrpc.Dial(context.Background(), "tcp", tl.Addr().String(), nil)
@@ -244,7 +246,7 @@ type genesisNode struct {
 func newGenesisNode(t *testing.T, store registry.Store) *genesisNode {
 	_, op, _ := ed25519.GenerateKey(nil)
 	n := newNode(t, registry.Config{Network: "SAMPLE-NET", Store: store, OperatorKeys: map[string]ed25519.PublicKey{"op": op.Public().(ed25519.PublicKey)}})
-	srv := httptest.NewServer(n.HTTPHandler())
+	srv := httptest.NewServer(api.HTTPHandler(n))
 	t.Cleanup(srv.Close)
 	return &genesisNode{n: n, url: srv.URL, opKey: op, client: srv.Client()}
 }
@@ -448,7 +450,7 @@ func TestRestartKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, sock := unixListener(t, "node")
-	serve(t, n1.RPC(), l)
+	serve(t, api.RPC(n1), l)
 	host := fakeHost(t, "beardog")
 	call(t, dialUnix(t, sock), "ipc.register", map[string]any{"name": "beardog", "capabilities": []string{"crypto"}, "endpoint": host})
 	_, a, _ := ed25519.GenerateKey(nil)

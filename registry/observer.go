@@ -53,15 +53,6 @@ func (n *Node) Size() Size {
 	return Size{Entries: len(n.entries), Capabilities: len(n.byCap), Revision: n.version}
 }
 
-// observe makes the limiters report their refusals to obs.
-func (h httpLimiters) observe(obs Observer) {
-	for group, l := range map[string]*limiter{"agents": h.agents, "join": h.join, "admin": h.admin} {
-		if l != nil {
-			l.refused = func() { obs.OnRateLimited(group) }
-		}
-	}
-}
-
 // observedStore reports the errors of a Store's operations.
 type observedStore struct {
 	Store

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 )
@@ -78,7 +80,7 @@ func TestObserverSeesChangesTrustRoutesAndStoreErrors(t *testing.T) {
 	if s := n.Size(); s.Entries != 0 {
 		t.Errorf("size after the revocation: %+v", s)
 	}
-	h := n.RPC().Assign(ctx, "zz.op")
+	h := api.RPC(n).Assign(ctx, "zz.op")
 	if h == nil {
 		t.Fatal("the router does not take zz.op")
 	}
@@ -113,7 +115,7 @@ func TestObserverSeesRateLimits(t *testing.T) {
 	rec := &obsRecorder{seen: map[string]int{}}
 	n := newNode(t, registry.Config{SweepInterval: time.Hour, Observer: rec, RateLimits: registry.RateLimits{
 		Agents: registry.RateLimit{PerMinute: 1, Burst: 1}, Admin: registry.RateLimit{PerMinute: -1}}})
-	srv := httptest.NewServer(n.HTTPHandler())
+	srv := httptest.NewServer(api.HTTPHandler(n))
 	defer srv.Close()
 	c := clientFrom("127.0.0.1")
 	for range 3 {

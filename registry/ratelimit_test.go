@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/registry"
 )
 
@@ -45,7 +47,7 @@ func TestHTTPRateLimits(t *testing.T) {
 	clock.Store(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
 	n := newNode(t, registry.Config{Now: now, SweepInterval: time.Hour})
-	srv := httptest.NewServer(n.HTTPHandler())
+	srv := httptest.NewServer(api.HTTPHandler(n))
 	defer srv.Close()
 	one, two := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")
 
@@ -86,7 +88,7 @@ func TestHTTPRateLimits(t *testing.T) {
 	// Configured: 6 a minute with a burst of 2; off for admin.
 	n2 := newNode(t, registry.Config{Now: now, SweepInterval: time.Hour, RateLimits: registry.RateLimits{
 		Agents: registry.RateLimit{PerMinute: 6, Burst: 2}, Admin: registry.RateLimit{PerMinute: -1}}})
-	srv2 := httptest.NewServer(n2.HTTPHandler())
+	srv2 := httptest.NewServer(api.HTTPHandler(n2))
 	defer srv2.Close()
 	post(t, one, srv2.URL+"/agents")
 	post(t, one, srv2.URL+"/agents")
@@ -107,7 +109,7 @@ func TestHTTPRateLimits(t *testing.T) {
 func TestHTTPRateLimitClientTableBounded(t *testing.T) {
 	n := newNode(t, registry.Config{SweepInterval: time.Hour, RateLimits: registry.RateLimits{
 		Agents: registry.RateLimit{PerMinute: 1, Burst: 1}, MaxClients: 1}})
-	srv := httptest.NewServer(n.HTTPHandler())
+	srv := httptest.NewServer(api.HTTPHandler(n))
 	defer srv.Close()
 	for i, tc := range []struct {
 		ip      string

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 )
@@ -21,7 +23,7 @@ import (
 func TestSongbirdRegisterShapes(t *testing.T) {
 	n := newNode(t, registry.Config{LocalTTL: time.Hour})
 	l, nodeSock := unixListener(t, "node")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	c := dialUnix(t, nodeSock)
 	host := fakeHost(t, "beardog")
 	for _, params := range []map[string]any{
@@ -59,7 +61,7 @@ func TestSongbirdRegisterShapes(t *testing.T) {
 func TestSongbirdResultShapes(t *testing.T) {
 	n := newNode(t, registry.Config{LocalTTL: time.Hour})
 	l, nodeSock := unixListener(t, "node")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	c := dialUnix(t, nodeSock)
 	host := fakeHost(t, "beardog")
 	call(t, c, "ipc.register", map[string]any{"primal_id": "beardog", "capabilities": []string{"crypto"}, "endpoint": host})
@@ -102,7 +104,7 @@ func TestEcoPrimalsClientScript(t *testing.T) {
 	t.Setenv("FAMILY_ID", "")
 	n := newNode(t, registry.Config{LocalTTL: time.Hour})
 	l, nodeSock := unixListener(t, "capmesh")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, py, "testdata/ecoprimals_client.py", nodeSock, host).CombinedOutput()
@@ -123,7 +125,7 @@ func TestEcoPrimalsClientScript(t *testing.T) {
 func TestLocalNamesIgnoreCase(t *testing.T) {
 	n := newNode(t, registry.Config{LocalTTL: time.Hour})
 	l, nodeSock := unixListener(t, "node")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	c := dialUnix(t, nodeSock)
 	first := fakeHost(t, "beardog")
 	second := fakeHost(t, "beardog")
@@ -144,7 +146,7 @@ func TestLocalNamesIgnoreCase(t *testing.T) {
 func TestIdentityInferredFromSocketName(t *testing.T) {
 	n := newNode(t, registry.Config{LocalTTL: time.Hour})
 	l, nodeSock := unixListener(t, "node")
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	c := dialUnix(t, nodeSock)
 	hl, sock := unixListener(t, "squirrel")
 	serve(t, jsonrpc.Map{}, hl) // answers every method -32601
@@ -164,7 +166,7 @@ func TestWatchFromZeroAfterRestart(t *testing.T) {
 	store := registry.NewMemStore()
 	n1 := newNode(t, registry.Config{LocalTTL: time.Hour, Store: store})
 	l, nodeSock := unixListener(t, "node")
-	serve(t, n1.RPC(), l)
+	serve(t, api.RPC(n1), l)
 	host := fakeHost(t, "beardog")
 	other := fakeHost(t, "squirrel")
 	c := dialUnix(t, nodeSock)
@@ -191,7 +193,7 @@ func TestUnsignedRemoteRefusalSaysWhatToSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serve(t, n.RPC(), l)
+	serve(t, api.RPC(n), l)
 	c, err := jsonrpc.Dial(context.Background(), "tcp", l.Addr().String(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -35,80 +35,14 @@ const (
 )
 
 // JoinCertificate is the RFC-001 certificate the authority issues to an
-// enrolled node key, in the reference's shape.
-type JoinCertificate struct {
-	CertID        string
-	NodePublicKey string
-	NetworkName   string
-	Roles         []string
-	IssuedAt      descriptor.Time
-	ExpiresAt     descriptor.Time
-	IssuedBy      string
-	Signatures    []descriptor.Signature
-}
+// enrolled node key (descriptor.JoinCertificate).
+type JoinCertificate = descriptor.JoinCertificate
 
-func (c *JoinCertificate) object(withSigs bool) map[string]any {
-	roles := c.Roles
-	if roles == nil {
-		roles = []string{}
-	}
-	o := map[string]any{
-		"cert_id": c.CertID, "node_public_key": c.NodePublicKey, "network_name": c.NetworkName,
-		"roles": roles, "issued_at": c.IssuedAt.String(), "expires_at": c.ExpiresAt.String(), "issued_by": c.IssuedBy,
-	}
-	if withSigs {
-		o["signatures"] = sigObjects(c.Signatures)
-	}
-	return o
-}
+// RevokedCertificate is one CRL entry (descriptor.RevokedCertificate).
+type RevokedCertificate = descriptor.RevokedCertificate
 
-// MarshalJSON writes the certificate in genesis canonical form.
-func (c *JoinCertificate) MarshalJSON() ([]byte, error) { return pyjson.Marshal(c.object(true)) }
-
-func sigObjects(sigs []descriptor.Signature) []any {
-	out := make([]any, 0, len(sigs))
-	for _, s := range sigs {
-		out = append(out, map[string]any{"key_id": s.KeyID, "sig": s.Sig})
-	}
-	return out
-}
-
-// RevokedCertificate is one CRL entry.
-type RevokedCertificate struct {
-	CertificateID string          `json:"certificate_id"`
-	RevokedAt     descriptor.Time `json:"revoked_at"`
-	Reason        string          `json:"reason"`
-	Issuer        string          `json:"issuer"`
-}
-
-// CRL is the signed certificate revocation list.
-type CRL struct {
-	CRLID      string
-	Sequence   int64
-	IssuedAt   descriptor.Time
-	NextUpdate descriptor.Time
-	Issuer     string
-	Revoked    []RevokedCertificate
-	Signatures []descriptor.Signature
-}
-
-func (c *CRL) object(withSigs bool) map[string]any {
-	rev := make([]any, 0, len(c.Revoked))
-	for _, r := range c.Revoked {
-		rev = append(rev, map[string]any{"certificate_id": r.CertificateID, "revoked_at": r.RevokedAt.String(), "reason": r.Reason, "issuer": r.Issuer})
-	}
-	o := map[string]any{
-		"crl_id": c.CRLID, "sequence": c.Sequence, "issued_at": c.IssuedAt.String(), "next_update": c.NextUpdate.String(),
-		"issuer": c.Issuer, "revoked_certificates": rev,
-	}
-	if withSigs {
-		o["signatures"] = sigObjects(c.Signatures)
-	}
-	return o
-}
-
-// MarshalJSON writes the CRL in genesis canonical form.
-func (c *CRL) MarshalJSON() ([]byte, error) { return pyjson.Marshal(c.object(true)) }
+// CRL is the signed certificate revocation list (descriptor.CRL).
+type CRL = descriptor.CRL
 
 // certState is a certificate with the authority's bookkeeping.
 type certState struct {
@@ -215,7 +149,7 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 		if err := json.Unmarshal(r.Value, &cs); err != nil {
 			return fmt.Errorf("registry: stored certificate %s: %w", r.Key, err)
 		}
-		c, err := parseCert(cs.Cert)
+		c, err := descriptor.ParseJoinCertificate(cs.Cert)
 		if err != nil {
 			return fmt.Errorf("registry: stored certificate %s: %w", r.Key, err)
 		}
@@ -228,7 +162,7 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	}
 	for _, r := range crls {
 		if r.Key == "active" {
-			c, err := parseCRL(r.Value)
+			c, err := descriptor.ParseCRL(r.Value)
 			if err != nil {
 				return fmt.Errorf("registry: stored CRL: %w", err)
 			}
@@ -381,12 +315,12 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 		CertID: newUUID(), NodePublicKey: nodeKey, NetworkName: t.network, Roles: roles,
 		IssuedAt: descriptor.TimeOf(now), ExpiresAt: descriptor.TimeOf(now.Add(validity)), IssuedBy: t.keyID,
 	}
-	c.Signatures = []descriptor.Signature{t.sign(c.object(false), t.authority, t.keyID)}
+	c.Signatures = []descriptor.Signature{t.sign(c.Object(false), t.authority, t.keyID)}
 	raw, _ := c.MarshalJSON()
 	cs := &certState{Cert: raw, Status: "issued", MaxValidityHours: maxHours, cert: c}
 	val, _ := json.Marshal(cs)
 	ops := append(extra, Op{Record: Record{Kind: kindCert, Key: c.CertID, Value: val}})
-	if err := n.st.Apply(ctx, ops...); err != nil {
+	if err := n.apply(ctx, ops...); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	n.publish(func() { t.addCert(cs) })
@@ -469,13 +403,13 @@ func (n *Node) newCRLLocked(seq int64, revoked []RevokedCertificate) *CRL {
 	now := n.cfg.Now()
 	c := &CRL{CRLID: newUUID(), Sequence: seq, IssuedAt: descriptor.TimeOf(now), NextUpdate: descriptor.TimeOf(now.Add(24 * time.Hour)),
 		Issuer: n.trust.keyID, Revoked: revoked}
-	c.Signatures = []descriptor.Signature{n.trust.sign(c.object(false), n.trust.authority, n.trust.keyID)}
+	c.Signatures = []descriptor.Signature{n.trust.sign(c.Object(false), n.trust.authority, n.trust.keyID)}
 	return c
 }
 
 func (n *Node) saveCRLLocked(ctx context.Context, c *CRL, extra []Op) error {
 	raw, _ := c.MarshalJSON()
-	if err := n.st.Apply(ctx, append(extra, Op{Record: Record{Kind: kindCRL, Key: "active", Value: raw}})...); err != nil {
+	if err := n.apply(ctx, append(extra, Op{Record: Record{Kind: kindCRL, Key: "active", Value: raw}})...); err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
 	n.trust.crl = c
@@ -613,70 +547,4 @@ type CertificateStatus struct {
 	ExpiresAt        string   `json:"expires_at"`
 	Status           string   `json:"status"`
 	RevocationReason string   `json:"revocation_reason,omitempty"`
-}
-
-func parseCert(raw []byte) (*JoinCertificate, error) {
-	v, err := pyjson.Decode(raw)
-	if err != nil {
-		return nil, err
-	}
-	o, _ := v.(map[string]any)
-	c := &JoinCertificate{}
-	str := func(k string) string { s, _ := o[k].(string); return s }
-	c.CertID, c.NodePublicKey, c.NetworkName, c.IssuedBy = str("cert_id"), str("node_public_key"), str("network_name"), str("issued_by")
-	for _, r := range asSlice(o["roles"]) {
-		if s, ok := r.(string); ok {
-			c.Roles = append(c.Roles, s)
-		}
-	}
-	if c.IssuedAt, err = descriptor.ParseTime(str("issued_at")); err != nil {
-		return nil, err
-	}
-	if c.ExpiresAt, err = descriptor.ParseTime(str("expires_at")); err != nil {
-		return nil, err
-	}
-	c.Signatures = parseSigs(o["signatures"])
-	return c, nil
-}
-
-func parseCRL(raw []byte) (*CRL, error) {
-	v, err := pyjson.Decode(raw)
-	if err != nil {
-		return nil, err
-	}
-	o, _ := v.(map[string]any)
-	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
-	c := &CRL{CRLID: str(o, "crl_id"), Issuer: str(o, "issuer")}
-	if num, ok := o["sequence"].(json.Number); ok {
-		c.Sequence, _ = num.Int64()
-	}
-	if c.IssuedAt, err = descriptor.ParseTime(str(o, "issued_at")); err != nil {
-		return nil, err
-	}
-	if c.NextUpdate, err = descriptor.ParseTime(str(o, "next_update")); err != nil {
-		return nil, err
-	}
-	for _, e := range asSlice(o["revoked_certificates"]) {
-		m, _ := e.(map[string]any)
-		at, err := descriptor.ParseTime(str(m, "revoked_at"))
-		if err != nil {
-			return nil, err
-		}
-		c.Revoked = append(c.Revoked, RevokedCertificate{CertificateID: str(m, "certificate_id"), RevokedAt: at, Reason: str(m, "reason"), Issuer: str(m, "issuer")})
-	}
-	c.Signatures = parseSigs(o["signatures"])
-	return c, nil
-}
-
-func asSlice(v any) []any { s, _ := v.([]any); return s }
-
-func parseSigs(v any) []descriptor.Signature {
-	var out []descriptor.Signature
-	for _, e := range asSlice(v) {
-		m, _ := e.(map[string]any)
-		k, _ := m["key_id"].(string)
-		s, _ := m["sig"].(string)
-		out = append(out, descriptor.Signature{KeyID: k, Sig: s})
-	}
-	return out
 }

@@ -40,6 +40,7 @@ var layers = map[string]layer{
 	"internal/interleave": foundation,
 	"internal/specdata":   foundation,
 	"internal/errcatalog": foundation,
+	"internal/etcdtest":   foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
@@ -64,6 +65,7 @@ var layers = map[string]layer{
 	"host":                 service,
 	"registry":             service,
 	"registry/announce":    service,
+	"registry/api":         service,
 	"registry/sqlite":      service,
 	"registry/etcd":        service,
 	"registry/storetest":   service,

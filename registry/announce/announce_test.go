@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/announce"
@@ -63,7 +65,7 @@ func TestAnnounceHeartbeatAndReRegisterAfterNodeRestart(t *testing.T) {
 	nodeSock := filepath.Join(dir, "capmesh.sock")
 	n1, _ := registry.NewNode(registry.Config{LocalTTL: 2 * time.Second, SweepInterval: 50 * time.Millisecond})
 	defer n1.Close()
-	stop1 := serveAt(t, n1.RPC(), nodeSock)
+	stop1 := serveAt(t, api.RPC(n1), nodeSock)
 
 	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
 		Node: nodeSock, Interval: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
@@ -78,7 +80,7 @@ func TestAnnounceHeartbeatAndReRegisterAfterNodeRestart(t *testing.T) {
 	stop1()
 	n2, _ := registry.NewNode(registry.Config{LocalTTL: 2 * time.Second})
 	defer n2.Close()
-	serveAt(t, n2.RPC(), nodeSock)
+	serveAt(t, api.RPC(n2), nodeSock)
 	waitFor(t, "re-registration after node restart", func() bool { return len(n2.Find("crypto", registry.FindOptions{})) == 1 })
 
 	// Close unregisters (TestAnnounceCloseUnregisters), or at worst the
@@ -128,7 +130,7 @@ func TestAnnounceCloseUnregisters(t *testing.T) {
 	nodeSock := filepath.Join(dir, "capmesh.sock")
 	n, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour})
 	defer n.Close()
-	serveAt(t, n.RPC(), nodeSock)
+	serveAt(t, api.RPC(n), nodeSock)
 
 	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
 		Node: nodeSock, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
@@ -158,7 +160,7 @@ func TestAnnounceCloseUnregistersAfterNodeRestart(t *testing.T) {
 	nodeSock := filepath.Join(dir, "capmesh.sock")
 	store := registry.NewMemStore() // the node's durable state, kept across the restart
 	n1, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour, Store: store})
-	stop1 := serveAt(t, n1.RPC(), nodeSock)
+	stop1 := serveAt(t, api.RPC(n1), nodeSock)
 
 	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
 		Node: nodeSock, Interval: time.Hour, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
@@ -168,7 +170,7 @@ func TestAnnounceCloseUnregistersAfterNodeRestart(t *testing.T) {
 	n1.Close()
 	n2, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour, Store: store})
 	defer n2.Close()
-	serveAt(t, n2.RPC(), nodeSock)
+	serveAt(t, api.RPC(n2), nodeSock)
 	if len(n2.Find("crypto", registry.FindOptions{})) != 1 {
 		t.Fatal("the restarted node lost the registration")
 	}
@@ -207,7 +209,7 @@ func TestAnnounceFamiliesDoNotMix(t *testing.T) {
 	for _, name := range []string{"capmesh", "capmesh-fam1"} {
 		n, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour})
 		defer n.Close()
-		serveAt(t, n.RPC(), filepath.Join(dir, name+".sock"))
+		serveAt(t, api.RPC(n), filepath.Join(dir, name+".sock"))
 		nodes[name] = n
 	}
 	t.Setenv("FAMILY_ID", "fam2")
@@ -223,7 +225,7 @@ func TestAnnounceFamiliesDoNotMix(t *testing.T) {
 	}
 	fam2, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour})
 	defer fam2.Close()
-	serveAt(t, fam2.RPC(), filepath.Join(dir, "capmesh-fam2.sock"))
+	serveAt(t, api.RPC(fam2), filepath.Join(dir, "capmesh-fam2.sock"))
 	waitFor(t, "registration with the fam2 node", func() bool { return len(fam2.Find("kv", registry.FindOptions{})) == 1 })
 	for name, n := range nodes {
 		if got := n.Find("kv", registry.FindOptions{}); len(got) != 0 {

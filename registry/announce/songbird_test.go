@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry/api"
+
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/announce"
@@ -121,7 +123,7 @@ func TestAnnounceHeartbeatFollowsTTL(t *testing.T) {
 	nodeSock := filepath.Join(dir, "capmesh.sock")
 	n, _ := registry.NewNode(registry.Config{LocalTTL: 3 * time.Second, SweepInterval: 20 * time.Millisecond})
 	defer n.Close()
-	serveAt(t, n.RPC(), nodeSock)
+	serveAt(t, api.RPC(n), nodeSock)
 	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
 		Node: nodeSock, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
 	defer s.Close()
@@ -159,14 +161,14 @@ func TestAnnounceWarnsOncePerOutage(t *testing.T) {
 	nodeSock := filepath.Join(dir, "capmesh.sock")
 	var logs syncBuf
 	n, _ := registry.NewNode(registry.Config{LocalTTL: time.Hour})
-	stop := serveAt(t, n.RPC(), nodeSock)
+	stop := serveAt(t, api.RPC(n), nodeSock)
 	s := announce.Start(context.Background(), announce.Config{Name: "beardog", Capabilities: []string{"crypto"}, Endpoint: "unix://" + hostSock,
 		Node: nodeSock, Interval: 50 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer s.Close()
 	for i := range 2 {
 		if i > 0 {
 			n, _ = registry.NewNode(registry.Config{LocalTTL: time.Hour})
-			stop = serveAt(t, n.RPC(), nodeSock)
+			stop = serveAt(t, api.RPC(n), nodeSock)
 		}
 		waitFor(t, "registration", func() bool { ok, _ := s.Registered(); return ok })
 		stop()

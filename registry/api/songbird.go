@@ -1,4 +1,4 @@
-package registry
+package api
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry"
 )
 
 // Songbird compatibility: the shapes an unmodified ecoPrimals client sends
@@ -28,7 +29,7 @@ func localEndpoint(p registerParams) (string, error) {
 		if json.Unmarshal(p.Endpoint, &s) == nil {
 			ep = s
 		} else if ep = endpoint.EndpointOf(json.RawMessage(`{"endpoint":` + string(p.Endpoint) + `}`)); ep == "" {
-			return "", refuse(CodeWordInvalidParams, `endpoint %s: want a socket path, "unix:///path", "tcp://host:port" or {"transport":"uds","path":"/path"}`, p.Endpoint)
+			return "", registry.Refuse(registry.CodeWordInvalidParams, `endpoint %s: want a socket path, "unix:///path", "tcp://host:port" or {"transport":"uds","path":"/path"}`, p.Endpoint)
 		}
 	}
 	virtual := strings.HasPrefix(ep, "/primal/")
@@ -40,7 +41,7 @@ func localEndpoint(p registerParams) (string, error) {
 	if virtual {
 		name := strings.TrimPrefix(ep, "/primal/")
 		if endpoint.ValidateName(name) != nil || !strings.EqualFold(name, p.name()) {
-			return "", refuse(CodeWordInvalidParams, "endpoint %q is a virtual endpoint, not an address: send the socket the primal listens on, as \"endpoint\": \"/run/user/<uid>/biomeos/%s.sock\" (or \"socket_path\")", ep, p.name())
+			return "", registry.Refuse(registry.CodeWordInvalidParams, "endpoint %q is a virtual endpoint, not an address: send the socket the primal listens on, as \"endpoint\": \"/run/user/<uid>/biomeos/%s.sock\" (or \"socket_path\")", ep, p.name())
 		}
 		sock, err := endpoint.SocketPath(name)
 		if err != nil {
@@ -55,7 +56,7 @@ func localEndpoint(p registerParams) (string, error) {
 // provider view with Songbird's ResolveResult fields — "endpoint" as a
 // tagged transport object, "native_endpoint" a transport-qualified URI,
 // "socket" the bare path, "relay" false.
-func resolved(e Entry) map[string]any {
+func resolved(e registry.Entry) map[string]any {
 	b, _ := json.Marshal(toProvider(e))
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)

@@ -1,10 +1,11 @@
-package registry
+package api
 
 import (
 	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/registry"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -12,13 +13,13 @@ import (
 // encoding/json writes for the same records, escapes included.
 func TestProviderEncoding(t *testing.T) {
 	at := time.Date(2026, 7, 1, 12, 0, 0, 123456789, time.UTC)
-	es := []Entry{
+	es := []registry.Entry{
 		{Key: "local:beardog", Name: "beardog", Capabilities: []string{"crypto.sign"}, Endpoint: "unix:///run/user/1000/biomeos/beardog.sock",
-			Source: SourceLocal, RegisteredAt: at, ExpiresAt: at.Add(90 * time.Second), Trust: Verdict{true, "local peer uid 1000, identity.get matched"}},
+			Source: registry.SourceLocal, RegisteredAt: at, ExpiresAt: at.Add(90 * time.Second), Trust: registry.Verdict{Trusted: true, Reason: "local peer uid 1000, identity.get matched"}},
 		{Key: "frFHgD2h7pTJ9c9dXqcWfOa5Lvx1u9afoo3EvneqeBA=", Name: "plan<ner>&\"1\"\u2028é\x01", Capabilities: []string{}, Endpoint: "tcp://[::1]:7448",
-			Source: SourceDescriptor, RegisteredAt: at.In(time.FixedZone("", 7200)), ExpiresAt: at.Add(time.Hour), Trust: Verdict{false, "node key is not enrolled"},
+			Source: registry.SourceDescriptor, RegisteredAt: at.In(time.FixedZone("", 7200)), ExpiresAt: at.Add(time.Hour), Trust: registry.Verdict{Trusted: false, Reason: "node key is not enrolled"},
 			Descriptor: json.RawMessage(`{"agent_id":"planner-1","metadata":{"x":"\u00e9"}}`)},
-		{Key: "k", Name: "", Capabilities: nil, Endpoint: "http://h/p?a=1&b=<2>", Source: SourceDescriptor},
+		{Key: "k", Name: "", Capabilities: nil, Endpoint: "http://h/p?a=1&b=<2>", Source: registry.SourceDescriptor},
 	}
 	views := make([]providerView, 0, len(es))
 	for _, e := range es {

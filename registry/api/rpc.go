@@ -1,10 +1,11 @@
-package registry
+package api
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,18 +14,12 @@ import (
 	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
-// RPC returns the node's JSON-RPC surface as an Assigner: the ipc.*
-// registry methods, capability.call/discover, the registry.* operator
-// methods, and — for any other name that looks like domain.operation —
-// routing to a provider, as the Neural API does. Mount it on a
-// jsonrpc.Server, or combine it with other methods (it implements Lister).
-func (n *Node) RPC() jsonrpc.Assigner { return &rpcAssigner{n: n, m: n.methods()} }
-
 type rpcAssigner struct {
-	n *Node
+	n *server
 	m jsonrpc.Map
 }
 
@@ -63,13 +58,13 @@ func (a *rpcAssigner) Names() []string {
 // provider" refusal (not a provider's own error passed through).
 func isNoProvider(err error) bool {
 	var je *jsonrpc.Error
-	if !errors.As(err, &je) || je.Code != CodeNotFound {
+	if !errors.As(err, &je) || je.Code != registry.CodeNotFound {
 		return false
 	}
 	var d struct {
 		Code string `json:"code"`
 	}
-	return json.Unmarshal(je.Data, &d) == nil && d.Code == CodeWordNoProvider
+	return json.Unmarshal(je.Data, &d) == nil && d.Code == registry.CodeWordNoProvider
 }
 
 // routable: domain.operation with non-empty parts, not one of the
@@ -96,7 +91,7 @@ func handler[P any](f func(ctx context.Context, peer jsonrpc.Peer, p P) (any, er
 		}
 		peer, _ := jsonrpc.PeerFromContext(ctx)
 		res, err := f(ctx, peer, p)
-		return res, rpcError(err)
+		return res, registry.RPCError(err)
 	})
 }
 
@@ -132,21 +127,21 @@ type registerParams struct {
 
 // providerView is the Songbird ProviderInfo shape plus capmesh's fields.
 type providerView struct {
-	PrimalID        string    `json:"primal_id"`
-	VirtualEndpoint string    `json:"virtual_endpoint"`
-	NativeEndpoint  string    `json:"native_endpoint"`
-	Socket          string    `json:"socket,omitempty"`
-	Capabilities    []string  `json:"capabilities"`
-	Endpoint        string    `json:"endpoint"`
-	Key             string    `json:"key"`
-	Source          string    `json:"source"`
-	RegisteredAt    time.Time `json:"registered_at"`
-	ExpiresAt       time.Time `json:"expires_at"`
-	Trust           Verdict   `json:"trust"`
-	Descriptor      any       `json:"descriptor,omitempty"`
+	PrimalID        string           `json:"primal_id"`
+	VirtualEndpoint string           `json:"virtual_endpoint"`
+	NativeEndpoint  string           `json:"native_endpoint"`
+	Socket          string           `json:"socket,omitempty"`
+	Capabilities    []string         `json:"capabilities"`
+	Endpoint        string           `json:"endpoint"`
+	Key             string           `json:"key"`
+	Source          string           `json:"source"`
+	RegisteredAt    time.Time        `json:"registered_at"`
+	ExpiresAt       time.Time        `json:"expires_at"`
+	Trust           registry.Verdict `json:"trust"`
+	Descriptor      any              `json:"descriptor,omitempty"`
 }
 
-func toProvider(e Entry) providerView {
+func toProvider(e registry.Entry) providerView {
 	p := providerView{PrimalID: e.Name, VirtualEndpoint: "/primal/" + e.Name, NativeEndpoint: e.Endpoint, Capabilities: e.Capabilities,
 		Endpoint: e.Endpoint, Key: e.Key, Source: e.Source, RegisteredAt: e.RegisteredAt, ExpiresAt: e.ExpiresAt, Trust: e.Trust}
 	if p.Capabilities == nil {
@@ -161,21 +156,32 @@ func toProvider(e Entry) providerView {
 	return p
 }
 
-func (n *Node) requireOperator(peer jsonrpc.Peer) error {
+func (n *server) requireOperator(peer jsonrpc.Peer) error {
 	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
-		return refuse(CodeWordForeignUser, "operator methods are accepted only over the node's Unix socket from its own user")
+		return registry.Refuse(registry.CodeWordForeignUser, "operator methods are accepted only over the node's Unix socket from its own user")
 	}
 	return nil
 }
 
-func (n *Node) methods() jsonrpc.Map {
+// methods is the node's method table, by group.
+func (n *server) methods() jsonrpc.Map {
+	m := jsonrpc.Map{}
+	for _, part := range []jsonrpc.Map{n.discoveryMethods(), n.registrationMethods(), n.operatorMethods()} {
+		maps.Copy(m, part)
+	}
+	return m
+}
+
+// discoveryMethods are the reads: discover (and its aliases), resolve,
+// list and watch.
+func (n *server) discoveryMethods() jsonrpc.Map {
 	discover := handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
 		Capability       string `json:"capability"`
 		IncludeUntrusted bool   `json:"include_untrusted"`
 		Limit            int    `json:"limit"`
 	}) (any, error) {
 		if p.Capability == "" {
-			return nil, refuse(CodeWordInvalidParams, "capability is required")
+			return nil, registry.Refuse(registry.CodeWordInvalidParams, "capability is required")
 		}
 		// {"capability","providers","revision"}, the keys in encoding/json's
 		// map order; providers encoded straight from the index.
@@ -183,7 +189,7 @@ func (n *Node) methods() jsonrpc.Map {
 		b = appendJSONString(b, p.Capability)
 		b = append(b, `,"providers":[`...)
 		first := true
-		n.FindFunc(p.Capability, FindOptions{IncludeUntrusted: p.IncludeUntrusted, Limit: p.Limit}, func(e Entry) bool {
+		n.FindFunc(p.Capability, registry.FindOptions{IncludeUntrusted: p.IncludeUntrusted, Limit: p.Limit}, func(e registry.Entry) bool {
 			if !first {
 				b = append(b, ',')
 			}
@@ -199,54 +205,24 @@ func (n *Node) methods() jsonrpc.Map {
 		Capability string `json:"capability"`
 	}) (any, error) {
 		if p.Capability != "" {
-			if es := n.Find(p.Capability, FindOptions{Limit: 1}); len(es) > 0 {
+			if es := n.Find(p.Capability, registry.FindOptions{Limit: 1}); len(es) > 0 {
 				return resolved(es[0]), nil
 			}
 			if e, ok := n.ResolveName(p.Capability); ok {
 				return resolved(e), nil
 			}
-			return nil, refuse(CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
+			return nil, registry.Refuse(registry.CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
 		}
 		if p.name() == "" {
-			return nil, refuse(CodeWordInvalidParams, "ipc.resolve requires primal_id (or name) or capability")
+			return nil, registry.Refuse(registry.CodeWordInvalidParams, "ipc.resolve requires primal_id (or name) or capability")
 		}
 		e, ok := n.ResolveName(p.name())
 		if !ok {
-			return nil, refuse(CodeWordNotRegistered, "primal %q is not registered", p.name())
+			return nil, registry.Refuse(registry.CodeWordNotRegistered, "primal %q is not registered", p.name())
 		}
 		return resolved(e), nil
 	})
 	return jsonrpc.Map{
-		"ipc.register": handler(func(ctx context.Context, peer jsonrpc.Peer, p registerParams) (any, error) {
-			var e Entry
-			var token string
-			var err error
-			if len(p.Descriptor) > 0 && string(p.Descriptor) != "null" {
-				var d *descriptor.Descriptor
-				if d, err = descriptor.Parse(p.Descriptor); err != nil {
-					return nil, err
-				}
-				e, err = n.Register(ctx, d)
-			} else {
-				ep, eperr := localEndpoint(p)
-				if eperr != nil {
-					return nil, eperr
-				}
-				e, token, err = n.RegisterLocal(ctx, peer, LocalRegistration{Name: p.name(), Capabilities: p.Capabilities, Endpoint: ep, Version: p.Version, Token: p.Token})
-			}
-			if err != nil {
-				return nil, err
-			}
-			res := map[string]any{
-				"virtual_endpoint": "/primal/" + e.Name, "registered_at": e.RegisteredAt.Format(time.RFC3339Nano),
-				"expires_at": e.ExpiresAt.Format(time.RFC3339Nano), "ttl_seconds": int(e.ExpiresAt.Sub(n.cfg.Now()).Seconds()),
-				"key": e.Key, "endpoint": e.Endpoint, "source": e.Source, "trust": e.Trust, "registered": true,
-			}
-			if token != "" {
-				res["registration_token"] = token
-			}
-			return res, nil
-		}),
 		"ipc.resolve":        resolve,
 		"capability.resolve": resolve, // Songbird
 		"ipc.discover":       discover,
@@ -266,19 +242,6 @@ func (n *Node) methods() jsonrpc.Map {
 			b = appendProviders(append(b, `,"services":`...), es)
 			return json.RawMessage(append(b, '}')), nil
 		}),
-		"ipc.heartbeat": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
-			exp, err := n.Heartbeat(ctx, peer, p.name(), p.Token)
-			if err != nil {
-				return nil, err
-			}
-			return map[string]any{"acknowledged": true, "timestamp": n.cfg.Now().UTC().Format(time.RFC3339Nano), "expires_at": exp.Format(time.RFC3339Nano)}, nil
-		}),
-		"ipc.unregister": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
-			if err := n.Unregister(ctx, peer, p.name(), p.Token); err != nil {
-				return nil, err
-			}
-			return map[string]any{"unregistered": true}, nil
-		}),
 		"ipc.watch": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
 			SinceRevision uint64   `json:"since_revision"`
 			Capabilities  []string `json:"capabilities"`
@@ -293,9 +256,59 @@ func (n *Node) methods() jsonrpc.Map {
 				return nil, err
 			}
 			if evs == nil {
-				evs = []Event{}
+				evs = []registry.Event{}
 			}
 			return map[string]any{"revision": rev, "events": evs}, nil
+		}),
+	}
+}
+
+// registrationMethods are a provider's writes and the router's entry:
+// register, heartbeat, unregister and capability.call.
+func (n *server) registrationMethods() jsonrpc.Map {
+	return jsonrpc.Map{
+		"ipc.register": handler(func(ctx context.Context, peer jsonrpc.Peer, p registerParams) (any, error) {
+			var e registry.Entry
+			var token string
+			var err error
+			if len(p.Descriptor) > 0 && string(p.Descriptor) != "null" {
+				var d *descriptor.Descriptor
+				if d, err = descriptor.Parse(p.Descriptor); err != nil {
+					return nil, err
+				}
+				e, err = n.Register(ctx, d)
+			} else {
+				ep, eperr := localEndpoint(p)
+				if eperr != nil {
+					return nil, eperr
+				}
+				e, token, err = n.RegisterLocal(ctx, peer, registry.LocalRegistration{Name: p.name(), Capabilities: p.Capabilities, Endpoint: ep, Version: p.Version, Token: p.Token})
+			}
+			if err != nil {
+				return nil, err
+			}
+			res := map[string]any{
+				"virtual_endpoint": "/primal/" + e.Name, "registered_at": e.RegisteredAt.Format(time.RFC3339Nano),
+				"expires_at": e.ExpiresAt.Format(time.RFC3339Nano), "ttl_seconds": int(e.ExpiresAt.Sub(n.cfg.Now()).Seconds()),
+				"key": e.Key, "endpoint": e.Endpoint, "source": e.Source, "trust": e.Trust, "registered": true,
+			}
+			if token != "" {
+				res["registration_token"] = token
+			}
+			return res, nil
+		}),
+		"ipc.heartbeat": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
+			exp, err := n.Heartbeat(ctx, peer, p.name(), p.Token)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]any{"acknowledged": true, "timestamp": n.cfg.Now().UTC().Format(time.RFC3339Nano), "expires_at": exp.Format(time.RFC3339Nano)}, nil
+		}),
+		"ipc.unregister": handler(func(ctx context.Context, peer jsonrpc.Peer, p nameParams) (any, error) {
+			if err := n.Unregister(ctx, peer, p.name(), p.Token); err != nil {
+				return nil, err
+			}
+			return map[string]any{"unregistered": true}, nil
 		}),
 		"capability.call": jsonrpc.HandlerFunc(func(ctx context.Context, r *jsonrpc.Request) (any, error) {
 			var p struct {
@@ -310,7 +323,7 @@ func (n *Node) methods() jsonrpc.Map {
 				return nil, err
 			}
 			if p.Capability == "" {
-				return nil, rpcError(refuse(CodeWordInvalidParams, "capability is required"))
+				return nil, registry.RPCError(registry.Refuse(registry.CodeWordInvalidParams, "capability is required"))
 			}
 			method := p.Capability
 			if op := nonEmpty(p.Operation, p.Method); op != "" {
@@ -323,6 +336,13 @@ func (n *Node) methods() jsonrpc.Map {
 			params = withMeta(params, p.Meta)
 			return n.route(ctx, p.Capability, method, params)
 		}),
+	}
+}
+
+// operatorMethods are the registry.* methods: enrolment, invites,
+// revocation (the operator's alone) and the trust state's reads.
+func (n *server) operatorMethods() jsonrpc.Map {
+	return jsonrpc.Map{
 		"registry.enroll": handler(func(ctx context.Context, peer jsonrpc.Peer, p struct {
 			NodePublicKey string   `json:"node_public_key"`
 			Roles         []string `json:"roles"`
@@ -331,7 +351,7 @@ func (n *Node) methods() jsonrpc.Map {
 			if err := n.requireOperator(peer); err != nil {
 				return nil, err
 			}
-			validity, err := hoursParam("validity_hours", p.ValidityHours, 168, MaxValidityHours)
+			validity, err := hoursParam("validity_hours", p.ValidityHours, 168, registry.MaxValidityHours)
 			if err != nil {
 				return nil, err
 			}
@@ -350,11 +370,11 @@ func (n *Node) methods() jsonrpc.Map {
 			if err := n.requireOperator(peer); err != nil {
 				return nil, err
 			}
-			maxV, err := hoursParam("max_validity_hours", p.MaxValidityHours, 168, MaxValidityHours)
+			maxV, err := hoursParam("max_validity_hours", p.MaxValidityHours, 168, registry.MaxValidityHours)
 			if err != nil {
 				return nil, err
 			}
-			ttl, err := hoursParam("token_expiry_hours", p.TokenExpiryHours, 24, MaxTokenExpiryHours)
+			ttl, err := hoursParam("token_expiry_hours", p.TokenExpiryHours, 24, registry.MaxTokenExpiryHours)
 			if err != nil {
 				return nil, err
 			}
@@ -419,7 +439,7 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 // capability (the exact tag first, then the method's domain), trying the
 // next provider when one cannot be reached. The provider's result or
 // JSON-RPC error is returned unchanged.
-func (n *Node) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
+func (n *server) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
 	if n.cfg.Observer == nil {
 		res, _, _, err := n.routeCall(ctx, capability, method, params)
 		return res, err
@@ -431,11 +451,11 @@ func (n *Node) route(ctx context.Context, capability, method string, params json
 
 // routeCall is route, also returning the hop count the forwarded call
 // carried (0 when it was not forwarded) and its Route* outcome.
-func (n *Node) routeCall(ctx context.Context, capability, method string, params json.RawMessage) (any, int64, string, error) {
-	cands := n.Find(capability, FindOptions{})
+func (n *server) routeCall(ctx context.Context, capability, method string, params json.RawMessage) (any, int64, string, error) {
+	cands := n.Find(capability, registry.FindOptions{})
 	if len(cands) == 0 && capability == method {
 		if i := strings.IndexByte(method, '.'); i > 0 {
-			cands = n.Find(method[:i], FindOptions{})
+			cands = n.Find(method[:i], registry.FindOptions{})
 		}
 	}
 	if len(cands) == 0 {
@@ -443,22 +463,22 @@ func (n *Node) routeCall(ctx context.Context, capability, method string, params 
 	}
 	params, hops, err := n.nextHopN(params) // loop protection: _meta.hops
 	if err != nil {
-		return nil, 0, RouteRefused, rpcError(err)
+		return nil, 0, registry.RouteRefused, registry.RPCError(err)
 	}
 	// The provider sees this node as its peer: say who the caller really is.
 	params, err = access.Forward(ctx, params, n.cfg.Network)
 	if err != nil {
-		return nil, 0, RouteRefused, err
+		return nil, 0, registry.RouteRefused, err
 	}
 	var lastErr error
 	for _, e := range cands {
-		if !routableEndpoint(e.Endpoint) || n.isSelf(e.Endpoint) {
+		if !routableEndpoint(e.Endpoint) || n.IsSelf(e.Endpoint) {
 			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint of another host", e.Name, e.Endpoint)
 			continue
 		}
 		c, err := n.cfg.Dial(ctx, e.Endpoint)
 		if err != nil {
-			n.dropIfGone(ctx, e, err) // the host stopped without unregistering
+			n.DropIfGone(ctx, e, err) // the host stopped without unregistering
 			lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
 			continue
 		}
@@ -470,14 +490,14 @@ func (n *Node) routeCall(ctx context.Context, capability, method string, params 
 		err = c.Call(ctx, method, p, &res)
 		c.Close()
 		if err == nil {
-			return res, hops, RouteOK, nil
+			return res, hops, registry.RouteOK, nil
 		}
 		if _, ok := jsonrpc.ErrorCode(err); ok {
-			return nil, hops, RouteProviderError, err // the provider's own error, code preserved
+			return nil, hops, registry.RouteProviderError, err // the provider's own error, code preserved
 		}
 		lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
 	}
-	return nil, hops, RouteUnreachable, jsonrpc.Errorf(CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
+	return nil, hops, registry.RouteUnreachable, jsonrpc.Errorf(registry.CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
 }
 
 func routableEndpoint(ep string) bool {
@@ -497,27 +517,27 @@ func routableEndpoint(ep string) bool {
 // endpoint.Discover) — never a registry (the node is one), never TCP, and
 // never the node itself. The provider's answer or error is returned as
 // from a registered one.
-func (n *Node) routeDiscovered(ctx context.Context, capability, method string, params json.RawMessage) (any, int64, string, error) {
-	noProvider := rpcError(refuse(CodeWordNoProvider, "no live, trusted provider for %q", capability))
+func (n *server) routeDiscovered(ctx context.Context, capability, method string, params json.RawMessage) (any, int64, string, error) {
+	noProvider := registry.RPCError(registry.Refuse(registry.CodeWordNoProvider, "no live, trusted provider for %q", capability))
 	if !n.cfg.Discover || capability != method {
-		return nil, 0, RouteNoProvider, noProvider
+		return nil, 0, registry.RouteNoProvider, noProvider
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	c, found, err := endpoint.Discover(dctx, endpoint.Query{Method: method, NoRegistry: true, NoTCP: true, ProbeTimeout: time.Second})
 	cancel()
 	if err != nil {
-		return nil, 0, RouteNoProvider, noProvider
+		return nil, 0, registry.RouteNoProvider, noProvider
 	}
 	defer c.Close()
-	if n.isSelf(found.Addr.String()) {
-		return nil, 0, RouteNoProvider, noProvider
+	if n.IsSelf(found.Addr.String()) {
+		return nil, 0, registry.RouteNoProvider, noProvider
 	}
 	params, hops, err := n.nextHopN(params)
 	if err != nil {
-		return nil, 0, RouteRefused, rpcError(err)
+		return nil, 0, registry.RouteRefused, registry.RPCError(err)
 	}
 	if params, err = access.Forward(ctx, params, n.cfg.Network); err != nil {
-		return nil, 0, RouteRefused, err
+		return nil, 0, registry.RouteRefused, err
 	}
 	var p any
 	if len(params) > 0 {
@@ -526,10 +546,10 @@ func (n *Node) routeDiscovered(ctx context.Context, capability, method string, p
 	var res json.RawMessage
 	err = c.Call(ctx, method, p, &res)
 	if err == nil {
-		return res, hops, RouteOK, nil
+		return res, hops, registry.RouteOK, nil
 	}
 	if _, ok := jsonrpc.ErrorCode(err); ok {
-		return nil, hops, RouteProviderError, err
+		return nil, hops, registry.RouteProviderError, err
 	}
-	return nil, hops, RouteUnreachable, jsonrpc.Errorf(CodeUnavailable, "the provider of %q found at %s (%s) could not be reached: %v", capability, found.Addr, found.Via, err).WithData(map[string]any{"code": "provider_unreachable"})
+	return nil, hops, registry.RouteUnreachable, jsonrpc.Errorf(registry.CodeUnavailable, "the provider of %q found at %s (%s) could not be reached: %v", capability, found.Addr, found.Via, err).WithData(map[string]any{"code": "provider_unreachable"})
 }

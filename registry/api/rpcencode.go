@@ -1,10 +1,12 @@
-package registry
+package api
 
 import (
 	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/capmesh/capmesh/registry"
 )
 
 // appendProviders appends a JSON array of provider records: byte for byte
@@ -13,7 +15,7 @@ import (
 // already compact), without reflection or re-validating each descriptor —
 // which was most of a 300-provider ipc.find_capability answer.
 // TestProviderEncoding holds the two to the same bytes.
-func appendProviders(b []byte, es []Entry) []byte {
+func appendProviders(b []byte, es []registry.Entry) []byte {
 	b = append(b, '[')
 	for i := range es {
 		if i > 0 {

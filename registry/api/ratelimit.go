@@ -1,4 +1,4 @@
-package registry
+package api
 
 import (
 	"math"
@@ -7,40 +7,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/capmesh/capmesh/registry"
 )
-
-// RateLimit is a per-client token bucket: PerMinute requests a minute on
-// average, up to Burst at once. PerMinute 0 means the group's default, a
-// negative PerMinute turns the limit off; Burst 0 means PerMinute.
-type RateLimit struct {
-	PerMinute int
-	Burst     int
-}
-
-// RateLimits are the per-client limits of the HTTP surface's writes, as
-// the Genesis-Mesh reference NA has them (it answers 429 after 30 POSTs a
-// minute from one IP). A client is its remote IP address (an IPv6 client
-// its /64); X-Forwarded-For is not trusted. Reads are not limited.
-type RateLimits struct {
-	// Agents limits POST /agents and DELETE /agents/{key}. Default 30 a
-	// minute.
-	Agents RateLimit
-	// Join limits the node requests POST /join, /renew and /heartbeat.
-	// Default 30 a minute.
-	Join RateLimit
-	// Admin limits POST /admin/*. Default 30 a minute.
-	Admin RateLimit
-	// MaxClients bounds the clients remembered per group; once that many
-	// are tracked and none can be forgotten (a bucket is forgotten when it
-	// is full again), new clients share one bucket. Default 10000.
-	MaxClients int
-}
-
-// DefaultRatePerMinute is every group's default limit.
-const DefaultRatePerMinute = 30
-
-// CodeWordRateLimited is the 429 refusal's word (the reference's).
-const CodeWordRateLimited = "rate_limit_exceeded"
 
 // limiter is one group's buckets.
 type limiter struct {
@@ -61,12 +30,12 @@ type bucket struct {
 }
 
 // newLimiter returns nil (no limit) for a negative PerMinute.
-func newLimiter(rl RateLimit, maxClients int, now func() time.Time) *limiter {
+func newLimiter(rl registry.RateLimit, maxClients int, now func() time.Time) *limiter {
 	if rl.PerMinute < 0 {
 		return nil
 	}
 	if rl.PerMinute == 0 {
-		rl.PerMinute = DefaultRatePerMinute
+		rl.PerMinute = registry.DefaultRatePerMinute
 	}
 	if rl.Burst <= 0 {
 		rl.Burst = rl.PerMinute
@@ -159,7 +128,7 @@ func limited(l *limiter, h http.HandlerFunc) http.HandlerFunc {
 				secs = 1
 			}
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			e := withStatus(CodeWordRateLimited, http.StatusTooManyRequests, CodeUnavailable, "too many requests from this client; retry in %d s", secs)
+			e := registry.RefuseWithStatus(registry.CodeWordRateLimited, http.StatusTooManyRequests, registry.CodeUnavailable, "too many requests from this client; retry in %d s", secs)
 			e.Details = map[string]any{"retry_after_seconds": secs}
 			writeErr(w, r, e)
 			return
@@ -171,10 +140,19 @@ func limited(l *limiter, h http.HandlerFunc) http.HandlerFunc {
 // httpLimiters are the node's per-group limiters.
 type httpLimiters struct{ agents, join, admin *limiter }
 
-func newHTTPLimiters(rl RateLimits, now func() time.Time) httpLimiters {
+func newHTTPLimiters(rl registry.RateLimits, now func() time.Time) httpLimiters {
 	return httpLimiters{
 		agents: newLimiter(rl.Agents, rl.MaxClients, now),
 		join:   newLimiter(rl.Join, rl.MaxClients, now),
 		admin:  newLimiter(rl.Admin, rl.MaxClients, now),
+	}
+}
+
+// observe makes the limiters report their refusals to obs.
+func (h httpLimiters) observe(obs registry.Observer) {
+	for group, l := range map[string]*limiter{"agents": h.agents, "join": h.join, "admin": h.admin} {
+		if l != nil {
+			l.refused = func() { obs.OnRateLimited(group) }
+		}
 	}
 }

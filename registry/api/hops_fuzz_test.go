@@ -1,8 +1,9 @@
-package registry_test
+package api
 
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"reflect"
 	"testing"
 	"time"
@@ -19,13 +20,13 @@ func FuzzNextHop(f *testing.F) {
 		`{"_meta":{"hops":-1}}`, `{"_meta":{"hops":1e2}}`, `{"_meta":null,"a":"<&>"}`, `{"_meta":[]}`, `{"_meta":{"hops":99999999999999999999}}`} {
 		f.Add([]byte(s))
 	}
-	n, err := registry.NewNode(registry.Config{SweepInterval: time.Hour, Logger: quiet})
+	n, err := registry.NewNode(registry.Config{SweepInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
 	}
 	defer n.Close()
 	f.Fuzz(func(t *testing.T, params []byte) {
-		out, err := registry.NextHop(n, params)
+		out, err := newServer(n).nextHop(params)
 		if err != nil {
 			var re *registry.Error
 			if !errors.As(err, &re) || (re.RPC != jsonrpc.InvalidParams && re.RPC != registry.CodeHopLimit) {
@@ -65,7 +66,7 @@ func FuzzNextHop(f *testing.F) {
 // (correlation and count) a router adds — next to the dial and round trip
 // the router makes anyway.
 func BenchmarkNextHop(b *testing.B) {
-	n, err := registry.NewNode(registry.Config{SweepInterval: time.Hour, Logger: quiet})
+	n, err := registry.NewNode(registry.Config{SweepInterval: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func BenchmarkNextHop(b *testing.B) {
 			p := []byte(bc.params)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := registry.NextHop(n, p); err != nil {
+				if _, err := newServer(n).nextHop(p); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,9 +1,10 @@
-package registry
+package api
 
 import (
 	"testing"
 
 	"github.com/capmesh/capmesh/access"
+	"github.com/capmesh/capmesh/registry"
 )
 
 // TestEveryNodeMethodHasAnAccessOp: a method added to the node must be
@@ -11,12 +12,12 @@ import (
 // matrix, cmd/capmesh TestAccessMatrix); only capability.call is an
 // invocation by default.
 func TestEveryNodeMethodHasAnAccessOp(t *testing.T) {
-	n, err := NewNode(Config{})
+	n, err := registry.NewNode(registry.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	a := n.RPC().(*rpcAssigner)
+	a := RPC(n).(*rpcAssigner)
 	for _, m := range a.Names() {
 		if _, ok := accessOps[m]; !ok && m != "capability.call" {
 			t.Errorf("%s has no access operation: add it to accessOps (and to the access matrix)", m)
