@@ -86,6 +86,7 @@ var layers = map[string]layer{
 	"internal/deptest":        program,
 	"internal/errcatalog/gen": program,
 	"internal/abuse":          program,
+	"internal/fleettest":      program,
 
 	"internal/docstest":              program,
 	"canonical/collate/internal/gen": program,
