@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,7 +20,15 @@ import (
 	"github.com/capmesh/capmesh/internal/etcdtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if binBuilt.Load() {
+		if bin, err := buildCapmesh(); err == nil {
+			os.RemoveAll(filepath.Dir(bin))
+		}
+	}
+	os.Exit(code)
+}
 
 // visibleWithin is issue 23's bound on a registration made through one
 // node becoming visible on the others.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,9 +19,14 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
+// binBuilt records that a test asked for the binary, so that TestMain
+// removes it (and builds nothing when no test did).
+var binBuilt atomic.Bool
+
 // buildCapmesh builds cmd/capmesh into a temporary directory, once per
 // test binary.
 var buildCapmesh = sync.OnceValues(func() (string, error) {
+	binBuilt.Store(true)
 	dir, err := os.MkdirTemp("", "capmesh-fleet-bin-")
 	if err != nil {
 		return "", err
