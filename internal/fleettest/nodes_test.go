@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,17 +43,16 @@ var buildCapmesh = sync.OnceValues(func() (string, error) {
 // process, so that a node started again is the same node (same key,
 // same socket).
 type node struct {
-	t        *testing.T
-	name     string
-	bin      string
-	args     []string
-	dir      string // XDG_STATE_HOME and the runtime directory live here
-	sock     string
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan error
-	stderr   *lockedBuffer
-	starting time.Time
+	t      *testing.T
+	name   string
+	bin    string
+	args   []string
+	dir    string // XDG_STATE_HOME and the runtime directory live here
+	sock   string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan error
+	stderr *lockedBuffer
 }
 
 type lockedBuffer struct {
@@ -220,14 +218,4 @@ func waitVisible(t *testing.T, nodes []*node, name string, since time.Time, with
 	}
 	wg.Wait()
 	return out
-}
-
-// freeAddr is a free loopback TCP address.
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
