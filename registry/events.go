@@ -15,7 +15,9 @@ const (
 )
 
 // Event is one change of the registry. Revision is the registry version
-// after the change: strictly increasing, also across restarts.
+// after the change: increasing, also across restarts. On a SharedStore it
+// is the store's revision, the same on every node, and the changes of one
+// store transaction share it (they are always delivered together).
 type Event struct {
 	Revision     uint64    `json:"revision"`
 	Kind         string    `json:"kind"`

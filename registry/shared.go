@@ -58,7 +58,11 @@ type Change struct {
 	// Node is the writer of a local registration (kind "local"): its
 	// owner, whose lease keeps it alive.
 	Node string
-	// Prev is the record before the change, when the store has it.
+	// Created says that a put created the record (there was none
+	// before it).
+	Created bool
+	// Prev is the record before the change, when the store reports it
+	// (History does; the live feed need not).
 	Prev *Record
 }
 

@@ -80,6 +80,14 @@ func (n *Node) apply(ctx context.Context, ops ...Op) error {
 // commitShared is commit on a SharedStore: the write, with a record of
 // why for each deletion; the events come back through the feed.
 func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
+	for _, op := range ops {
+		// A deleted descriptor leaves its watermark behind, until its own
+		// expiry: the descriptor was the watermark.
+		if e, ok := n.entries[op.Key]; ok && op.Kind == kindDescriptor && op.Delete && !n.marks[op.Key].IsZero() {
+			v, _ := json.Marshal(n.marks[op.Key])
+			ops = append(ops, Op{Record: Record{Kind: kindMark, Key: op.Key, Value: v, ExpiresAt: e.ExpiresAt.Add(n.cfg.Skew)}})
+		}
+	}
 	for _, ev := range evs {
 		switch ev.Kind {
 		case EventDeregistered, EventRevoked, EventExpired:
@@ -143,6 +151,11 @@ func (n *Node) loadShared(ctx context.Context) error {
 	for _, ch := range others {
 		if e, err := n.sharedEntry(ch); err == nil {
 			n.index(e)
+		}
+	}
+	for _, e := range n.entries {
+		if e.Source == SourceDescriptor && e.RegisteredAt.After(n.marks[e.Key]) {
+			n.marks[e.Key] = e.RegisteredAt
 		}
 	}
 	n.version = rev
@@ -259,30 +272,59 @@ func (n *Node) applyChange(ch Change, why map[string]whyRecord, now time.Time) (
 }
 
 // applyRegistration applies a descriptor or local registration change
-// when fresh and makes its event.
+// when fresh and makes its event, from the index where it can (the live
+// feed carries no previous values, and this node's own writes come back
+// as they are already indexed).
 func (n *Node) applyRegistration(ch Change, owner string, fresh bool, why map[string]whyRecord, now time.Time) (Event, bool) {
-	ev, ok := n.historyEvent(ch, why, now)
-	if !fresh {
-		return ev, ok
-	}
+	cur := n.entries[n.indexKey(ch)]
 	if ch.Delete {
-		if cur, had := n.entries[n.indexKey(ch)]; had {
+		if cur == nil {
+			return n.historyEvent(ch, why, now)
+		}
+		if fresh {
 			n.unindex(cur)
 		}
-		return ev, ok
+		return regEvent(ch, cur, why, now), true
 	}
-	e, err := n.sharedEntry(ch)
-	if err != nil {
-		n.log.Warn("registry: dropping an unreadable shared record", "kind", ch.Kind, "key", ch.Key, "err", err)
-		return Event{}, false
+	e := cur
+	if e == nil || string(e.raw) != string(ch.Value) {
+		var err error
+		if e, err = n.sharedEntry(ch); err != nil {
+			n.log.Warn("registry: dropping an unreadable shared record", "kind", ch.Kind, "key", ch.Key, "err", err)
+			return Event{}, false
+		}
 	}
-	if cur, had := n.entries[e.Key]; had && owner == "" && ch.Kind == kindLocal {
-		// This node's own registration: its memory (renewed by
-		// heartbeats) is authoritative for its TTL.
-		e.ExpiresAt = cur.ExpiresAt
+	if fresh && ch.Kind == kindDescriptor && e.RegisteredAt.After(n.marks[e.Key]) {
+		n.marks[e.Key] = e.RegisteredAt // a descriptor is its own watermark
 	}
-	n.index(e)
-	return ev, ok
+	if fresh && e != cur {
+		if cur != nil && owner == "" && ch.Kind == kindLocal {
+			// This node's own registration: its memory (renewed by
+			// heartbeats) is authoritative for its TTL.
+			e.ExpiresAt = cur.ExpiresAt
+		}
+		n.index(e)
+	}
+	return regEvent(ch, e, why, now), true
+}
+
+// regEvent is the event of a registration change whose entry is e.
+func regEvent(ch Change, e *entry, why map[string]whyRecord, now time.Time) Event {
+	ev := Event{Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}
+	switch {
+	case ch.Delete:
+		ev.Kind = EventExpired
+		if w, ok := why[whyKey(ch.Kind, ch.Key, ch.Node)]; ok {
+			ev.Kind, ev.Reason = w.Kind, w.Reason
+		}
+	case ch.Prev != nil && (ch.Prev.ExpiresAt.IsZero() || now.Before(ch.Prev.ExpiresAt)):
+		ev.Kind = EventReplaced
+	case ch.Prev == nil && !ch.Created:
+		ev.Kind = EventReplaced
+	default:
+		ev.Kind = EventRegistered
+	}
+	return ev
 }
 
 // applyTrust applies a change of another node to the watermarks, the
@@ -347,6 +389,9 @@ func (n *Node) record(evs []Event, rev uint64, now time.Time) {
 	}
 	if len(n.events) >= 2*n.cfg.WatchHistory {
 		over := len(n.events) - n.cfg.WatchHistory
+		for over < len(n.events) && n.events[over].Revision == n.events[over-1].Revision {
+			over++ // a revision's events (one transaction's) go together
+		}
 		n.events = append(make([]Event, 0, 2*n.cfg.WatchHistory), n.events[over:]...)
 	}
 	if rev > n.version {
@@ -452,19 +497,7 @@ func (n *Node) historyEvent(ch Change, why map[string]whyRecord, now time.Time) 
 	if err != nil {
 		return Event{}, false
 	}
-	ev := Event{Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}
-	switch {
-	case ch.Delete:
-		ev.Kind = EventExpired
-		if w, ok := why[whyKey(ch.Kind, ch.Key, ch.Node)]; ok {
-			ev.Kind, ev.Reason = w.Kind, w.Reason
-		}
-	case ch.Prev != nil && (ch.Prev.ExpiresAt.IsZero() || now.Before(ch.Prev.ExpiresAt)):
-		ev.Kind = EventReplaced
-	default:
-		ev.Kind = EventRegistered
-	}
-	return ev, true
+	return regEvent(ch, e, why, now), true
 }
 
 // sweepShared removes this node's expired local registrations from the
@@ -542,7 +575,16 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 		return v, err
 	}
 	dk, mk := revKey(kindDescriptor, e.Key, ""), revKey(kindMark, e.Key, "")
-	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.revs[dk]}, {Kind: kindMark, Key: e.Key, Rev: n.revs[mk]}}
+	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.revs[dk]}}
+	// The stored descriptor is its own watermark (its registered_at); a
+	// separate watermark record is written only when an older descriptor
+	// could outlive this one (it expires later), or on deletion.
+	if cur, had := n.entries[e.Key]; had && cur.ExpiresAt.After(e.ExpiresAt) {
+		conds = append(conds, Cond{Kind: kindMark, Key: e.Key, Rev: n.revs[mk]})
+		ops[1].ExpiresAt = cur.ExpiresAt.Add(n.cfg.Skew) // as long as the older one lives
+	} else {
+		ops = ops[:1]
+	}
 	n.wmu.Unlock()
 	rev, err := n.shared.ApplyIf(ctx, conds, ops...)
 	if err != nil {
@@ -551,7 +593,10 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
 	if n.revs[dk] < rev {
-		n.revs[dk], n.revs[mk] = rev, rev
+		n.revs[dk] = rev
+		if len(ops) > 1 {
+			n.revs[mk] = rev
+		}
 		n.publish(func() {
 			n.marks[e.Key] = e.RegisteredAt
 			n.index(e)

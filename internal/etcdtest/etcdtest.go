@@ -168,11 +168,7 @@ func build() (string, error) {
 		return "", err
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goCmd); err != nil {
-		goCmd = "go"
-	}
-	cmd := exec.Command(goCmd, "build", "-o", tmp, ".")
+	cmd := exec.Command("go", "build", "-o", tmp, ".")
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -70,6 +70,7 @@ type Store struct {
 	ctx     context.Context // ends at Close
 	cancel  context.CancelFunc
 	kaDone  chan struct{}
+	batch   batcher
 	mu      sync.Mutex
 	node    clientv3.LeaseID           // the node's lease
 	buckets map[int64]clientv3.LeaseID // expiry bucket (Unix s) → lease
@@ -138,6 +139,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.node = lease.ID
 	go s.keepAlive()
+	s.batch.start(s)
 	return s, nil
 }
 
@@ -305,62 +307,68 @@ func (s *Store) Apply(ctx context.Context, ops ...registry.Op) error {
 
 // ApplyIf implements registry.SharedStore. Several ops on one key
 // collapse to the last (the net effect of applying them in order), as one
-// etcd transaction may not name a key twice.
+// etcd transaction may not name a key twice. Concurrent calls share
+// transactions (group commit, batch.go).
 func (s *Store) ApplyIf(ctx context.Context, conds []registry.Cond, ops ...registry.Op) (uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		req, err := s.request(ctx, conds, ops)
+		if err != nil {
+			return 0, err
+		}
+		rev, err := s.submit(ctx, req)
+		if err != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			// An expiry lease ended under us (etcd's clock ran ahead):
+			// drop the cached leases and try once more.
+			s.mu.Lock()
+			clear(s.buckets)
+			s.mu.Unlock()
+			continue
+		}
+		return rev, err
 	}
+}
+
+// request builds the transaction parts of one ApplyIf.
+func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []registry.Op) (*pending, error) {
 	last := map[string]int{}
 	for i, op := range ops {
 		last[s.key(op.Kind, op.Key)] = i
 	}
 	if len(last)+len(conds) > maxOpsPerTxn {
-		return 0, fmt.Errorf("registry/etcd: %d writes in one transaction; etcd takes at most %d", len(last), maxOpsPerTxn)
+		return nil, fmt.Errorf("registry/etcd: %d writes in one transaction; etcd takes at most %d", len(last), maxOpsPerTxn)
 	}
 	rctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	var cmps []clientv3.Cmp
+	p := &pending{keys: map[string]bool{}, done: make(chan result, 1)}
 	for _, c := range conds {
 		k := s.key(c.Kind, c.Key)
-		switch {
-		case c.Present:
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
-		default:
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", int64(c.Rev)))
+		p.keys[k] = true
+		if c.Present {
+			p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
+		} else {
+			p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", int64(c.Rev)))
 		}
 	}
-	var eops []clientv3.Op
 	for i, op := range ops {
 		k := s.key(op.Kind, op.Key)
 		if last[k] != i {
 			continue
 		}
+		p.keys[k] = true
 		if op.Delete {
-			eops = append(eops, clientv3.OpDelete(k))
+			p.ops = append(p.ops, clientv3.OpDelete(k))
 			continue
 		}
 		lease, err := s.leaseFor(rctx, op.Record)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		eops = append(eops, clientv3.OpPut(k, encode(op.Record), clientv3.WithLease(lease)))
+		p.ops = append(p.ops, clientv3.OpPut(k, encode(op.Record), clientv3.WithLease(lease)))
 	}
-	resp, err := s.c.Txn(rctx).If(cmps...).Then(eops...).Commit()
-	if err != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		// An expiry lease ended under us (etcd's clock ran ahead): drop
-		// the cached leases and try once more.
-		s.mu.Lock()
-		clear(s.buckets)
-		s.mu.Unlock()
-		return s.ApplyIf(ctx, conds, ops...)
-	}
-	if err != nil {
-		return 0, s.wrap("write", err)
-	}
-	if !resp.Succeeded {
-		return 0, registry.ErrConflict
-	}
-	return uint64(resp.Header.Revision), nil
+	return p, nil
 }
 
 // List implements registry.Store: the records of kind not expired at now
@@ -462,6 +470,7 @@ func (s *Store) change(kv *mvccKV, del bool, prev *mvccKV) (registry.Change, boo
 			return registry.Change{}, false
 		}
 		ch.Value, ch.ExpiresAt = r.Value, r.ExpiresAt
+		ch.Created = kv.Version == 1
 	}
 	if prev != nil {
 		if r, ok := decode(prev.Value); ok {
@@ -472,12 +481,13 @@ func (s *Store) change(kv *mvccKV, del bool, prev *mvccKV) (registry.Change, boo
 	return ch, true
 }
 
-// Follow implements registry.SharedStore with an etcd watch from after+1
-// (with the previous values, so that a deletion says what it deleted).
+// Follow implements registry.SharedStore with an etcd watch from after+1.
+// It asks for no previous values (each costs etcd a read): the node has
+// them in its index.
 func (s *Store) Follow(ctx context.Context, after uint64, fn func([]registry.Change)) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := s.c.Watch(wctx, s.opts.Prefix, clientv3.WithPrefix(), clientv3.WithRev(int64(after)+1), clientv3.WithPrevKV())
+	wch := s.c.Watch(wctx, s.opts.Prefix, clientv3.WithPrefix(), clientv3.WithRev(int64(after)+1))
 	for resp := range wch {
 		if resp.CompactRevision != 0 {
 			return fmt.Errorf("registry/etcd: follow from %d: %w (oldest kept: %d)", after, registry.ErrCompacted, resp.CompactRevision)
@@ -569,6 +579,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	<-s.kaDone
+	s.batch.wait()
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
 	defer cancel()
 	_, err := s.c.Revoke(ctx, id)

@@ -8,5 +8,6 @@ func (s *Store) Kill() {
 	s.mu.Unlock()
 	s.cancel()
 	<-s.kaDone
+	s.batch.wait()
 	_ = s.c.Close()
 }

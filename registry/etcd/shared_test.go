@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func join(t *testing.T, srv *etcdtest.Server, prefix string, opts etcd.Options) 
 		t.Fatal(err)
 	}
 	p := &peer{Node: n, st: st}
-	t.Cleanup(func() { p.Close(); st.Close() })
+	t.Cleanup(func() { p.Close(); _ = st.Close() })
 	return p
 }
 
@@ -378,3 +379,132 @@ func TestUnreachableEtcd(t *testing.T) {
 }
 
 var _ = json.Marshal
+
+// TestWatermarkOutlivesDeletion: on etcd a descriptor is its own
+// anti-rollback watermark while it is stored; deleting it (or replacing it
+// by one that expires sooner) leaves a watermark record, so that an older
+// descriptor is refused as a rollback on every node, also on one started
+// after the deletion.
+func TestWatermarkOutlivesDeletion(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/marks/", etcd.Options{})
+	b := join(t, srv, "/marks/", etcd.Options{})
+	ctx := context.Background()
+	priv, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	old := withTTL(t, priv, t0, time.Hour, 9001)
+	if _, err := a.Register(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	sb := b.Version()
+	if _, err := a.Register(ctx, withTTL(t, priv, t0.Add(time.Second), 2*time.Hour, 9002)); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, b, &sb, registry.EventReplaced, key)
+	at := descriptor.TimeOf(t0.Add(2 * time.Second)).String()
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
+	if err := a.DeleteSigned(ctx, key, "v1", at, sig); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, b, &sb, registry.EventDeregistered, key)
+	c := join(t, srv, "/marks/", etcd.Options{}) // knows only what etcd holds
+	for name, p := range map[string]*peer{"a": a, "b": b, "c": c} {
+		if _, err := p.Register(ctx, old); errWord(err) != descriptor.CodeRollback {
+			t.Errorf("%s: the older descriptor after the deletion: %v, want %s", name, err, descriptor.CodeRollback)
+		}
+	}
+}
+
+func withTTL(t *testing.T, priv ed25519.PrivateKey, reg time.Time, ttl time.Duration, port int) *descriptor.Descriptor {
+	t.Helper()
+	d := descriptor.New("agent-1", "capmesh", priv.Public().(ed25519.PublicKey), []string{"k.v"}, descriptor.Endpoint{Host: "127.0.0.1", Port: port, Scheme: "tcp"}, reg, ttl)
+	if err := d.Sign(priv); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestWatermarkWhenTTLShrinks: a descriptor that expires sooner than the
+// one it replaces does not carry the watermark alone (the older one would
+// outlive it): a watermark record is written with it, until the older
+// one's expiry.
+func TestWatermarkWhenTTLShrinks(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/shrink/", etcd.Options{})
+	ctx := context.Background()
+	priv, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for i, ttl := range []time.Duration{2 * time.Hour, 3 * time.Hour} {
+		if _, err := a.Register(ctx, withTTL(t, priv, t0.Add(time.Duration(i)*time.Second), ttl, 9001+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if marks, _ := a.st.List(ctx, "watermark", time.Now()); len(marks) != 0 {
+		t.Fatalf("a longer-lived replacement wrote watermark records: %+v", marks)
+	}
+	if _, err := a.Register(ctx, withTTL(t, priv, t0.Add(2*time.Second), time.Hour, 9003)); err != nil {
+		t.Fatal(err)
+	}
+	marks, err := a.st.List(ctx, "watermark", time.Now())
+	if err != nil || len(marks) != 1 || marks[0].Key != key || marks[0].ExpiresAt.Before(t0.Add(time.Second+3*time.Hour)) {
+		t.Fatalf("after a shorter-lived replacement: %+v, %v; want one watermark until the older expiry", marks, err)
+	}
+}
+
+// TestClosedNodeLocalRegistrationsGoAtOnce: a node that stops cleanly
+// revokes its lease, so its local registrations vanish everywhere at
+// once, not after the lease's TTL (a minute here).
+func TestClosedNodeLocalRegistrationsGoAtOnce(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/close/", etcd.Options{NodeID: "node-a", NodeTTL: time.Minute})
+	b := join(t, srv, "/close/", etcd.Options{NodeID: "node-b"})
+	ctx := context.Background()
+	sb := b.Version()
+	if _, _, err := a.RegisterLocal(ctx, localPeer(), registry.LocalRegistration{Name: "songbird", Capabilities: []string{"net.discover"}, Endpoint: fakeHost(t, "songbird")}); err != nil {
+		t.Fatal(err)
+	}
+	const remote = "local:songbird@node-a"
+	waitEvent(t, b, &sb, registry.EventRegistered, remote)
+	start := time.Now()
+	a.Close()
+	if err := a.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, b, &sb, registry.EventExpired, remote)
+	if d := time.Since(start); d >= time.Minute {
+		t.Errorf("gone after %s: the lease ran out instead of being revoked", d)
+	}
+}
+
+// TestRouterLeavesOtherNodesLocals: a node whose router cannot reach
+// another node's local registration does not drop it: the socket is on
+// the owner's machine, which alone can tell that its host is gone.
+func TestRouterLeavesOtherNodesLocals(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/drop/", etcd.Options{NodeID: "node-a"})
+	b := join(t, srv, "/drop/", etcd.Options{NodeID: "node-b"})
+	ctx := context.Background()
+	sb := b.Version()
+	if _, _, err := a.RegisterLocal(ctx, localPeer(), registry.LocalRegistration{Name: "nestgate", Capabilities: []string{"storage.put"}, Endpoint: fakeHost(t, "nestgate")}); err != nil {
+		t.Fatal(err)
+	}
+	const remote = "local:nestgate@node-a"
+	waitEvent(t, b, &sb, registry.EventRegistered, remote)
+	e, ok := b.Get(remote)
+	if !ok {
+		t.Fatal("b does not hold a's registration")
+	}
+	b.DropIfGone(ctx, e, syscall.ENOENT)
+	if _, ok := b.Get(remote); !ok {
+		t.Error("b dropped another node's local registration")
+	}
+	if _, ok := a.Get("local:nestgate"); !ok {
+		t.Error("a lost its registration")
+	}
+}
