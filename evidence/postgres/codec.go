@@ -153,16 +153,17 @@ func decodeBlock(corr string, row blockRow) ([]evidence.Record, error) {
 	}
 	d := reader{b: raw}
 	n := d.uvarint()
-	if d.err || n == 0 || n > uint64(len(raw)) {
+	if d.err || n == 0 || n > uint64(len(raw))/4 { // each record takes 4 bytes or more of the header
 		return nil, bad("header")
 	}
 	type meta struct {
 		seq, size uint64
 		typ, hash ref
 	}
-	metas := make([]meta, n)
+	var metas []meta // grown as read: n is believed once the header holds n records
 	seq := row.prev
-	for i := range metas {
+	for i := range n {
+		metas = append(metas, meta{})
 		m := &metas[i]
 		delta := d.uvarint()
 		seq += delta

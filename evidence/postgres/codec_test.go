@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/capmesh/capmesh/evidence"
@@ -94,4 +96,22 @@ func FuzzDecodeBlock(f *testing.F) {
 		}
 		_, _, _ = decodeResult(body)
 	})
+}
+
+// TestDecodeBlockClaimIsNotBelieved: a body whose header claims millions
+// of records but holds none is refused without allocating for the claim.
+func TestDecodeBlockClaimIsNotBelieved(t *testing.T) {
+	raw := make([]byte, 8<<20) // zeros: the first record's sequence step is 0, refused at once
+	binary.PutUvarint(raw, uint64(len(raw)/5))
+	body := must(compress(nil, raw))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := decodeBlock("c", blockRow{prev: 0, last: 1, body: body})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, errCorrupt) {
+		t.Fatalf("decode: %v, want errCorrupt", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Errorf("decoding allocated %d MiB for a claim of %d records", got>>20, len(raw)/5)
+	}
 }
