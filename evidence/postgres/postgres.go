@@ -26,8 +26,8 @@
 //	  CHECK (0 <= prev_seq < last_seq)
 //	  trigger: a block's predecessor is a block of its correlation
 //	           ending at prev_seq
-//	evidence_result_log(at, body)  -- index (at); append-only; the id in the body
-//	evidence_meta(next_seq)                       -- sequences reserved so far
+//	evidence_result_log(at, body) -- index (at); the invocation id is in the body
+//	evidence_meta(next_seq)       -- sequences reserved so far
 //
 // So every correlation is one linked list of blocks with disjoint,
 // ascending sequence ranges whatever the writers do — no (correlation,
