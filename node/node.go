@@ -79,6 +79,13 @@ type Config struct {
 	// may share), Memory or not; the program imports the engine
 	// (evidence/postgres).
 	EvidenceURL string
+	// RegistryURL keeps the registry in the shared store it names instead
+	// of registry.db (registry.OpenStoreURL: etcd://host:2379[,host:2379…]
+	// [/prefix], which many nodes share), Memory or not; the program
+	// imports the engine (registry/etcd). The genesis root key and the
+	// network-authority key then live in that store too, shared by the
+	// fleet, unless RootKeyFile names one.
+	RegistryURL string
 	// RootKeyFile is the genesis root key's file; default keys/root.pem
 	// beside the node key, created on first start.
 	RootKeyFile string
@@ -426,6 +433,16 @@ func (n *Node) durableState(rcfg *registry.Config, hcfg *host.Config) error {
 		}
 		rcfg.RootKey = root.Ed25519()
 	}
+	if n.cfg.RegistryURL != "" && rcfg.Store == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		st, err := registry.OpenStoreURL(ctx, n.cfg.RegistryURL, n.log)
+		if err != nil {
+			return fmt.Errorf("registry store: %w", err)
+		}
+		rcfg.Store = st
+		n.closer = func() { _ = st.Close() }
+	}
 	if n.cfg.Memory {
 		return nil
 	}
@@ -436,7 +453,7 @@ func (n *Node) durableState(rcfg *registry.Config, hcfg *host.Config) error {
 		return &ConfigError{err}
 	}
 	hcfg.KeyFile = keyPath
-	if rcfg.RootKey == nil {
+	if rcfg.RootKey == nil && n.cfg.RegistryURL == "" {
 		// The genesis root key lives beside the node key, separate from the
 		// network-authority key (RFC-001 rule 8).
 		root, created, err := identity.LoadOrCreate(filepath.Join(filepath.Dir(keyPath), "root.pem"))

@@ -119,6 +119,9 @@ func (n *Node) DropIfGone(ctx context.Context, e Entry, err error) {
 	if !ok || cur.Endpoint != e.Endpoint || !cur.RegisteredAt.Equal(e.RegisteredAt) {
 		return // replaced meanwhile: the new registration is not the dead one
 	}
+	if cur.ExpiresAt.Equal(farFuture) {
+		return // another node's (shared store): its socket is on that node's machine
+	}
 	if _, derr := n.deregisterLocked(ctx, e.Key, EventDeregistered, "endpoint gone: "+err.Error()); derr != nil {
 		n.log.Warn("registry: dropping an unreachable provider", "name", e.Name, "err", derr)
 		return

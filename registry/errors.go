@@ -48,6 +48,10 @@ const (
 	CodeWordNoProvider       = "no_provider"
 	CodeWordCompacted        = "watch_compacted"
 	CodeWordReplay           = "replay_detected"
+	// A shared store (registry/etcd): another node won a race on the same
+	// record, or the store is unreachable; both are worth a retry.
+	CodeWordConcurrentChange = "concurrent_change"
+	CodeWordStoreUnavailable = "registry_store_unavailable"
 )
 
 var statusByWord = map[string]struct {
@@ -66,6 +70,8 @@ var statusByWord = map[string]struct {
 	descriptor.CodeKeyRevoked:          {403, CodeForbidden},
 	descriptor.CodeRollback:            {409, CodeConflict},
 	CodeWordReplay:                     {409, CodeConflict},
+	CodeWordConcurrentChange:           {409, CodeConflict},
+	CodeWordStoreUnavailable:           {503, CodeUnavailable},
 	CodeWordNotRegistered:              {404, CodeNotFound},
 	CodeWordUnsignedRemote:             {401, CodeUnauthorized},
 	CodeWordForeignUser:                {403, CodeForbidden},

@@ -15,7 +15,9 @@ const (
 )
 
 // Event is one change of the registry. Revision is the registry version
-// after the change: strictly increasing, also across restarts.
+// after the change: increasing, also across restarts. On a SharedStore it
+// is the store's revision, the same on every node, and the changes of one
+// store transaction share it (they are always delivered together).
 type Event struct {
 	Revision     uint64    `json:"revision"`
 	Kind         string    `json:"kind"`
@@ -74,6 +76,9 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 		}
 		if since+1 < first && since < rev {
 			n.mu.RUnlock()
+			if n.shared != nil && since != 0 {
+				return n.watchShared(ctx, since, first-1, rev, caps)
+			}
 			if since == 0 {
 				// A watcher from the start, on a node that no longer holds
 				// the start (a restart: events are not persisted): the net

@@ -208,8 +208,12 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name, token str
 	}
 	lr.ExpiresAt = now.Add(n.cfg.LocalTTL).UTC()
 	raw, _ := json.Marshal(lr)
-	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt}}); err != nil {
-		return time.Time{}, fmt.Errorf("registry: %w", err)
+	// On a shared store the node's lease keeps the record: a heartbeat
+	// touches only memory.
+	if n.shared == nil {
+		if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt}}); err != nil {
+			return time.Time{}, fmt.Errorf("registry: %w", err)
+		}
 	}
 	ne := localEntry(lr, raw)
 	n.publish(func() { n.index(ne) })

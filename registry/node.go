@@ -178,6 +178,11 @@ type Node struct {
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 	self     selfEndpoints // the node's own listeners (loop protection)
+	// Shared mode (sharednode.go): the store other nodes write too, the
+	// revision of each record this node holds, and the feed's end.
+	shared     SharedStore
+	revs       map[string]uint64
+	followDone chan struct{}
 }
 
 // NewNode loads the durable state from cfg.Store and starts the expiry
@@ -242,13 +247,24 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.Observer != nil {
 		n.st = observedStore{cfg.Store, cfg.Observer}
 	}
-	if err := n.load(context.Background()); err != nil {
+	load := n.load
+	if sh, ok := cfg.Store.(SharedStore); ok {
+		n.shared, n.revs = sh, map[string]uint64{}
+		load = n.loadShared
+	}
+	if err := load(context.Background()); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stopLoop = cancel
 	n.loopDone = make(chan struct{})
+	n.followDone = make(chan struct{})
 	go n.sweepLoop(ctx)
+	if n.shared != nil {
+		go n.followLoop(ctx)
+	} else {
+		close(n.followDone)
+	}
 	return n, nil
 }
 
@@ -267,6 +283,7 @@ func (n *Node) Close() error {
 	n.wmu.Unlock()
 	n.stopLoop()
 	<-n.loopDone
+	<-n.followDone
 	return nil
 }
 
@@ -631,29 +648,59 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	if err := refuseForeignLocal(ctx, d.Endpoint.URI()); err != nil {
 		return Entry{}, err
 	}
+	if n.shared != nil {
+		return n.registerShared(ctx, raw, d, now)
+	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
+	e, ops, ev, same, err := n.admitLocked(d, raw, now)
+	if err != nil || same != nil {
+		return n.viewOf(same, now), err
+	}
+	if err := n.commit(ctx, ops, ev); err != nil {
+		return Entry{}, err
+	}
+	n.publish(func() {
+		n.marks[e.Key] = e.RegisteredAt
+		n.index(e)
+	})
+	return n.view(e, now), nil
+}
+
+// viewOf is view for an entry that may be nil (the zero Entry).
+func (n *Node) viewOf(e *entry, now time.Time) Entry {
+	if e == nil {
+		return Entry{}
+	}
+	return n.view(e, now)
+}
+
+// admitLocked checks a verified descriptor against trust and the
+// anti-rollback watermark and returns the entry, the writes and the event
+// that admit it — or the current entry when it is the same descriptor
+// again (idempotent). The caller holds wmu.
+func (n *Node) admitLocked(d *descriptor.Descriptor, raw []byte, now time.Time) (*entry, []Op, Event, *entry, error) {
 	if n.closed {
-		return Entry{}, errors.New("registry: closed")
+		return nil, nil, Event{}, nil, errors.New("registry: closed")
 	}
 	if v := n.trust.verdict(d.NodePublicKey, now); !v.Trusted {
 		word := descriptor.CodeNoActiveCertificate
 		if v.Reason == reasonCompromised {
 			word = descriptor.CodeKeyRevoked
 		}
-		return Entry{}, refuse(word, "node %s is not trusted: %s", short(d.NodePublicKey), v.Reason)
+		return nil, nil, Event{}, nil, refuse(word, "node %s is not trusted: %s", short(d.NodePublicKey), v.Reason)
 	}
 	reg := d.RegisteredAt.Instant()
 	if mark, ok := n.marks[d.NodePublicKey]; ok {
 		cur := n.entries[d.NodePublicKey]
 		switch {
 		case reg.Before(mark):
-			return Entry{}, refuse(descriptor.CodeRollback, "descriptor registered_at %s is older than the newest accepted one (%s); refusing the rollback", d.RegisteredAt, mark.Format(time.RFC3339Nano))
+			return nil, nil, Event{}, nil, refuse(descriptor.CodeRollback, "descriptor registered_at %s is older than the newest accepted one (%s); refusing the rollback", d.RegisteredAt, mark.Format(time.RFC3339Nano))
 		case reg.Equal(mark):
 			if cur != nil && string(cur.raw) == string(raw) {
-				return n.view(cur, now), nil // the same descriptor again: idempotent
+				return nil, nil, Event{}, cur, nil // the same descriptor again: idempotent
 			}
-			return Entry{}, refuse(CodeWordReplay, "a descriptor with registered_at %s was already accepted for this node; sign a new one", d.RegisteredAt)
+			return nil, nil, Event{}, nil, refuse(CodeWordReplay, "a descriptor with registered_at %s was already accepted for this node; sign a new one", d.RegisteredAt)
 		}
 	}
 	e := descriptorEntry(d, raw)
@@ -670,14 +717,7 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	if cur, ok := n.entries[e.Key]; ok && n.live(cur, now) {
 		kind = EventReplaced
 	}
-	if err := n.commit(ctx, ops, Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
-		return Entry{}, err
-	}
-	n.publish(func() {
-		n.marks[e.Key] = reg
-		n.index(e)
-	})
-	return n.view(e, now), nil
+	return e, ops, Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}, nil, nil
 }
 
 // deregisterLocked removes an entry by key and records why
@@ -710,6 +750,9 @@ func (n *Node) publish(f func()) {
 // commit writes ops plus the new version, then publishes the events; the
 // caller holds wmu (not mu: readers go on during the Store write).
 func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
+	if n.shared != nil {
+		return n.commitShared(ctx, ops, evs)
+	}
 	next := n.version + uint64(len(evs))
 	vb, _ := json.Marshal(next)
 	ops = append(ops, Op{Record: Record{Kind: kindMeta, Key: "version", Value: vb}})
@@ -777,7 +820,9 @@ func (n *Node) Sweep(ctx context.Context) {
 			}
 		})
 	}
-	if len(dead) > 0 {
+	if len(dead) > 0 && n.shared != nil {
+		n.sweepShared(ctx, dead)
+	} else if len(dead) > 0 {
 		evs := make([]Event, 0, len(dead))
 		for _, e := range dead {
 			evs = append(evs, Event{Kind: EventExpired, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source})
@@ -800,6 +845,9 @@ func (n *Node) Sweep(ctx context.Context) {
 		}
 	}
 	n.wmu.Unlock()
+	if n.shared != nil {
+		return // the store's leases end expired records
+	}
 	if _, err := n.st.Purge(ctx, now); err != nil {
 		n.log.Warn("registry: purge", "err", err)
 	}
@@ -820,7 +868,11 @@ func (n *Node) useNonceLocked(ctx context.Context, scope, nonce string, exp time
 	if e, ok := n.nonces[k]; ok && n.cfg.Now().Before(e) {
 		return false, nil
 	}
-	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindNonce, Key: k, Value: []byte{}, ExpiresAt: exp}}); err != nil {
+	if err := n.apply(ctx, Op{Record: Record{Kind: kindNonce, Key: k, Value: []byte{}, ExpiresAt: exp}}); err != nil {
+		var re *Error
+		if errors.As(err, &re) && re.Code == CodeWordConcurrentChange {
+			return false, nil // spent on another node
+		}
 		return false, err
 	}
 	n.nonces[k] = exp

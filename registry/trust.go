@@ -320,7 +320,7 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 	cs := &certState{Cert: raw, Status: "issued", MaxValidityHours: maxHours, cert: c}
 	val, _ := json.Marshal(cs)
 	ops := append(extra, Op{Record: Record{Kind: kindCert, Key: c.CertID, Value: val}})
-	if err := n.st.Apply(ctx, ops...); err != nil {
+	if err := n.apply(ctx, ops...); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	n.publish(func() { t.addCert(cs) })
@@ -409,7 +409,7 @@ func (n *Node) newCRLLocked(seq int64, revoked []RevokedCertificate) *CRL {
 
 func (n *Node) saveCRLLocked(ctx context.Context, c *CRL, extra []Op) error {
 	raw, _ := c.MarshalJSON()
-	if err := n.st.Apply(ctx, append(extra, Op{Record: Record{Kind: kindCRL, Key: "active", Value: raw}})...); err != nil {
+	if err := n.apply(ctx, append(extra, Op{Record: Record{Kind: kindCRL, Key: "active", Value: raw}})...); err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
 	n.trust.crl = c

@@ -19,6 +19,7 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/node"
 	"github.com/capmesh/capmesh/registry"
+	_ "github.com/capmesh/capmesh/registry/etcd" // etcd:// for --registry
 )
 
 // serverFlags are the options of `capmesh server`.
@@ -49,6 +50,7 @@ type serverFlags struct {
 	localTTL     time.Duration
 	memory       bool
 	evidence     string
+	registryURL  string
 	requireBTSP  bool
 	chpFixtures  bool
 	chpGateway   []string
@@ -85,7 +87,8 @@ $XDG_STATE_HOME/capmesh): the node key (keys/identity.pem, the one
 network-authority key as network_authority), the registry (registry.db) and the evidence log
 (evidence/<name>/). --memory keeps everything in memory instead;
 --evidence postgres://… keeps the evidence in PostgreSQL, where many nodes
-and hosts may append to one database.
+and hosts may append to one database; --registry etcd://host:2379,… keeps
+the registry in etcd, where many nodes share one registry (docs/operations.md).
 
 Who may do what is the same on every listener (docs/access.md): the
 node's own user over the Unix socket may do everything; with keys
@@ -131,6 +134,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.StringVar(&f.rootKey, "root-key", "", "key file of the root key that signs the genesis block (default: keys/root.pem beside the node key, created on first start; never the network-authority key)")
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
+	fl.StringVar(&f.registryURL, "registry", "", "keep the registry (registrations, trust, the genesis and authority keys) in this etcd cluster (etcd://host:2379[,host:2379…][/prefix]), shared by every node started with it; wins over --memory for the registry")
 	fl.StringVar(&f.evidence, "evidence", "", "keep CHP evidence in this PostgreSQL database (postgres://user@host/db), which many nodes and hosts may share; wins over --memory for the evidence")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
 	fl.StringSliceVar(&f.chpGateway, "chp-gateway", nil, "serve the CHP HTTP routes (--http) as a routing gateway in front of these member CHP hosts (URL[,URL…]); start the members first")
@@ -215,6 +219,7 @@ func (f *serverFlags) nodeConfig(a *app) (node.Config, error) {
 		DataDir:        a.dataDir,
 		Memory:         f.memory,
 		EvidenceURL:    f.evidence,
+		RegistryURL:    f.registryURL,
 		RootKeyFile:    f.rootKey,
 		Registry:       rcfg,
 		RequireBTSP:    f.requireBTSP,

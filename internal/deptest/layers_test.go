@@ -45,6 +45,8 @@ var layers = map[string]layer{
 	"canonical/govalue":         foundation,
 	"canonical/pydantic":        foundation,
 
+	"internal/etcdtest": foundation,
+
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
 	"chp/boundary/evlog":                mechanism,
@@ -103,6 +105,8 @@ var layers = map[string]layer{
 	"internal/deptest":                 program,
 	"internal/errcatalog/gen":          program,
 	"internal/abuse":                   program,
+
+	"internal/fleettest": program,
 
 	"internal/docstest":              program,
 	"canonical/collate/internal/gen": program,

@@ -1,0 +1,650 @@
+// Package etcd is the registry's shared store on etcd
+// (go.etcd.io/etcd/client/v3): several capmesh nodes on one etcd cluster
+// share one registry. It implements registry.SharedStore.
+//
+// Layout: every record is one key, <prefix><kind>/<key>, whose value is
+// the record's expiry (8 bytes, big-endian Unix nanoseconds, 0 for none)
+// followed by its value. Local registrations are <prefix>local/<node>/<key>:
+// they belong to the node that made them. Expiry is etcd's: a record with
+// an expiry is attached to a lease that ends at or shortly after it
+// (leases are shared by records expiring in the same 10 s bucket), so no
+// sweeper deletes anything; List still hides a record from its exact
+// expiry on. Local registrations are attached instead to the one lease of
+// their node, which the node keeps alive while it runs and revokes on
+// Close: a killed node's registrations vanish when its lease runs out.
+//
+// Writes are single transactions; ApplyIf adds compare-and-swap on the
+// mod revisions of records. Revisions are etcd revisions.
+package etcd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/capmesh/capmesh/registry"
+)
+
+// Options configure Open.
+type Options struct {
+	// Endpoints are etcd client endpoints (host:port or http://host:port).
+	Endpoints []string
+	// Prefix is the key prefix of this registry's records. Default
+	// "/capmesh/registry/". Every node of one registry uses the same.
+	Prefix string
+	// NodeID names this node among the writers; its local registrations
+	// are kept under it. Default: random, per Open.
+	NodeID string
+	// NodeTTL is the lifetime of the node's lease without keep-alives: how
+	// long a killed node's local registrations outlive it. Default 10 s.
+	NodeTTL time.Duration
+	// DialTimeout bounds connecting; RequestTimeout bounds each request
+	// whose context has no deadline. Defaults 5 s.
+	DialTimeout    time.Duration
+	RequestTimeout time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is a registry.SharedStore on etcd.
+type Store struct {
+	c       *clientv3.Client
+	opts    Options
+	log     *slog.Logger
+	ctx     context.Context // ends at Close
+	cancel  context.CancelFunc
+	kaDone  chan struct{}
+	batch   batcher
+	mu      sync.Mutex
+	node    clientv3.LeaseID           // the node's lease
+	buckets map[int64]clientv3.LeaseID // expiry bucket (Unix s) → lease
+	closed  bool
+}
+
+var _ registry.SharedStore = (*Store)(nil)
+
+type mvccKV = mvccpb.KeyValue
+
+// quietLogger keeps the client's own retry chatter out of the node's
+// log; the store reports what matters through Options.Logger.
+func quietLogger() *zap.Logger { return zap.NewNop() }
+
+// bucket is the granularity of expiry leases.
+const bucket = 10 * time.Second
+
+// maxOpsPerTxn is etcd's default --max-txn-ops.
+const maxOpsPerTxn = 128
+
+// Open connects to etcd and grants the node's lease. It fails with
+// registry.ErrUnavailable when etcd cannot be reached.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if len(opts.Endpoints) == 0 {
+		return nil, errors.New("registry/etcd: no endpoints")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "/capmesh/registry/"
+	}
+	if !strings.HasSuffix(opts.Prefix, "/") {
+		opts.Prefix += "/"
+	}
+	if opts.NodeID == "" {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		opts.NodeID = hex.EncodeToString(b[:])
+	}
+	if strings.ContainsAny(opts.NodeID, "/@") {
+		return nil, fmt.Errorf("registry/etcd: node id %q may not contain / or @", opts.NodeID)
+	}
+	if opts.NodeTTL <= 0 {
+		opts.NodeTTL = 10 * time.Second
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 5 * time.Second
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: opts.Endpoints, DialTimeout: opts.DialTimeout, Logger: quietLogger()})
+	if err != nil {
+		return nil, fmt.Errorf("registry/etcd: %w: %w", registry.ErrUnavailable, err)
+	}
+	s := &Store{c: c, opts: opts, log: opts.Logger, buckets: map[int64]clientv3.LeaseID{}, kaDone: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	gctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	lease, err := c.Grant(gctx, ttlSeconds(opts.NodeTTL))
+	if err != nil {
+		s.cancel()
+		c.Close()
+		return nil, s.wrap("grant the node lease", err)
+	}
+	s.node = lease.ID
+	go s.keepAlive()
+	s.batch.start(s)
+	return s, nil
+}
+
+// NodeID implements registry.SharedStore.
+func (s *Store) NodeID() string { return s.opts.NodeID }
+
+// Client is the etcd client (for benchmarks and tests on the same etcd).
+func (s *Store) Client() *clientv3.Client { return s.c }
+
+// keepAlive keeps the node's lease alive until Close; a lease lost (etcd
+// away longer than NodeTTL) is replaced by a new one for later writes —
+// the registrations attached to the old one are gone, and every node's
+// feed reports them expired.
+func (s *Store) keepAlive() {
+	defer close(s.kaDone)
+	for s.ctx.Err() == nil {
+		s.mu.Lock()
+		id := s.node
+		s.mu.Unlock()
+		ch, err := s.c.KeepAlive(s.ctx, id)
+		if err == nil {
+			for range ch {
+			}
+		}
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("registry/etcd: the node lease was lost; local registrations of this node are gone", "err", err)
+		for s.ctx.Err() == nil {
+			gctx, cancel := context.WithTimeout(s.ctx, s.opts.RequestTimeout)
+			l, err := s.c.Grant(gctx, ttlSeconds(s.opts.NodeTTL))
+			cancel()
+			if err == nil {
+				s.mu.Lock()
+				s.node = l.ID
+				s.mu.Unlock()
+				break
+			}
+			select {
+			case <-s.ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+func ttlSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(s, 2)
+}
+
+// reqCtx bounds a request by RequestTimeout unless ctx has a deadline.
+func (s *Store) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.opts.RequestTimeout)
+}
+
+// wrap marks errors of an unreachable etcd as registry.ErrUnavailable.
+func (s *Store) wrap(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("registry/etcd: %s: %w", what, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeout) ||
+		status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded {
+		return fmt.Errorf("registry/etcd: %s: %w: %v", what, registry.ErrUnavailable, err)
+	}
+	return fmt.Errorf("registry/etcd: %s: %w", what, err)
+}
+
+// key is the etcd key of (kind, key).
+func (s *Store) key(kind, key string) string {
+	if kind == "local" {
+		return s.opts.Prefix + "local/" + s.opts.NodeID + "/" + key
+	}
+	return s.opts.Prefix + kind + "/" + key
+}
+
+// parseKey splits an etcd key of this store into kind, key and (for a
+// local registration) its node.
+func (s *Store) parseKey(k string) (kind, key, node string, ok bool) {
+	rest, ok := strings.CutPrefix(k, s.opts.Prefix)
+	if !ok {
+		return "", "", "", false
+	}
+	kind, rest, ok = strings.Cut(rest, "/")
+	if !ok {
+		return "", "", "", false
+	}
+	if kind == "local" {
+		node, rest, ok = strings.Cut(rest, "/")
+	}
+	return kind, rest, node, ok
+}
+
+func encode(r registry.Record) string {
+	b := make([]byte, 8, 8+len(r.Value))
+	if !r.ExpiresAt.IsZero() {
+		binary.BigEndian.PutUint64(b, uint64(r.ExpiresAt.UnixNano()))
+	}
+	return string(append(b, r.Value...))
+}
+
+func decode(v []byte) (registry.Record, bool) {
+	if len(v) < 8 {
+		return registry.Record{}, false
+	}
+	r := registry.Record{Value: append([]byte{}, v[8:]...)}
+	if n := binary.BigEndian.Uint64(v[:8]); n != 0 {
+		r.ExpiresAt = time.Unix(0, int64(n)).UTC()
+	}
+	return r, true
+}
+
+// leaseFor is the lease a put of r is attached to: the node's for a local
+// registration, an expiry bucket's for a record with an expiry, none
+// otherwise.
+func (s *Store) leaseFor(ctx context.Context, r registry.Record) (clientv3.LeaseID, error) {
+	if r.Kind == "local" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.node, nil
+	}
+	if r.ExpiresAt.IsZero() {
+		return clientv3.NoLease, nil
+	}
+	now := time.Now()
+	// Never before the record's expiry, and at least a few seconds out so
+	// that the put lands before the lease ends.
+	at := r.ExpiresAt
+	if min := now.Add(5 * time.Second); at.Before(min) {
+		at = min
+	}
+	b := at.Add(bucket - 1).Truncate(bucket).Unix()
+	s.mu.Lock()
+	id, ok := s.buckets[b]
+	for k := range s.buckets {
+		if k < now.Unix() {
+			delete(s.buckets, k)
+		}
+	}
+	s.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	l, err := s.c.Grant(ctx, b-now.Unix()+1)
+	if err != nil {
+		return 0, s.wrap("grant an expiry lease", err)
+	}
+	s.mu.Lock()
+	s.buckets[b] = l.ID
+	s.mu.Unlock()
+	return l.ID, nil
+}
+
+// Apply implements registry.Store.
+func (s *Store) Apply(ctx context.Context, ops ...registry.Op) error {
+	_, err := s.ApplyIf(ctx, nil, ops...)
+	return err
+}
+
+// ApplyIf implements registry.SharedStore. Several ops on one key
+// collapse to the last (the net effect of applying them in order), as one
+// etcd transaction may not name a key twice. Concurrent calls share
+// transactions (group commit, batch.go).
+func (s *Store) ApplyIf(ctx context.Context, conds []registry.Cond, ops ...registry.Op) (uint64, error) {
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		req, err := s.request(ctx, conds, ops)
+		if err != nil {
+			return 0, err
+		}
+		rev, err := s.submit(ctx, req)
+		if err != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			// An expiry lease ended under us (etcd's clock ran ahead):
+			// drop the cached leases and try once more.
+			s.mu.Lock()
+			clear(s.buckets)
+			s.mu.Unlock()
+			continue
+		}
+		return rev, err
+	}
+}
+
+// request builds the transaction parts of one ApplyIf.
+func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []registry.Op) (*pending, error) {
+	last := map[string]int{}
+	for i, op := range ops {
+		last[s.key(op.Kind, op.Key)] = i
+	}
+	if len(last)+len(conds) > maxOpsPerTxn {
+		return nil, fmt.Errorf("registry/etcd: %d writes in one transaction; etcd takes at most %d", len(last), maxOpsPerTxn)
+	}
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	p := &pending{keys: map[string]bool{}, done: make(chan result, 1)}
+	for _, c := range conds {
+		k := s.key(c.Kind, c.Key)
+		p.keys[k] = true
+		if c.Present {
+			p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
+		} else {
+			p.cmps = append(p.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", int64(c.Rev)))
+		}
+	}
+	for i, op := range ops {
+		k := s.key(op.Kind, op.Key)
+		if last[k] != i {
+			continue
+		}
+		p.keys[k] = true
+		if op.Delete {
+			p.ops = append(p.ops, clientv3.OpDelete(k))
+			continue
+		}
+		lease, err := s.leaseFor(rctx, op.Record)
+		if err != nil {
+			return nil, err
+		}
+		p.ops = append(p.ops, clientv3.OpPut(k, encode(op.Record), clientv3.WithLease(lease)))
+	}
+	return p, nil
+}
+
+// List implements registry.Store: the records of kind not expired at now
+// (for kind "local", this node's), in key order.
+func (s *Store) List(ctx context.Context, kind string, now time.Time) ([]registry.Record, error) {
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	p := s.key(kind, "")
+	resp, err := s.c.Get(rctx, p, clientv3.WithPrefix())
+	if err != nil {
+		return nil, s.wrap("list", err)
+	}
+	var out []registry.Record
+	for _, kv := range resp.Kvs {
+		r, ok := decode(kv.Value)
+		if !ok || (!r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)) {
+			continue
+		}
+		r.Kind, r.Key = kind, strings.TrimPrefix(string(kv.Key), p)
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b registry.Record) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Purge implements registry.Store. Leases delete expired records by
+// themselves; Purge deletes those already expired at now that a lease has
+// not ended yet (a record is deleted only if unchanged since it was read).
+func (s *Store) Purge(ctx context.Context, now time.Time) (int, error) {
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	resp, err := s.c.Get(rctx, s.opts.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, s.wrap("purge", err)
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		r, ok := decode(kv.Value)
+		if !ok || r.ExpiresAt.IsZero() || now.Before(r.ExpiresAt) {
+			continue
+		}
+		k := string(kv.Key)
+		t, err := s.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", kv.ModRevision)).Then(clientv3.OpDelete(k)).Commit()
+		if err != nil {
+			return n, s.wrap("purge", err)
+		}
+		if t.Succeeded {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Snapshot implements registry.SharedStore, reading in pages at one
+// revision.
+func (s *Store) Snapshot(ctx context.Context) (uint64, []registry.Change, error) {
+	const page = 1000
+	var out []registry.Change
+	var rev int64
+	from, end := s.opts.Prefix, clientv3.GetPrefixRangeEnd(s.opts.Prefix)
+	for {
+		rctx, cancel := s.reqCtx(ctx)
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.c.Get(rctx, from, opts...)
+		cancel()
+		if err != nil {
+			return 0, nil, s.wrap("snapshot", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if ch, ok := s.change(kv, false, nil); ok {
+				out = append(out, ch)
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return uint64(rev), out, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// change converts one key-value (a put, or a delete at rev) of this
+// store's prefix.
+func (s *Store) change(kv *mvccKV, del bool, prev *mvccKV) (registry.Change, bool) {
+	kind, key, node, ok := s.parseKey(string(kv.Key))
+	if !ok {
+		return registry.Change{}, false
+	}
+	ch := registry.Change{Revision: uint64(kv.ModRevision), Node: node}
+	ch.Kind, ch.Key, ch.Delete = kind, key, del
+	if !del {
+		r, ok := decode(kv.Value)
+		if !ok {
+			return registry.Change{}, false
+		}
+		ch.Value, ch.ExpiresAt = r.Value, r.ExpiresAt
+		ch.Created = kv.Version == 1
+	}
+	if prev != nil {
+		if r, ok := decode(prev.Value); ok {
+			r.Kind, r.Key = kind, key
+			ch.Prev = &r
+		}
+	}
+	return ch, true
+}
+
+// Follow implements registry.SharedStore with an etcd watch from after+1.
+// It asks for no previous values (each costs etcd a read): the node has
+// them in its index.
+func (s *Store) Follow(ctx context.Context, after uint64, fn func([]registry.Change)) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := s.c.Watch(wctx, s.opts.Prefix, clientv3.WithPrefix(), clientv3.WithRev(int64(after)+1))
+	for resp := range wch {
+		if resp.CompactRevision != 0 {
+			return fmt.Errorf("registry/etcd: follow from %d: %w (oldest kept: %d)", after, registry.ErrCompacted, resp.CompactRevision)
+		}
+		if err := resp.Err(); err != nil {
+			return s.wrap("follow", err)
+		}
+		for _, batch := range s.byRevision(resp.Events) {
+			fn(batch)
+			after = batch[0].Revision
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("registry/etcd: follow: %w: the watch ended", registry.ErrUnavailable)
+}
+
+// byRevision converts watch events, grouped by revision (etcd delivers a
+// revision's events together, in order).
+func (s *Store) byRevision(evs []*clientv3.Event) [][]registry.Change {
+	var out [][]registry.Change
+	for _, ev := range evs {
+		ch, ok := s.change(ev.Kv, ev.Type == clientv3.EventTypeDelete, ev.PrevKv)
+		if !ok {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1][0].Revision == ch.Revision {
+			out[n-1] = append(out[n-1], ch)
+		} else {
+			out = append(out, []registry.Change{ch})
+		}
+	}
+	return out
+}
+
+// History implements registry.SharedStore: a watch from after+1, read
+// until a revision past upto or a progress report at upto or later.
+func (s *Store) History(ctx context.Context, after, upto uint64) ([]registry.Change, error) {
+	if after >= upto {
+		return nil, nil
+	}
+	hctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), 30*time.Second)
+	defer cancel()
+	wch := s.c.Watch(hctx, s.opts.Prefix, clientv3.WithPrefix(), clientv3.WithRev(int64(after)+1), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	var out []registry.Change
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case resp, ok := <-wch:
+			if !ok {
+				return nil, s.wrap("history", hctx.Err())
+			}
+			if resp.CompactRevision != 0 {
+				return nil, fmt.Errorf("registry/etcd: history from %d: %w", after, registry.ErrCompacted)
+			}
+			if err := resp.Err(); err != nil {
+				return nil, s.wrap("history", err)
+			}
+			for _, batch := range s.byRevision(resp.Events) {
+				if batch[0].Revision > upto {
+					return out, nil
+				}
+				out = append(out, batch...)
+				if batch[0].Revision == upto {
+					return out, nil
+				}
+			}
+			if resp.IsProgressNotify() && uint64(resp.Header.Revision) >= upto {
+				return out, nil
+			}
+		case <-tick.C:
+			_ = s.c.RequestProgress(hctx)
+		}
+	}
+}
+
+// Close revokes the node's lease (its local registrations go at once)
+// and closes the client.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("registry/etcd: already closed")
+	}
+	s.closed = true
+	id := s.node
+	s.mu.Unlock()
+	s.cancel()
+	<-s.kaDone
+	s.batch.wait()
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.RequestTimeout)
+	defer cancel()
+	_, err := s.c.Revoke(ctx, id)
+	if cerr := s.c.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return s.wrap("close", err)
+	}
+	return nil
+}
+
+// ParseURL reads a registry URL, etcd://host:port[,host:port…][/prefix],
+// into Options: the endpoints (a host without a port gets 2379) and,
+// when the URL has a path, the key prefix (the path with a trailing /).
+// Query parameters: node=<id> sets NodeID, node_ttl=<duration> NodeTTL.
+func ParseURL(raw string) (Options, error) {
+	rest, ok := strings.CutPrefix(raw, "etcd://")
+	if !ok {
+		return Options{}, fmt.Errorf("registry/etcd: %q: want etcd://host:2379[,host:2379…][/prefix]", raw)
+	}
+	hosts, path, _ := strings.Cut(rest, "/")
+	path, query, _ := strings.Cut(path, "?")
+	if h, q, ok := strings.Cut(hosts, "?"); ok {
+		hosts, query = h, q
+	}
+	var o Options
+	for _, h := range strings.Split(hosts, ",") {
+		if h == "" {
+			return Options{}, fmt.Errorf("registry/etcd: %q: an empty host", raw)
+		}
+		if !strings.Contains(h, ":") || strings.HasSuffix(h, "]") {
+			h += ":2379"
+		}
+		o.Endpoints = append(o.Endpoints, h)
+	}
+	if path != "" {
+		o.Prefix = "/" + strings.TrimSuffix(path, "/") + "/"
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return Options{}, fmt.Errorf("registry/etcd: %q: %w", raw, err)
+	}
+	for k := range q {
+		switch k {
+		case "node":
+			o.NodeID = q.Get(k)
+		case "node_ttl":
+			if o.NodeTTL, err = time.ParseDuration(q.Get(k)); err != nil || o.NodeTTL <= 0 {
+				return Options{}, fmt.Errorf("registry/etcd: %q: node_ttl: want a positive duration", raw)
+			}
+		default:
+			return Options{}, fmt.Errorf("registry/etcd: %q: unknown parameter %q (node, node_ttl)", raw, k)
+		}
+	}
+	return o, nil
+}
+
+func init() {
+	registry.RegisterStore("etcd", func(ctx context.Context, url string, log *slog.Logger) (registry.Store, error) {
+		o, err := ParseURL(url)
+		if err != nil {
+			return nil, err
+		}
+		o.Logger = log
+		return Open(ctx, o)
+	})
+}
