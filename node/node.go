@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -31,6 +32,7 @@ import (
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/chp/gateway"
+	"github.com/capmesh/capmesh/dashboard"
 	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/identity"
@@ -143,6 +145,7 @@ type Node struct {
 	reg    *registry.Node
 	closer func() // the registry's durable store
 	tel    *telemetry.Metrics
+	dash   *dashboard.Dashboard // nil without an HTTP listener
 
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -165,7 +168,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// Close the registry as soon as shutdown begins, not after the drain:
 	// an open `ipc.watch` long-poll would otherwise hold the drain for its
 	// full timeout. Calls still in flight get a clear "node closed" error.
-	stopReg := context.AfterFunc(sctx, func() { _ = n.reg.Close() })
+	stopReg := context.AfterFunc(sctx, func() {
+		_ = n.reg.Close()
+		if n.dash != nil {
+			n.dash.Close() // its event streams would hold the HTTP shutdown
+		}
+	})
 	declareSelf(sctx, n)
 	n.log.Info("capmesh node starting", "name", cfg.Name, "version", cfg.Version, "network", n.reg.Network(), "memory", cfg.Memory)
 	go func() {
@@ -267,9 +275,53 @@ func (n *Node) build() error {
 	n.tel.WatchRegistry(n.reg)
 	n.tel.AddMethods(n.host.Names()...)
 	if n.cfg.HTTP != "" {
-		return n.host.MountHTTPKeyed("/metrics", n.tel.Handler())
+		if err := n.host.MountHTTPKeyed("/metrics", n.tel.Handler()); err != nil {
+			return err
+		}
+		return n.mountDashboard()
 	}
 	return nil
+}
+
+// mountDashboard serves the web UI at /ui on the HTTP listener. It reads
+// the node through the node's own JSON-RPC bridge as the browser's caller,
+// so the access layer answers it as it answers any HTTP caller.
+func (n *Node) mountDashboard() error {
+	auditDir := ""
+	if n.cfg.Socket != "" && !n.cfg.NoSocket {
+		auditDir = filepath.Dir(n.cfg.Socket)
+	}
+	d, err := dashboard.New(dashboard.Config{
+		Node:     func() string { return "http://" + dialable(n.host.Addr("http")) },
+		Policy:   n.host.Access(),
+		AuditDir: auditDir,
+		Logger:   n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.dash = d
+	h := d.Handler()
+	if err := n.host.MountHTTP(dashboard.Prefix+"/", h); err != nil {
+		return err
+	}
+	return n.host.MountHTTP(dashboard.Prefix, h)
+}
+
+// dialable turns a bound address into one to dial: an unspecified host
+// (0.0.0.0, ::) is this machine's loopback.
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if ip != nil && ip.To4() == nil {
+			return net.JoinHostPort("::1", port)
+		}
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }
 
 // mountGateway puts the CHP gateway's routes on the HTTP listener, in

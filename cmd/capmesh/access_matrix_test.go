@@ -21,6 +21,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/chphttp"
+	"github.com/capmesh/capmesh/dashboard"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -47,6 +48,9 @@ type wreq struct {
 	URL    string `json:"url,omitempty"`
 	Key    string `json:"key,omitempty"`
 	Body   string `json:"body,omitempty"`
+	// FirstLine reads an HTTP answer only up to its first line (an
+	// event stream, which does not end).
+	FirstLine bool `json:"first_line,omitempty"`
 }
 
 // wres is what came back.
@@ -104,6 +108,10 @@ func perform(r wreq) wres {
 		return wres{Err: err.Error()}
 	}
 	defer res.Body.Close()
+	if r.FirstLine {
+		line, _ := bufio.NewReader(io.LimitReader(res.Body, 64<<10)).ReadString('\n')
+		return wres{Status: res.StatusCode, Body: line}
+	}
 	b, _ := io.ReadAll(res.Body)
 	return wres{Status: res.StatusCode, Body: string(b)}
 }
@@ -164,6 +172,9 @@ func outcome(r wres) string {
 	}
 	if r.Status == http.StatusOK && strings.HasPrefix(r.Body, "# HELP ") {
 		return "ok" // the Prometheus exposition
+	}
+	if r.Status == http.StatusOK && (strings.HasPrefix(r.Body, "<") || strings.HasPrefix(r.Body, "//") || strings.HasPrefix(r.Body, "retry:")) {
+		return "ok" // a dashboard page, fragment or asset
 	}
 	var m struct {
 		Error   *jsonrpc.Error  `json:"error"`
@@ -298,6 +309,63 @@ var matrix = map[string]map[string][7]string{
 	"http-metrics": {
 		"metrics": {"401", "401", "ok", "ok", "ok", "401", "401"},
 	},
+	// The dashboard (package dashboard, dashboard.Routes): the registry,
+	// trust and composition pages are public (what ipc.list and
+	// registry.* tell anyone), the evidence timeline is evidence and the
+	// audit matrix describe, as on /jsonrpc; a wrong key is a 401 anywhere.
+	"http-ui": {
+		"ui-root":     {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		"ui-registry": {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		"ui-rows":     {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		"ui-trust":    {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		"ui-compose":  {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		"ui-static":   {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		"ui-login":    {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		"ui-events":   {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		"ui-logout":   {"ok", "401", "ok", "ok", "ok", "ok", "ok"},
+		// Past the access layer, a sign-in without a key in its form.
+		"ui-signin":   {"400", "401", "400", "400", "400", "400", "400"},
+		"ui-evidence": {"401", "401", "ok", "ok", "ok", "401", "401"},
+		"ui-audit":    {"401", "401", "ok", "ok", "ok", "401", "401"},
+	},
+}
+
+// uiRequests are the dashboard's cells: one request per route of
+// dashboard.Routes (TestAccessMatrixCoversTheDashboard checks that none is
+// missing). The event stream is read up to its first line.
+var uiRequests = map[string]struct {
+	route, method, path string
+	firstLine           bool
+}{
+	"ui-root":     {"GET /ui", "GET", "/ui", false},
+	"ui-registry": {"GET /ui/{$}", "GET", "/ui/", false},
+	"ui-rows":     {"GET /ui/registry/rows", "GET", "/ui/registry/rows", false},
+	"ui-events":   {"GET /ui/events", "GET", "/ui/events", true},
+	"ui-trust":    {"GET /ui/trust", "GET", "/ui/trust", false},
+	"ui-compose":  {"GET /ui/compose", "GET", "/ui/compose", false},
+	"ui-evidence": {"GET /ui/evidence", "GET", "/ui/evidence?corr=corr-matrix", false},
+	"ui-audit":    {"GET /ui/audit", "GET", "/ui/audit", false},
+	"ui-login":    {"GET /ui/login", "GET", "/ui/login", false},
+	"ui-signin":   {"POST /ui/login", "POST", "/ui/login", false},
+	"ui-logout":   {"POST /ui/logout", "POST", "/ui/logout", false},
+	"ui-static":   {"GET /ui/static/{file}", "GET", "/ui/static/app.js", false},
+}
+
+// TestAccessMatrixCoversTheDashboard fails for a dashboard route without
+// a cell in the matrix.
+func TestAccessMatrixCoversTheDashboard(t *testing.T) {
+	covered := map[string]bool{}
+	for op, u := range uiRequests {
+		if _, ok := matrix["http-ui"][op]; !ok {
+			t.Errorf("%s has no row in the matrix", op)
+		}
+		covered[u.route] = true
+	}
+	for _, r := range dashboard.Routes() {
+		if !covered[r.Pattern] {
+			t.Errorf("dashboard route %q has no cell in the access matrix", r.Pattern)
+		}
+	}
 }
 
 // matrixNode is a running keyed node (capmesh server --chp-fixtures with
@@ -517,6 +585,9 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 		return r
 	case "http-metrics":
 		return wreq{Method: "GET", URL: base + "/metrics", Key: key}
+	case "http-ui":
+		u := uiRequests[op]
+		return wreq{Method: u.method, URL: base + u.path, Key: key, FirstLine: u.firstLine}
 	case "http-registry":
 		r := map[string]wreq{
 			"register":   {Method: "POST", URL: base + "/agents", Body: `{}`},
@@ -546,7 +617,7 @@ func (n *matrixNode) request(binding, op, key string) wreq {
 func TestAccessMatrix(t *testing.T) {
 	n := matrixEnv(t)
 	bin, why := childBinary(t, n.dir)
-	for _, binding := range []string{"unix", "tcp", "http-jsonrpc", "http-chp", "http-registry", "http-metrics", "chp-fixtures"} {
+	for _, binding := range []string{"unix", "tcp", "http-jsonrpc", "http-chp", "http-registry", "http-metrics", "http-ui", "chp-fixtures"} {
 		for op, want := range matrix[binding] {
 			for i, cred := range matrixCreds {
 				// On the Unix socket only the same user is the test's own

@@ -20,8 +20,13 @@ import (
 //
 //	evidencelog write DIR N     N records through the store API (bodies
 //	                            payload-0001…, correlations c0–c2, a result
-//	                            after the first), each made durable
+//	                            after the first), each made durable,
+//	                            uncompressed (format version 1) so that
+//	                            flip and tear find them by their text
+//	evidencelog writez DIR N    the same, compressed (the default format):
+//	                            each record in a block of its own
 //	evidencelog flip DIR TEXT   flip one bit of the first byte of TEXT
+//	evidencelog flipmid DIR _   flip one bit of the middle byte of the data
 //	evidencelog tear DIR TEXT   cut the log in the middle of TEXT, as a
 //	                            write cut short by SIGKILL leaves it
 func cmdEvidenceLog(ts *testscript.TestScript, neg bool, args []string) {
@@ -31,10 +36,10 @@ func cmdEvidenceLog(ts *testscript.TestScript, neg bool, args []string) {
 	dir := ts.MkAbs(args[1])
 	path := filepath.Join(dir, logstore.FileName)
 	switch args[0] {
-	case "write":
+	case "write", "writez":
 		n, err := strconv.Atoi(args[2])
 		ts.Check(err)
-		s, err := logstore.Open(dir, nil)
+		s, err := logstore.Open(dir, &logstore.Options{Uncompressed: args[0] == "write"})
 		ts.Check(err)
 		ctx := context.Background()
 		for i := range n {
@@ -46,6 +51,12 @@ func cmdEvidenceLog(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Check(s.Sync(ctx, recs[0].Sequence))
 		}
 		ts.Check(s.Close())
+	case "flipmid":
+		data, err := os.ReadFile(path)
+		ts.Check(err)
+		end := len(bytes.TrimRight(data, "\x00")) // the data, without the zeros kept ahead
+		data[end/2] ^= 0x20
+		ts.Check(os.WriteFile(path, data, 0o600))
 	case "flip", "tear":
 		data, err := os.ReadFile(path)
 		ts.Check(err)

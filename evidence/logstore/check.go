@@ -120,37 +120,35 @@ func Check(dir string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
-	return check(f, st.Size(), path, nil)
+	return check(f, st.Size(), path)
 }
 
-// check scans the size bytes of the log f into a report, passing each
-// record that verifies to visit.
-func check(f io.ReaderAt, size int64, path string, visit func(*item) error) (*Report, error) {
+// check scans the size bytes of the log f into a report.
+func check(f io.ReaderAt, size int64, path string) (*Report, error) {
 	r := &Report{Path: path, Size: size, Damaged: []Damage{}}
 	heads := map[string]string{}
 	next := uint64(1)
-	res, err := scanLog(f, size, func(it *item) error {
-		switch it.kind {
-		case kindRecord:
-			rec := &it.rec
-			if r.Records == 0 {
-				r.FirstSequence = rec.Sequence
+	res, err := scanLog(f, size, func(fr *frame) error {
+		for i := range fr.items {
+			switch it := &fr.items[i]; it.kind {
+			case kindRecord:
+				rec := &it.rec
+				if r.Records == 0 {
+					r.FirstSequence = rec.Sequence
+				}
+				r.Records++
+				r.LastSequence = rec.Sequence
+				if rec.PrevHash != heads[rec.CorrelationID] {
+					r.Broken = append(r.Broken, ChainBreak{CorrelationID: rec.CorrelationID, Sequence: rec.Sequence})
+				}
+				heads[rec.CorrelationID] = rec.ContentHash
+				next = rec.Sequence + 1
+			case kindResult:
+				r.Results++
+			case kindGap:
+				r.Gaps = append(r.Gaps, Gap{Offset: fr.off, After: next - 1, Next: it.next, At: time.UnixMicro(it.at).UTC(), Note: it.note})
+				next = it.next
 			}
-			r.Records++
-			r.LastSequence = rec.Sequence
-			if rec.PrevHash != heads[rec.CorrelationID] {
-				r.Broken = append(r.Broken, ChainBreak{CorrelationID: rec.CorrelationID, Sequence: rec.Sequence})
-			}
-			heads[rec.CorrelationID] = rec.ContentHash
-			next = rec.Sequence + 1
-		case kindResult:
-			r.Results++
-		case kindGap:
-			r.Gaps = append(r.Gaps, Gap{Offset: it.off, After: next - 1, Next: it.next, At: time.UnixMicro(it.at).UTC(), Note: it.note})
-			next = it.next
-		}
-		if visit != nil {
-			return visit(it)
 		}
 		return nil
 	})
@@ -182,8 +180,10 @@ func firstBreaks(all []ChainBreak) []ChainBreak {
 // maxClaims bounds the claims listed for one damaged run.
 const maxClaims = 100
 
-// claims walks the damaged run d by its record headers, as far as they stay
-// inside it, and returns what each record's bytes say it is.
+// claims walks the damaged run d by its frame headers, as far as they
+// stay inside it, and returns what each record's bytes say it is (the
+// records of a damaged block, if it still decompresses, at the block's
+// offset).
 func claims(f io.ReaderAt, total int64, d Damage) []Claim {
 	sc := &scanner{r: f, total: total}
 	var out []Claim
@@ -201,16 +201,42 @@ func claims(f io.ReaderAt, total int64, d Damage) []Claim {
 			break
 		}
 		body := raw[headerSize:]
-		if isResult(body) {
-			out = append(out, Claim{Offset: off})
-		} else if rec, err := decodeBody(body); err == nil {
-			out = append(out, Claim{Offset: off, Sequence: rec.Sequence, CorrelationID: rec.CorrelationID, EventType: rec.EventType})
+		if isBlock(body) {
+			if inner, err := decodeBlock(body); err == nil {
+				records(inner, func(_ int, rec []byte, why string) bool {
+					if why != "" || len(out) >= maxClaims {
+						return false
+					}
+					c, ok := claim(rec)
+					if ok {
+						c.Offset = off
+						out = append(out, c)
+					}
+					return ok
+				})
+			}
+		} else if c, ok := claim(raw); ok {
+			c.Offset = off
+			out = append(out, c)
 		} else {
 			break
 		}
 		off += headerSize + n
 	}
 	return out
+}
+
+// claim is what the record rec (header and body) says it is.
+func claim(rec []byte) (Claim, bool) {
+	body := rec[headerSize:]
+	if isResult(body) {
+		return Claim{}, true
+	}
+	r, err := decodeBody(body)
+	if err != nil {
+		return Claim{}, false
+	}
+	return Claim{Sequence: r.Sequence, CorrelationID: r.CorrelationID, EventType: r.EventType}, true
 }
 
 // preserve writes the bytes of r to a new file named name in dir (name.1,
@@ -262,7 +288,7 @@ func Repair(dir string, opts *Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
-	r, err := check(f, st.Size(), path, nil)
+	r, err := check(f, st.Size(), path)
 	if err != nil || (len(r.Damaged) == 0 && r.Tail == nil) {
 		return r, err
 	}
@@ -338,21 +364,23 @@ func repaired(f io.ReaderAt, size int64, notes map[uint64]string, out io.Writer)
 	w := newBufWriter(out)
 	next := uint64(1)
 	now := time.Now()
-	_, err := scanLog(f, size, func(it *item) error {
-		switch it.kind {
-		case kindRecord:
-			if it.rec.Sequence != next {
-				note := notes[it.rec.Sequence]
-				if note == "" {
-					note = fmt.Sprintf("repair: sequences %d-%d missing", next, it.rec.Sequence-1)
+	_, err := scanLog(f, size, func(fr *frame) error {
+		for i := range fr.items {
+			switch it := &fr.items[i]; it.kind {
+			case kindRecord:
+				if it.rec.Sequence != next {
+					note := notes[it.rec.Sequence]
+					if note == "" {
+						note = fmt.Sprintf("repair: sequences %d-%d missing", next, it.rec.Sequence-1)
+					}
+					w.write(appendGap(nil, it.rec.Sequence, now, note))
 				}
-				w.write(appendGap(nil, it.rec.Sequence, now, note))
+				next = it.rec.Sequence + 1
+			case kindGap:
+				next = it.next
 			}
-			next = it.rec.Sequence + 1
-		case kindGap:
-			next = it.next
 		}
-		w.write(it.raw)
+		w.write(fr.raw)
 		return w.err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package logstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,13 +23,14 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // realLog builds a log through the store API: writers appending
 // started/completed pairs to many correlations, recorded results, every
-// pair made durable with Sync (group commits, zeros prepared ahead). It
-// returns the file's bytes up to the end of the data plus 4 KiB of the
-// zeros after it, and the records in file order.
-func realLog(t testing.TB, writers, pairs int) ([]byte, []item) {
+// pair made durable with Sync (group commits, zeros prepared ahead),
+// compressed unless uncompressed. It returns the file's bytes up to the
+// end of the data plus 4 KiB of the zeros after it, and the frames in
+// file order.
+func realLog(t testing.TB, writers, pairs int, uncompressed bool) ([]byte, []frame) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := Open(dir, &Options{Logger: quiet})
+	s, err := Open(dir, &Options{Logger: quiet, Uncompressed: uncompressed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,46 +62,97 @@ func realLog(t testing.TB, writers, pairs int) ([]byte, []item) {
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
-	end := s.end
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	end := s.phys
 	data, err := os.ReadFile(filepath.Join(dir, FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	data = data[:min(int64(len(data)), end+4096)]
-	var items []item
-	res, err := scanLog(bytes.NewReader(data), int64(len(data)), func(it *item) error {
-		c := *it
+	var frames []frame
+	res, err := scanLog(bytes.NewReader(data), int64(len(data)), func(fr *frame) error {
+		c := *fr
 		c.raw = nil
-		c.rec.Data = append([]byte(nil), it.rec.Data...)
-		items = append(items, c)
+		c.items = append([]item(nil), fr.items...)
+		for i := range c.items {
+			c.items[i].rec.Data = append([]byte(nil), c.items[i].rec.Data...)
+		}
+		frames = append(frames, c)
 		return nil
 	})
 	if err != nil || len(res.damaged) > 0 || res.tail != nil || res.end != end {
 		t.Fatalf("the pristine log does not scan cleanly: %v %+v", err, res)
 	}
-	return data, items
+	if blocks := countBlocks(frames); (blocks == 0) != uncompressed {
+		t.Fatalf("%d of %d frames are blocks (uncompressed %v)", blocks, len(frames), uncompressed)
+	}
+	return data, frames
+}
+
+func countBlocks(frames []frame) int {
+	n := 0
+	for _, fr := range frames {
+		if fr.block {
+			n++
+		}
+	}
+	return n
+}
+
+// itemsBut are the items of frames but those of frames[k].
+func itemsBut(frames []frame, k int) []item {
+	var out []item
+	for i, fr := range frames {
+		if i != k {
+			out = append(out, fr.items...)
+		}
+	}
+	return out
+}
+
+// evidenceIn returns the first and last evidence sequence of fr (0, 0:
+// none).
+func evidenceIn(fr frame) (first, last uint64) {
+	for _, it := range fr.items {
+		if it.kind == kindRecord {
+			if first == 0 {
+				first = it.rec.Sequence
+			}
+			last = it.rec.Sequence
+		}
+	}
+	return first, last
 }
 
 // TestDamageRandomPositions flips or zeroes one byte of a real log at
-// random positions, one per trial. Every time the check reports the damage
-// at exactly the damaged record, and the repaired log holds every record
-// and result except that one. Damage before the last record makes Open
-// refuse the store (ErrDamaged) and Repair moves exactly the damaged
-// record's bytes aside; damage in the last record is a torn tail that Open
-// cuts and preserves. Every trial is checked in memory (the code paths of
-// Check and Repair over the same bytes); every 25th, and every torn tail,
-// also through the files: Check, Open, Repair, and the reopened store
-// serving each remaining record and result.
+// random positions, one per trial, in both formats: compressed blocks and
+// uncompressed records. Every time the check reports the damage at
+// exactly the damaged frame (a block, or a record), and the repaired log
+// holds every record and result except that frame's. Damage before the
+// last frame makes Open refuse the store (ErrDamaged) and Repair moves
+// exactly the damaged frame's bytes aside; damage in the last frame is a
+// torn tail that Open cuts and preserves. Every trial is checked in memory
+// (the code paths of Check and Repair over the same bytes); every 25th,
+// and every torn tail, also through the files: Check, Open, Repair, and
+// the reopened store serving each remaining record and result.
 func TestDamageRandomPositions(t *testing.T) {
+	for _, format := range []struct {
+		name         string
+		uncompressed bool
+	}{{"compressed", false}, {"uncompressed", true}} {
+		t.Run(format.name, func(t *testing.T) { damageRandomPositions(t, format.uncompressed) })
+	}
+}
+
+func damageRandomPositions(t *testing.T, uncompressed bool) {
 	trials := 1000
 	if testing.Short() {
 		trials = 100
 	}
-	data, items := realLog(t, 4, 40)
-	end := items[len(items)-1].off + items[len(items)-1].size
+	data, frames := realLog(t, 4, 40, uncompressed)
+	end := frames[len(frames)-1].off + frames[len(frames)-1].size
 	rng := rand.New(rand.NewPCG(15, 5))
 	dir := t.TempDir()
 	start := time.Now()
@@ -113,40 +166,40 @@ func TestDamageRandomPositions(t *testing.T) {
 			bad[pos] ^= byte(1 + rng.IntN(255))
 		}
 		k := 0
-		for items[k].off+items[k].size <= pos {
+		for frames[k].off+frames[k].size <= pos {
 			k++
 		}
-		desc := fmt.Sprintf("trial %d: byte %d (record %d of %d at %d)", trial, pos, k, len(items), items[k].off)
-		last := k == len(items)-1
+		desc := fmt.Sprintf("trial %d: byte %d (frame %d of %d at %d)", trial, pos, k, len(frames), frames[k].off)
+		last := k == len(frames)-1
 		if last {
 			torn++
 		} else {
 			refused++
-			checkInMemory(t, desc, bad, items, k)
+			checkInMemory(t, desc, bad, frames, k)
 		}
 		if last || trial%25 == 0 {
-			checkOnDisk(t, desc, dir, bad, items, k)
+			checkOnDisk(t, desc, dir, bad, frames, k)
 			onDisk++
 		}
 		data[pos] = orig
 	}
-	t.Logf("%d trials on a log of %d records (%d bytes): %d refused and repaired, %d torn tails, %d through the files; %v",
-		trials, len(items), end, refused, torn, onDisk, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d trials on a log of %d frames (%d blocks, %d items, %d bytes): %d refused and repaired, %d torn tails, %d through the files; %v",
+		trials, len(frames), countBlocks(frames), len(itemsBut(frames, -1)), end, refused, torn, onDisk, time.Since(start).Round(time.Millisecond))
 }
 
 // checkOnDisk runs one trial through the files: Check, Open, Repair and
 // the reopened store.
-func checkOnDisk(t *testing.T, desc, dir string, bad []byte, items []item, k int) {
+func checkOnDisk(t *testing.T, desc, dir string, bad []byte, frames []frame, k int) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, FileName), bad, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if k == len(items)-1 {
-		checkTornTrial(t, desc, dir, items[k])
+	if k == len(frames)-1 {
+		checkTornTrial(t, desc, dir, frames[k])
 	} else {
-		checkDamagedTrial(t, desc, dir, bad, items[k])
+		checkDamagedTrial(t, desc, dir, bad, frames[k])
 	}
-	checkServed(t, desc, dir, items, k)
+	checkServed(t, desc, dir, itemsBut(frames, k))
 	kept, _ := filepath.Glob(filepath.Join(dir, FileName+".*"))
 	for _, p := range kept {
 		if err := os.Remove(p); err != nil {
@@ -156,67 +209,64 @@ func checkOnDisk(t *testing.T, desc, dir string, bad []byte, items []item, k int
 }
 
 // checkInMemory checks the report on bad, then repairs it and checks the
-// repaired log holds exactly the items but the k-th.
-func checkInMemory(t *testing.T, desc string, bad []byte, items []item, k int) {
+// repaired log holds exactly the items but the k-th frame's.
+func checkInMemory(t *testing.T, desc string, bad []byte, frames []frame, k int) {
 	t.Helper()
-	it := items[k]
-	r, err := check(bytes.NewReader(bad), int64(len(bad)), FileName, nil)
+	r, err := check(bytes.NewReader(bad), int64(len(bad)), FileName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkReport(t, desc, r, it)
+	checkReport(t, desc, r, frames[k])
 	var out bytes.Buffer
 	out.Grow(len(bad) + 4096)
 	if err := repaired(bytes.NewReader(bad), int64(len(bad)), nil, &out); err != nil {
 		t.Fatal(err)
 	}
+	want := itemsBut(frames, k)
 	i, gaps := 0, 0
-	res, err := scanLog(bytes.NewReader(out.Bytes()), int64(out.Len()), func(g *item) error {
-		if g.kind == kindGap {
-			gaps++
-			return nil
+	res, err := scanLog(bytes.NewReader(out.Bytes()), int64(out.Len()), func(fr *frame) error {
+		for _, g := range fr.items {
+			if g.kind == kindGap {
+				gaps++
+				continue
+			}
+			if i == len(want) {
+				return errors.New("more items than the log had")
+			}
+			w := &want[i]
+			if g.kind != w.kind || g.at != w.at || g.rec.Sequence != w.rec.Sequence || g.rec.ContentHash != w.rec.ContentHash || !bytes.Equal(g.rec.Data, w.rec.Data) {
+				return fmt.Errorf("item %d differs", i)
+			}
+			i++
 		}
-		if i == k {
-			i++ // the damaged one
-		}
-		if i == len(items) {
-			return errors.New("more items than the log had")
-		}
-		w := &items[i]
-		if g.kind != w.kind || g.at != w.at || g.rec.Sequence != w.rec.Sequence || g.rec.ContentHash != w.rec.ContentHash || !bytes.Equal(g.rec.Data, w.rec.Data) {
-			return fmt.Errorf("item %d differs", i)
-		}
-		i++
 		return nil
 	})
-	if i == k {
-		i++
-	}
-	if err != nil || len(res.damaged) > 0 || res.tail != nil || i != len(items) || (it.kind == kindRecord) != (gaps == 1) {
-		t.Fatalf("%s: repaired log: %v, %+v, %d of %d items, %d gaps", desc, err, res, i, len(items), gaps)
+	first, _ := evidenceIn(frames[k])
+	if err != nil || len(res.damaged) > 0 || res.tail != nil || i != len(want) || (first != 0) != (gaps == 1) {
+		t.Fatalf("%s: repaired log: %v, %+v, %d of %d items, %d gaps", desc, err, res, i, len(want), gaps)
 	}
 }
 
-// checkReport checks that r reports exactly the record it as damaged.
-func checkReport(t *testing.T, desc string, r *Report, it item) {
+// checkReport checks that r reports exactly the frame fr as damaged.
+func checkReport(t *testing.T, desc string, r *Report, fr frame) {
 	t.Helper()
 	if len(r.Damaged) != 1 || r.Tail != nil {
 		t.Fatalf("%s: report %+v", desc, r)
 	}
 	d := r.Damaged[0]
-	if d.Offset != it.off || d.Length != it.size {
-		t.Fatalf("%s: damage reported at %d+%d, want the record at %d+%d", desc, d.Offset, d.Length, it.off, it.size)
+	if d.Offset != fr.off || d.Length != fr.size {
+		t.Fatalf("%s: damage reported at %d+%d, want the frame at %d+%d", desc, d.Offset, d.Length, fr.off, fr.size)
 	}
-	if it.kind == kindRecord && (d.Missing() != 1 || d.After+1 != it.rec.Sequence) {
-		t.Fatalf("%s: damage reported as sequences %d–%d lost, want %d", desc, d.After+1, d.Next-1, it.rec.Sequence)
+	if first, last := evidenceIn(fr); first != 0 && (d.After+1 != first || d.Next-1 != last) {
+		t.Fatalf("%s: damage reported as sequences %d–%d lost, want %d–%d", desc, d.After+1, d.Next-1, first, last)
 	}
 }
 
-func checkTornTrial(t *testing.T, desc, dir string, it item) {
+func checkTornTrial(t *testing.T, desc, dir string, fr frame) {
 	t.Helper()
 	r, err := Check(dir)
-	if err != nil || r.IsDamaged() || r.Tail == nil || r.Tail.Offset != it.off {
-		t.Fatalf("%s: Check = %v, %+v: want a torn tail at %d", desc, err, r, it.off)
+	if err != nil || r.IsDamaged() || r.Tail == nil || r.Tail.Offset != fr.off {
+		t.Fatalf("%s: Check = %v, %+v: want a torn tail at %d", desc, err, r, fr.off)
 	}
 	var logged bytes.Buffer
 	s, err := Open(dir, &Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
@@ -227,19 +277,19 @@ func checkTornTrial(t *testing.T, desc, dir string, it item) {
 	if !strings.Contains(logged.String(), "level=WARN msg=\"evidence log ended in a torn record") {
 		t.Fatalf("%s: torn tail not reported: %q", desc, logged.String())
 	}
-	kept, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s.torn-%d", FileName, it.off)))
-	if err != nil || len(kept) == 0 || int64(len(kept)) > it.size {
+	kept, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%s.torn-%d", FileName, fr.off)))
+	if err != nil || len(kept) == 0 || int64(len(kept)) > fr.size {
 		t.Fatalf("%s: torn tail not preserved: %v", desc, err)
 	}
 }
 
-func checkDamagedTrial(t *testing.T, desc, dir string, bad []byte, it item) {
+func checkDamagedTrial(t *testing.T, desc, dir string, bad []byte, fr frame) {
 	t.Helper()
 	r, err := Check(dir)
 	if err != nil {
 		t.Fatalf("%s: Check: %v", desc, err)
 	}
-	checkReport(t, desc, r, it)
+	checkReport(t, desc, r, fr)
 	if _, err := Open(dir, &Options{NoSync: true, Logger: quiet}); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("%s: Open of a damaged log: %v, want ErrDamaged", desc, err)
 	}
@@ -248,18 +298,18 @@ func checkDamagedTrial(t *testing.T, desc, dir string, bad []byte, it item) {
 		t.Fatalf("%s: Repair = %v, %+v", desc, err, r)
 	}
 	kept, err := os.ReadFile(r.Preserved[0])
-	if err != nil || !bytes.Equal(kept, bad[it.off:it.off+it.size]) {
+	if err != nil || !bytes.Equal(kept, bad[fr.off:fr.off+fr.size]) {
 		t.Fatalf("%s: damaged bytes not preserved in %s: %v", desc, r.Preserved[0], err)
 	}
-	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Tail != nil || (it.kind == kindRecord && len(r.Gaps) != 1) {
+	first, _ := evidenceIn(fr)
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Tail != nil || (first != 0 && len(r.Gaps) != 1) {
 		t.Fatalf("%s: Check after Repair = %v, %+v", desc, err, r)
 	}
 }
 
 // checkServed opens the store in dir and checks that it serves exactly the
-// records and results of items but the k-th, and takes an append after
-// them.
-func checkServed(t *testing.T, desc, dir string, items []item, k int) {
+// records and results of items, and takes an append after them.
+func checkServed(t *testing.T, desc, dir string, items []item) {
 	t.Helper()
 	s, err := Open(dir, &Options{NoSync: true, Logger: quiet})
 	if err != nil {
@@ -271,9 +321,6 @@ func checkServed(t *testing.T, desc, dir string, items []item, k int) {
 	results := map[int64]bool{}
 	var last uint64
 	for i := range items {
-		if i == k {
-			continue
-		}
 		switch it := &items[i]; it.kind {
 		case kindRecord:
 			byCorr[it.rec.CorrelationID] = append(byCorr[it.rec.CorrelationID], it)
@@ -307,12 +354,13 @@ func checkServed(t *testing.T, desc, dir string, items []item, k int) {
 }
 
 // smallLog writes n records over three correlations, with a result after
-// the first, and returns the store directory, the log's bytes up to the
-// end of the data and the records' offsets.
+// the first, uncompressed (format version 1, where logical offsets are
+// file offsets), and returns the store directory, the log's bytes up to
+// the end of the data and the records' offsets.
 func smallLog(t *testing.T, n int) (string, []byte, []int64) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := Open(dir, &Options{Logger: quiet})
+	s, err := Open(dir, &Options{Logger: quiet, Uncompressed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,6 +554,22 @@ func TestReadsVersion1Log(t *testing.T) {
 			t.Fatalf("c0 record %d: %+v", i, r)
 		}
 	}
+	// Compressed appends after the version 1 records; all read after a
+	// reopen.
+	if recs, err := s.Append(context.Background(), storetest.Event("c0", "e", "compressed")); err != nil || recs[0].Sequence != 14 {
+		t.Fatalf("append: %v", err)
+	}
+	s.Close()
+	if s, err = Open(dir, &Options{Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if recs, err = s.Replay(context.Background(), evidence.Query{CorrelationID: "c0"}); err != nil || len(recs) != 6 || recs[5].PrevHash != recs[4].ContentHash {
+		t.Fatalf("c0 after a compressed append: %v, %d records", err, len(recs))
+	}
+	if r, err := check(s.f, s.phys, FileName); err != nil || r.IsDamaged() || r.Records != 14 {
+		t.Fatalf("check after a compressed append: %v %+v", err, r)
+	}
 }
 
 // TestCheckAndRepairTakeTheLock: a store a host has open is neither
@@ -558,37 +622,58 @@ func TestRepairNeverOverwrites(t *testing.T) {
 	}
 }
 
-// TestDamageUnderAnOpenStore: a record damaged on disk after Open is never
+// TestDamageUnderAnOpenStore: a frame damaged on disk after Open is never
 // served: Replay and Results of what it holds fail with ErrDamaged, the
-// rest is still served.
+// rest is still served. In both formats: the damaged frames are the
+// record and result of the first commit (uncompressed), or its block.
 func TestDamageUnderAnOpenStore(t *testing.T) {
+	for _, uncompressed := range []bool{false, true} {
+		t.Run(fmt.Sprint("uncompressed=", uncompressed), func(t *testing.T) { damageUnderAnOpenStore(t, uncompressed) })
+	}
+}
+
+func damageUnderAnOpenStore(t *testing.T, uncompressed bool) {
 	dir := t.TempDir()
-	s, err := Open(dir, &Options{Logger: quiet})
+	s, err := Open(dir, &Options{Logger: quiet, Uncompressed: uncompressed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	ctx := context.Background()
-	recs, err := s.Append(ctx, storetest.Event("a", "e", "first"), storetest.Event("b", "e", "second"))
+	recs, err := s.Append(ctx, storetest.Event("a", "e", "first"))
+	if err == nil {
+		err = s.PutResult(ctx, evidence.Result{InvocationID: "inv", At: time.Unix(5, 0), Data: []byte(`{"r":1}`)})
+	}
+	if err == nil {
+		err = s.Sync(ctx, recs[0].Sequence)
+	}
+	if err == nil {
+		recs, err = s.Append(ctx, storetest.Event("b", "e", "second"))
+	}
+	if err == nil {
+		err = s.Sync(ctx, recs[0].Sequence)
+	}
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutResult(ctx, evidence.Result{InvocationID: "inv", At: time.Unix(5, 0), Data: []byte(`{"r":1}`)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Sync(ctx, recs[1].Sequence); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var frames []frame
+	if _, err := scanLog(bytes.NewReader(data), int64(len(data)), func(fr *frame) error { frames = append(frames, *fr); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{false: 2, true: 3}[uncompressed]; len(frames) != want {
+		t.Fatalf("%d frames, want %d", len(frames), want)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, marker := range []string{"first", `"r":1`} {
-		if _, err := f.WriteAt([]byte{'#'}, int64(bytes.Index(data, []byte(marker)))); err != nil {
+	for _, fr := range frames[:len(frames)-1] {
+		at := fr.off + fr.size - 2
+		if _, err := f.WriteAt([]byte{data[at] ^ 0x20}, at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -648,4 +733,182 @@ func TestDamagedGapRecordHidesNothing(t *testing.T) {
 		t.Fatalf("Open after the second Repair: %v", err)
 	}
 	s.Close()
+}
+
+// blockLog writes n commits of three records each (the first two commits
+// with a result too), compressed, and returns the store directory, the
+// log's bytes up to the end of the data and its frames: one block per
+// commit.
+func blockLog(t *testing.T, n int) (string, []byte, []frame) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range n {
+		c := fmt.Sprint("c", i%3)
+		recs, err := s.Append(ctx, storetest.Event(c, "a", fmt.Sprint("one-", i)), storetest.Event(c, "b", fmt.Sprint("two-", i)), storetest.Event(c, "c", fmt.Sprint("three-", i)))
+		if err == nil && i < 2 {
+			err = s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprint("inv-", i), At: time.Unix(int64(i+1), 0), Data: []byte("{}")})
+		}
+		if err == nil {
+			err = s.Sync(ctx, recs[2].Sequence)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = data[:s.phys]
+	var frames []frame
+	if _, err := scanLog(bytes.NewReader(data), int64(len(data)), func(fr *frame) error { frames = append(frames, *fr); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != n || countBlocks(frames) != n {
+		t.Fatalf("%d frames, %d blocks, want %d blocks", len(frames), countBlocks(frames), n)
+	}
+	return dir, data, frames
+}
+
+// TestDamagedBlockMidLog: a damaged block in the middle of a compressed
+// log — a flipped byte in its compressed bytes, the whole block zeroed (a
+// lost write), or a block whose checksum verifies but whose contents do
+// not decompress (or decompress to records that do not verify) — is
+// reported as damage holding its three sequences, never read as the clean
+// end of the log; Open refuses the store, Repair keeps every other record.
+func TestDamagedBlockMidLog(t *testing.T) {
+	reseal := func(b []byte, fr frame, edit func(body []byte) []byte) []byte {
+		body := edit(append([]byte(nil), b[fr.off+headerSize:fr.off+fr.size]...))
+		rec := append(make([]byte, headerSize), body...)
+		seal(rec)
+		out := append(append(append([]byte(nil), b[:fr.off]...), rec...), b[fr.off+fr.size:]...)
+		return out
+	}
+	for name, c := range map[string]struct {
+		damage func(b []byte, fr frame) []byte
+		reason string
+	}{
+		"flipped byte": {func(b []byte, fr frame) []byte { b[fr.off+fr.size/2] ^= 0x40; return b }, "checksum mismatch"},
+		"zeroed block": {func(b []byte, fr frame) []byte { clear(b[fr.off : fr.off+fr.size]); return b }, whyZero},
+		"undecodable, resealed": {func(b []byte, fr frame) []byte {
+			return reseal(b, fr, func(body []byte) []byte { body[len(body)-3] ^= 0xff; return body })
+		}, "malformed block: "},
+		"raw length lies, resealed": {func(b []byte, fr frame) []byte {
+			return reseal(b, fr, func(body []byte) []byte { binary.BigEndian.PutUint32(body[10:], maxBlockRaw); return body })
+		}, "malformed block: "},
+		"inner record damaged, resealed": {func(b []byte, fr frame) []byte {
+			return reseal(b, fr, func(body []byte) []byte {
+				raw, err := decodeBlock(body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw[len(raw)-1] ^= 1 // the last record's data
+				return appendBlock(nil, raw)[headerSize:]
+			})
+		}, "block: checksum mismatch in block"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, data, frames := blockLog(t, 6)
+			k := 3
+			bad := c.damage(data, frames[k])
+			if err := os.WriteFile(filepath.Join(dir, FileName), bad, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(dir, &Options{Logger: quiet})
+			if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "sequences 10-12 lost") {
+				t.Fatalf("Open: %v, want ErrDamaged with sequences 10-12 lost", err)
+			}
+			r, err := Check(dir)
+			if err != nil || len(r.Damaged) != 1 || r.Tail != nil || r.Records != 15 {
+				t.Fatalf("Check = %v, %+v", err, r)
+			}
+			if d := r.Damaged[0]; d.Offset != frames[k].off || d.After != 9 || d.Next != 13 || !strings.HasPrefix(d.Reason, c.reason) {
+				t.Fatalf("damage %+v, want at %d, sequences 10-12, reason %q", d, frames[k].off, c.reason)
+			}
+			if r, err := Repair(dir, nil); err != nil || !r.Repaired || len(r.Preserved) != 1 {
+				t.Fatalf("Repair = %v, %+v", err, r)
+			}
+			s, err := Open(dir, &Options{Logger: quiet})
+			if err != nil {
+				t.Fatalf("Open after Repair: %v", err)
+			}
+			defer s.Close()
+			if s.LastSequence() != 18 {
+				t.Fatalf("LastSequence %d", s.LastSequence())
+			}
+			for corr, want := range map[string]int{"c0": 6 - 3, "c1": 6, "c2": 6} { // block 3 held c0's
+				recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: corr})
+				if err != nil || len(recs) != want {
+					t.Fatalf("%s: %v, %d records, want %d", corr, err, len(recs), want)
+				}
+			}
+		})
+	}
+}
+
+// TestMixedFormats: a store written uncompressed (format version 1, as
+// releases before compression wrote it) opens with compression on, takes
+// compressed appends after its records, and reads all of them after a
+// reopen; Check finds nothing wrong.
+func TestMixedFormats(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	write := func(uncompressed bool, from int) {
+		s, err := Open(dir, &Options{Logger: quiet, Uncompressed: uncompressed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := from; i < from+10; i++ {
+			recs, err := s.Append(ctx, storetest.Event(fmt.Sprint("m", i%2), "e", fmt.Sprint("body-", i)))
+			if err == nil {
+				err = s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprint("inv-", i), At: time.Unix(int64(i+1), 0), Data: []byte("{}")})
+			}
+			if err == nil {
+				err = s.Sync(ctx, recs[0].Sequence)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(true, 0)
+	write(false, 10)
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []frame
+	if _, err := scanLog(bytes.NewReader(data), int64(len(data)), func(fr *frame) error { frames = append(frames, *fr); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != 30 || countBlocks(frames) != 10 || frames[19].block || !frames[20].block {
+		t.Fatalf("%d frames, %d blocks: want 20 records and results, then 10 blocks", len(frames), countBlocks(frames))
+	}
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Records != 20 || r.Results != 20 || len(r.Broken) != 0 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkChains(t, s)
+	for _, c := range []string{"m0", "m1"} {
+		if recs, err := s.Replay(ctx, evidence.Query{CorrelationID: c}); err != nil || len(recs) != 10 {
+			t.Fatalf("%s: %v, %d records", c, err, len(recs))
+		}
+	}
+	n := 0
+	if err := s.Results(ctx, time.Time{}, func(evidence.Result) bool { n++; return true }); err != nil || n != 20 {
+		t.Fatalf("%d results: %v", n, err)
+	}
 }

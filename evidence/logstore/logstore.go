@@ -13,32 +13,41 @@
 // copies them into an in-memory buffer (no system call) — they are visible to
 // Replay and Count at once. Sync(seq) makes them durable: the first caller
 // to arrive becomes the leader, lets goroutines that are still appending
-// finish, writes the whole buffer (everything appended by anyone so far) with
-// one write(2) and fdatasyncs, while later callers wait for that commit or
-// the next. Replay of a record still in the buffer writes the buffer first,
-// so every read is a pread of the file. A background extender keeps zeros
-// written ahead of the data, so a commit's fdatasync has no file-size or
-// extent metadata to journal.
+// finish, compresses the buffer (everything appended by anyone so far) into
+// blocks, writes them with one write(2) and fdatasyncs, while later callers
+// wait for that commit or the next. Appenders compress full blocks of the
+// buffer themselves while a commit runs, so a commit mostly writes blocks
+// that are ready. Replay of a record not yet written writes the buffer
+// first, so every read is a pread of the file. A background extender keeps
+// zeros written ahead of the data, so a commit's fdatasync has no
+// file-size or extent metadata to journal.
 //
 // File format (evidence.log, mode 0600 in a 0700 directory): a sequence of
-// records, each
+// frames, each
 //
 //	u32 body length | u32 CRC-32C(body) | body
 //	evidence body = u64 sequence | u16 len + correlation id | u8 len + event type |
 //	                u8 len + content hash | u8 len + prev hash | data
 //	result body   = u64 0 | u8 1 | i64 unix µs | u16 len + invocation id | data
 //	gap body      = u64 0 | u8 2 | u64 next sequence | i64 unix µs | note
+//	block body    = u64 0 | u8 3 | u8 dictionary | u32 raw length | zstd frame
 //
-// all integers big-endian. Evidence sequences are contiguous from 1, except
+// all integers big-endian. A block (format version 2, see block.go) holds
+// whole evidence and result records — frames of the kinds above, exactly
+// as version 1 writes them, each with its own CRC — compressed together;
+// content hashes are over the data the block gives back byte for byte.
+// Version 1 logs hold no blocks and read unchanged; Options.Uncompressed
+// still writes them. Evidence sequences are contiguous from 1, except
 // after a gap record (written only by Repair, where damaged records were
 // moved aside), after which the sequence resumes at its next sequence; a
 // result record (sequence 0: an idempotent-replay result, serving state that
 // is never part of a chain, see evidence.ResultStore) may sit anywhere.
-// After the last record come zeros (the space prepared ahead).
+// After the last frame come zeros (the space prepared ahead).
 //
-// Recovery (Open) tells a torn tail from damage. Where a record is short,
-// fails its checksum, is zero or breaks the sequence, the scan looks for the
-// next record that verifies (see scan.go). If there is none, the bytes from
+// Recovery (Open) tells a torn tail from damage. Where a frame is short,
+// fails its checksum, is zero, breaks the sequence or is a block that does
+// not decompress to records that verify, the scan looks for the next frame
+// that verifies (see scan.go). If there is none, the bytes from
 // there on are a torn tail — a final write cut short, never acknowledged —
 // and are copied to evidence.log.torn-<offset> for inspection and cut off;
 // the store carries on from the last good record. If there is one, the log
@@ -92,6 +101,10 @@ type Options struct {
 	// NoSync skips every fsync (benchmarks of the floor and tests only;
 	// never in production).
 	NoSync bool
+	// Uncompressed writes records as version 1 frames, without
+	// compression, as releases before format version 2 did (comparison
+	// benchmarks and tests). A store holding both reads the same.
+	Uncompressed bool
 }
 
 // Store is the durable evidence store. It is safe for concurrent use.
@@ -105,16 +118,27 @@ type Store struct {
 	closed  bool
 	failed  error // a write or fsync failed: nothing more can be promised
 	seq     uint64
-	end     int64 // logical end: file size plus the buffer
+	end     int64 // logical end (see segment): everything appended
 	chains  map[string]*evidence.Chain
 	results []resultLoc // result records, in file order
+	segs    []segment   // where the logical ranges written are in the file
 	pend    []byte      // appended, not yet written
 	spare   []byte      // the other buffer, reused
 	chain   evidence.BatchChain
 
 	wmu     sync.Mutex   // serializes writes to the file
-	written atomic.Int64 // file offset up to which data has been written
+	written atomic.Int64 // logical offset up to which data has been written
+	phys    int64        // file offset where the data written ends (wmu)
 	alloc   int64        // file size: written data plus preallocated zeros (wmu)
+	zbuf    []byte       // the frames of a write, reused (wmu)
+
+	// Compressed frames not yet written, made by appenders while a commit
+	// runs (see precompress); they cover the logical range up to the
+	// pending buffer's start. Lock order: wmu, cmu, mu.
+	cmu       sync.Mutex
+	writers   atomic.Int32 // writes waiting for cmu: precompress stands aside
+	ready     []byte
+	readySegs []segment // file offsets relative to ready's start
 
 	extend     chan struct{} // asks the extender for more preallocated space (sent under wmu)
 	extStopped bool          // extend is closed (wmu)
@@ -136,7 +160,8 @@ const (
 )
 
 // ahead is how much zeroed space the extender keeps after the data.
-func (s *Store) ahead() int64 { return min(maxAhead, max(minAhead, s.written.Load()/4)) }
+// Call with wmu held.
+func (s *Store) ahead() int64 { return min(maxAhead, max(minAhead, s.phys/4)) }
 
 // extender keeps between ahead/2 and ahead of zeros after the data, writing
 // them a piece at a time so that a data write waits for at most one piece.
@@ -150,7 +175,7 @@ func (s *Store) extender() {
 			s.mu.RLock()
 			failed, closed := s.failed, s.closed
 			s.mu.RUnlock()
-			if failed != nil || closed || s.alloc-s.written.Load() >= s.ahead() {
+			if failed != nil || closed || s.alloc-s.phys >= s.ahead() {
 				s.wmu.Unlock()
 				break
 			}
@@ -175,7 +200,7 @@ func (s *Store) extender() {
 
 // resultLoc locates one result record.
 type resultLoc struct {
-	off  int64
+	off  int64 // logical
 	size uint32
 	at   int64 // unix µs
 }
@@ -222,8 +247,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	s.written.Store(s.end)
 	s.gc = groupcommit.New(uint64(s.end), s.commit, s.failure)
-	if s.alloc < s.end {
-		s.alloc = s.end
+	if s.alloc < s.phys {
+		s.alloc = s.phys
 	}
 	s.extend = make(chan struct{}, 1)
 	s.extended = make(chan struct{})
@@ -248,12 +273,14 @@ func (s *Store) recover() error {
 		return fmt.Errorf("logstore: %w", err)
 	}
 	path := filepath.Join(s.dir, FileName)
-	res, err := scanLog(s.f, st.Size(), func(it *item) error {
-		switch it.kind {
-		case kindRecord:
-			s.index(it.rec, it.off, uint32(it.size))
-		case kindResult:
-			s.results = append(s.results, resultLoc{off: it.off, size: uint32(it.size), at: it.at})
+	res, err := scanLog(s.f, st.Size(), func(fr *frame) error {
+		for i := range fr.items {
+			switch it := &fr.items[i]; it.kind {
+			case kindRecord:
+				s.index(it.rec, it.loc, uint32(it.size))
+			case kindResult:
+				s.results = append(s.results, resultLoc{off: it.loc, size: uint32(it.size), at: it.at})
+			}
 		}
 		return nil
 	})
@@ -264,7 +291,7 @@ func (s *Store) recover() error {
 		return &DamageError{Path: path, Damaged: res.damaged, Tail: res.tail}
 	}
 	s.seq = res.next - 1 // past a final gap record too
-	s.end, s.alloc = res.end, st.Size()
+	s.end, s.phys, s.alloc, s.segs = res.lend, res.end, st.Size(), res.segs
 	if res.tail == nil {
 		return nil
 	}
@@ -284,7 +311,7 @@ func (s *Store) cutTail(t *Tail) error {
 	s.log.Warn("evidence log ended in a torn record (a write cut short); cut it off",
 		"path", filepath.Join(s.dir, FileName), "offset", t.Offset, "bytes", t.Length, "reason", t.Reason,
 		"preserved_in", keep, "last_sequence", s.seq)
-	s.end, s.alloc = t.Offset, t.Offset
+	s.phys, s.alloc = t.Offset, t.Offset
 	if err := s.f.Truncate(t.Offset); err != nil {
 		return fmt.Errorf("logstore: truncating the tail: %w", err)
 	}
@@ -439,14 +466,93 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 		off += int64(n)
 	}
 	s.end = off
-	big := len(s.pend) >= flushAt
+	big, pre := s.bound()
 	s.mu.Unlock()
 	if big {
 		if err := s.write(); err != nil {
 			return nil, err
 		}
+	} else if pre {
+		s.precompress()
 	}
 	return out, nil
+}
+
+// bound says whether what is appended and not written has grown past its
+// bound (write it now), or whether the buffer holds a block's worth to
+// compress; call with mu held.
+func (s *Store) bound() (big, pre bool) {
+	big = s.end-s.written.Load() >= flushAt
+	return big, !big && !s.opts.Uncompressed && len(s.pend) >= blockTarget
+}
+
+// precompress compresses the buffer into frames ready for the next write,
+// unless another goroutine is compressing. Appenders run it while a
+// commit's write and fsync are under way, so that the next commit finds
+// its data mostly compressed: compression is spread over the callers
+// instead of lengthening every commit.
+func (s *Store) precompress() {
+	if s.writers.Load() > 0 || !s.cmu.TryLock() {
+		return
+	}
+	defer s.cmu.Unlock()
+	s.mu.Lock()
+	cut := blockCut(s.pend)
+	if cut == 0 || s.failed != nil {
+		s.mu.Unlock()
+		return
+	}
+	// Whole blocks only: the rest stays buffered to fill the next one.
+	buf, start := s.pend, s.end-int64(len(s.pend))
+	s.pend = append(s.spare[:0], buf[cut:]...)
+	s.spare = nil
+	s.mu.Unlock()
+	s.frame(buf[:cut], start)
+	s.mu.Lock()
+	s.givePend(buf)
+	s.mu.Unlock()
+}
+
+// blockCut is the length of the longest run of whole blocks at the start
+// of buf (whole records): where compress would close its last full block.
+func blockCut(buf []byte) int {
+	cut, from := 0, 0
+	for p := 0; p < len(buf); {
+		p += headerSize + int(binary.BigEndian.Uint32(buf[p:]))
+		if p-from >= blockTarget {
+			cut, from = p, p
+		}
+	}
+	return cut
+}
+
+// takePend takes the buffer and its logical start, leaving an empty one;
+// call with mu held.
+func (s *Store) takePend() ([]byte, int64) {
+	buf := s.pend
+	s.pend = s.spare[:0]
+	s.spare = nil
+	return buf, s.end - int64(len(buf))
+}
+
+// givePend hands a buffer taken by takePend back for reuse; call with mu
+// held.
+func (s *Store) givePend(buf []byte) {
+	if s.spare == nil && cap(buf) <= 2*flushAt {
+		s.spare = buf[:0]
+	}
+}
+
+// frame compresses buf, whole records from logical offset start, into
+// the ready frames; call with cmu held.
+func (s *Store) frame(buf []byte, start int64) {
+	s.ready = compress(s.ready, buf, func(rawOff, rawLen, off, n int, block bool) {
+		g := segment{l: start + int64(rawOff), p: int64(off), n: int64(rawLen)}
+		if block {
+			g.frame = int64(n)
+		}
+		s.readySegs = append(s.readySegs, g)
+	})
 }
 
 // sealInto seals the batch straight into the buffer, each record in its
@@ -527,10 +633,13 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 	n := len(s.pend) - mark
 	s.results = append(s.results, resultLoc{off: s.end, size: uint32(n), at: r.At.UnixMicro()})
 	s.end += int64(n)
-	big := len(s.pend) >= flushAt
+	big, pre := s.bound()
 	s.mu.Unlock()
 	if big {
 		return s.write()
+	}
+	if pre {
+		s.precompress()
 	}
 	return nil
 }
@@ -553,15 +662,19 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 	if err := s.writeUpTo(end); err != nil {
 		return err
 	}
+	rd := newReader(s)
+	defer rd.close()
 	for _, l := range locs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		buf := make([]byte, l.size)
-		if _, err := s.f.ReadAt(buf, l.off); err != nil {
-			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
+		s.mu.RLock()
+		g, ok := s.segmentAt(l.off)
+		s.mu.RUnlock()
+		if !ok {
+			return fmt.Errorf("logstore: result at logical offset %d is in no segment written", l.off)
 		}
-		body, err := s.verified(buf, l.off)
+		body, err := rd.record(g, l.off, l.size)
 		if err != nil {
 			return err
 		}
@@ -576,24 +689,44 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 	return nil
 }
 
-// write writes the buffer to the file.
+// write writes the buffer to the file: as blocks (see block.go) after
+// the frames precompress made ready, or uncompressed with
+// Options.Uncompressed.
 func (s *Store) write() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.writers.Add(1)
+	s.cmu.Lock()
+	s.writers.Add(-1)
 	s.mu.Lock()
-	buf, end := s.pend, s.end
-	if len(buf) == 0 {
+	if len(s.pend) == 0 && len(s.ready) == 0 {
 		s.mu.Unlock()
+		s.cmu.Unlock()
 		return nil
 	}
 	if s.failed != nil {
 		s.mu.Unlock()
+		s.cmu.Unlock()
 		return s.failed
 	}
-	s.pend = s.spare[:0]
-	s.spare = nil
+	end := s.end
+	buf, start := s.takePend()
 	s.mu.Unlock()
-	_, err := s.f.WriteAt(buf, end-int64(len(buf)))
+	var out []byte
+	var placed []segment
+	if s.opts.Uncompressed {
+		out, placed = buf, []segment{{l: start, n: int64(len(buf))}}
+	} else {
+		s.frame(buf, start)
+		out, placed = s.ready, s.readySegs
+		s.ready, s.readySegs = s.zbuf[:0], nil
+		s.zbuf = nil
+		s.mu.Lock()
+		s.givePend(buf)
+		s.mu.Unlock()
+	}
+	s.cmu.Unlock() // appenders may compress the next commit's data meanwhile
+	_, err := s.f.WriteAt(out, s.phys)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -603,18 +736,29 @@ func (s *Store) write() error {
 		s.failed = fmt.Errorf("logstore: write: %w", err)
 		return s.failed
 	}
-	s.written.Store(end)
-	if end > s.alloc {
-		s.alloc = end
+	for _, g := range placed {
+		g.p += s.phys
+		if g.block() {
+			s.segs = append(s.segs, g)
+		} else {
+			s.segs = addRun(s.segs, g.l, g.p, g.n)
+		}
 	}
-	if s.alloc-end < s.ahead()/2 && !s.extStopped {
+	s.phys += int64(len(out))
+	s.written.Store(end)
+	if s.phys > s.alloc {
+		s.alloc = s.phys
+	}
+	if s.alloc-s.phys < s.ahead()/2 && !s.extStopped {
 		select {
 		case s.extend <- struct{}{}:
 		default:
 		}
 	}
-	if cap(buf) <= 2*flushAt {
-		s.spare = buf[:0]
+	if s.opts.Uncompressed {
+		s.givePend(buf)
+	} else if cap(out) <= 2*flushAt {
+		s.zbuf = out[:0]
 	}
 	return nil
 }
@@ -723,39 +867,81 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 	if err := s.writeUpTo(last.Loc + int64(last.Size)); err != nil {
 		return nil, err
 	}
-
+	segs, err := s.segmentsOf(ents)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]evidence.Record, 0, len(ents))
-	// Records of one correlation are often adjacent: read runs in one pread.
+	rd := newReader(s)
+	defer rd.close()
 	for i := 0; i < len(ents); {
-		j := i + 1
-		end := ents[i].Loc + int64(ents[i].Size)
-		for j < len(ents) && ents[j].Loc == end && end-ents[i].Loc < 1<<20 {
-			end += int64(ents[j].Size)
-			j++
+		var bodies [][]byte
+		var err error
+		bodies, i, err = s.readRun(rd, ents, segs, i)
+		if err != nil {
+			return nil, err
 		}
-		buf := make([]byte, end-ents[i].Loc)
-		if _, err := s.f.ReadAt(buf, ents[i].Loc); err != nil {
-			return nil, fmt.Errorf("logstore: replay read at %d: %w", ents[i].Loc, err)
-		}
-		for k := i; k < j; k++ {
-			n := ents[k].Size
-			body, err := s.verified(buf[:n], ents[k].Loc)
-			if err != nil {
-				return nil, err
-			}
+		for k, body := range bodies {
+			e := ents[i-len(bodies)+k]
 			rec, err := decodeBody(body)
-			if err == nil && (rec.Sequence != ents[k].Seq || rec.CorrelationID != q.CorrelationID) {
-				err = fmt.Errorf("%w: record at %d is not sequence %d of %s", ErrDamaged, ents[k].Loc, ents[k].Seq, q.CorrelationID)
+			if err == nil && (rec.Sequence != e.Seq || rec.CorrelationID != q.CorrelationID) {
+				err = fmt.Errorf("%w: record at %d is not sequence %d of %s", ErrDamaged, e.Loc, e.Seq, q.CorrelationID)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("logstore: record at %d: %w", ents[k].Loc, err)
+				return nil, fmt.Errorf("logstore: record at %d: %w", e.Loc, err)
 			}
 			out = append(out, rec)
-			buf = buf[n:]
 		}
-		i = j
 	}
 	return out, nil
+}
+
+// segmentsOf returns the segment of each entry (all written).
+func (s *Store) segmentsOf(ents []evidence.ChainEntry) ([]segment, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	segs := make([]segment, len(ents))
+	for i, e := range ents {
+		g, ok := s.segmentAt(e.Loc)
+		if !ok {
+			return nil, fmt.Errorf("logstore: record at logical offset %d is in no segment written", e.Loc)
+		}
+		segs[i] = g
+	}
+	return segs, nil
+}
+
+// readRun reads, verified, the body of ents[i] and, from an uncompressed
+// run, of the entries after it adjacent in the file (one pread, up to
+// 1 MiB); it returns them and the index after them.
+func (s *Store) readRun(rd *reader, ents []evidence.ChainEntry, segs []segment, i int) ([][]byte, int, error) {
+	if segs[i].block() {
+		body, err := rd.record(segs[i], ents[i].Loc, ents[i].Size)
+		return [][]byte{body}, i + 1, err
+	}
+	g := segs[i]
+	j := i + 1
+	end := ents[i].Loc + int64(ents[i].Size)
+	for j < len(ents) && segs[j] == g && ents[j].Loc == end && end-ents[i].Loc < 1<<20 {
+		end += int64(ents[j].Size)
+		j++
+	}
+	off := g.p + ents[i].Loc - g.l
+	buf := make([]byte, end-ents[i].Loc)
+	if _, err := s.f.ReadAt(buf, off); err != nil {
+		return nil, 0, fmt.Errorf("logstore: replay read at %d: %w", off, err)
+	}
+	bodies := make([][]byte, 0, j-i)
+	for k := i; k < j; k++ {
+		n := ents[k].Size
+		body, err := s.verified(buf[:n], off)
+		if err != nil {
+			return nil, 0, err
+		}
+		bodies = append(bodies, body)
+		buf, off = buf[n:], off+int64(n)
+	}
+	return bodies, j, nil
 }
 
 // verified checks the record rec, read back from off, against its header

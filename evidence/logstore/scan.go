@@ -52,12 +52,29 @@ const (
 	kindGap
 )
 
+// frame is one frame of the file that verifies: a record, or a block of
+// records (format version 2).
+type frame struct {
+	off, size int64  // in the file
+	raw       []byte // the frame, header included, valid during the visit only
+	block     bool
+	rawLen    int64 // a block's raw length
+	items     []item
+}
+
+// logical is the frame's length in the logical space (see segment).
+func (f *frame) logical() int64 {
+	if f.block {
+		return f.rawLen
+	}
+	return f.size
+}
+
 // item is one record that verifies.
 type item struct {
 	kind itemKind
-	off  int64
-	size int64
-	raw  []byte // header and body, valid during the visit only
+	loc  int64 // logical offset (see segment)
+	size int64 // length of its version 1 encoding
 	rec  evidence.Record
 	at   int64  // result, gap: unix µs
 	next uint64 // gap: the sequence of the next evidence record
@@ -110,7 +127,9 @@ type Tail struct {
 
 // scanResult is what a scan of the whole file found.
 type scanResult struct {
-	end     int64  // end of the last record that verifies
+	end     int64 // end of the last frame that verifies
+	lend    int64 // logical end of the records that verify
+	segs    []segment
 	next    uint64 // the evidence sequence the next append takes
 	damaged []Damage
 	tail    *Tail
@@ -149,37 +168,46 @@ func (s *scanner) bytes(at int64, n int) ([]byte, error) {
 	return s.buf[:n], nil
 }
 
-// scanLog walks the log, calling visit for each record that verifies, in
+// scanLog walks the log, calling visit for each frame that verifies, in
 // file order.
-func scanLog(r io.ReaderAt, total int64, visit func(*item) error) (scanResult, error) {
+func scanLog(r io.ReaderAt, total int64, visit func(*frame) error) (scanResult, error) {
 	sc := &scanner{r: r, total: total}
 	res := scanResult{next: 1}
 	var off int64
 	loose, maxSeq := false, uint64(0)
 	unresolved := 0 // res.damaged[unresolved:] wait for their Next
 	for off < total {
-		it, why, err := sc.parse(off, res.next, loose, maxSeq)
+		fr, why, err := sc.parse(off, res.next, loose, maxSeq)
 		if err != nil {
 			return res, err
 		}
 		switch why {
 		case "":
-			switch it.kind {
-			case kindRecord:
-				for i := unresolved; i < len(res.damaged); i++ {
-					res.damaged[i].Next = it.rec.Sequence
+			for i := range fr.items {
+				switch it := &fr.items[i]; it.kind {
+				case kindRecord:
+					for i := unresolved; i < len(res.damaged); i++ {
+						res.damaged[i].Next = it.rec.Sequence
+					}
+					unresolved = len(res.damaged)
+					res.next, loose = it.rec.Sequence+1, false
+				case kindGap:
+					res.next = it.next
 				}
-				unresolved = len(res.damaged)
-				res.next, loose = it.rec.Sequence+1, false
-			case kindGap:
-				res.next = it.next
+				fr.items[i].loc += res.lend
 			}
+			if fr.block {
+				res.segs = append(res.segs, segment{l: res.lend, p: off, n: fr.rawLen, frame: fr.size})
+			} else {
+				res.segs = addRun(res.segs, res.lend, off, fr.size)
+			}
+			res.lend += fr.logical()
 			if visit != nil {
-				if err := visit(&it); err != nil {
+				if err := visit(&fr); err != nil {
 					return res, err
 				}
 			}
-			off += it.size
+			off += fr.size
 			res.end = off
 			continue
 		case whyJump:
@@ -191,8 +219,9 @@ func scanLog(r io.ReaderAt, total int64, visit func(*item) error) (scanResult, e
 		bound := seqBound(res.next, at-off)
 		if err == nil && at < 0 {
 			// Nothing in the sequences the damaged bytes could have held:
-			// they may have held a gap record, which licenses any jump.
-			// Records past it are damage to report, never a tail to cut.
+			// they may have held a gap record, which licenses any jump, or
+			// a block of more records than their length bounds. Records
+			// past them are damage to report, never a tail to cut.
 			at, err = sc.resync(off, res.next, true)
 			bound = maxSequence
 		}
@@ -214,75 +243,131 @@ func scanLog(r io.ReaderAt, total int64, visit func(*item) error) (scanResult, e
 // when next was expected before them.
 func seqBound(next uint64, n int64) uint64 { return next + uint64(n/minRecord) }
 
-// parse reads the record at off. It returns why it does not verify ("" if
+// parse reads the frame at off. It returns why it does not verify ("" if
 // it does); an error only for a failed read. next is the evidence sequence
 // expected; with loose (after damage) any sequence from next to maxSeq is
-// accepted.
-func (s *scanner) parse(off int64, next uint64, loose bool, maxSeq uint64) (item, string, error) {
-	it := item{off: off}
+// accepted. Item locations are relative to the frame's logical start.
+func (s *scanner) parse(off int64, next uint64, loose bool, maxSeq uint64) (frame, string, error) {
+	fr := frame{off: off}
 	if s.total-off < headerSize {
-		return it, "short header", nil
+		return fr, "short header", nil
 	}
 	h, err := s.bytes(off, headerSize)
 	if err != nil {
-		return it, "", err
+		return fr, "", err
 	}
 	if [headerSize]byte(h) == ([headerSize]byte{}) {
-		return it, whyZero, nil
+		return fr, whyZero, nil
 	}
 	n := int64(binary.BigEndian.Uint32(h))
 	sum := binary.BigEndian.Uint32(h[4:])
 	if n > maxBody || n > s.total-off-headerSize {
-		return it, "short or oversized body", nil
+		return fr, "short or oversized body", nil
 	}
 	raw, err := s.bytes(off, int(headerSize+n))
 	if err != nil {
-		return it, "", err
+		return fr, "", err
 	}
 	body := raw[headerSize:]
 	if crc32.Checksum(body, castagnoli) != sum {
-		return it, "checksum mismatch", nil
+		return fr, "checksum mismatch", nil
 	}
-	it.raw, it.size = raw, headerSize+n
-	if isResult(body) {
-		return s.parseSpecial(it, body, next)
+	fr.raw, fr.size = raw, headerSize+n
+	if isBlock(body) {
+		return parseBlock(fr, body, next, loose, maxSeq)
 	}
-	rec, err := decodeBody(body)
+	it, why := parseRecord(body, next, loose, maxSeq, true)
+	if why != "" {
+		return fr, why, nil
+	}
+	it.size = fr.size
+	fr.items = []item{it}
+	return fr, "", nil
+}
+
+// parseRecord decodes the record body b. first says whether it may be
+// the first evidence record after damage or a block boundary (see parse);
+// otherwise its sequence must be next.
+func parseRecord(b []byte, next uint64, loose bool, maxSeq uint64, first bool) (item, string) {
+	if isResult(b) {
+		return parseSpecial(b, next)
+	}
+	rec, err := decodeBody(b)
 	if err != nil {
-		return it, err.Error(), nil
+		return item{}, err.Error()
 	}
 	switch seq := rec.Sequence; {
 	case seq > maxSequence:
-		return it, fmt.Sprintf("sequence %d out of range", seq), nil
-	case seq == next, loose && seq > next && seq <= maxSeq:
-	case seq > next && !loose:
-		return it, whyJump, nil
+		return item{}, fmt.Sprintf("sequence %d out of range", seq)
+	case seq == next, first && loose && seq > next && seq <= maxSeq:
+	case first && seq > next && !loose:
+		return item{}, whyJump
 	default:
-		return it, fmt.Sprintf("sequence %d where %d was expected", seq, next), nil
+		return item{}, fmt.Sprintf("sequence %d where %d was expected", seq, next)
 	}
-	it.kind, it.rec = kindRecord, rec
-	return it, "", nil
+	return item{kind: kindRecord, rec: rec}, ""
 }
 
 // parseSpecial decodes a result or gap record.
-func (s *scanner) parseSpecial(it item, body []byte, next uint64) (item, string, error) {
+func parseSpecial(body []byte, next uint64) (item, string) {
 	if len(body) > 8 && body[8] == gapKind {
 		g, err := decodeGap(body)
 		if err != nil {
-			return it, err.Error(), nil
+			return item{}, err.Error()
 		}
 		if g.next < next {
-			return it, fmt.Sprintf("gap to sequence %d where %d was expected", g.next, next), nil
+			return item{}, fmt.Sprintf("gap to sequence %d where %d was expected", g.next, next)
 		}
-		it.kind, it.next, it.at, it.note = kindGap, g.next, g.at, g.note
-		return it, "", nil
+		return item{kind: kindGap, next: g.next, at: g.at, note: g.note}, ""
 	}
 	r, err := decodeResult(body)
 	if err != nil {
-		return it, err.Error(), nil
+		return item{}, err.Error()
 	}
-	it.kind, it.at = kindResult, r.At.UnixMicro()
-	return it, "", nil
+	return item{kind: kindResult, at: r.At.UnixMicro()}, ""
+}
+
+// parseBlock decodes the block body b of fr: every record in it must
+// verify, its evidence sequences contiguous, the first one as a record of
+// its own would be.
+func parseBlock(fr frame, b []byte, next uint64, loose bool, maxSeq uint64) (frame, string, error) {
+	raw, err := decodeBlock(b)
+	if err != nil {
+		return fr, err.Error(), nil
+	}
+	fr.block, fr.rawLen = true, int64(len(raw))
+	first, why := true, ""
+	records(raw, func(off int, rec []byte, w string) bool {
+		if why = w; why != "" {
+			return false
+		}
+		body := rec[headerSize:]
+		if isResult(body) && len(body) > 8 && body[8] != resultKind {
+			why = "a gap or block record inside a block"
+			return false
+		}
+		it, w := parseRecord(body, next, loose, maxSeq, first)
+		if why = w; why != "" {
+			return false
+		}
+		if it.kind == kindRecord {
+			first, next = false, it.rec.Sequence+1
+		}
+		it.loc, it.size = int64(off), int64(len(rec))
+		fr.items = append(fr.items, it)
+		return true
+	})
+	switch {
+	case why == whyJump:
+	case why != "":
+		why = "block: " + why
+	case len(fr.items) == 0:
+		why = "empty block"
+	}
+	if why != "" {
+		fr.items = nil
+	}
+	return fr, why, nil
 }
 
 var zeroBlock [256]byte
@@ -343,7 +428,7 @@ func candidate(b []byte, room int64, next, maxSeq uint64) bool {
 	}
 	seq := binary.BigEndian.Uint64(b[headerSize:])
 	if seq == 0 {
-		return b[headerSize+8] == resultKind || b[headerSize+8] == gapKind
+		return b[headerSize+8] == resultKind || b[headerSize+8] == gapKind || b[headerSize+8] == blockKind
 	}
 	return seq >= next && seq <= min(maxSeq, maxSequence)
 }

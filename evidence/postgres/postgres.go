@@ -6,30 +6,38 @@
 //
 // Data flow: Append seals the records under the store lock at sequences
 // taken from a block the store reserved in the database, chaining each to
-// its correlation's head (cached, or read from the (corr, seq) index), and
-// queues them in memory, visible to Replay and Count at once. Sync(seq)
-// makes them durable with group commit: the first caller becomes the
-// leader and inserts everything queued by anyone so far — records and
-// recorded results — in one statement (one round trip, one transaction),
-// committed with synchronous_commit on, so the commit returns after the
-// write-ahead log is flushed; later callers wait for that commit or the
-// next.
+// its correlation's head (cached, or read from the (corr, prev_seq)
+// index), and queues them in memory, visible to Replay and Count at once.
+// Sync(seq) makes them durable with group commit: the first caller becomes
+// the leader and inserts everything queued by anyone so far in one
+// statement (one round trip, one transaction), committed with
+// synchronous_commit on, so the commit returns after the write-ahead log
+// is flushed; later callers wait for that commit or the next. A commit
+// writes one row per correlation — all the records it carries of that
+// correlation, compressed together (zstd with a built-in dictionary,
+// codec.go: an invocation's events share most of their bytes) — and one
+// row per recorded result.
 //
 // Schema (created on first Open, in the DSN's search_path):
 //
-//	evidence_events(seq PK, corr, prev_seq, type, hash, prev, data)
-//	  UNIQUE (corr, seq)                       -- replay and export index
-//	  UNIQUE NULLS NOT DISTINCT (corr, prev_seq) -- no two records extend one record
-//	  FOREIGN KEY (corr, prev_seq) → (corr, seq), CHECK (prev_seq < seq)
-//	evidence_results(invocation_id PK, at, data)  -- index (at)
-//	evidence_meta(next_seq)                       -- sequences reserved so far
+//	evidence_blocks(corr, prev_seq, last_seq, body) -- records (prev_seq, last_seq]
+//	  UNIQUE (corr, prev_seq)  -- no two blocks extend one block (0: none);
+//	                           -- the replay, export and head index
+//	  CHECK (0 <= prev_seq < last_seq)
+//	  trigger: a block's predecessor is a block of its correlation
+//	           ending at prev_seq
+//	evidence_result_log(at, body) -- index (at); the invocation id is in the body
+//	evidence_meta(next_seq)       -- sequences reserved so far
 //
-// So every correlation is one linked list in increasing sequence order
-// whatever the writers do: a writer that extends a stale head collides on
-// the no-fork constraint and its commit fails; its callers' Syncs return
-// the error, never a false promise. Triggers refuse UPDATE, DELETE and
-// TRUNCATE of events; a deployment should also give hosts a role with
-// only SELECT and INSERT (docs/operations.md).
+// So every correlation is one linked list of blocks with disjoint,
+// ascending sequence ranges whatever the writers do — no (correlation,
+// sequence) can be stored twice: a writer that extends a stale head
+// collides on the no-fork constraint and its commit fails; its callers'
+// Syncs return the error, never a false promise. Recorded results are a
+// log too: every PutResult is a new row, none is ever overwritten (the
+// newest of an invocation id wins when they are read back). Triggers
+// refuse UPDATE, DELETE and TRUNCATE of both; a deployment should also
+// give hosts a role with only SELECT and INSERT (docs/operations.md).
 //
 // Sequences are globally unique: each store reserves blocks of Options.Block
 // sequences from evidence_meta and gives back the unused tail of its last
@@ -41,8 +49,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -65,49 +75,58 @@ const maxFailures = 1024
 const schemaLock = 0x6361706d65736845 // "capmeshE"
 
 const schema = `
-CREATE TABLE IF NOT EXISTS evidence_events (
-	seq      bigint PRIMARY KEY CHECK (seq > 0),
-	corr     text   NOT NULL,
-	prev_seq bigint,
-	type     text   NOT NULL,
-	hash     text   NOT NULL,
-	prev     text   NOT NULL,
-	data     bytea  NOT NULL,
-	CONSTRAINT evidence_events_corr_seq UNIQUE (corr, seq),
-	CONSTRAINT evidence_events_no_fork UNIQUE NULLS NOT DISTINCT (corr, prev_seq),
-	CONSTRAINT evidence_events_chain FOREIGN KEY (corr, prev_seq) REFERENCES evidence_events (corr, seq),
-	CONSTRAINT evidence_events_order CHECK (prev_seq < seq)
+CREATE TABLE IF NOT EXISTS evidence_blocks (
+	corr      text   NOT NULL,
+	prev_seq  bigint NOT NULL,
+	last_seq  bigint NOT NULL,
+	body      bytea  NOT NULL,
+	CONSTRAINT evidence_blocks_no_fork UNIQUE (corr, prev_seq),
+	CONSTRAINT evidence_blocks_order CHECK (prev_seq >= 0 AND prev_seq < last_seq)
 );
+ALTER TABLE evidence_blocks ALTER COLUMN body SET STORAGE EXTERNAL;
 CREATE OR REPLACE FUNCTION evidence_append_only() RETURNS trigger LANGUAGE plpgsql AS
 	$$BEGIN RAISE EXCEPTION 'evidence is append-only'; END$$;
-CREATE OR REPLACE TRIGGER evidence_events_no_change BEFORE UPDATE OR DELETE ON evidence_events
+CREATE OR REPLACE FUNCTION evidence_blocks_chain() RETURNS trigger LANGUAGE plpgsql AS
+	$$BEGIN
+	IF NEW.prev_seq <> 0 AND NOT EXISTS (SELECT 1 FROM evidence_blocks
+		WHERE corr = NEW.corr AND prev_seq < NEW.prev_seq AND last_seq = NEW.prev_seq) THEN
+		RAISE EXCEPTION 'evidence_blocks_chain: no block of % ends at %', NEW.corr, NEW.prev_seq
+			USING ERRCODE = 'foreign_key_violation';
+	END IF;
+	RETURN NEW;
+	END$$;
+CREATE OR REPLACE TRIGGER evidence_blocks_chain BEFORE INSERT ON evidence_blocks
+	FOR EACH ROW EXECUTE FUNCTION evidence_blocks_chain();
+CREATE OR REPLACE TRIGGER evidence_blocks_no_change BEFORE UPDATE OR DELETE ON evidence_blocks
 	FOR EACH ROW EXECUTE FUNCTION evidence_append_only();
-CREATE OR REPLACE TRIGGER evidence_events_no_truncate BEFORE TRUNCATE ON evidence_events
+CREATE OR REPLACE TRIGGER evidence_blocks_no_truncate BEFORE TRUNCATE ON evidence_blocks
 	FOR EACH STATEMENT EXECUTE FUNCTION evidence_append_only();
-CREATE TABLE IF NOT EXISTS evidence_results (
-	invocation_id text PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS evidence_result_log (
 	at   timestamptz NOT NULL,
-	data bytea NOT NULL
+	body bytea NOT NULL
 );
-CREATE INDEX IF NOT EXISTS evidence_results_at ON evidence_results (at);
+ALTER TABLE evidence_result_log ALTER COLUMN body SET STORAGE EXTERNAL;
+CREATE INDEX IF NOT EXISTS evidence_result_log_at ON evidence_result_log (at);
+CREATE OR REPLACE TRIGGER evidence_result_log_no_change BEFORE UPDATE OR DELETE ON evidence_result_log
+	FOR EACH ROW EXECUTE FUNCTION evidence_append_only();
+CREATE OR REPLACE TRIGGER evidence_result_log_no_truncate BEFORE TRUNCATE ON evidence_result_log
+	FOR EACH STATEMENT EXECUTE FUNCTION evidence_append_only();
 CREATE TABLE IF NOT EXISTS evidence_meta (
 	one      boolean PRIMARY KEY DEFAULT true CHECK (one),
 	next_seq bigint NOT NULL
 );
-INSERT INTO evidence_meta (next_seq) SELECT coalesce(max(seq), 0) FROM evidence_events ON CONFLICT DO NOTHING;
+INSERT INTO evidence_meta (next_seq) VALUES (0) ON CONFLICT DO NOTHING;
 `
 
-// insertSQL writes one commit: the results (the last of each invocation
-// id) and the records, in one statement and so one transaction.
+// insertSQL writes one commit: the results and the blocks, in one
+// statement and so one transaction. Results are only ever inserted.
 const insertSQL = `
 WITH r AS (
-	INSERT INTO evidence_results (invocation_id, at, data)
-	SELECT * FROM unnest($7::text[], $8::timestamptz[], $9::bytea[])
-	ON CONFLICT (invocation_id) DO UPDATE SET at = excluded.at, data = excluded.data
+	INSERT INTO evidence_result_log (at, body)
+	SELECT * FROM unnest($5::timestamptz[], $6::bytea[])
 )
-INSERT INTO evidence_events (seq, corr, prev_seq, type, hash, prev, data)
-SELECT s, c, nullif(p, 0), t, h, v, d
-FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $10::bytea[]) AS u(s, c, p, t, h, v, d)`
+INSERT INTO evidence_blocks (corr, prev_seq, last_seq, body)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[])`
 
 // Options configures Open. A nil *Options means defaults.
 type Options struct {
@@ -155,12 +174,23 @@ type Store struct {
 	failures []failure // the latest failed commits
 }
 
-// item is one queued record or result.
+// item is one queued block or result.
 type item struct {
-	pos     uint64
-	rec     evidence.Record
-	prevSeq uint64
-	res     *evidence.Result
+	pos uint64
+	blk *block
+	res *result
+}
+
+// block is the records one Append adds to one correlation.
+type block struct {
+	recs    []evidence.Record // in sequence order, chained
+	prevSeq uint64            // the record before the first (0: none)
+}
+
+// result is one queued result, compressed.
+type result struct {
+	at   time.Time
+	body []byte
 }
 
 // head is a correlation's newest record as this store knows it; pos is the
@@ -220,8 +250,10 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("evidence postgres: schema: %w", err)
 	}
+	// The sequences reserved so far: after a crash, or with other
+	// writers, some of them were never used.
 	var last int64
-	if err := pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM evidence_events`).Scan(&last); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT next_seq FROM evidence_meta`).Scan(&last); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("evidence postgres: %w", err)
 	}
@@ -232,11 +264,15 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 // ensureSchema creates the tables when one is missing, so that a host
 // whose role may only read and insert can open an existing schema.
 func (s *Store) ensureSchema(ctx context.Context) error {
-	const present = `SELECT to_regclass('evidence_events') IS NOT NULL AND to_regclass('evidence_results') IS NOT NULL
-		AND to_regclass('evidence_meta') IS NOT NULL`
-	var ok bool
-	if err := s.pool.QueryRow(ctx, present).Scan(&ok); err != nil || ok {
+	const present = `SELECT to_regclass('evidence_blocks') IS NOT NULL AND to_regclass('evidence_result_log') IS NOT NULL
+		AND to_regclass('evidence_meta') IS NOT NULL, to_regclass('evidence_events') IS NOT NULL`
+	var ok, old bool
+	if err := s.pool.QueryRow(ctx, present).Scan(&ok, &old); err != nil || ok {
 		return err
+	}
+	if old {
+		return errors.New("the schema holds evidence_events, the uncompressed layout of an earlier capmesh: " +
+			"open a new schema (search_path) for this version")
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(schemaLock)); err != nil {
@@ -364,25 +400,7 @@ func (s *Store) lookupBatch(batch []*lookupReq) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
-	found := map[string]head{}
-	rows, err := s.pool.Query(ctx, `SELECT c, e.seq, e.hash FROM unnest($1::text[]) AS c
-		CROSS JOIN LATERAL (SELECT seq, hash FROM evidence_events WHERE corr = c ORDER BY seq DESC LIMIT 1) AS e`, all)
-	if err == nil {
-		for rows.Next() {
-			var c string
-			var h head
-			var seq int64
-			if err = rows.Scan(&c, &seq, &h.hash); err != nil {
-				break
-			}
-			h.seq = uint64(seq)
-			found[c] = h
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
+	found, err := s.readHeads(ctx, all)
 	for _, r := range batch {
 		r.err = err
 		if err == nil {
@@ -397,7 +415,44 @@ func (s *Store) lookupBatch(batch []*lookupReq) {
 	}
 }
 
-// seal places and seals the batch and queues it; call with mu held.
+// readHeads reads the committed heads of corrs: the last record of each one's
+// last block.
+func (s *Store) readHeads(ctx context.Context, corrs []string) (map[string]head, error) {
+	rows, err := s.pool.Query(ctx, `SELECT c, b.prev_seq, b.last_seq, b.body FROM unnest($1::text[]) AS c
+		CROSS JOIN LATERAL (SELECT prev_seq, last_seq, body FROM evidence_blocks WHERE corr = c ORDER BY prev_seq DESC LIMIT 1) AS b`, corrs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	found := map[string]head{}
+	for rows.Next() {
+		var c string
+		row, err := scanBlock(rows, &c)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := decodeBlock(c, row)
+		if err != nil {
+			return nil, err
+		}
+		found[c] = head{hash: recs[len(recs)-1].ContentHash, seq: row.last}
+	}
+	return found, rows.Err()
+}
+
+// scanBlock scans prev_seq, last_seq and body, after the columns in pre.
+func scanBlock(rows pgx.Rows, pre ...any) (blockRow, error) {
+	var row blockRow
+	var prev, last int64
+	if err := rows.Scan(append(pre, &prev, &last, &row.body)...); err != nil {
+		return row, err
+	}
+	row.prev, row.last = uint64(prev), uint64(last)
+	return row, nil
+}
+
+// seal places and seals the batch and queues it as blocks, one per
+// correlation; call with mu held.
 func (s *Store) seal(ctx context.Context, batch []evidence.Pending, found map[string]head) ([]evidence.Record, error) {
 	headOf := func(c string) head {
 		if h, ok := s.heads[c]; ok {
@@ -418,30 +473,37 @@ func (s *Store) seal(ctx context.Context, batch []evidence.Pending, found map[st
 		}
 	}
 	out := make([]evidence.Record, len(batch))
-	prevSeqs := make([]uint64, len(batch))
-	local := map[string]head{}
+	var blocks []*block
+	byCorr := map[string]*block{}
 	for i := range batch {
 		p := &batch[i]
-		h, ok := local[p.CorrelationID]
-		if !ok {
-			h = headOf(p.CorrelationID)
+		b := byCorr[p.CorrelationID]
+		var prev string
+		if b != nil {
+			prev = b.recs[len(b.recs)-1].ContentHash
+		} else {
+			h := headOf(p.CorrelationID)
+			b = &block{prevSeq: h.seq}
+			byCorr[p.CorrelationID] = b
+			blocks = append(blocks, b)
+			prev = h.hash
 		}
 		seq := s.next + uint64(i)
-		hash, data, err := evidence.SealAppend(nil, p, seq, h.hash)
+		hash, data, err := evidence.SealAppend(nil, p, seq, prev)
 		if err != nil {
 			return nil, err
 		}
 		if err := evidence.CheckHash(i, hash); err != nil {
 			return nil, err
 		}
-		local[p.CorrelationID] = head{hash: hash, seq: seq}
-		prevSeqs[i] = h.seq
-		out[i] = evidence.Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: hash, PrevHash: h.hash, Data: data}
+		out[i] = evidence.Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: hash, PrevHash: prev, Data: data}
+		b.recs = append(b.recs, out[i])
 	}
-	for i, r := range out {
+	for _, b := range blocks {
 		s.pos++
-		s.queue = append(s.queue, item{pos: s.pos, rec: r, prevSeq: prevSeqs[i]})
-		s.heads[r.CorrelationID] = head{hash: r.ContentHash, seq: r.Sequence, pos: s.pos}
+		s.queue = append(s.queue, item{pos: s.pos, blk: b})
+		last := b.recs[len(b.recs)-1]
+		s.heads[last.CorrelationID] = head{hash: last.ContentHash, seq: last.Sequence, pos: s.pos}
 	}
 	s.next += n
 	s.seq = max(s.seq, s.next-1)
@@ -481,10 +543,15 @@ func (s *Store) pruneHeads() {
 }
 
 // PutResult implements evidence.ResultStore: the result is queued like an
-// append and committed with the next Sync.
+// append and committed with the next Sync, as a new row: a result is
+// never overwritten, not even by another result for its invocation id.
 func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 	if r.InvocationID == "" {
 		return fmt.Errorf("%w: result without invocation id", evidence.ErrInvalid)
+	}
+	body, err := encodeResult(r.InvocationID, r.Data) // a copy: the caller may reuse its buffer
+	if err != nil {
+		return fmt.Errorf("evidence postgres: result: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -492,8 +559,7 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 		return evidence.ErrClosed
 	}
 	s.pos++
-	r.Data = slices.Clone(r.Data) // the caller may reuse its buffer
-	s.queue = append(s.queue, item{pos: s.pos, res: &r})
+	s.queue = append(s.queue, item{pos: s.pos, res: &result{at: r.At, body: body}})
 	return nil
 }
 
@@ -561,7 +627,10 @@ func (s *Store) commit() {
 	defer cancel()
 	s.cm.Lock()
 	defer s.cm.Unlock()
-	_, err := s.pool.Exec(ctx, insertSQL, columns(batch)...)
+	cols, err := columns(batch)
+	if err == nil {
+		_, err = s.pool.Exec(ctx, insertSQL, cols...)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue = append(s.queue[:0:0], s.queue[len(batch):]...)
@@ -575,8 +644,8 @@ func (s *Store) commit() {
 	// chains from the database.
 	f := failure{lo: ^uint64(0), err: fmt.Errorf("evidence postgres: commit: %w", err)}
 	for _, it := range batch {
-		if it.res == nil {
-			f.lo, f.hi = min(f.lo, it.rec.Sequence), max(f.hi, it.rec.Sequence)
+		if b := it.blk; b != nil {
+			f.lo, f.hi = min(f.lo, b.recs[0].Sequence), max(f.hi, b.recs[len(b.recs)-1].Sequence)
 		}
 	}
 	if f.hi == 0 {
@@ -589,41 +658,69 @@ func (s *Store) commit() {
 	s.heads = map[string]head{}
 	s.gen++
 	for _, it := range s.queue {
-		if it.res == nil {
-			s.heads[it.rec.CorrelationID] = head{hash: it.rec.ContentHash, seq: it.rec.Sequence, pos: it.pos}
+		if b := it.blk; b != nil {
+			last := b.recs[len(b.recs)-1]
+			s.heads[last.CorrelationID] = head{hash: last.ContentHash, seq: last.Sequence, pos: it.pos}
 		}
 	}
 	s.log.Error("evidence postgres: commit failed", "records", f.lo, "to", f.hi, "err", err)
 }
 
-// columns lays a batch out as insertSQL's parameters.
-func columns(batch []item) []any {
+// columns lays a batch out as insertSQL's parameters: one row per
+// correlation (its blocks in the batch merged, as they are consecutive in
+// its chain) and one per result. The rows are compressed here, on every
+// processor.
+func columns(batch []item) ([]any, error) {
 	var (
-		seqs, prevSeqs           []int64
-		corrs, types, hashes, ps []string
-		datas                    [][]byte
-		ids                      []string
-		ats                      []time.Time
-		results                  [][]byte
-		last                     = map[string]int{}
+		rows    []*block
+		open    = map[string]*block{} // the row of each correlation so far
+		ats     []time.Time
+		results [][]byte
 	)
 	for _, it := range batch {
 		if r := it.res; r != nil {
-			// One row per invocation id and statement: the last wins.
-			if i, ok := last[r.InvocationID]; ok {
-				ats[i], results[i] = r.At, r.Data
-				continue
-			}
-			last[r.InvocationID] = len(ids)
-			ids, ats, results = append(ids, r.InvocationID), append(ats, r.At), append(results, r.Data)
+			ats, results = append(ats, r.at), append(results, r.body)
 			continue
 		}
-		r := &it.rec
-		seqs, prevSeqs = append(seqs, int64(r.Sequence)), append(prevSeqs, int64(it.prevSeq))
-		corrs, types = append(corrs, r.CorrelationID), append(types, r.EventType)
-		hashes, ps, datas = append(hashes, r.ContentHash), append(ps, r.PrevHash), append(datas, r.Data)
+		b := it.blk
+		corr := b.recs[0].CorrelationID
+		if m := open[corr]; m != nil && m.recs[len(m.recs)-1].Sequence == b.prevSeq {
+			m.recs = append(m.recs, b.recs...)
+			continue
+		}
+		m := &block{recs: slices.Clip(b.recs), prevSeq: b.prevSeq}
+		open[corr] = m
+		rows = append(rows, m)
 	}
-	return []any{seqs, corrs, prevSeqs, types, hashes, ps, ids, ats, results, datas}
+	bodies, err := compressAll(rows)
+	if err != nil {
+		return nil, err
+	}
+	corrs := make([]string, len(rows))
+	lasts, prevs := make([]int64, len(rows)), make([]int64, len(rows))
+	for i, b := range rows {
+		corrs[i] = b.recs[0].CorrelationID
+		lasts[i], prevs[i] = int64(b.recs[len(b.recs)-1].Sequence), int64(b.prevSeq)
+	}
+	return []any{corrs, prevs, lasts, bodies, ats, results}, nil
+}
+
+// compressAll encodes the rows' bodies on up to GOMAXPROCS goroutines.
+func compressAll(rows []*block) ([][]byte, error) {
+	bodies := make([][]byte, len(rows))
+	errs := make([]error, len(rows))
+	workers := min(runtime.GOMAXPROCS(0), (len(rows)+7)/8)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(rows); i += workers {
+				b := rows[i]
+				bodies[i], errs[i] = encodeBlock(b.recs[0].PrevHash, b.prevSeq, b.recs)
+			}
+		})
+	}
+	wg.Wait()
+	return bodies, errors.Join(errs...)
 }
 
 // Replay implements evidence.Store: committed records from the database,
@@ -637,46 +734,68 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 	if s.isClosed() {
 		return nil, evidence.ErrClosed
 	}
-	var limit *int64
-	if q.Limit > 0 {
-		l := int64(q.Limit)
-		limit = &l
-	}
-	rows, err := s.pool.Query(ctx, `SELECT seq, type, hash, prev, data FROM evidence_events
-		WHERE corr = $1 AND seq > $2 ORDER BY seq LIMIT $3`, q.CorrelationID, int64(q.After), limit)
-	if err != nil {
-		return nil, fmt.Errorf("evidence postgres: replay: %w", err)
-	}
 	var out []evidence.Record
+	full := func() bool { return q.Limit > 0 && len(out) >= q.Limit }
 	last := q.After
-	for rows.Next() {
-		r := evidence.Record{CorrelationID: q.CorrelationID}
-		var seq int64
-		if err := rows.Scan(&seq, &r.EventType, &r.ContentHash, &r.PrevHash, &r.Data); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("evidence postgres: replay: %w", err)
+	err := s.blocks(ctx, q.CorrelationID, q.After, func(recs []evidence.Record) bool {
+		for _, r := range recs {
+			if r.Sequence > q.After && !full() {
+				out = append(out, r)
+				last = r.Sequence
+			}
 		}
-		r.Sequence = uint64(seq)
-		last = r.Sequence
-		out = append(out, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return !full()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("evidence postgres: replay: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, it := range s.queue {
-		if q.Limit > 0 && len(out) >= q.Limit {
-			break
+	s.eachQueued(q.CorrelationID, func(r *evidence.Record) {
+		if r.Sequence > last && !full() {
+			c := *r
+			c.Data = slices.Clone(r.Data)
+			out = append(out, c)
 		}
-		if it.res == nil && it.rec.CorrelationID == q.CorrelationID && it.rec.Sequence > last {
-			r := it.rec
-			r.Data = slices.Clone(r.Data)
-			out = append(out, r)
+	})
+	return out, nil
+}
+
+// blocks calls fn with the records of each committed block of corr that
+// ends after seq after, in order, until fn returns false.
+func (s *Store) blocks(ctx context.Context, corr string, after uint64, fn func([]evidence.Record) bool) error {
+	rows, err := s.pool.Query(ctx, `SELECT prev_seq, last_seq, body FROM evidence_blocks
+		WHERE corr = $1 AND last_seq > $2 ORDER BY prev_seq`, corr, int64(after))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		row, err := scanBlock(rows)
+		if err != nil {
+			return err
+		}
+		recs, err := decodeBlock(corr, row)
+		if err != nil {
+			return err
+		}
+		if !fn(recs) {
+			return nil
 		}
 	}
-	return out, nil
+	return rows.Err()
+}
+
+// eachQueued calls fn for each queued record of corr, in order; call with
+// mu held.
+func (s *Store) eachQueued(corr string, fn func(*evidence.Record)) {
+	for _, it := range s.queue {
+		if b := it.blk; b != nil && b.recs[0].CorrelationID == corr {
+			for i := range b.recs {
+				fn(&b.recs[i])
+			}
+		}
+	}
 }
 
 func (s *Store) isClosed() bool {
@@ -685,44 +804,54 @@ func (s *Store) isClosed() bool {
 	return s.closed
 }
 
-// Count implements evidence.Store.
+// Count implements evidence.Store: it reads the correlation's blocks.
 func (s *Store) Count(ctx context.Context, correlationID, eventType string) (int, error) {
 	s.cm.RLock()
 	defer s.cm.RUnlock()
 	if s.isClosed() {
 		return 0, evidence.ErrClosed
 	}
-	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM evidence_events WHERE corr = $1 AND type = $2`,
-		correlationID, eventType).Scan(&n); err != nil {
+	n := 0
+	count := func(r *evidence.Record) {
+		if r.EventType == eventType {
+			n++
+		}
+	}
+	err := s.blocks(ctx, correlationID, 0, func(recs []evidence.Record) bool {
+		for i := range recs {
+			count(&recs[i])
+		}
+		return true
+	})
+	if err != nil {
 		return 0, fmt.Errorf("evidence postgres: count: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, it := range s.queue {
-		if it.res == nil && it.rec.CorrelationID == correlationID && it.rec.EventType == eventType {
-			n++
-		}
-	}
+	s.eachQueued(correlationID, count)
 	return n, nil
 }
 
 // Results implements evidence.ResultStore: newest first, queued results
-// included (they are committed first).
+// included (they are committed first). An invocation id recorded more than
+// once is listed once per row.
 func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.Result) bool) error {
 	if err := s.Sync(ctx, 0); err != nil {
 		return err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT invocation_id, at, data FROM evidence_results WHERE at >= $1
-		ORDER BY at DESC, invocation_id`, since)
+	rows, err := s.pool.Query(ctx, `SELECT at, body FROM evidence_result_log WHERE at >= $1 ORDER BY at DESC`, since)
 	if err != nil {
 		return fmt.Errorf("evidence postgres: results: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var r evidence.Result
-		if err := rows.Scan(&r.InvocationID, &r.At, &r.Data); err != nil {
+		var body []byte
+		if err := rows.Scan(&r.At, &body); err != nil {
 			return fmt.Errorf("evidence postgres: results: %w", err)
+		}
+		if r.InvocationID, r.Data, err = decodeResult(body); err != nil {
+			return fmt.Errorf("evidence postgres: result recorded at %v: %w", r.At, err)
 		}
 		r.At = r.At.UTC()
 		if !fn(r) {

@@ -25,8 +25,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	grants := []string{
 		`CREATE ROLE ` + role + ` LOGIN`,
 		`GRANT USAGE ON SCHEMA ` + schemaOf(t, dsn) + ` TO ` + role,
-		`GRANT SELECT, INSERT ON evidence_events TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE ON evidence_results TO ` + role,
+		`GRANT SELECT, INSERT ON evidence_blocks, evidence_result_log TO ` + role,
 		`GRANT SELECT, UPDATE ON evidence_meta TO ` + role,
 	}
 	t.Cleanup(func() {
@@ -63,8 +62,9 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	if got, err := s.Replay(ctx, evidence.Query{CorrelationID: "c"}); err != nil || len(got) != 2 {
 		t.Fatalf("replay as %s: %d records, %v", role, len(got), err)
 	}
-	for _, q := range []string{`UPDATE evidence_events SET data = '\x00'`, `DELETE FROM evidence_events`, `TRUNCATE evidence_events`,
-		`DROP TRIGGER evidence_events_no_change ON evidence_events`} {
+	for _, q := range []string{`UPDATE evidence_blocks SET body = '\x00'`, `DELETE FROM evidence_blocks`, `TRUNCATE evidence_blocks`,
+		`DROP TRIGGER evidence_blocks_no_change ON evidence_blocks`, `DELETE FROM evidence_result_log`,
+		`UPDATE evidence_result_log SET body = '\x00'`} {
 		if err := execOn(ctx, wdsn, q); err == nil || !strings.Contains(err.Error(), "permission denied") && !strings.Contains(err.Error(), "must be owner") {
 			t.Errorf("%s as %s: %v, want a permission refusal", q, role, err)
 		}

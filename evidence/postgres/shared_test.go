@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -59,7 +62,7 @@ func TestTwoWritersNeverFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale, err := appendSync(s1, "3") // s1 still believes its own record is the head
-	if err == nil || !strings.Contains(err.Error(), "evidence_events_no_fork") {
+	if err == nil || !strings.Contains(err.Error(), "evidence_blocks_no_fork") {
 		t.Fatalf("Sync of a forking record = %v, want the no-fork refusal", err)
 	}
 	if recs, _ := s1.Replay(ctx, evidence.Query{CorrelationID: "A"}); len(recs) != 2 {
@@ -159,12 +162,15 @@ func TestManyWritersShareOneDatabase(t *testing.T) {
 }
 
 // TestAppendOnlyInTheDatabase: even a client holding the schema owner's
-// role cannot change or remove evidence.
+// role cannot change or remove evidence or recorded results.
 func TestAppendOnlyInTheDatabase(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.FreshDSN(t)
 	s := open(t, dsn)
 	recs, err := s.Append(ctx, storetest.Event("c", "e", "1"))
+	if err == nil {
+		err = s.PutResult(ctx, evidence.Result{InvocationID: "i", At: time.Now(), Data: []byte("{}")})
+	}
 	if err == nil {
 		err = s.Sync(ctx, recs[0].Sequence)
 	}
@@ -177,14 +183,97 @@ func TestAppendOnlyInTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	for _, q := range []string{`UPDATE evidence_events SET data = '\x00'`, `DELETE FROM evidence_events`, `TRUNCATE evidence_events`} {
+	for _, q := range []string{`UPDATE evidence_blocks SET body = '\x00'`, `DELETE FROM evidence_blocks`, `TRUNCATE evidence_blocks`,
+		`UPDATE evidence_result_log SET body = '\x00'`, `DELETE FROM evidence_result_log`, `TRUNCATE evidence_result_log`} {
 		if _, err := conn.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "append-only") {
 			t.Errorf("%s: %v, want the append-only refusal", q, err)
 		}
 	}
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM evidence_events`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d records (%v), want 1", n, err)
+	var n, m int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM evidence_blocks), (SELECT count(*) FROM evidence_result_log)`).Scan(&n, &m); err != nil || n != 1 || m != 1 {
+		t.Fatalf("%d blocks and %d results (%v), want 1 and 1", n, m, err)
+	}
+}
+
+// TestResultsNeverOverwritten: two hosts sharing the database record a
+// result for one invocation id (both executed it, neither had seen the
+// other's). Both rows are kept — neither write overwrites the other — and
+// Results lists them newest first, with the data each host wrote.
+func TestResultsNeverOverwritten(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	defer s1.Close()
+	defer s2.Close()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i, s := range []*Store{s1, s2} {
+		if err := s.PutResult(ctx, evidence.Result{InvocationID: "inv-1", At: t0.Add(time.Duration(i) * time.Second),
+			Data: fmt.Appendf(nil, `{"host":%d}`, i+1)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sync(ctx, 0); err != nil {
+			t.Fatalf("host %d: %v", i+1, err)
+		}
+	}
+	var got []string
+	if err := s1.Results(ctx, time.Time{}, func(r evidence.Result) bool {
+		got = append(got, fmt.Sprintf("%s %s %s", r.InvocationID, r.At.Format(time.TimeOnly), r.Data))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`inv-1 03:04:06 {"host":2}`, `inv-1 03:04:05 {"host":1}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Results = %q, want %q", got, want)
+	}
+}
+
+// TestDatabaseRefusesOverlap: a client that writes blocks by hand, past
+// any store, cannot store one (correlation, sequence) twice, nor fork a
+// chain, nor point a block at a predecessor that does not exist.
+func TestDatabaseRefusesOverlap(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s := open(t, dsn)
+	recs, err := s.Append(ctx, storetest.Event("c", "e", "1"), storetest.Event("c", "e", "2"), storetest.Event("c", "e", "3"))
+	if err == nil {
+		err = s.Sync(ctx, recs[2].Sequence)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	first, last := recs[0].Sequence, recs[2].Sequence
+	insert := func(prev, l uint64) error {
+		return execOn(ctx, dsn, fmt.Sprintf(`INSERT INTO evidence_blocks VALUES ('c', %d, %d, '\x01')`, prev, l))
+	}
+	for _, c := range []struct {
+		name       string
+		prev, l    uint64
+		constraint string
+	}{
+		{"the same range again", 0, last, "evidence_blocks_no_fork"},
+		{"a second genesis after", 0, last + 1, "evidence_blocks_no_fork"},
+		{"a range inside, chained", first, last + 5, "evidence_blocks_chain"},
+		{"chained before its predecessor", last, first, "evidence_blocks_order"},
+		{"a missing predecessor", last + 1, last + 5, "evidence_blocks_chain"},
+		{"an empty range", last, last, "evidence_blocks_order"},
+	} {
+		if err := insert(c.prev, c.l); err == nil || !strings.Contains(err.Error(), c.constraint) {
+			t.Errorf("%s: %v, want the %s refusal", c.name, err, c.constraint)
+		}
+	}
+	// The control: the one place a block can go; then it is taken.
+	if err := insert(last, last+1); err != nil {
+		t.Fatalf("the next block: %v", err)
+	}
+	if err := insert(last, last+3); err == nil || !strings.Contains(err.Error(), "evidence_blocks_no_fork") {
+		t.Errorf("a fork: %v, want the no-fork refusal", err)
+	}
+	// A block read back whose body does not match its columns is an
+	// error, never records.
+	if _, err := open(t, dsn).Replay(ctx, evidence.Query{CorrelationID: "c"}); !errors.Is(err, errCorrupt) {
+		t.Errorf("replay over a corrupt block: %v, want errCorrupt", err)
 	}
 }
 

@@ -69,314 +69,353 @@ func VerifyChain(recs []evidence.Record, bodies []string) error {
 	return nil
 }
 
-// Run runs the suite; open must return a fresh, empty store.
+// Run runs the suite; open must return a fresh, empty store. Each check
+// runs as a subtest on a store of its own.
 func Run(t *testing.T, open func(t *testing.T) evidence.Store) {
+	for _, c := range suite {
+		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
+	}
+}
+
+// suite is Run's table of checks, each given a fresh store it closes.
+var suite = []struct {
+	name string
+	run  func(t *testing.T, s evidence.Store)
+}{
+	{"OrderAndChain", testOrderAndChain},
+	{"Query", testQuery},
+	{"AtomicBatch", testAtomicBatch},
+	{"Concurrent", testConcurrent},
+	{"Sealer", testSealer},
+	{"LongChains", testLongChains},
+	{"AppendSeq", testAppendSeq},
+	{"Closed", testClosed},
+}
+
+// testOrderAndChain: records take consecutive global sequences, chain per
+// correlation, keep their data verbatim and are counted by type.
+func testOrderAndChain(t *testing.T, s evidence.Store) {
 	ctx := context.Background()
-	t.Run("OrderAndChain", func(t *testing.T) {
-		s := open(t)
-		defer s.Close()
-		var bodies []string
-		for i := 0; i < 5; i++ {
-			b := fmt.Sprintf("a%d", i)
-			bodies = append(bodies, b)
-			if _, err := s.Append(ctx, Event("A", "execution_started", b), Event("B", "x", "b")); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got := s.LastSequence(); got != 10 {
-			t.Fatalf("LastSequence = %d, want 10", got)
-		}
-		if err := s.Sync(ctx, 10); err != nil {
+	defer s.Close()
+	var bodies []string
+	for i := 0; i < 5; i++ {
+		b := fmt.Sprintf("a%d", i)
+		bodies = append(bodies, b)
+		if _, err := s.Append(ctx, Event("A", "execution_started", b), Event("B", "x", "b")); err != nil {
 			t.Fatal(err)
 		}
-		recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "A"})
+	}
+	if got := s.LastSequence(); got != 10 {
+		t.Fatalf("LastSequence = %d, want 10", got)
+	}
+	if err := s.Sync(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, r := range recs {
+		seqs = append(seqs, r.Sequence)
+	}
+	if diff := cmp.Diff([]uint64{1, 3, 5, 7, 9}, seqs); diff != "" {
+		t.Errorf("sequences (-want +got):\n%s", diff)
+	}
+	if err := VerifyChain(recs, bodies); err != nil {
+		t.Error(err)
+	}
+	if string(recs[2].Data) != fmt.Sprintf("5:%s:a2", recs[1].ContentHash) {
+		t.Errorf("data not kept verbatim: %q", recs[2].Data)
+	}
+	if n, _ := s.Count(ctx, "A", "execution_started"); n != 5 {
+		t.Errorf("Count = %d, want 5", n)
+	}
+	if n, _ := s.Count(ctx, "A", "x"); n != 0 {
+		t.Errorf("Count other type = %d, want 0", n)
+	}
+}
+
+// testQuery: Replay honours After and Limit.
+func testQuery(t *testing.T, s evidence.Store) {
+	ctx := context.Background()
+	defer s.Close()
+	for i := 0; i < 6; i++ {
+		if _, err := s.Append(ctx, Event("Q", "e", fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		q    evidence.Query
+		want []uint64
+	}{
+		{evidence.Query{CorrelationID: "Q", Limit: 2}, []uint64{1, 2}},
+		{evidence.Query{CorrelationID: "Q", After: 2}, []uint64{3, 4, 5, 6}},
+		{evidence.Query{CorrelationID: "Q", After: 2, Limit: 3}, []uint64{3, 4, 5}},
+		{evidence.Query{CorrelationID: "Q", After: 6}, nil},
+		{evidence.Query{CorrelationID: "missing"}, nil},
+	} {
+		recs, err := s.Replay(ctx, c.q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var seqs []uint64
+		var got []uint64
 		for _, r := range recs {
-			seqs = append(seqs, r.Sequence)
+			got = append(got, r.Sequence)
 		}
-		if diff := cmp.Diff([]uint64{1, 3, 5, 7, 9}, seqs); diff != "" {
-			t.Errorf("sequences (-want +got):\n%s", diff)
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", c.q, diff)
 		}
-		if err := VerifyChain(recs, bodies); err != nil {
-			t.Error(err)
-		}
-		if string(recs[2].Data) != fmt.Sprintf("5:%s:a2", recs[1].ContentHash) {
-			t.Errorf("data not kept verbatim: %q", recs[2].Data)
-		}
-		if n, _ := s.Count(ctx, "A", "execution_started"); n != 5 {
-			t.Errorf("Count = %d, want 5", n)
-		}
-		if n, _ := s.Count(ctx, "A", "x"); n != 0 {
-			t.Errorf("Count other type = %d, want 0", n)
-		}
-	})
-	t.Run("Query", func(t *testing.T) {
-		s := open(t)
-		defer s.Close()
-		for i := 0; i < 6; i++ {
-			if _, err := s.Append(ctx, Event("Q", "e", fmt.Sprint(i))); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, c := range []struct {
-			q    evidence.Query
-			want []uint64
-		}{
-			{evidence.Query{CorrelationID: "Q", Limit: 2}, []uint64{1, 2}},
-			{evidence.Query{CorrelationID: "Q", After: 2}, []uint64{3, 4, 5, 6}},
-			{evidence.Query{CorrelationID: "Q", After: 2, Limit: 3}, []uint64{3, 4, 5}},
-			{evidence.Query{CorrelationID: "Q", After: 6}, nil},
-			{evidence.Query{CorrelationID: "missing"}, nil},
-		} {
-			recs, err := s.Replay(ctx, c.q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []uint64
-			for _, r := range recs {
-				got = append(got, r.Sequence)
-			}
-			if diff := cmp.Diff(c.want, got); diff != "" {
-				t.Errorf("%+v (-want +got):\n%s", c.q, diff)
-			}
-		}
-	})
-	t.Run("AtomicBatch", func(t *testing.T) {
-		s := open(t)
-		defer s.Close()
-		boom := errors.New("seal failed")
-		bad := evidence.Pending{CorrelationID: "C", EventType: "e", Seal: func(uint64, string) (string, []byte, error) { return "", nil, boom }}
-		if _, err := s.Append(ctx, Event("C", "e", "1"), bad); !errors.Is(err, boom) {
-			t.Fatalf("Append = %v, want seal error", err)
-		}
-		if s.LastSequence() != 0 {
-			t.Fatalf("failed batch left sequence %d", s.LastSequence())
-		}
-		if recs, _ := s.Replay(ctx, evidence.Query{CorrelationID: "C"}); len(recs) != 0 {
-			t.Fatalf("failed batch left %d records", len(recs))
-		}
-		badTo := evidence.Pending{CorrelationID: "C", EventType: "e", Sealer: evidence.SealerFunc(func(dst []byte, _ uint64, _ string) ([]byte, []byte, error) {
-			return nil, nil, boom
-		})}
-		if _, err := s.Append(ctx, EventTo("C", "e", "1", false), badTo); !errors.Is(err, boom) {
-			t.Fatalf("Append = %v, want Sealer error", err)
-		}
-		if s.LastSequence() != 0 {
-			t.Fatalf("failed Sealer batch left sequence %d", s.LastSequence())
-		}
-		if _, err := s.Append(ctx, evidence.Pending{CorrelationID: "", EventType: "e", Seal: bad.Seal}); !errors.Is(err, evidence.ErrInvalid) {
-			t.Fatalf("empty correlation accepted: %v", err)
-		}
-		recs, err := s.Append(ctx, Event("C", "e", "1"), Event("C", "e", "2"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if recs[1].PrevHash != recs[0].ContentHash || recs[0].Sequence != 1 {
-			t.Fatalf("batch not chained within itself: %+v", recs)
-		}
-	})
-	t.Run("Concurrent", func(t *testing.T) {
-		s := open(t)
-		defer s.Close()
-		const workers, each = 16, 50
-		var wg sync.WaitGroup
-		errs := make(chan error, workers)
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func(w int) {
-				defer wg.Done()
-				for i := 0; i < each; i++ {
-					recs, err := s.Append(ctx, Event(fmt.Sprint("corr", w%4), "e", fmt.Sprint(w, "-", i)))
-					if err == nil {
-						err = s.Sync(ctx, recs[0].Sequence)
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
+	}
+}
+
+// testAtomicBatch: a batch whose sealing fails leaves nothing behind; an
+// invalid record is refused; a batch chains within itself.
+func testAtomicBatch(t *testing.T, s evidence.Store) {
+	ctx := context.Background()
+	defer s.Close()
+	boom := errors.New("seal failed")
+	bad := evidence.Pending{CorrelationID: "C", EventType: "e", Seal: func(uint64, string) (string, []byte, error) { return "", nil, boom }}
+	if _, err := s.Append(ctx, Event("C", "e", "1"), bad); !errors.Is(err, boom) {
+		t.Fatalf("Append = %v, want seal error", err)
+	}
+	if s.LastSequence() != 0 {
+		t.Fatalf("failed batch left sequence %d", s.LastSequence())
+	}
+	if recs, _ := s.Replay(ctx, evidence.Query{CorrelationID: "C"}); len(recs) != 0 {
+		t.Fatalf("failed batch left %d records", len(recs))
+	}
+	badTo := evidence.Pending{CorrelationID: "C", EventType: "e", Sealer: evidence.SealerFunc(func(dst []byte, _ uint64, _ string) ([]byte, []byte, error) {
+		return nil, nil, boom
+	})}
+	if _, err := s.Append(ctx, EventTo("C", "e", "1", false), badTo); !errors.Is(err, boom) {
+		t.Fatalf("Append = %v, want Sealer error", err)
+	}
+	if s.LastSequence() != 0 {
+		t.Fatalf("failed Sealer batch left sequence %d", s.LastSequence())
+	}
+	if _, err := s.Append(ctx, evidence.Pending{CorrelationID: "", EventType: "e", Seal: bad.Seal}); !errors.Is(err, evidence.ErrInvalid) {
+		t.Fatalf("empty correlation accepted: %v", err)
+	}
+	recs, err := s.Append(ctx, Event("C", "e", "1"), Event("C", "e", "2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[1].PrevHash != recs[0].ContentHash || recs[0].Sequence != 1 {
+		t.Fatalf("batch not chained within itself: %+v", recs)
+	}
+}
+
+// testConcurrent: concurrent appends and syncs keep every chain intact and
+// lose nothing.
+func testConcurrent(t *testing.T, s evidence.Store) {
+	ctx := context.Background()
+	defer s.Close()
+	const workers, each = 16, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				recs, err := s.Append(ctx, Event(fmt.Sprint("corr", w%4), "e", fmt.Sprint(w, "-", i)))
+				if err == nil {
+					err = s.Sync(ctx, recs[0].Sequence)
 				}
-			}(w)
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		if s.LastSequence() != workers*each {
-			t.Fatalf("LastSequence = %d", s.LastSequence())
-		}
-		total := 0
-		for c := 0; c < 4; c++ {
-			recs, err := s.Replay(ctx, evidence.Query{CorrelationID: fmt.Sprint("corr", c)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			prev := ""
-			for _, r := range recs {
-				if r.PrevHash != prev {
-					t.Fatalf("corr%d broken at seq %d", c, r.Sequence)
+				if err != nil {
+					errs <- err
+					return
 				}
-				prev = r.ContentHash
 			}
-			total += len(recs)
-		}
-		if total != workers*each {
-			t.Fatalf("replayed %d records, want %d", total, workers*each)
-		}
-	})
-	t.Run("Sealer", func(t *testing.T) {
-		s := open(t)
-		defer s.Close()
-		recs, err := s.Append(ctx, EventTo("T", "e", "a", false), Event("T", "e", "b"), EventTo("T", "e", "c", true), EventTo("U", "e", "d", true))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if recs[2].PrevHash != recs[1].ContentHash || len(recs[2].ContentHash) != 8 {
-			t.Fatalf("batch not chained: %+v", recs)
-		}
-		if _, err := s.Append(ctx, EventTo("T", "e", "e", false)); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.Replay(ctx, evidence.Query{CorrelationID: "T"})
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if s.LastSequence() != workers*each {
+		t.Fatalf("LastSequence = %d", s.LastSequence())
+	}
+	total := 0
+	for c := 0; c < 4; c++ {
+		recs, err := s.Replay(ctx, evidence.Query{CorrelationID: fmt.Sprint("corr", c)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		prev := ""
-		for i, r := range got {
-			body := []string{"a", "b", "c", "e"}[i]
-			if want := fmt.Sprintf("%d:%s:%s", r.Sequence, prev, body); string(r.Data) != want || r.PrevHash != prev {
-				t.Fatalf("record %d: data %q prev %q, want %q prev %q", i, r.Data, r.PrevHash, want, prev)
+		for _, r := range recs {
+			if r.PrevHash != prev {
+				t.Fatalf("corr%d broken at seq %d", c, r.Sequence)
 			}
 			prev = r.ContentHash
 		}
-		if len(got) != 4 || got[3].Sequence != 5 {
-			t.Fatalf("replayed %d records", len(got))
+		total += len(recs)
+	}
+	if total != workers*each {
+		t.Fatalf("replayed %d records, want %d", total, workers*each)
+	}
+}
+
+// testSealer: records sealed through a Sealer (the boundary's way), of any
+// hash length, chain with Seal-sealed ones.
+func testSealer(t *testing.T, s evidence.Store) {
+	ctx := context.Background()
+	defer s.Close()
+	recs, err := s.Append(ctx, EventTo("T", "e", "a", false), Event("T", "e", "b"), EventTo("T", "e", "c", true), EventTo("U", "e", "d", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[2].PrevHash != recs[1].ContentHash || len(recs[2].ContentHash) != 8 {
+		t.Fatalf("batch not chained: %+v", recs)
+	}
+	if _, err := s.Append(ctx, EventTo("T", "e", "e", false)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Replay(ctx, evidence.Query{CorrelationID: "T"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := ""
+	for i, r := range got {
+		body := []string{"a", "b", "c", "e"}[i]
+		if want := fmt.Sprintf("%d:%s:%s", r.Sequence, prev, body); string(r.Data) != want || r.PrevHash != prev {
+			t.Fatalf("record %d: data %q prev %q, want %q prev %q", i, r.Data, r.PrevHash, want, prev)
 		}
-	})
-	t.Run("LongChains", func(t *testing.T) {
-		// Three correlations interleaved, in batches of varying size (some
-		// larger than any small-batch path), records of six event types:
-		// replay pages through chains far longer than a short
-		// correlation's, and counts cover every type.
-		s := open(t)
-		defer s.Close()
-		corrs := []string{"L0", "L1", "L2"}
-		types := []string{"t0", "t1", "t2", "t3", "t4", "t5"}
-		seqs := map[string][]uint64{}
-		bodies := map[string][]string{}
-		counts := map[string]map[string]int{}
-		n := 0
-		for batch := 1; n < 600; batch = batch%40 + 7 {
-			var ps []evidence.Pending
-			for range batch {
-				c, typ := corrs[n%3], types[n/3%len(types)]
-				b := fmt.Sprint("long-", n)
-				if n%2 == 0 {
-					ps = append(ps, Event(c, typ, b))
-				} else {
-					ps = append(ps, EventTo(c, typ, b, false))
-				}
-				bodies[c] = append(bodies[c], b)
-				if counts[c] == nil {
-					counts[c] = map[string]int{}
-				}
-				counts[c][typ]++
-				n++
+		prev = r.ContentHash
+	}
+	if len(got) != 4 || got[3].Sequence != 5 {
+		t.Fatalf("replayed %d records", len(got))
+	}
+}
+
+// testLongChains: replay pages through long interleaved chains and counts
+// cover every event type.
+func testLongChains(t *testing.T, s evidence.Store) {
+	ctx := context.Background()
+	// Three correlations interleaved, in batches of varying size (some
+	// larger than any small-batch path), records of six event types:
+	// replay pages through chains far longer than a short
+	// correlation's, and counts cover every type.
+	defer s.Close()
+	corrs := []string{"L0", "L1", "L2"}
+	types := []string{"t0", "t1", "t2", "t3", "t4", "t5"}
+	seqs := map[string][]uint64{}
+	bodies := map[string][]string{}
+	counts := map[string]map[string]int{}
+	n := 0
+	for batch := 1; n < 600; batch = batch%40 + 7 {
+		var ps []evidence.Pending
+		for range batch {
+			c, typ := corrs[n%3], types[n/3%len(types)]
+			b := fmt.Sprint("long-", n)
+			if n%2 == 0 {
+				ps = append(ps, Event(c, typ, b))
+			} else {
+				ps = append(ps, EventTo(c, typ, b, false))
 			}
-			recs, err := s.Append(ctx, ps...)
-			if err != nil {
-				t.Fatal(err)
+			bodies[c] = append(bodies[c], b)
+			if counts[c] == nil {
+				counts[c] = map[string]int{}
 			}
-			for _, r := range recs {
-				seqs[r.CorrelationID] = append(seqs[r.CorrelationID], r.Sequence)
-			}
+			counts[c][typ]++
+			n++
 		}
-		for _, c := range corrs {
-			all, err := s.Replay(ctx, evidence.Query{CorrelationID: c})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := VerifyChain(all, bodies[c]); err != nil {
-				t.Fatalf("%s: %v", c, err)
-			}
-			want := seqs[c]
-			for _, q := range []evidence.Query{{Limit: 7}, {After: want[5]}, {After: want[100], Limit: 50},
-				{After: want[len(want)-2]}, {After: want[len(want)-1]}, {After: want[0] - 1, Limit: 1}, {After: want[150] + 1, Limit: 3}} {
-				q.CorrelationID = c
-				recs, err := s.Replay(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var got, exp []uint64
-				for _, r := range recs {
-					got = append(got, r.Sequence)
-				}
-				for _, sq := range want {
-					if sq > q.After && (q.Limit == 0 || len(exp) < q.Limit) {
-						exp = append(exp, sq)
-					}
-				}
-				if diff := cmp.Diff(exp, got); diff != "" {
-					t.Errorf("%s after %d limit %d (-want +got):\n%s", c, q.After, q.Limit, diff)
-				}
-			}
-			for _, typ := range append(types, "none") {
-				if got, _ := s.Count(ctx, c, typ); got != counts[c][typ] {
-					t.Errorf("Count(%s, %s) = %d, want %d", c, typ, got, counts[c][typ])
-				}
-			}
-		}
-	})
-	t.Run("AppendSeq", func(t *testing.T) {
-		// evidence.AppendSeq (the store's fast path when it has one)
-		// appends exactly what Append would.
-		s := open(t)
-		defer s.Close()
-		var bodies []string
-		for i := range 5 {
-			a, b := fmt.Sprint("s", 2*i), fmt.Sprint("s", 2*i+1)
-			bodies = append(bodies, a, b)
-			last, err := evidence.AppendSeq(ctx, s, EventTo("S", "e", a, false), Event("S", "f", b))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := uint64(2*i + 2); last != want || s.LastSequence() != want {
-				t.Fatalf("AppendSeq = %d, LastSequence %d, want %d", last, s.LastSequence(), want)
-			}
-		}
-		recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "S"})
+		recs, err := s.Append(ctx, ps...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := VerifyChain(recs, bodies); err != nil {
+		for _, r := range recs {
+			seqs[r.CorrelationID] = append(seqs[r.CorrelationID], r.Sequence)
+		}
+	}
+	for _, c := range corrs {
+		all, err := s.Replay(ctx, evidence.Query{CorrelationID: c})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := evidence.AppendSeq(ctx, s, Event("", "e", "x")); !errors.Is(err, evidence.ErrInvalid) {
-			t.Fatalf("AppendSeq of an invalid record = %v", err)
+		if err := VerifyChain(all, bodies[c]); err != nil {
+			t.Fatalf("%s: %v", c, err)
 		}
-	})
-	t.Run("Closed", func(t *testing.T) {
-		s := open(t)
-		if _, err := s.Append(ctx, Event("Z", "e", "0")); err != nil {
+		want := seqs[c]
+		for _, q := range []evidence.Query{{Limit: 7}, {After: want[5]}, {After: want[100], Limit: 50},
+			{After: want[len(want)-2]}, {After: want[len(want)-1]}, {After: want[0] - 1, Limit: 1}, {After: want[150] + 1, Limit: 3}} {
+			q.CorrelationID = c
+			recs, err := s.Replay(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, exp []uint64
+			for _, r := range recs {
+				got = append(got, r.Sequence)
+			}
+			for _, sq := range want {
+				if sq > q.After && (q.Limit == 0 || len(exp) < q.Limit) {
+					exp = append(exp, sq)
+				}
+			}
+			if diff := cmp.Diff(exp, got); diff != "" {
+				t.Errorf("%s after %d limit %d (-want +got):\n%s", c, q.After, q.Limit, diff)
+			}
+		}
+		for _, typ := range append(types, "none") {
+			if got, _ := s.Count(ctx, c, typ); got != counts[c][typ] {
+				t.Errorf("Count(%s, %s) = %d, want %d", c, typ, got, counts[c][typ])
+			}
+		}
+	}
+}
+
+// testAppendSeq: evidence.AppendSeq appends exactly what Append would.
+func testAppendSeq(t *testing.T, s evidence.Store) {
+	ctx := context.Background()
+	// evidence.AppendSeq (the store's fast path when it has one)
+	// appends exactly what Append would.
+	defer s.Close()
+	var bodies []string
+	for i := range 5 {
+		a, b := fmt.Sprint("s", 2*i), fmt.Sprint("s", 2*i+1)
+		bodies = append(bodies, a, b)
+		last, err := evidence.AppendSeq(ctx, s, EventTo("S", "e", a, false), Event("S", "f", b))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
+		if want := uint64(2*i + 2); last != want || s.LastSequence() != want {
+			t.Fatalf("AppendSeq = %d, LastSequence %d, want %d", last, s.LastSequence(), want)
 		}
-		if _, err := s.Append(ctx, Event("Z", "e", "1")); !errors.Is(err, evidence.ErrClosed) {
-			t.Fatalf("Append after Close = %v", err)
-		}
-		// Reading a closed store fails cleanly, whatever it held.
-		if recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "Z"}); !errors.Is(err, evidence.ErrClosed) {
-			t.Fatalf("Replay after Close = %d records, %v", len(recs), err)
-		}
-		if _, err := s.Count(ctx, "Z", "e"); !errors.Is(err, evidence.ErrClosed) {
-			t.Fatalf("Count after Close = %v", err)
-		}
-	})
+	}
+	recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "S"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyChain(recs, bodies); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evidence.AppendSeq(ctx, s, Event("", "e", "x")); !errors.Is(err, evidence.ErrInvalid) {
+		t.Fatalf("AppendSeq of an invalid record = %v", err)
+	}
+}
+
+// testClosed: a closed store refuses appends and reads cleanly.
+func testClosed(t *testing.T, s evidence.Store) {
+	ctx := context.Background()
+	if _, err := s.Append(ctx, Event("Z", "e", "0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, Event("Z", "e", "1")); !errors.Is(err, evidence.ErrClosed) {
+		t.Fatalf("Append after Close = %v", err)
+	}
+	// Reading a closed store fails cleanly, whatever it held.
+	if recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "Z"}); !errors.Is(err, evidence.ErrClosed) {
+		t.Fatalf("Replay after Close = %d records, %v", len(recs), err)
+	}
+	if _, err := s.Count(ctx, "Z", "e"); !errors.Is(err, evidence.ErrClosed) {
+		t.Fatalf("Count after Close = %v", err)
+	}
 }
 
 // RunDurable checks what a durable store adds: records and results survive

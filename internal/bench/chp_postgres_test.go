@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/capmesh/capmesh/chp"
-	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/postgres"
 	"github.com/capmesh/capmesh/evidence/postgres/pgtest"
 )
@@ -33,19 +33,20 @@ func openPostgres(b *testing.B) *postgres.Store {
 // BenchmarkCHPPostgres puts durable governed invocations with PostgreSQL
 // evidence (Boundary.Invoke in process, 64 callers) beside their floor:
 // bare pgx batched inserts of the same rows at the same durability. The
-// floor's 64 callers hand the rows one invocation writes (copied from a
-// governed invocation: its events and its recorded result) to one writer
-// that inserts everything waiting in one statement — the same multi-row
-// INSERT … SELECT FROM unnest into the same tables, synchronous_commit on
-// — and answers each caller when it committed. Both run in one run, side
-// by side, on one server.
+// floor's 64 callers hand the rows one invocation writes (read back from
+// the tables after a governed invocation: its compressed block and its
+// recorded result, under a fresh random correlation id as the boundary
+// draws one) to one writer that inserts everything waiting in one
+// statement — the same multi-row INSERT … SELECT FROM unnest into the
+// same tables, synchronous_commit on — and answers each caller when it
+// committed. Both run in one run, side by side, on one server.
 //
 //	go test ./internal/bench/ -run '^$' -bench 'CHPPostgres' -benchtime 3s -count 5
 func BenchmarkCHPPostgres(b *testing.B) {
-	events, result := invocationRows(b)
+	rows := invocationRows(b)
 	for _, callers := range []int{64} {
 		b.Run(fmt.Sprintf("callers%d/bare-pgx", callers), func(b *testing.B) {
-			benchBarePgx(b, callers, events, result)
+			benchBarePgx(b, callers, rows)
 		})
 		b.Run(fmt.Sprintf("callers%d/governed", callers), func(b *testing.B) {
 			bd := governed(b, "postgres")
@@ -74,8 +75,18 @@ func measurePG(b *testing.B, fn func()) {
 	}
 }
 
-// invocationRows returns the rows one governed kv.get invocation writes.
-func invocationRows(b *testing.B) ([]evidence.Record, evidence.Result) {
+// pgRows is what one governed invocation stores: its evidence block (the
+// span of sequences it covers and its body) and its result row.
+type pgRows struct {
+	span       int64
+	block      []byte
+	at         time.Time
+	resultBody []byte
+}
+
+// invocationRows returns the rows one governed kv.get invocation writes,
+// read back from the tables.
+func invocationRows(b *testing.B) pgRows {
 	ctx := context.Background()
 	dsn := pgtest.FreshDSN(b)
 	s, err := postgres.Open(ctx, dsn, nil)
@@ -87,26 +98,31 @@ func invocationRows(b *testing.B) ([]evidence.Record, evidence.Result) {
 	if err != nil || !res.Success {
 		b.Fatalf("invoke: %v %+v", err, res)
 	}
-	recs, err := s.Replay(ctx, evidence.Query{CorrelationID: res.Correlation.CorrelationID})
-	if err != nil || len(recs) == 0 {
-		b.Fatalf("replay: %v (%d records)", err, len(recs))
-	}
-	var r evidence.Result
-	if err := s.Results(ctx, time.Time{}, func(x evidence.Result) bool { r = x; return false }); err != nil || r.InvocationID == "" {
-		b.Fatalf("results: %v", err)
-	}
 	s.Close()
-	return recs, r
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var r pgRows
+	err = conn.QueryRow(ctx, `SELECT last_seq - prev_seq, body FROM evidence_blocks`).Scan(&r.span, &r.block)
+	if err == nil {
+		err = conn.QueryRow(ctx, `SELECT at, body FROM evidence_result_log`).Scan(&r.at, &r.resultBody)
+	}
+	if err != nil {
+		b.Fatalf("reading the invocation's rows (one block, one result): %v", err)
+	}
+	return r
 }
 
 // barePending is one invocation's rows waiting for the writer.
 type barePending struct {
 	corr string
-	seq  int64 // of the first event
+	seq  int64 // the block's last sequence
 	done chan error
 }
 
-func benchBarePgx(b *testing.B, callers int, events []evidence.Record, result evidence.Result) {
+func benchBarePgx(b *testing.B, callers int, rows pgRows) {
 	ctx := context.Background()
 	dsn := pgtest.FreshDSN(b)
 	s, err := postgres.Open(ctx, dsn, nil) // the same schema, created by the store
@@ -126,13 +142,12 @@ func benchBarePgx(b *testing.B, callers int, events []evidence.Record, result ev
 	defer pool.Close()
 	queue := make(chan barePending, callers)
 	stop := make(chan struct{})
-	go bareWriter(ctx, pool, queue, stop, events, result)
+	go bareWriter(ctx, pool, queue, stop, rows)
 	defer close(stop)
-	var seq, id atomic.Int64
-	n := int64(len(events))
+	var seq atomic.Int64
 	measurePG(b, func() {
 		split(b, callers, func(int) error {
-			p := barePending{corr: fmt.Sprint("bare-", id.Add(1)), seq: seq.Add(n) - n + 1, done: make(chan error, 1)}
+			p := barePending{corr: chp.NewID("corr"), seq: seq.Add(rows.span), done: make(chan error, 1)}
 			queue <- p
 			return <-p.done
 		})
@@ -140,15 +155,14 @@ func benchBarePgx(b *testing.B, callers int, events []evidence.Record, result ev
 }
 
 // bareWriter inserts everything waiting in one statement, then answers.
-func bareWriter(ctx context.Context, pool *pgxpool.Pool, queue chan barePending, stop chan struct{}, events []evidence.Record, result evidence.Result) {
+func bareWriter(ctx context.Context, pool *pgxpool.Pool, queue chan barePending, stop chan struct{}, rows pgRows) {
 	const insert = `
 WITH r AS (
-	INSERT INTO evidence_results (invocation_id, at, data)
-	SELECT * FROM unnest($7::text[], $8::timestamptz[], $9::bytea[])
+	INSERT INTO evidence_result_log (at, body)
+	SELECT * FROM unnest($5::timestamptz[], $6::bytea[])
 )
-INSERT INTO evidence_events (seq, corr, prev_seq, type, hash, prev, data)
-SELECT s, c, nullif(p, 0), t, h, v, d
-FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $10::bytea[]) AS u(s, c, p, t, h, v, d)`
+INSERT INTO evidence_blocks (corr, prev_seq, last_seq, body)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[])`
 	var batch []barePending
 	for {
 		batch = batch[:0]
@@ -168,25 +182,16 @@ FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::
 			}
 		}
 		var (
-			seqs, prevs          []int64
-			corrs, types, hashes []string
-			prevHashes, ids      []string
-			datas, results       [][]byte
-			ats                  []time.Time
+			corrs         []string
+			prevs, lasts  []int64
+			bodies, bodyR [][]byte
+			ats           []time.Time
 		)
 		for _, p := range batch {
-			for i, e := range events {
-				prev := int64(0)
-				if i > 0 {
-					prev = p.seq + int64(i) - 1
-				}
-				seqs, prevs = append(seqs, p.seq+int64(i)), append(prevs, prev)
-				corrs, types = append(corrs, p.corr), append(types, e.EventType)
-				hashes, prevHashes, datas = append(hashes, e.ContentHash), append(prevHashes, e.PrevHash), append(datas, e.Data)
-			}
-			ids, ats, results = append(ids, p.corr), append(ats, result.At), append(results, result.Data)
+			corrs, prevs, lasts = append(corrs, p.corr), append(prevs, 0), append(lasts, p.seq)
+			bodies, ats, bodyR = append(bodies, rows.block), append(ats, rows.at), append(bodyR, rows.resultBody)
 		}
-		_, err := pool.Exec(ctx, insert, seqs, corrs, prevs, types, hashes, prevHashes, ids, ats, results, datas)
+		_, err := pool.Exec(ctx, insert, corrs, prevs, lasts, bodies, ats, bodyR)
 		for _, p := range batch {
 			p.done <- err
 		}

@@ -22,7 +22,6 @@ const maxFuncLines = 100
 // TestFunctionLength fails when a listed function is short or gone, so
 // that its entry is removed.
 var longFuncs = map[string]string{
-	"evidence/storetest/storetest.go: Run": "owned by another change in flight (a conformance suite of subtests, being reworked)",
 	"registry/storetest/storetest.go: Run": "owned by another change in flight (a conformance suite of subtests, being reworked)",
 }
 

@@ -105,6 +105,8 @@ var layers = map[string]layer{
 	"internal/errcatalog/gen":          program,
 	"internal/abuse":                   program,
 
+	"internal/fleettest": program,
+
 	"internal/docstest":              program,
 	"canonical/collate/internal/gen": program,
 }

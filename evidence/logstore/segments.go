@@ -1,0 +1,108 @@
+package logstore
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// Records are indexed by their logical offset: the place of their
+// version 1 encoding in the concatenation of every record the store holds,
+// which is what Append knows before a commit decides how records are
+// framed. Segments map logical ranges to the file: a run of uncompressed
+// frames (logical and file offsets advance together), or one block.
+type segment struct {
+	l     int64 // logical start
+	p     int64 // file offset: of the run, or of the block's frame
+	n     int64 // logical length (a run: its file length too)
+	frame int64 // a block's frame length; 0 for a run
+}
+
+func (g segment) block() bool { return g.frame > 0 }
+
+// addRun records n uncompressed bytes at logical l and file offset p,
+// extending the last run when they follow it.
+func addRun(segs []segment, l, p, n int64) []segment {
+	if k := len(segs) - 1; k >= 0 && !segs[k].block() && segs[k].l+segs[k].n == l && segs[k].p+segs[k].n == p {
+		segs[k].n += n
+		return segs
+	}
+	return append(segs, segment{l: l, p: p, n: n})
+}
+
+// segmentAt returns the segment holding logical offset l; call with mu
+// held.
+func (s *Store) segmentAt(l int64) (segment, bool) {
+	i := sort.Search(len(s.segs), func(i int) bool { return s.segs[i].l > l }) - 1
+	if i < 0 || l >= s.segs[i].l+s.segs[i].n {
+		return segment{}, false
+	}
+	return s.segs[i], true
+}
+
+// reader reads records by logical offset for one call, keeping the last
+// block it decompressed in a buffer from blockBufs; close returns it.
+type reader struct {
+	s     *Store
+	blkAt int64 // file offset of the block in raw; -1 none
+	raw   []byte
+	buf   *[]byte
+}
+
+// blockBufs are buffers blocks are decompressed into by reads: a replay
+// copies out the records it returns, so that it allocates what it
+// returns, not the blocks around it.
+var blockBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*blockTarget); return &b }}
+
+func newReader(s *Store) *reader { return &reader{s: s, blkAt: -1} }
+
+func (r *reader) close() {
+	if r.buf != nil {
+		blockBufs.Put(r.buf)
+		r.buf, r.raw = nil, nil
+	}
+}
+
+// record returns the body of the record of size n at logical loc in g,
+// verified.
+func (r *reader) record(g segment, loc int64, n uint32) ([]byte, error) {
+	if !g.block() {
+		buf := make([]byte, n)
+		off := g.p + loc - g.l
+		if _, err := r.s.f.ReadAt(buf, off); err != nil {
+			return nil, fmt.Errorf("logstore: read at %d: %w", off, err)
+		}
+		return r.s.verified(buf, off)
+	}
+	if r.blkAt != g.p {
+		frame := make([]byte, g.frame)
+		if _, err := r.s.f.ReadAt(frame, g.p); err != nil {
+			return nil, fmt.Errorf("logstore: read at %d: %w", g.p, err)
+		}
+		body, err := r.s.verified(frame, g.p)
+		if err != nil {
+			return nil, err
+		}
+		if r.buf == nil {
+			r.buf = blockBufs.Get().(*[]byte)
+		}
+		raw, err := decodeBlockInto(*r.buf, body)
+		if err == nil && cap(raw) > cap(*r.buf) && cap(raw) <= maxBlockRaw {
+			*r.buf = raw[:0]
+		}
+		if err == nil && int64(len(raw)) != g.n {
+			err = fmt.Errorf("%d raw bytes where %d were indexed", len(raw), g.n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: the block at offset %d of %s does not decode (%v); stop the host and run `capmesh evidence check %s`",
+				ErrDamaged, g.p, filepath.Join(r.s.dir, FileName), err, r.s.dir)
+		}
+		r.blkAt, r.raw = g.p, raw
+	}
+	at := loc - g.l
+	if at < 0 || at+int64(n) > int64(len(r.raw)) {
+		return nil, fmt.Errorf("%w: no record at %d of the block at offset %d", ErrDamaged, at, g.p)
+	}
+	return r.s.verified(append([]byte(nil), r.raw[at:at+int64(n)]...), g.p)
+}

@@ -1,0 +1,274 @@
+package postgres
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/capmesh/capmesh/evidence"
+)
+
+// A body is one block's records, compressed: a format byte, then (format
+// 1) a zstd frame (no checksum: Replay checks the structure, verifiers
+// the hashes), compressed with dictV1, of
+//
+//	uvarint n
+//	n × (uvarint seq-before, uvarint len(data), ref type, ref hash)
+//	ref prev (within the first record's data)
+//	n × data
+//
+// where a ref is a uvarint length and either uvarint 1+offset of those
+// bytes within the record's data or 0 and the bytes themselves: a CHP
+// event carries its own type and hashes, so they cost a few bytes, and the
+// records' data follow each other for the compressor to match. prev is the
+// content hash before the block's first record; each later record's
+// previous hash is the one before it; seq-before is a record's sequence
+// less the one before it (the block's prev_seq for the first). Records are
+// stored byte for byte: the hashes are over the canonical bytes the store
+// was given, decompression gives them back exactly, and Replay checks
+// every block against the columns the database constrains (prev_seq and
+// last_seq). A result body is the format byte and, compressed, a ref to
+// the invocation id within the result, then the result.
+const formatV1 = 1
+
+// dictV1 is the zstd dictionary of body format 1, trained on the bodies
+// and results of governed invocations (TestGenerateDict). Evidence
+// compressed with it needs exactly these bytes to be read back: never
+// change the file; a new dictionary is a new format byte.
+//
+//go:embed dict-v1.zdict
+var dictV1 []byte
+
+// dictID names dictV1 in the zstd frames: one byte in each frame header.
+const dictID = 1
+
+// maxBody bounds a block's or a result's uncompressed bytes: larger
+// appends are refused, and no row read back may decompress to more.
+const maxBody = 256 << 20
+
+// errCorrupt marks a block or result that does not decode.
+var errCorrupt = errors.New("evidence postgres: corrupt body")
+
+var (
+	encoder = sync.OnceValues(func() (*zstd.Encoder, error) {
+		return zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderDict(dictV1),
+			zstd.WithEncoderCRC(false), zstd.WithLowerEncoderMem(true))
+	})
+	decoder = sync.OnceValues(func() (*zstd.Decoder, error) {
+		return zstd.NewReader(nil, zstd.WithDecoderDicts(dictV1),
+			zstd.WithDecoderMaxMemory(maxBody), zstd.WithDecoderConcurrency(0))
+	})
+)
+
+// compress appends the format byte and raw compressed to dst.
+func compress(dst, raw []byte) ([]byte, error) {
+	if len(raw) > maxBody {
+		return nil, fmt.Errorf("%w: %d bytes in one block, over %d", evidence.ErrInvalid, len(raw), maxBody)
+	}
+	enc, err := encoder()
+	if err != nil {
+		return nil, err
+	}
+	return enc.EncodeAll(raw, append(dst, formatV1)), nil
+}
+
+// decompress undoes compress.
+func decompress(body []byte) ([]byte, error) {
+	if len(body) == 0 || body[0] != formatV1 {
+		return nil, fmt.Errorf("%w: unknown format", errCorrupt)
+	}
+	dec, err := decoder()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := dec.DecodeAll(body[1:], nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
+	}
+	return raw, nil
+}
+
+// encodeBlock renders recs — consecutive records of one correlation, the
+// first after prev — as a body.
+func encodeBlock(prev string, prevSeq uint64, recs []evidence.Record) ([]byte, error) {
+	return compress(nil, rawBlock(prev, prevSeq, recs))
+}
+
+// rawBlock is a block's body before compression.
+func rawBlock(prev string, prevSeq uint64, recs []evidence.Record) []byte {
+	n := 16 + len(prev)
+	for i := range recs {
+		n += 32 + len(recs[i].Data)
+	}
+	raw := make([]byte, 0, n)
+	raw = binary.AppendUvarint(raw, uint64(len(recs)))
+	for i := range recs {
+		r := &recs[i]
+		raw = binary.AppendUvarint(raw, r.Sequence-prevSeq)
+		prevSeq = r.Sequence
+		raw = binary.AppendUvarint(raw, uint64(len(r.Data)))
+		raw = appendRef(raw, r.Data, r.EventType)
+		raw = appendRef(raw, r.Data, r.ContentHash)
+	}
+	raw = appendRef(raw, recs[0].Data, prev)
+	for i := range recs {
+		raw = append(raw, recs[i].Data...)
+	}
+	return raw
+}
+
+// appendRef appends s as a ref into data.
+func appendRef(b, data []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	if s == "" {
+		return b
+	}
+	if i := bytes.Index(data, []byte(s)); i >= 0 {
+		return binary.AppendUvarint(b, uint64(i)+1)
+	}
+	return append(binary.AppendUvarint(b, 0), s...)
+}
+
+// blockRow is one evidence_blocks row as read.
+type blockRow struct {
+	prev, last uint64
+	body       []byte
+}
+
+// decodeBlock returns the records of a row of correlation corr, checking
+// them against the row's columns: sequences ascending from above prev to
+// last.
+func decodeBlock(corr string, row blockRow) ([]evidence.Record, error) {
+	raw, err := decompress(row.body)
+	if err != nil {
+		return nil, err
+	}
+	bad := func(what string) error {
+		return fmt.Errorf("%w: block (%d, %d] of %q: %s", errCorrupt, row.prev, row.last, corr, what)
+	}
+	d := reader{b: raw}
+	n := d.uvarint()
+	if d.err || n == 0 || n > uint64(len(raw))/4 { // each record takes 4 bytes or more of the header
+		return nil, bad("header")
+	}
+	type meta struct {
+		seq, size uint64
+		typ, hash ref
+	}
+	var metas []meta // grown as read: n is believed once the header holds n records
+	seq := row.prev
+	for i := range n {
+		metas = append(metas, meta{})
+		m := &metas[i]
+		delta := d.uvarint()
+		seq += delta
+		m.seq, m.size = seq, d.uvarint()
+		m.typ, m.hash = d.ref(), d.ref()
+		if d.err || delta == 0 || seq < delta || seq > row.last {
+			return nil, bad(fmt.Sprint("record ", i))
+		}
+	}
+	prevRef := d.ref()
+	recs := make([]evidence.Record, n)
+	for i, m := range metas {
+		data := d.next(m.size)
+		recs[i] = evidence.Record{Sequence: m.seq, CorrelationID: corr, Data: data}
+		recs[i].EventType, recs[i].ContentHash = d.resolve(m.typ, data), d.resolve(m.hash, data)
+	}
+	prev := d.resolve(prevRef, recs[0].Data)
+	if d.err || len(d.b) != 0 || recs[n-1].Sequence != row.last {
+		return nil, bad("does not match its columns")
+	}
+	for i := range recs {
+		recs[i].PrevHash = prev
+		prev = recs[i].ContentHash
+	}
+	return recs, nil
+}
+
+// reader reads a raw body; err is set once anything is out of bounds.
+type reader struct {
+	b   []byte
+	err bool
+}
+
+func (r *reader) uvarint() uint64 {
+	v, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		r.err = true
+		return 0
+	}
+	r.b = r.b[k:]
+	return v
+}
+
+// next returns the next n bytes, aliasing the body.
+func (r *reader) next(n uint64) []byte {
+	if r.err || n > uint64(len(r.b)) {
+		r.err = true
+		return nil
+	}
+	s := r.b[:n:n]
+	r.b = r.b[n:]
+	return s
+}
+
+// ref is a string a body names: the bytes at off-1 of the record's data,
+// or lit when off is 0.
+type ref struct {
+	n, off uint64
+	lit    []byte
+}
+
+// ref reads a ref.
+func (r *reader) ref() ref {
+	x := ref{n: r.uvarint()}
+	if x.n == 0 {
+		return x
+	}
+	if x.off = r.uvarint(); x.off == 0 {
+		x.lit = r.next(x.n)
+	}
+	return x
+}
+
+// resolve returns the string x names within data.
+func (r *reader) resolve(x ref, data []byte) string {
+	switch {
+	case x.n == 0:
+		return ""
+	case x.off == 0:
+		return string(x.lit)
+	case x.off-1 > uint64(len(data)) || x.n > uint64(len(data))-(x.off-1):
+		r.err = true
+		return ""
+	}
+	return string(data[x.off-1 : x.off-1+x.n])
+}
+
+// encodeResult renders a result's body: the invocation id as a ref into
+// its data, then the data.
+func encodeResult(id string, data []byte) ([]byte, error) {
+	raw := appendRef(make([]byte, 0, len(data)+8), data, id)
+	return compress(nil, append(raw, data...))
+}
+
+// decodeResult undoes encodeResult.
+func decodeResult(body []byte) (id string, data []byte, err error) {
+	raw, err := decompress(body)
+	if err != nil {
+		return "", nil, err
+	}
+	d := reader{b: raw}
+	x := d.ref()
+	data = d.b
+	if id = d.resolve(x, data); d.err || id == "" {
+		return "", nil, fmt.Errorf("%w: result", errCorrupt)
+	}
+	return id, data, nil
+}
