@@ -575,3 +575,77 @@ func TestResyncAfterCompaction(t *testing.T) {
 		t.Errorf("b's revision %d, etcd's %d", b.Version(), srv.Revision(t))
 	}
 }
+
+// TestNodesStartingTogetherShareTheGenesis: nodes started at the same
+// moment on an empty registry race to store the root and authority keys;
+// one wins and every node uses its keys.
+func TestNodesStartingTogetherShareTheGenesis(t *testing.T) {
+	srv := etcdtest.Start(t)
+	const n = 4
+	peers := make([]*peer, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/together/", Logger: quiet})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			node, err := registry.NewNode(registry.Config{Store: st, Logger: quiet})
+			if err != nil {
+				st.Close()
+				errs[i] = err
+				return
+			}
+			peers[i] = &peer{Node: node, st: st}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, p := range peers {
+		if p != nil {
+			t.Cleanup(func() { p.Close(); _ = p.st.Close() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("node %d: %v", i, errs[i])
+		}
+	}
+	for _, p := range peers[1:] {
+		if p.RootPublicKey() != peers[0].RootPublicKey() || p.AuthorityPublicKey() != peers[0].AuthorityPublicKey() {
+			t.Fatal("nodes started together serve different genesis keys")
+		}
+	}
+}
+
+// TestLapsedLocalRegistrationExpiresEverywhere: a local registration its
+// host stops renewing outlives neither its TTL on its own node, which
+// deletes it from etcd, nor on the others.
+func TestLapsedLocalRegistrationExpiresEverywhere(t *testing.T) {
+	srv := etcdtest.Start(t)
+	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/lapse/", NodeID: "node-a", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := registry.NewNode(registry.Config{Store: st, Logger: quiet, LocalTTL: time.Second, SweepInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &peer{Node: n, st: st}
+	t.Cleanup(func() { a.Close(); _ = st.Close() })
+	b := join(t, srv, "/lapse/", etcd.Options{NodeID: "node-b"})
+	ctx := context.Background()
+	sa, sb := a.Version(), b.Version()
+	if _, _, err := a.RegisterLocal(ctx, localPeer(), registry.LocalRegistration{Name: "toadstool", Capabilities: []string{"compute.run"}, Endpoint: fakeHost(t, "toadstool")}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, a, &sa, registry.EventExpired, "local:toadstool")
+	waitEvent(t, b, &sb, registry.EventExpired, "local:toadstool@node-a")
+	if recs, _ := st.List(ctx, "local", time.Now()); len(recs) != 0 {
+		t.Errorf("the lapsed registration is still in etcd: %+v", recs)
+	}
+}
