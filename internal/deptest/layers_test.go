@@ -40,6 +40,7 @@ var layers = map[string]layer{
 	"internal/interleave": foundation,
 	"internal/specdata":   foundation,
 	"internal/errcatalog": foundation,
+	"tracing":             foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
@@ -91,7 +92,7 @@ var layers = map[string]layer{
 
 // slim are the foundations every consumer links: none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical"}
+var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical", "tracing"}
 
 // heavy are dependencies that must stay out of the slim packages, by
 // import path prefix, with what they are.
