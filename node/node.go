@@ -37,6 +37,7 @@ import (
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/sqlite"
 	"github.com/capmesh/capmesh/telemetry"
+	"github.com/capmesh/capmesh/tracing"
 	"github.com/capmesh/capmesh/wire"
 )
 
@@ -111,6 +112,11 @@ type Config struct {
 
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Tracer traces the node's work: its routing (registry.Config.Tracer),
+	// its host's dispatch and CHP boundary (host.Config.Tracer). Default:
+	// OpenTelemetry exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
+	// is set (telemetry.TracingFromEnv, flushed by Stop), else none.
+	Tracer tracing.Tracer
 }
 
 // ErrStateLocked is returned by Start when another node holds the state
@@ -134,6 +140,7 @@ type Node struct {
 	reg    *registry.Node
 	closer func() // the registry's durable store
 	tel    *telemetry.Metrics
+	otel   *telemetry.Tracing // the exporter Start made from the environment
 
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -209,6 +216,9 @@ func (n *Node) build() error {
 	// directory, as the IPC protocol's clients do when no registry runs.
 	rcfg.Discover = !n.cfg.NoDiscovery
 
+	if err := n.tracing(hcfg, &rcfg); err != nil {
+		return err
+	}
 	// Metrics: the node observes its server, boundary and registry, and
 	// serves the exposition at /metrics on its HTTP listener.
 	n.tel = telemetry.New(telemetry.Options{})
@@ -259,6 +269,30 @@ func (n *Node) build() error {
 	n.tel.AddMethods(n.host.Names()...)
 	if n.cfg.HTTP != "" {
 		return n.host.MountHTTPKeyed("/metrics", n.tel.Handler())
+	}
+	return nil
+}
+
+// tracing hands the Tracer — Config.Tracer, else OpenTelemetry from the
+// environment — to the registry's router and to the host.
+func (n *Node) tracing(hcfg *host.Config, rcfg *registry.Config) error {
+	tr := n.cfg.Tracer
+	if tr == nil {
+		t, err := telemetry.TracingFromEnv(context.Background(), n.cfg.Name)
+		if err != nil {
+			return &ConfigError{err}
+		}
+		if t == nil {
+			return nil
+		}
+		n.otel, tr = t, t.Tracer
+		n.log.Info("tracing: exporting spans over OTLP/HTTP")
+	}
+	if hcfg.Tracer == nil {
+		hcfg.Tracer = tr
+	}
+	if rcfg.Tracer == nil {
+		rcfg.Tracer = tr
 	}
 	return nil
 }
@@ -457,6 +491,13 @@ func (n *Node) release() {
 	}
 	if n.closer != nil {
 		n.closer()
+	}
+	if n.otel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := n.otel.Shutdown(ctx); err != nil {
+			n.log.Warn("tracing: flushing spans", "err", err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 // RPC returns the node's JSON-RPC surface as an Assigner: the ipc.*
@@ -420,12 +422,36 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 // next provider when one cannot be reached. The provider's result or
 // JSON-RPC error is returned unchanged.
 func (n *Node) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
+	if t := n.cfg.Tracer; t != nil {
+		return n.routeTraced(ctx, t, capability, method, params)
+	}
 	if n.cfg.Observer == nil {
 		res, _, _, err := n.routeCall(ctx, capability, method, params)
 		return res, err
 	}
 	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
 	n.cfg.Observer.OnRoute(outcome, int(hops))
+	return res, err
+}
+
+// routeTraced is route in a span of its own ("capmesh.route"), a child
+// of the caller's span when params._meta.traceparent names one; the
+// provider receives the route span's traceparent instead.
+func (n *Node) routeTraced(ctx context.Context, t tracing.Tracer, capability, method string, params json.RawMessage) (any, error) {
+	if sc, ok := tracing.FromMeta(params); ok {
+		ctx = tracing.ContextWith(ctx, sc)
+	}
+	ctx, sp := t.Start(ctx, "capmesh.route", tracing.KindServer)
+	if p, err := tracing.WithMeta(params, sp.SpanContext()); err == nil {
+		params = p // params that are not an object: nextHopN refuses them
+	}
+	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
+	if n.cfg.Observer != nil {
+		n.cfg.Observer.OnRoute(outcome, int(hops))
+	}
+	sp.SetAttributes(slog.String("rpc.system", "jsonrpc"), slog.String("rpc.method", method),
+		slog.String("capmesh.capability", capability), slog.String("capmesh.route.outcome", outcome), slog.Int64("capmesh.route.hops", hops))
+	sp.End(err)
 	return res, err
 }
 
