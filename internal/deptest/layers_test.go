@@ -133,3 +133,19 @@ var hostForbidden = []struct{ prefix, what string }{
 	{"github.com/modelcontextprotocol/", "the MCP Go SDK"},
 	{"$module/mcpbridge", "the MCP bridge"},
 }
+
+// plainHost are the packages a plain capability host links (the host
+// library and what it is made of): tracing reaches them through the
+// stdlib-only hook of package tracing, so none may link OpenTelemetry —
+// not its SDK, its exporters or their gRPC and protobuf, and not even its
+// API. A host opts in by importing telemetry itself.
+var plainHost = []string{"host", "chp/boundary", "chp/chprpc", "chp/chphttp", "jsonrpc", "tracing", "access", "evidence", "evidence/logstore", "registry/announce"}
+
+// otelForbidden are what no plainHost package may depend on.
+var otelForbidden = []struct{ prefix, what string }{
+	{"go.opentelemetry.io/otel/sdk", "the OpenTelemetry SDK"},
+	{"go.opentelemetry.io/otel/exporters/", "an OpenTelemetry exporter"},
+	{"go.opentelemetry.io/", "OpenTelemetry"},
+	{"google.golang.org/grpc", "gRPC"},
+	{"github.com/grpc-ecosystem/", "gRPC"},
+}
