@@ -422,37 +422,45 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 // next provider when one cannot be reached. The provider's result or
 // JSON-RPC error is returned unchanged.
 func (n *Node) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
+	// The caller's trace context, for the log lines of the call (and the
+	// parent of the route span): correlation only, never verified.
+	if sc, ok := tracing.FromMeta(params); ok {
+		ctx = tracing.ContextWith(ctx, sc)
+	}
 	if t := n.cfg.Tracer; t != nil {
 		return n.routeTraced(ctx, t, capability, method, params)
 	}
-	if n.cfg.Observer == nil {
+	if n.cfg.Observer == nil && !n.log.Enabled(ctx, slog.LevelDebug) {
 		res, _, _, err := n.routeCall(ctx, capability, method, params)
 		return res, err
 	}
 	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
-	n.cfg.Observer.OnRoute(outcome, int(hops))
+	n.routed(ctx, method, outcome, hops)
 	return res, err
 }
 
 // routeTraced is route in a span of its own ("capmesh.route"), a child
-// of the caller's span when params._meta.traceparent names one; the
-// provider receives the route span's traceparent instead.
+// of the caller's span when ctx carries one; the provider receives the
+// route span's traceparent instead of the caller's.
 func (n *Node) routeTraced(ctx context.Context, t tracing.Tracer, capability, method string, params json.RawMessage) (any, error) {
-	if sc, ok := tracing.FromMeta(params); ok {
-		ctx = tracing.ContextWith(ctx, sc)
-	}
 	ctx, sp := t.Start(ctx, "capmesh.route", tracing.KindServer)
 	if p, err := tracing.WithMeta(params, sp.SpanContext()); err == nil {
 		params = p // params that are not an object: nextHopN refuses them
 	}
 	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
-	if n.cfg.Observer != nil {
-		n.cfg.Observer.OnRoute(outcome, int(hops))
-	}
+	n.routed(ctx, method, outcome, hops)
 	sp.SetAttributes(slog.String("rpc.system", "jsonrpc"), slog.String("rpc.method", method),
 		slog.String("capmesh.capability", capability), slog.String("capmesh.route.outcome", outcome), slog.Int64("capmesh.route.hops", hops))
 	sp.End(err)
 	return res, err
+}
+
+// routed reports a routed call to the Observer and the debug log.
+func (n *Node) routed(ctx context.Context, method, outcome string, hops int64) {
+	if o := n.cfg.Observer; o != nil {
+		o.OnRoute(outcome, int(hops))
+	}
+	n.log.DebugContext(ctx, "registry: routed a call", "method", method, "outcome", outcome, "hops", hops)
 }
 
 // routeCall is route, also returning the hop count the forwarded call
