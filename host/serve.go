@@ -29,13 +29,9 @@ import (
 // symlink are removed. It returns nil after a graceful stop, or the error
 // that prevented or ended serving.
 func (h *Host) Serve(ctx context.Context) error {
-	h.mu.Lock()
-	if h.served || h.closed {
-		h.mu.Unlock()
-		return errors.New("host: Serve called twice, or after Close")
+	if err := h.markServed(); err != nil {
+		return err
 	}
-	h.served, h.serving = true, true
-	h.mu.Unlock()
 	defer h.Close()
 	if err := h.checkDependencies(); err != nil {
 		return err
@@ -43,67 +39,20 @@ func (h *Host) Serve(ctx context.Context) error {
 	if endpoint.FamilyID() == "" && os.Getenv("NODE_ID") == "" {
 		h.log.Info("standalone mode: no FAMILY_ID or NODE_ID set")
 	}
-
-	ls, err := h.listen()
+	s, err := h.start()
 	if err != nil {
 		return err
 	}
-	closeListeners := func() {
-		for _, l := range ls.stream {
-			_ = l.Close()
-		}
-		if ls.http != nil {
-			_ = ls.http.Close()
-		}
-	}
-
-	// Publish the envelope with the transports actually bound.
-	h.mu.Lock()
-	h.bound = ls.transports
-	t, err := h.buildLocked()
-	if err == nil {
-		h.tab.Store(t)
-	}
-	h.mu.Unlock()
-	if err != nil {
-		closeListeners()
-		return err
-	}
-
-	opts := h.cfg.RPC
-	opts.Logger = h.log
-	if h.btspEnforced() {
-		h.log.Info("BTSP required on the stream listeners: cleartext serves discovery and health only (TS-01)", "family", h.btsp.FamilyID)
-	}
-	srv := jsonrpc.NewServer(h, &opts)
-	var hs *http.Server
-	if ls.http != nil {
-		mux, err := h.httpMux(srv)
-		if err != nil {
-			closeListeners()
-			return err
-		}
-		// The jsonrpc server's budget and deadlines: HTTP connections
-		// count against MaxConns and cannot take the owner's reserve.
-		hs = srv.HTTPServer(mux)
-	}
-
+	// The servers outlive ctx: when it ends they drain, then stop.
 	sctx := context.WithoutCancel(ctx)
-	errc := make(chan error, len(ls.stream)+1)
-	for _, l := range ls.stream {
-		go func() { errc <- srv.Serve(sctx, l) }()
-	}
-	if hs != nil {
-		go func() { errc <- hs.Serve(srv.HTTPListener(ls.http)) }()
-	}
-
+	errc := s.serve(sctx)
 	var sess *announce.Session
 	if !h.cfg.NoAnnounce {
 		sess = announce.Start(sctx, h.announceConfig())
 	}
 	h.accepting.Store(true)
 	close(h.ready)
-	h.log.Info("host ready", "name", h.info.Name, "version", h.info.Version, "methods", len(h.tab.Load().envelope.Methods), "transport", strings.Join(ls.transports, ","))
+	h.log.Info("host ready", "name", h.info.Name, "version", h.info.Version, "methods", len(h.tab.Load().envelope.Methods), "transport", strings.Join(s.ls.transports, ","))
 
 	var failure error
 	select {
@@ -114,10 +63,97 @@ func (h *Host) Serve(ctx context.Context) error {
 			failure = err
 		}
 	}
+	h.shutdown(ctx, s, sess)
+	return failure
+}
 
-	// Drain: refuse new work, let the calls in flight finish. The node
-	// stops listing the host first (the announcement unregisters), so that
-	// no new call is routed to a host that is going away.
+// markServed records that Serve runs, which it may do once and not after
+// Close.
+func (h *Host) markServed() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.served || h.closed {
+		return errors.New("host: Serve called twice, or after Close")
+	}
+	h.served, h.serving = true, true
+	return nil
+}
+
+// servers are what Serve runs: the bound listeners, the JSON-RPC server
+// on the stream listeners and the HTTP server (nil: none) on the HTTP one.
+type servers struct {
+	ls  *listeners
+	srv *jsonrpc.Server
+	hs  *http.Server
+}
+
+// start binds the listeners, publishes the envelope with the transports
+// actually bound, and builds the servers (not yet serving).
+func (h *Host) start() (*servers, error) {
+	ls, err := h.listen()
+	if err != nil {
+		return nil, err
+	}
+	s := &servers{ls: ls}
+	h.mu.Lock()
+	h.bound = ls.transports
+	t, err := h.buildLocked()
+	if err == nil {
+		h.tab.Store(t)
+	}
+	h.mu.Unlock()
+	if err != nil {
+		s.closeListeners()
+		return nil, err
+	}
+	opts := h.cfg.RPC
+	opts.Logger = h.log
+	if h.btspEnforced() {
+		h.log.Info("BTSP required on the stream listeners: cleartext serves discovery and health only (TS-01)", "family", h.btsp.FamilyID)
+	}
+	s.srv = jsonrpc.NewServer(h, &opts)
+	if ls.http != nil {
+		mux, err := h.httpMux(s.srv)
+		if err != nil {
+			s.closeListeners()
+			return nil, err
+		}
+		// The jsonrpc server's budget and deadlines: HTTP connections
+		// count against MaxConns and cannot take the owner's reserve.
+		s.hs = s.srv.HTTPServer(mux)
+	}
+	return s, nil
+}
+
+// serve starts serving every listener, each in its own goroutine, and
+// returns the channel on which each reports why it stopped.
+func (s *servers) serve(ctx context.Context) <-chan error {
+	errc := make(chan error, len(s.ls.stream)+1)
+	for _, l := range s.ls.stream {
+		go func() { errc <- s.srv.Serve(ctx, l) }()
+	}
+	if s.hs != nil {
+		go func() { errc <- s.hs.Serve(s.srv.HTTPListener(s.ls.http)) }()
+	}
+	return errc
+}
+
+// closeListeners closes every listener.
+func (s *servers) closeListeners() {
+	for _, l := range s.ls.stream {
+		_ = l.Close()
+	}
+	if s.ls.http != nil {
+		_ = s.ls.http.Close()
+	}
+}
+
+// shutdown drains: it refuses new work and lets the calls in flight
+// finish (for up to DrainTimeout), then stops the servers and closes the
+// listeners. The node stops listing the host first (the announcement
+// unregisters), so that no new call is routed to a host that is going
+// away.
+func (h *Host) shutdown(ctx context.Context, s *servers, sess *announce.Session) {
 	_, inflight := h.drain.start()
 	h.accepting.Store(false)
 	if sess != nil {
@@ -129,17 +165,16 @@ func (h *Host) Serve(ctx context.Context) error {
 	if err := h.drain.wait(dctx); err != nil {
 		h.log.Warn("drain timeout reached with calls still in flight")
 	}
-	if hs != nil {
-		_ = hs.Shutdown(dctx)
+	if s.hs != nil {
+		_ = s.hs.Shutdown(dctx)
 	}
-	if err := srv.Shutdown(dctx); err != nil {
+	if err := s.srv.Shutdown(dctx); err != nil {
 		h.log.Warn("drain incomplete", "err", err)
 	}
-	closeListeners()
+	s.closeListeners()
 	h.mu.Lock()
 	h.serving = false
 	h.mu.Unlock()
-	return failure
 }
 
 // listeners are what Serve bound.

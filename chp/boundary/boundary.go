@@ -20,7 +20,10 @@ import (
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
+	"github.com/capmesh/capmesh/chp/boundary/internal/semver"
+	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/tracing"
@@ -147,10 +150,17 @@ type Boundary struct {
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects subjectCache
-	mandates mandateState // gate 5: revocations held, uses counted
-	streams  streamCache  // recorded chunks of streamed invocations
-	wit      witnessState // head.go, witness.go
+	mandates *mandates.State // gate 5: revocations held, uses counted
+	streams  streamCache     // recorded chunks of streamed invocations
+
+	// The evidence log's read side — Replay, Verify, Export, the store
+	// heads, the Merkle log and its proofs, witness statements and
+	// anchors — is package evlog's, its methods promoted to the Boundary.
+	*evidenceLog
 }
+
+// evidenceLog names the embedded evlog.Log without exporting the field.
+type evidenceLog = evlog.Log
 
 type registered struct {
 	desc     chp.CapabilityDescriptor
@@ -217,6 +227,8 @@ func New(cfg Config) (*Boundary, error) {
 		started: chp.FormatTime(cfg.Now()),
 		hostStr: canonical.AppendChpStableString(nil, cfg.HostID),
 	}
+	b.evidenceLog = evlog.New(evlog.Config{HostID: cfg.HostID, Key: cfg.Key, Store: cfg.Store, Now: cfg.Now,
+		MaxReplayLimit: cfg.MaxReplayLimit, HeldRevocations: b.RevocationIDs})
 	b.caps.Store(&map[string][]*registered{})
 	b.subjects.m = make(map[string]subjectInfo)
 	if rs, ok := cfg.Store.(evidence.ResultStore); ok {
@@ -229,16 +241,12 @@ func New(cfg Config) (*Boundary, error) {
 			b.log.Debug("idempotent-replay cache refilled from the evidence store", "results", n, "store", cfg.Store.Name())
 		}
 	}
-	if cfg.RevocationsFile != "" {
-		if err := b.loadRevocations(cfg.RevocationsFile); err != nil {
-			return nil, fmt.Errorf("boundary: loading mandate revocations: %w", err)
-		}
+	ms, err := mandates.Open(mandates.Config{RevocationsFile: cfg.RevocationsFile, UsesFile: cfg.MandateUsesFile,
+		Now: cfg.Now(), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("boundary: %w", err)
 	}
-	if cfg.MandateUsesFile != "" {
-		if err := b.loadUses(cfg.MandateUsesFile, cfg.Now()); err != nil {
-			return nil, fmt.Errorf("boundary: loading mandate uses: %w", err)
-		}
-	}
+	b.mandates = ms
 	if cfg.Key != nil {
 		pub := cfg.Key.Public().(ed25519.PublicKey)
 		b.keyID = chp.KeyID(pub)
@@ -530,22 +538,22 @@ func (b *Boundary) resolve(id string, version, rng *string) (*registered, *chp.D
 // version, when one is named too). An invalid range, or none satisfying it,
 // is capability_version_unsupported.
 func (b *Boundary) resolveRange(id string, list []*registered, version *string, rng string) (*registered, *chp.DenialReason) {
-	r, err := parseRange(rng)
+	r, err := semver.ParseRange(rng)
 	if err != nil {
 		return nil, b.denial(chp.CodeCapabilityVersionUnsupported, fmt.Sprintf("requested_capability_version %q is not a valid semver range: %v", rng, err),
 			map[string]any{"requested": rng, "available": versions(list)})
 	}
 	var best *registered
-	var bestV semver
+	var bestV semver.Version
 	for _, c := range list {
 		if version != nil && *version != "" && c.desc.Version != *version {
 			continue
 		}
-		v, err := parseSemver(c.desc.Version)
-		if err != nil || !r.satisfiedBy(v) {
+		v, err := semver.Parse(c.desc.Version)
+		if err != nil || !r.SatisfiedBy(v) {
 			continue
 		}
-		if best == nil || v.compare(bestV) > 0 {
+		if best == nil || v.Compare(bestV) > 0 {
 			best, bestV = c, v
 		}
 	}

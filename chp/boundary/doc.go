@@ -27,17 +27,20 @@
 // Gate 5 (mandates.go) verifies a presented mandate with chp.VerifyMandate,
 // counts max_invocations and rebinds the subject to the delegate; the
 // mandate revocations it honours arrive through AcceptRevocation and live
-// in memory or a sidecar file (revocations.go), never in the evidence store.
+// in memory or a sidecar file (package mandates), never in the evidence
+// store.
 //
 // Streaming (stream.go): InvokeStream runs the same pipeline with a
 // ChunkSink; a capability's StreamHandler sends chunk deltas, which are
 // digested (chp-chunk-seq-v1) into execution_completed and recorded for
 // replay and Last-Event-ID resume.
 //
-// Proof: Replay reads a correlation in sequence order, Verify recomputes its
-// chain (chp.VerifyChain), Export builds a bundle — signed with the host key
-// when configured — that chp.VerifyBundle and the upstream verifiers check
-// offline.
+// Proof (package evlog, embedded in the Boundary): Replay reads a
+// correlation in sequence order, Verify recomputes its chain
+// (chp.VerifyChain), Export builds a bundle — signed with the host key when
+// configured — that chp.VerifyBundle and the upstream verifiers check
+// offline; the store heads, the Merkle event log's proofs and received
+// witness statements and anchors live there too.
 //
 // A host embeds it in a few lines:
 //

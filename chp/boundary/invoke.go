@@ -63,6 +63,8 @@ type invocation struct {
 
 	// stream is a streaming invocation's state (nil: not streaming).
 	stream *streamRun
+	// autonomy is the correlation's stripe while gate 8 holds it.
+	autonomy *sync.Mutex
 }
 
 // A Call is one invocation that a binding answers as soon as it has the
@@ -226,162 +228,15 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 	}
 }
 
-// pipeline runs gates 1–12.
+// pipeline runs gates 1–12: the gates table, then execute.
 func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*chp.InvocationResult, error) {
-	env := inv.env
-	// Gate 1: non-empty id.
-	if isBlank(env.CapabilityID) {
-		return b.finishDenied(ctx, inv, b.denial(chp.CodeCapabilityNotFound, "capability_id is missing or empty",
-			map[string]any{"hint": "set the envelope's capability_id"}))
-	}
-	// Gate 2: resolution.
-	r, deny := b.resolve(env.CapabilityID, env.Version, env.RequestedCapabilityVersion)
-	if deny != nil {
-		return b.finishDenied(ctx, inv, deny)
-	}
-	inv.cap = r
-	inv.version = &r.desc.Version // immutable once registered
-	d := &r.desc
-	uri := r.uri
-
-	// Gate 3: enabled (a skip, not a denial).
-	if !r.enabled.Load() {
-		reason := b.denial(chp.CodeCapabilityDisabled, "Capability disabled: "+d.URI(), nil)
-		b.emit(inv, evt{typ: chp.EventSkipped, outcome: chp.OutcomeSkipped, payload: map[string]any{"reason": chp.CodeCapabilityDisabled}, denial: reason})
-		return b.finish(ctx, inv, chp.OutcomeSkipped, nil, reason, nil)
-	}
-	// Gate 4: mode.
-	if !contains(d.Modes, env.Mode) {
-		return b.finishDenied(ctx, inv, b.denial(chp.CodeUnsupportedMode,
-			fmt.Sprintf("Capability %s does not support mode %s", d.URI(), env.Mode),
-			map[string]any{"requested": env.Mode, "supported": toAny(d.Modes)}))
-	}
-	// Gate 5: mandate (mandates.go); a valid one rebinds the subject.
-	if !isNull(env.Mandate) {
-		deny, err := b.mandateGate(inv)
-		if err != nil {
-			return nil, err
-		}
-		if deny != nil {
-			return b.finishDenied(ctx, inv, deny)
-		}
-	}
-	// Gate 6: policy.
-	if p := b.cfg.Policy; p != nil {
-		if rule, why := p.decide(d, env.Payload); rule != "" {
-			record := map[string]any{"decision": "deny", "matched_rule": rule, "policy_version": nilIfEmpty(p.Version),
-				"explanation": why, "required_next_action": nil}
-			if !p.AuditOnly {
-				return b.finishDenied(ctx, inv, b.denial(chp.CodePolicyBlocked, why, record))
-			}
-			record["audit_only"] = true
-			b.emit(inv, evt{typ: "io.github.capmesh.policy_audited", payload: record})
-		}
-	}
-	// Gate 7: host-enforced invariants.
-	for _, chk := range r.checkers {
-		ok, msg, err := chk.check(ctx, env)
-		if err != nil {
-			ok, msg = false, "invariant could not be evaluated: "+err.Error()
-		}
-		if ok {
-			continue
-		}
-		if chk.desc.FailureBehavior != "deny" {
-			b.emit(inv, evt{typ: "io.github.capmesh.invariant_warning", uri: uri, payload: map[string]any{
-				"invariant_id": chk.desc.ID, "message": msg}})
-			continue
-		}
-		id := chk.desc.ID
-		dn := b.denial(chp.CodeInvariantFailed, msg, map[string]any{"kind": chk.desc.Kind})
-		dn.InvariantID = &id
-		return b.finishDenied(ctx, inv, dn)
-	}
-	// Gate 8: autonomy. The count and the execution_started append must be
-	// atomic per correlation, or two concurrent calls both pass the budget.
-	if a := d.Autonomy; a != nil {
-		mu := b.stripe(env.Correlation.CorrelationID)
-		mu.Lock()
-		defer mu.Unlock()
-		if res, err, denied := b.autonomyGate(ctx, inv, a, uri); denied {
+	defer inv.unlockAutonomy()
+	for i := range gates {
+		if res, err := gates[i].run(b, ctx, inv); res != nil || err != nil {
 			return res, err
 		}
 	}
-	// Gate 9: input schema.
-	if r.input != nil {
-		if path, msg, ok := r.input.Validate(env.Payload); !ok {
-			return b.finishDenied(ctx, inv, b.denial(chp.CodeInputSchemaValidationFailed,
-				"payload fails the input schema "+msg,
-				map[string]any{"schema_id": d.URI() + "#input_schema", "path": path}))
-		}
-	}
-	// Gate 10: safety.
-	if s := b.cfg.Safety; s != nil {
-		verdict := s.Assess(ctx, d, env)
-		b.emit(inv, evt{typ: chp.EventSafetyStarted, uri: uri})
-		b.emit(inv, evt{typ: chp.EventSafetyCompleted, uri: uri, payload: map[string]any{
-			"approved": verdict.Approved, "level": verdict.Level, "score": verdict.Score}})
-		if !verdict.Approved {
-			ev := toAny(verdict.Evaluated)
-			b.emit(inv, evt{typ: chp.EventSafetyTriggered, uri: uri, payload: map[string]any{
-				"guardrails_evaluated": ev, "reason": verdict.Reason}})
-			b.emit(inv, evt{typ: chp.EventSafetyBlocked, outcome: chp.OutcomeDenied, uri: uri, payload: map[string]any{"reason": verdict.Reason}})
-			return b.finishDenied(ctx, inv, b.denial(chp.CodeSafetyBlocked, verdict.Reason,
-				map[string]any{"level": verdict.Level, "score": verdict.Score}))
-		}
-		b.emit(inv, evt{typ: chp.EventSafetyApproved, uri: uri, payload: map[string]any{
-			"level": verdict.Level, "recommendation": "allow"}})
-	}
-	// Gate 11: execute.
-	return b.execute(ctx, inv, uri)
-}
-
-func (b *Boundary) autonomyGate(ctx context.Context, inv *invocation, a *chp.AutonomyProfile, uri string) (*chp.InvocationResult, error, bool) {
-	d := &inv.cap.desc
-	corr := inv.env.Correlation.CorrelationID
-	started, err := b.store.Count(ctx, corr, chp.EventStarted)
-	if err != nil {
-		return nil, fmt.Errorf("boundary: counting autonomy budget: %w", err), true
-	}
-	started += countPending(inv.pending, chp.EventStarted)
-	over := ""
-	details := map[string]any{"action_limit": nil, "actions_taken": started, "rollback_policy": orDefault(a.RollbackPolicy, "none")}
-	if a.ActionLimit != nil {
-		details["action_limit"] = *a.ActionLimit
-		if int64(started) >= *a.ActionLimit {
-			over = "action_limit"
-		}
-	}
-	if over == "" && a.SpendLimit != nil {
-		units := a.SpendUnits
-		if units == 0 {
-			units = 1
-		}
-		if float64(started)*units >= *a.SpendLimit {
-			over = "spend_limit"
-			details["spend_limit"] = fmt.Sprintf("%.3f", *a.SpendLimit)
-			details["spend"] = fmt.Sprintf("%.3f", float64(started)*units)
-		}
-	}
-	if over != "" {
-		details["limit_type"] = over
-		payload := make(map[string]any, len(details))
-		for k, v := range details {
-			payload[k] = v
-		}
-		b.emit(inv, evt{typ: chp.EventBudgetExceeded, outcome: chp.OutcomeDenied, uri: uri, payload: payload})
-		res, err := b.finishDenied(ctx, inv, b.denial(chp.CodeBudgetExceeded,
-			fmt.Sprintf("%s reached for correlation %s (actions_taken=%d)", over, corr, started), details))
-		return res, err, true
-	}
-	if a.Tier == "approval_required" {
-		b.emit(inv, evt{typ: chp.EventApprovalRequested, outcome: chp.OutcomeDenied, uri: uri, payload: map[string]any{
-			"tier": a.Tier}})
-		res, err := b.finishDenied(ctx, inv, b.denial(chp.CodeApprovalRequired,
-			fmt.Sprintf("Capability %s requires explicit approval", d.URI()), map[string]any{"tier": a.Tier}))
-		return res, err, true
-	}
-	return nil, nil, false
+	return b.execute(ctx, inv, inv.cap.uri)
 }
 
 type handlerOutcome struct {
@@ -526,13 +381,7 @@ func (b *Boundary) record(ctx context.Context, inv *invocation, o chp.Outcome, d
 	if err := b.flush(ctx, inv); err != nil {
 		return nil, err
 	}
-	capID := inv.env.CapabilityID
-	if inv.cap != nil {
-		capID = inv.cap.desc.ID
-	}
-	if capID == "" {
-		capID = "<missing>"
-	}
+	capID := inv.capabilityID()
 	now := inv.lastTS // the final event's
 	if now.IsZero() {
 		now = b.now()

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/internal/specdata"
@@ -326,7 +326,7 @@ func TestMandateRevocation(t *testing.T) {
 	}
 	// Tampered: retargeted after signing.
 	good, _ := chp.SignMandateRevocation("principal", id, rfc(mandateClock), "lost", key)
-	if _, err := b.AcceptRevocation(edited(t, good, func(m map[string]any) { m["mandate_id"] = "mnd_other" })); !errors.Is(err, ErrBadRevocation) {
+	if _, err := b.AcceptRevocation(edited(t, good, func(m map[string]any) { m["mandate_id"] = "mnd_other" })); !errors.Is(err, mandates.ErrBadRevocation) {
 		t.Fatalf("tampered revocation: %v", err)
 	}
 	// Forged: another key, self-consistent, same id.
@@ -451,34 +451,6 @@ func TestSignedStatementsMatchSchemas(t *testing.T) {
 	}
 }
 
-// TestRevocationsBounded: past MaxRevocations a new statement is refused
-// (ErrTooManyRevocations) and not kept; one already held is still accepted.
-func TestRevocationsBounded(t *testing.T) {
-	b := mandateBoundary(t, evidence.NewMemory(), "")
-	key := seedKey(1)
-	first, _ := chp.SignMandateRevocation("p", "mnd_first", rfc(mandateClock), "", key)
-	if _, err := b.AcceptRevocation(first); err != nil {
-		t.Fatal(err)
-	}
-	// Fill the rest of the set directly: signing 65535 statements would
-	// only slow the test.
-	b.mandates.mu.Lock()
-	for i := len(b.mandates.revoked); i < MaxRevocations; i++ {
-		b.mandates.add(mandateKey{id: "mnd_" + strconv.Itoa(i), principalKey: "k"}, []byte("{}"))
-	}
-	b.mandates.mu.Unlock()
-	next, _ := chp.SignMandateRevocation("p", "mnd_next", rfc(mandateClock), "", key)
-	if _, err := b.AcceptRevocation(next); !errors.Is(err, ErrTooManyRevocations) {
-		t.Fatalf("over the bound: %v", err)
-	}
-	if n := len(b.Revocations().Mandates); n != MaxRevocations {
-		t.Fatalf("%d held", n)
-	}
-	if _, err := b.AcceptRevocation(first); err != nil {
-		t.Fatalf("a statement already held: %v", err)
-	}
-}
-
 // TestMandateUsesSurviveRestart: with a uses file, a restart keeps the
 // count of a capped mandate; a torn last line and the uses of expired
 // mandates are dropped (and the file rewritten without them); a use that
@@ -529,8 +501,14 @@ func TestMandateUsesSurviveRestart(t *testing.T) {
 	}
 	// A use that cannot be written is an error, not an uncounted success.
 	clock = mandateClock
-	b = open()
-	b.mandates.usesPath = filepath.Join(t.TempDir(), "missing", "uses.jsonl")
+	b, err = New(Config{HostID: "test-host", Now: func() time.Time { return clock },
+		MandateUsesFile: filepath.Join(t.TempDir(), "missing", "uses.jsonl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterFixtures(b); err != nil {
+		t.Fatal(err)
+	}
 	_, err = b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "conformance.echo",
 		Payload: json.RawMessage(`{}`), Mandate: capped})
 	if err == nil || !strings.Contains(err.Error(), "mandate use") {

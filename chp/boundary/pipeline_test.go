@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -226,5 +227,136 @@ func TestMalformedSubjectRejected(t *testing.T) {
 	}
 	if store.LastSequence() != 0 {
 		t.Errorf("a rejected envelope left %d events", store.LastSequence())
+	}
+}
+
+// TestBudgetConcurrent: gate 8's count and the execution_started append are
+// atomic per correlation, so concurrent calls cannot overrun the budget:
+// of many calls started at once in one correlation, exactly action_limit
+// execute.
+func TestBudgetConcurrent(t *testing.T) {
+	b, err := New(Config{HostID: "test-host", Store: yieldingCount{evidence.NewMemory()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(3)
+	if err := b.Register(Capability{Descriptor: chp.CapabilityDescriptor{ID: "budget.echo", Version: "1.0.0", Description: "echo",
+		Autonomy: &chp.AutonomyProfile{ActionLimit: &limit}},
+		Handler: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) { return p, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	const calls = 32
+	start := make(chan struct{})
+	outcomes := make(chan *chp.InvocationResult, calls)
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			<-start
+			res, err := b.Invoke(context.Background(), &chp.InvocationEnvelope{CapabilityID: "budget.echo",
+				Correlation: chp.CorrelationContext{CorrelationID: "budget-race"}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			outcomes <- res
+		}()
+	}
+	close(start)
+	ran, denied := 0, 0
+	for range calls {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		case res := <-outcomes:
+			switch {
+			case res.Outcome == chp.OutcomeSuccess:
+				ran++
+			case res.Denial != nil && res.Denial.Code == chp.CodeBudgetExceeded:
+				denied++
+			default:
+				t.Fatalf("unexpected result %+v", res)
+			}
+		}
+	}
+	if ran != int(limit) || denied != calls-int(limit) {
+		t.Fatalf("%d calls ran and %d were denied, want %d and %d", ran, denied, limit, calls-int(limit))
+	}
+}
+
+// yieldingCount is a store that yields the processor after each Count, so
+// that concurrent invocations interleave between counting the budget and
+// appending execution_started.
+type yieldingCount struct{ evidence.Store }
+
+func (s yieldingCount) Count(ctx context.Context, corr, typ string) (int, error) {
+	n, err := s.Store.Count(ctx, corr, typ)
+	runtime.Gosched()
+	return n, err
+}
+
+// TestRequestedCapabilityVersion: gate 2 honours requested_capability_version
+// as read from the wire — the highest satisfying version runs; no satisfying
+// version, or a range that does not parse, is a capability_version_unsupported
+// denial carrying requested and available.
+func TestRequestedCapabilityVersion(t *testing.T) {
+	b, err := New(Config{HostID: "ver-host", Store: evidence.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1.0.0", "1.4.2", "1.10.0", "2.0.0-rc.1"} {
+		v := v
+		if err := b.Register(Capability{Descriptor: chp.CapabilityDescriptor{ID: "kv.get", Version: v, Description: "x"},
+			Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.Marshal(v) }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Register(Capability{Descriptor: chp.CapabilityDescriptor{ID: "kv.one", Version: "1.0.0", Description: "x"},
+		Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ envelope, ran, denied string }{
+		{envelope: `{"capability_id":"kv.get","requested_capability_version":"^1"}`, ran: "1.10.0"},
+		{envelope: `{"capability_id":"kv.get","requested_capability_version":"~1.4"}`, ran: "1.4.2"},
+		{envelope: `{"capability_id":"kv.get","requested_capability_version":">=1.0 <1.4"}`, ran: "1.0.0"},
+		{envelope: `{"capability_id":"kv.get","requested_capability_version":"^1","version":"1.4.2"}`, ran: "1.4.2"},
+		{envelope: `{"capability_id":"kv.get","requested_capability_version":"2.0.0-rc.1"}`, ran: "2.0.0-rc.1"},
+		{envelope: `{"capability_id":"kv.get","requested_capability_version":"^2"}`, denied: chp.CodeCapabilityVersionUnsupported},
+		{envelope: `{"capability_id":"kv.one","requested_capability_version":"^2"}`, denied: chp.CodeCapabilityVersionUnsupported},
+		{envelope: `{"capability_id":"kv.one","requested_capability_version":"no such range!"}`, denied: chp.CodeCapabilityVersionUnsupported},
+		{envelope: `{"capability_id":"kv.one","requested_capability_version":"1.0.0"}`, ran: ""},
+		{envelope: `{"capability_id":"kv.nope","requested_capability_version":"^1"}`, denied: chp.CodeCapabilityNotFound},
+		{envelope: `{"capability_id":"kv.get"}`, denied: chp.CodeCapabilityNotFound}, // several versions, none named
+	} {
+		env, err := chp.ParseEnvelope([]byte(c.envelope))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.Invoke(context.Background(), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.denied != "" {
+			if res.Outcome != chp.OutcomeDenied || res.Denial.Code != c.denied {
+				t.Errorf("%s: outcome %s %+v, want denied %s", c.envelope, res.Outcome, res.Denial, c.denied)
+				continue
+			}
+			if c.denied == chp.CodeCapabilityVersionUnsupported {
+				var d struct {
+					Requested string   `json:"requested"`
+					Available []string `json:"available"`
+				}
+				if err := json.Unmarshal(res.Denial.Details, &d); err != nil || d.Requested == "" || len(d.Available) == 0 || res.Denial.Retryable {
+					t.Errorf("%s: details %s (%v)", c.envelope, res.Denial.Details, err)
+				}
+			}
+			continue
+		}
+		if res.Outcome != chp.OutcomeSuccess {
+			t.Errorf("%s: %s %+v", c.envelope, res.Outcome, res.Denial)
+			continue
+		}
+		if c.ran != "" && (string(res.Data) != `"`+c.ran+`"` || *res.CapabilityVersion != c.ran) {
+			t.Errorf("%s: ran %s (version %s), want %s", c.envelope, res.Data, *res.CapabilityVersion, c.ran)
+		}
 	}
 }

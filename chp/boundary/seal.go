@@ -326,93 +326,119 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, er
 }
 
 // pendingEvent prepares one event of inv for the store: id is the random
-// part of its event id, idx the id's place in inv.ids.
+// part of its event id, idx the id's place in inv.ids. It stages the
+// event's three forms (stageStored, stageAttribution, stageStable); an
+// event that cannot be rendered carries its error to SealTo.
 func (b *Boundary) pendingEvent(inv *invocation, id string, idx int, e evt) evidence.Pending {
-	env, h := inv.env, &inv.hdr
-	capID := env.CapabilityID
-	if inv.cap != nil {
-		capID = inv.cap.desc.ID
-	}
-	if capID == "" {
-		// The schema requires a non-empty capability_id on events; an
-		// invocation that named none is recorded under this marker
-		// (docs/DECISIONS.md).
-		capID = "<missing>"
-	}
 	s := inv.newSealer()
 	s.inv, s.unique, s.idx = inv, id, idx
-	pending := evidence.Pending{CorrelationID: env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
-	var ts [32]byte
+	pending := evidence.Pending{CorrelationID: inv.env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
 	inv.lastTS = b.now()
-	tsB := chp.AppendTime(ts[:0], inv.lastTS)
-	var denialJSON, errJSON, denialC, errC []byte
-	if e.denial != nil {
-		denialJSON, denialC, s.err = memberJSON(e.denial)
-	}
-	if e.err != nil && s.err == nil {
-		errJSON, errC, s.err = memberJSON(e.err)
-	}
-	if s.err != nil {
+	var f staged
+	if s.err = f.members(&e); s.err != nil {
 		return pending
 	}
-
 	st := inv.stage()
+	buf, err := b.stageStored(st, s, inv, &e, &f)
+	if err != nil {
+		s.err = err
+		st.buf = buf[:s.start]
+		return pending
+	}
+	buf = b.stageAttribution(buf, s, &inv.hdr, &f)
+	st.buf = b.stageStable(buf, s, &inv.hdr, &f)
+	return pending
+}
+
+// capabilityID is the capability_id recorded for inv: the resolved
+// capability's, or the envelope's before resolution.
+func (inv *invocation) capabilityID() string {
+	id := inv.env.CapabilityID
+	if inv.cap != nil {
+		id = inv.cap.desc.ID
+	}
+	if id != "" {
+		return id
+	}
+	// The schema requires a non-empty capability_id on events; an
+	// invocation that named none is recorded under this marker
+	// (docs/DECISIONS.md).
+	return "<missing>"
+}
+
+// staged locates, in an event's staged bytes, the members its attribution
+// and stable objects repeat (as [start, end) offsets of the stored event),
+// and holds the others.
+type staged struct {
+	cap, ver, typ, out [2]int
+	commit, ts         [2]int
+	denial, err        []byte // the stored denial and error members (nil: null)
+	denialC, errC      []byte // their canonical forms
+}
+
+// members renders e's denial and error members, stored and canonical.
+func (f *staged) members(e *evt) error {
+	var err error
+	if e.denial != nil {
+		if f.denial, f.denialC, err = memberJSON(e.denial); err != nil {
+			return err
+		}
+	}
+	if e.err != nil {
+		f.err, f.errC, err = memberJSON(e.err)
+	}
+	return err
+}
+
+// stageStored appends the stored event of e to st.buf, split around the
+// content hash, the event id, prev_hash and the sequence, and locates in f
+// what the other forms repeat. On error the returned buffer holds the
+// partial event from s.start.
+func (b *Boundary) stageStored(st *stage, s *sealer, inv *invocation, e *evt, f *staged) ([]byte, error) {
+	h := &inv.hdr
 	buf := st.buf
 	s.start = int32(len(buf))
-	// Stored event, up to the content hash.
+	// Up to the content hash.
 	buf = append(buf, assurancePrefix...)
-	capStart := len(buf)
-	buf = canonical.AppendChpStableString(buf, capID)
-	capEnd := len(buf)
+	f.cap[0] = len(buf)
+	buf = canonical.AppendChpStableString(buf, inv.capabilityID())
+	f.cap[1] = len(buf)
 	buf = append(buf, `,"capability_version":`...)
-	verStart := len(buf)
+	f.ver[0] = len(buf)
 	buf = appendNullableString(buf, inv.version)
-	verEnd := len(buf)
+	f.ver[1] = len(buf)
 	buf = append(buf, `,"content_hash":"`...)
 	s.head = int32(len(buf))
 	// Up to the event id.
 	buf = append(buf, `","correlation":`...)
 	buf = append(buf, h.corr...)
 	buf = append(buf, `,"denial":`...)
-	buf = appendRawOrNull(buf, denialJSON)
+	buf = appendRawOrNull(buf, f.denial)
 	buf = append(buf, `,"error":`...)
-	buf = appendRawOrNull(buf, errJSON)
+	buf = appendRawOrNull(buf, f.err)
 	buf = append(buf, `,"event_id":`...)
 	s.idPos = int32(len(buf))
 	// Up to prev_hash.
 	buf = append(buf, `,"event_type":`...)
-	typStart := len(buf)
+	f.typ[0] = len(buf)
 	buf = canonical.AppendChpStableString(buf, e.typ)
-	typEnd := len(buf)
+	f.typ[1] = len(buf)
 	buf = append(buf, `,"hash_scheme":"`+chp.EventHashV2+`","host_id":`...)
 	buf = append(buf, b.hostStr...)
 	buf = append(buf, `,"invocation_id":`...)
 	buf = append(buf, h.invID...)
 	buf = append(buf, `,"outcome":`...)
-	outStart := len(buf)
+	f.out[0] = len(buf)
 	if e.outcome == "" {
 		buf = append(buf, "null"...)
 	} else {
 		buf = canonical.AppendChpStableString(buf, string(e.outcome))
 	}
-	outEnd := len(buf)
-	buf = append(buf, `,"payload":`...)
-	// The payload in both forms: the compact form in place, the canonical
-	// form aside, hashed at once into the commitment.
-	d := dual{c: st.scratch[:0], k: buf}
-	err := appendPayload(&d, &e)
-	st.scratch = d.c[:0]
+	f.out[1] = len(buf)
+	buf, err := stagePayload(st, buf, e, f)
 	if err != nil {
-		s.err = err
-		st.buf = buf[:s.start]
-		return pending
+		return buf, err
 	}
-	buf = d.k
-	var commit [64]byte
-	sum := sha256.Sum256(d.c)
-	hex.Encode(commit[:], sum[:])
-	buf = append(buf, `,"payload_commitment":"`...)
-	buf = append(buf, commit[:]...)
 	buf = append(buf, `","prev_hash":`...)
 	s.prevPos = int32(len(buf))
 	// Up to the sequence, and the end.
@@ -421,22 +447,33 @@ func (b *Boundary) pendingEvent(inv *invocation, id string, idx int, e evt) evid
 	buf = append(buf, `,"subject":`...)
 	buf = append(buf, h.subject...)
 	buf = append(buf, `,"timestamp":"`...)
-	buf = append(buf, tsB...)
+	f.ts[0] = len(buf)
+	buf = chp.AppendTime(buf, inv.lastTS)
+	f.ts[1] = len(buf)
 	buf = append(buf, `"}`...)
 	s.tail = int32(len(buf))
-	f := staged{cap: [2]int{capStart, capEnd}, ver: [2]int{verStart, verEnd}, typ: [2]int{typStart, typEnd},
-		out: [2]int{outStart, outEnd}, commit: commit[:], ts: tsB, denialC: denialC, errC: errC}
-	buf = b.stageAttribution(buf, s, h, &f)
-	st.buf = b.stageStable(buf, s, h, &f)
-	return pending
+	return buf, nil
 }
 
-// staged locates, in an event's staged bytes, the members its attribution
-// and stable objects repeat (as [start, end) offsets), and holds the others.
-type staged struct {
-	cap, ver, typ, out [2]int
-	commit, ts         []byte
-	denialC, errC      []byte
+// stagePayload appends the payload member and the payload commitment
+// (open: its closing quote is the caller's) to the stored event in buf:
+// the compact form in place, the canonical form aside in st.scratch,
+// hashed at once into the commitment.
+func stagePayload(st *stage, buf []byte, e *evt, f *staged) ([]byte, error) {
+	buf = append(buf, `,"payload":`...)
+	d := dual{c: st.scratch[:0], k: buf}
+	err := appendPayload(&d, e)
+	st.scratch = d.c[:0]
+	if err != nil {
+		return buf, err
+	}
+	buf = d.k
+	sum := sha256.Sum256(d.c)
+	buf = append(buf, `,"payload_commitment":"`...)
+	f.commit[0] = len(buf)
+	buf = hex.AppendEncode(buf, sum[:])
+	f.commit[1] = len(buf)
+	return buf, nil
 }
 
 // stageAttribution appends the event's attribution object (see
@@ -461,13 +498,13 @@ func (b *Boundary) stageAttribution(buf []byte, s *sealer, h *invHeader, f *stag
 	buf = append(buf, `, "outcome": `...)
 	buf = append(buf, buf[f.out[0]:f.out[1]]...)
 	buf = append(buf, `, "payload_commitment": "`...)
-	buf = append(buf, f.commit...)
+	buf = append(buf, buf[f.commit[0]:f.commit[1]]...)
 	buf = append(buf, `", "redacted": true, "sequence": `...)
 	s.attrSeq = int32(len(buf))
 	buf = append(buf, `, "subject": `...)
 	buf = append(buf, h.subjectC...)
 	buf = append(buf, `, "timestamp": "`...)
-	buf = append(buf, f.ts...)
+	buf = append(buf, buf[f.ts[0]:f.ts[1]]...)
 	buf = append(buf, `"}`...)
 	s.attrEnd = int32(len(buf))
 	return buf
@@ -491,11 +528,11 @@ func (b *Boundary) stageStable(buf []byte, s *sealer, h *invHeader, f *staged) [
 	buf = append(buf, `, "outcome": `...)
 	buf = append(buf, buf[f.out[0]:f.out[1]]...)
 	buf = append(buf, `, "payload_commitment": "`...)
-	buf = append(buf, f.commit...)
+	buf = append(buf, buf[f.commit[0]:f.commit[1]]...)
 	buf = append(buf, `", "prev_hash": `...)
 	s.stablePrev = int32(len(buf))
 	buf = append(buf, `, "timestamp": "`...)
-	buf = append(buf, f.ts...)
+	buf = append(buf, buf[f.ts[0]:f.ts[1]]...)
 	buf = append(buf, `"}`...)
 	s.stableEnd = int32(len(buf))
 	return buf

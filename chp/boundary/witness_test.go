@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
 	"github.com/capmesh/capmesh/evidence/sqlite"
@@ -71,6 +73,8 @@ func (f fixedRevocations) RevocationIDs(context.Context) ([]string, error) { ret
 func TestAcceptWitnessRefusals(t *testing.T) {
 	ctx := context.Background()
 	b := fixtureBoundary(t, evidence.NewMemory())
+	side := new(evlog.MemoryWitnessStore)
+	b.SetWitnessStore(side)
 	echo(t, b, "c1")
 	old := head(t, b, "")
 	echo(t, b, "c2")
@@ -90,10 +94,10 @@ func TestAcceptWitnessRefusals(t *testing.T) {
 		"bad signature":         {[]byte(tampered), chp.ErrInvalidWitness},
 		"not json":              {[]byte(`{"kind":`), chp.ErrInvalidWitness},
 		"another host":          {witness(t, "other", cur.Sequence, cur.StoreHead, ""), chp.ErrInvalidWitness},
-		"wrong head":            {witness(t, "test-host", cur.Sequence, strings.Repeat("0", 64), ""), ErrHeadMismatch},
-		"current head, old seq": {witness(t, "test-host", old.Sequence, cur.StoreHead, ""), ErrHeadMismatch},
-		"past the log":          {witness(t, "test-host", cur.Sequence+1, cur.StoreHead, ""), ErrHeadMismatch},
-		"wrong revocation head": {witness(t, "test-host", cur.Sequence, cur.StoreHead, strings.Repeat("a", 64)), ErrRevocationHeadMismatch},
+		"wrong head":            {witness(t, "test-host", cur.Sequence, strings.Repeat("0", 64), ""), evlog.ErrHeadMismatch},
+		"current head, old seq": {witness(t, "test-host", old.Sequence, cur.StoreHead, ""), evlog.ErrHeadMismatch},
+		"past the log":          {witness(t, "test-host", cur.Sequence+1, cur.StoreHead, ""), evlog.ErrHeadMismatch},
+		"wrong revocation head": {witness(t, "test-host", cur.Sequence, cur.StoreHead, strings.Repeat("a", 64)), evlog.ErrRevocationHeadMismatch},
 	} {
 		if _, err := b.AcceptWitness(ctx, tc.raw); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", name, err, tc.want)
@@ -122,13 +126,13 @@ func TestAcceptWitnessRefusals(t *testing.T) {
 	if h := head(t, b, ""); h.RevocationHead != chp.RevocationHead(ids) {
 		t.Fatalf("revocation head %s", h.RevocationHead)
 	}
-	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", cur.Sequence, cur.StoreHead, chp.EmptyRevocationHead)); !errors.Is(err, ErrRevocationHeadMismatch) {
+	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", cur.Sequence, cur.StoreHead, chp.EmptyRevocationHead)); !errors.Is(err, evlog.ErrRevocationHeadMismatch) {
 		t.Fatalf("stale revocation head: %v", err)
 	}
 	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", cur.Sequence, cur.StoreHead, chp.RevocationHead(ids))); err != nil {
 		t.Fatal(err)
 	}
-	rs, _ := b.sidecar().Receipts(ctx)
+	rs, _ := side.Receipts(ctx)
 	last := rs[len(rs)-1]
 	if len(last.Leaves) != 3 || len(last.Revocations) != 1 {
 		t.Fatalf("receipt snapshot: %+v", last)
@@ -174,7 +178,7 @@ func TestAcceptAnchorTampered(t *testing.T) {
 		"tampered countersignature": {flipped, chp.ErrInvalidWitness},
 		"another did":               {otherDID, chp.ErrInvalidWitness},
 		"another host":              {anchor(t, key, "other", h.Sequence, h.StoreHead), chp.ErrInvalidWitness},
-		"wrong head":                {anchor(t, key, "test-host", h.Sequence, strings.Repeat("1", 64)), ErrHeadMismatch},
+		"wrong head":                {anchor(t, key, "test-host", h.Sequence, strings.Repeat("1", 64)), evlog.ErrHeadMismatch},
 	} {
 		if _, err := b.AcceptAnchor(ctx, tc.raw); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", name, err, tc.want)
@@ -217,7 +221,7 @@ func testHeadsAcrossRestart(t *testing.T, open func(string) (evidence.Store, err
 			t.Fatal(err)
 		}
 		b := signedFixture(t, st, key)
-		ws, err := OpenFileWitnessStore(filepath.Join(dir, "wit"))
+		ws, err := evlog.OpenFileWitnessStore(filepath.Join(dir, "wit"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,10 +308,10 @@ func TestLogProofs(t *testing.T) {
 			}
 		}
 	}
-	if _, err := b.LogInclusion(ctx, n+1, 0); !errors.Is(err, ErrBadSequence) {
+	if _, err := b.LogInclusion(ctx, n+1, 0); !errors.Is(err, evlog.ErrBadSequence) {
 		t.Fatalf("past the log: %v", err)
 	}
-	if _, err := fixtureBoundary(t, evidence.NewMemory()).LogHead(ctx, 0); !errors.Is(err, ErrUnsigned) {
+	if _, err := fixtureBoundary(t, evidence.NewMemory()).LogHead(ctx, 0); !errors.Is(err, evlog.ErrUnsigned) {
 		t.Fatalf("unsigned host: %v", err)
 	}
 }
@@ -318,6 +322,8 @@ func TestLogProofs(t *testing.T) {
 func TestWitnessedRevocationHead(t *testing.T) {
 	ctx := context.Background()
 	b := fixtureBoundary(t, evidence.NewMemory())
+	side := new(evlog.MemoryWitnessStore)
+	b.SetWitnessStore(side)
 	echo(t, b, "c1")
 	before := head(t, b, "")
 	raw, err := os.ReadFile(specdata.Path("chp/vectors/mandate-revocation.json"))
@@ -331,14 +337,65 @@ func TestWitnessedRevocationHead(t *testing.T) {
 	if before.RevocationHead != chp.EmptyRevocationHead || after.RevocationHead != b.RevocationHead() || after.RevocationHead == before.RevocationHead {
 		t.Fatalf("revocation heads: before %s, after %s, held %s", before.RevocationHead, after.RevocationHead, b.RevocationHead())
 	}
-	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", after.Sequence, after.StoreHead, chp.EmptyRevocationHead)); !errors.Is(err, ErrRevocationHeadMismatch) {
+	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", after.Sequence, after.StoreHead, chp.EmptyRevocationHead)); !errors.Is(err, evlog.ErrRevocationHeadMismatch) {
 		t.Fatalf("a witness of the dropped set: %v", err)
 	}
 	if _, err := b.AcceptWitness(ctx, witness(t, "test-host", after.Sequence, after.StoreHead, after.RevocationHead)); err != nil {
 		t.Fatal(err)
 	}
-	rs, _ := b.sidecar().Receipts(ctx)
+	rs, _ := side.Receipts(ctx)
 	if len(rs) != 1 || len(rs[0].Revocations) != 1 {
 		t.Fatalf("the receipt does not snapshot the held set: %+v", rs)
 	}
+}
+
+// TestLogWhileInvoking: heads and proofs taken while other goroutines
+// invoke verify against their own signed heads (run under -race).
+func TestLogWhileInvoking(t *testing.T) {
+	ctx := context.Background()
+	_, key, _ := ed25519.GenerateKey(nil)
+	pub, _ := identity.ParsePublicKey(key.Public().(ed25519.PublicKey))
+	b := signedFixture(t, evidence.NewMemory(), key)
+	echo(t, b, "seed")
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				res, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: "conformance.echo",
+					Payload:     json.RawMessage(`{"value":"x"}`),
+					Correlation: chp.CorrelationContext{CorrelationID: fmt.Sprintf("w%d-%d", w, i%4)}})
+				if err != nil || !res.Success {
+					t.Errorf("invoke: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	var held merkle.SignedTreeHead
+	for range 30 {
+		h, err := b.LogHead(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := b.LogConsistency(ctx, held.TreeSize, h.TreeSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held.TreeSize > 0 {
+			if err := merkle.VerifyConsistency(pub, held, c.Second, c.Proof); err != nil {
+				t.Fatalf("%d → %d: %v", held.TreeSize, h.TreeSize, err)
+			}
+		}
+		p, err := b.LogInclusion(ctx, 1, h.TreeSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := merkle.VerifyInclusion(pub, p.Head, merkle.LeafHash(p.Event), p.Proof); err != nil {
+			t.Fatal(err)
+		}
+		held = h
+	}
+	wg.Wait()
 }

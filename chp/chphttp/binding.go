@@ -6,13 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/capmesh/capmesh/chp"
-	"github.com/capmesh/capmesh/chp/boundary"
 	"io"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 )
 
 // NamedKey is a per-caller X-CHP-Key (chp-http-binding.md §2): a match binds
@@ -144,7 +146,7 @@ func Handler(b *boundary.Boundary, opts *Options) http.Handler {
 	mux.HandleFunc("GET /verify/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
 		v, err := b.Verify(r.Context(), r.PathValue("corr"))
 		switch {
-		case errors.Is(err, boundary.ErrUnknownCorrelation):
+		case errors.Is(err, evlog.ErrUnknownCorrelation):
 			httpError(w, http.StatusNotFound, "not_found", err.Error())
 		case err != nil:
 			httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())
@@ -155,7 +157,7 @@ func Handler(b *boundary.Boundary, opts *Options) http.Handler {
 	mux.HandleFunc("GET /export/{corr...}", h.authed(func(w http.ResponseWriter, r *http.Request) {
 		bundle, err := b.Export(r.Context(), r.PathValue("corr"))
 		switch {
-		case errors.Is(err, boundary.ErrUnknownCorrelation):
+		case errors.Is(err, evlog.ErrUnknownCorrelation):
 			httpError(w, http.StatusNotFound, "not_found", err.Error())
 		case err != nil:
 			httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())
@@ -280,7 +282,7 @@ func (h *binding) invoke(w http.ResponseWriter, r *http.Request) {
 func (h *binding) replay(w http.ResponseWriter, r *http.Request, q chp.ReplayQuery) {
 	res, err := h.b.Replay(r.Context(), q)
 	switch {
-	case errors.Is(err, boundary.ErrBadQuery):
+	case errors.Is(err, evlog.ErrBadQuery):
 		httpError(w, http.StatusBadRequest, "bad_request", err.Error())
 	case err != nil:
 		httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())

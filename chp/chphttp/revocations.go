@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/mandates"
 )
 
 // getRevocations serves GET /revocations: the revocation set the host holds,
@@ -23,9 +23,9 @@ func (h *binding) postRevocation(w http.ResponseWriter, r *http.Request) {
 	}
 	a, err := h.b.AcceptRevocation(body)
 	switch {
-	case errors.Is(err, boundary.ErrBadRevocation):
+	case errors.Is(err, mandates.ErrBadRevocation):
 		httpError(w, http.StatusBadRequest, "invalid_revocation", err.Error())
-	case errors.Is(err, boundary.ErrTooManyRevocations):
+	case errors.Is(err, mandates.ErrTooManyRevocations):
 		httpError(w, http.StatusInsufficientStorage, "revocations_full", err.Error())
 	case err != nil:
 		httpError(w, http.StatusInternalServerError, "revocation_unavailable", err.Error())

@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/capmesh/capmesh/chp"
-	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 )
 
 // witnessRoutes mounts witnessing (chp-v0.2.md §12), all authed: GET /head
@@ -138,17 +138,17 @@ func respond(w http.ResponseWriter, v any, err error) {
 		writeJSON(w, http.StatusOK, v)
 	case errors.Is(err, chp.ErrInvalidWitness):
 		httpError(w, http.StatusBadRequest, "invalid_witness", err.Error())
-	case errors.Is(err, boundary.ErrRevocationHeadMismatch):
+	case errors.Is(err, evlog.ErrRevocationHeadMismatch):
 		httpError(w, http.StatusConflict, "revocation_head_mismatch", err.Error())
-	case errors.Is(err, boundary.ErrHeadMismatch):
+	case errors.Is(err, evlog.ErrHeadMismatch):
 		httpError(w, http.StatusConflict, "head_mismatch", err.Error())
-	case errors.Is(err, boundary.ErrBadQuery), errors.Is(err, boundary.ErrBadSequence):
+	case errors.Is(err, evlog.ErrBadQuery), errors.Is(err, evlog.ErrBadSequence):
 		httpError(w, http.StatusBadRequest, "bad_request", err.Error())
-	case errors.Is(err, boundary.ErrUnknownCorrelation):
+	case errors.Is(err, evlog.ErrUnknownCorrelation):
 		httpError(w, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, boundary.ErrUnsigned), errors.Is(err, boundary.ErrNoHead):
+	case errors.Is(err, evlog.ErrUnsigned), errors.Is(err, evlog.ErrNoHead):
 		httpError(w, http.StatusNotImplemented, "not_supported", err.Error())
-	case errors.Is(err, boundary.ErrWitnessStoreFull):
+	case errors.Is(err, evlog.ErrWitnessStoreFull):
 		httpError(w, http.StatusServiceUnavailable, "witness_store_full", err.Error())
 	default:
 		httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -65,7 +66,7 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 				return nil, err
 			}
 			res, err := b.Replay(ctx, q)
-			if errors.Is(err, boundary.ErrBadQuery) {
+			if errors.Is(err, evlog.ErrBadQuery) {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "%v", err)
 			}
 			if err != nil {
@@ -79,7 +80,7 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 				return nil, err
 			}
 			v, err := b.Verify(ctx, corr)
-			if errors.Is(err, boundary.ErrUnknownCorrelation) {
+			if errors.Is(err, evlog.ErrUnknownCorrelation) {
 				return nil, jsonrpc.Errorf(CodeNoEvidence, "no evidence for correlation %q", corr)
 			}
 			if err != nil {
@@ -93,7 +94,7 @@ func Handlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 				return nil, err
 			}
 			bundle, err := b.Export(ctx, corr)
-			if errors.Is(err, boundary.ErrUnknownCorrelation) {
+			if errors.Is(err, evlog.ErrUnknownCorrelation) {
 				return nil, jsonrpc.Errorf(CodeNoEvidence, "no evidence for correlation %q", corr)
 			}
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -24,7 +25,7 @@ func revocationHandlers(b *boundary.Boundary) map[string]jsonrpc.Handler {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "chp.revoke takes a mandate-revocation object")
 			}
 			a, err := b.AcceptRevocation(req.Params)
-			if errors.Is(err, boundary.ErrBadRevocation) {
+			if errors.Is(err, mandates.ErrBadRevocation) {
 				return nil, jsonrpc.Errorf(jsonrpc.InvalidParams, "invalid_revocation: %v", err)
 			}
 			if err != nil {

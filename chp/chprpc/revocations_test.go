@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
-	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -89,7 +89,7 @@ func TestRevocationsOverRPC(t *testing.T) {
 	var tampered map[string]any
 	_ = json.Unmarshal(stmt, &tampered)
 	tampered["revoked_at"] = chp.FormatTime(now.Add(time.Second))
-	var a boundary.AcceptedRevocation
+	var a mandates.AcceptedRevocation
 	var rpcErr *jsonrpc.Error
 	if err := cl.Call(ctx, "chp.revoke", tampered, &a); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.InvalidParams {
 		t.Fatalf("tampered: %v", err)
@@ -97,7 +97,7 @@ func TestRevocationsOverRPC(t *testing.T) {
 	if err := cl.Call(ctx, "chp.revoke", json.RawMessage(stmt), &a); err != nil || !a.Accepted || a.MandateID != m.MandateID {
 		t.Fatalf("chp.revoke: %v %+v", err, a)
 	}
-	var set boundary.RevocationSet
+	var set mandates.RevocationSet
 	if err := cl.Call(ctx, "chp.revocations", nil, &set); err != nil || len(set.Mandates) != 1 || set.Keys == nil {
 		t.Fatalf("chp.revocations: %v %+v", err, set)
 	}

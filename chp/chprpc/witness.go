@@ -8,6 +8,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -135,15 +136,15 @@ func witnessError(err error) error {
 	switch {
 	case errors.Is(err, chp.ErrInvalidWitness):
 		code = "invalid_witness"
-	case errors.Is(err, boundary.ErrRevocationHeadMismatch):
+	case errors.Is(err, evlog.ErrRevocationHeadMismatch):
 		code = "revocation_head_mismatch"
-	case errors.Is(err, boundary.ErrHeadMismatch):
+	case errors.Is(err, evlog.ErrHeadMismatch):
 		code = "head_mismatch"
-	case errors.Is(err, boundary.ErrBadQuery), errors.Is(err, boundary.ErrBadSequence):
+	case errors.Is(err, evlog.ErrBadQuery), errors.Is(err, evlog.ErrBadSequence):
 		code = "bad_request"
-	case errors.Is(err, boundary.ErrUnknownCorrelation):
+	case errors.Is(err, evlog.ErrUnknownCorrelation):
 		return jsonrpc.Errorf(CodeNoEvidence, "%v", err)
-	case errors.Is(err, boundary.ErrUnsigned), errors.Is(err, boundary.ErrNoHead):
+	case errors.Is(err, evlog.ErrUnsigned), errors.Is(err, evlog.ErrNoHead):
 		code = "not_supported"
 	default:
 		return jsonrpc.Errorf(CodeEvidenceUnavailable, "%v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore"
@@ -69,8 +70,8 @@ func chpFixtureBoundary(a *app, o chpFixtureOptions) (b *boundary.Boundary, h ht
 		err = boundary.RegisterFixtures(b)
 	}
 	if err == nil && o.WitnessDir != "" {
-		var ws *boundary.FileWitnessStore
-		if ws, err = boundary.OpenFileWitnessStore(o.WitnessDir); err == nil {
+		var ws *evlog.FileWitnessStore
+		if ws, err = evlog.OpenFileWitnessStore(o.WitnessDir); err == nil {
 			b.SetWitnessStore(ws)
 		}
 	}

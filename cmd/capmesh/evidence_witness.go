@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/chp"
-	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
@@ -127,7 +127,7 @@ offline check. Exit 1 when the proof does not verify.`,
 			if err != nil {
 				return err
 			}
-			var p boundary.LogInclusion
+			var p evlog.LogInclusion
 			if err := json.Unmarshal(data, &p); err != nil {
 				return withCode(exitFailure, fmt.Errorf("inclusion proof: %w", err))
 			}
@@ -195,7 +195,7 @@ FIRST then defaults to its size. Exit 1 when anything does not verify.`,
 			if err != nil {
 				return err
 			}
-			var c boundary.LogConsistency
+			var c evlog.LogConsistency
 			if err := json.Unmarshal(data, &c); err != nil {
 				return withCode(exitFailure, fmt.Errorf("consistency proof: %w", err))
 			}

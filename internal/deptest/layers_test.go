@@ -44,6 +44,9 @@ var layers = map[string]layer{
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
+	"chp/boundary/evlog":                mechanism,
+	"chp/boundary/internal/semver":      mechanism,
+	"chp/boundary/mandates":             mechanism,
 	"chp/schema":                        mechanism,
 	"chp/chphttp":                       mechanism,
 	"chp/chprpc":                        mechanism,
@@ -90,9 +93,10 @@ var layers = map[string]layer{
 	"canonical/collate/internal/gen": program,
 }
 
-// slim are the foundations every consumer links: none may pull in a heavy
+// slim are the foundations every consumer links, and the evidence log's
+// read side (the proofs a verifier checks): none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical", "tracing"}
+var slim = []string{"chp", "identity", "wire", "jsonrpc", "canonical", "tracing", "chp/boundary/evlog"}
 
 // heavy are dependencies that must stay out of the slim packages, by
 // import path prefix, with what they are.

@@ -1,4 +1,7 @@
-package boundary
+// Package semver parses semantic versions and the version ranges a CHP
+// envelope's requested_capability_version names, and orders versions by
+// semver precedence.
+package semver
 
 import (
 	"errors"
@@ -14,8 +17,8 @@ import (
 // a pre-release version satisfies a range only when a term names a
 // pre-release of the same major.minor.patch.
 
-// semver is a parsed semantic version.
-type semver struct {
+// Version is a parsed semantic version.
+type Version struct {
 	major, minor, patch uint64
 	pre                 []string // dot-separated pre-release identifiers; nil = release
 }
@@ -25,16 +28,16 @@ const maxRangeLen = 256
 
 var errBadVersion = errors.New("not a semantic version")
 
-// parseSemver parses MAJOR.MINOR.PATCH[-PRE][+BUILD] (a leading "v" or "="
+// Parse parses MAJOR.MINOR.PATCH[-PRE][+BUILD] (a leading "v" or "="
 // is allowed, as registries write it).
-func parseSemver(s string) (semver, error) {
+func Parse(s string) (Version, error) {
 	s = strings.TrimPrefix(strings.TrimPrefix(s, "="), "v")
 	v, n, err := parsePartial(s)
 	if err != nil {
-		return semver{}, err
+		return Version{}, err
 	}
 	if n != 3 {
-		return semver{}, fmt.Errorf("%w: %q needs major.minor.patch", errBadVersion, s)
+		return Version{}, fmt.Errorf("%w: %q needs major.minor.patch", errBadVersion, s)
 	}
 	return v, nil
 }
@@ -42,8 +45,8 @@ func parseSemver(s string) (semver, error) {
 // parsePartial parses a possibly partial version ("1", "1.2", "1.2.3-rc.1",
 // with x/X/* wildcards ending it) and returns how many numeric parts it
 // names (0–3).
-func parsePartial(s string) (semver, int, error) {
-	var v semver
+func parsePartial(s string) (Version, int, error) {
+	var v Version
 	if s == "" {
 		return v, 0, fmt.Errorf("%w: empty", errBadVersion)
 	}
@@ -123,8 +126,9 @@ func validIdents(s string, pre bool) bool {
 	return true
 }
 
-// compare orders versions by semver precedence (build metadata ignored).
-func (a semver) compare(b semver) int {
+// Compare orders versions by semver precedence, build metadata ignored:
+// -1, 0 or +1.
+func (a Version) Compare(b Version) int {
 	for _, d := range [][2]uint64{{a.major, b.major}, {a.minor, b.minor}, {a.patch, b.patch}} {
 		if d[0] != d[1] {
 			if d[0] < d[1] {
@@ -182,11 +186,11 @@ func cmpInt(a, b int) int {
 // comparator is one bound: op is "<", "<=", ">", ">=" or "=".
 type comparator struct {
 	op string
-	v  semver
+	v  Version
 }
 
-func (c comparator) holds(v semver) bool {
-	d := v.compare(c.v)
+func (c comparator) holds(v Version) bool {
+	d := v.Compare(c.v)
 	switch c.op {
 	case "<":
 		return d < 0
@@ -200,11 +204,11 @@ func (c comparator) holds(v semver) bool {
 	return d == 0
 }
 
-// versionRange is a conjunction of comparators (empty: any release).
-type versionRange []comparator
+// Range is a conjunction of comparators (empty: any release).
+type Range []comparator
 
-// parseRange parses a requested_capability_version.
-func parseRange(s string) (versionRange, error) {
+// ParseRange parses a requested_capability_version.
+func ParseRange(s string) (Range, error) {
 	if len(s) > maxRangeLen {
 		return nil, fmt.Errorf("range longer than %d bytes", maxRangeLen)
 	}
@@ -212,7 +216,7 @@ func parseRange(s string) (versionRange, error) {
 	if len(terms) == 0 {
 		return nil, errors.New("empty range")
 	}
-	var r versionRange
+	var r Range
 	for i := 0; i < len(terms); i++ {
 		t := terms[i]
 		// An operator written apart from its version (">= 1.0").
@@ -262,38 +266,38 @@ func parseTerm(t string) ([]comparator, error) {
 		}
 		return xRange(v, n), nil
 	case "^":
-		var hi semver
+		var hi Version
 		switch {
 		case n == 0:
 			return nil, nil
 		case v.major > 0 || n == 1:
-			hi = semver{major: v.major + 1}
+			hi = Version{major: v.major + 1}
 		case v.minor > 0 || n == 2:
-			hi = semver{minor: v.minor + 1}
+			hi = Version{minor: v.minor + 1}
 		default:
-			hi = semver{patch: v.patch + 1}
+			hi = Version{patch: v.patch + 1}
 		}
 		return []comparator{{">=", lo}, {"<", hi}}, nil
 	case "~":
 		if n == 0 {
 			return nil, nil
 		}
-		hi := semver{major: v.major, minor: v.minor + 1}
+		hi := Version{major: v.major, minor: v.minor + 1}
 		if n == 1 {
-			hi = semver{major: v.major + 1}
+			hi = Version{major: v.major + 1}
 		}
 		return []comparator{{">=", lo}, {"<", hi}}, nil
 	case ">=", "<":
 		if n == 0 {
 			if op == "<" {
-				return []comparator{{"<", semver{pre: []string{"0"}}}}, nil // nothing
+				return []comparator{{"<", Version{pre: []string{"0"}}}}, nil // nothing
 			}
 			return nil, nil
 		}
 		return []comparator{{op, lo}}, nil
 	case ">":
 		if n == 0 {
-			return []comparator{{"<", semver{pre: []string{"0"}}}}, nil // nothing
+			return []comparator{{"<", Version{pre: []string{"0"}}}}, nil // nothing
 		}
 		if n == 3 {
 			return []comparator{{">", v}}, nil
@@ -312,25 +316,25 @@ func parseTerm(t string) ([]comparator, error) {
 
 // xRange is the range a partial version names: 1 → >=1.0.0 <2.0.0,
 // 1.2 → >=1.2.0 <1.3.0, nothing → any.
-func xRange(v semver, n int) []comparator {
+func xRange(v Version, n int) []comparator {
 	if n == 0 {
 		return nil
 	}
-	return []comparator{{">=", semver{major: v.major, minor: v.minor}}, {"<", bump(v, n)}}
+	return []comparator{{">=", Version{major: v.major, minor: v.minor}}, {"<", bump(v, n)}}
 }
 
 // bump returns the first version after every version the n-part partial v
 // names.
-func bump(v semver, n int) semver {
+func bump(v Version, n int) Version {
 	if n == 1 {
-		return semver{major: v.major + 1}
+		return Version{major: v.major + 1}
 	}
-	return semver{major: v.major, minor: v.minor + 1}
+	return Version{major: v.major, minor: v.minor + 1}
 }
 
-// satisfiedBy reports whether v is in the range. A pre-release satisfies
+// SatisfiedBy reports whether v is in the range. A pre-release satisfies
 // only a range that names a pre-release of the same major.minor.patch.
-func (r versionRange) satisfiedBy(v semver) bool {
+func (r Range) SatisfiedBy(v Version) bool {
 	for _, c := range r {
 		if !c.holds(v) {
 			return false

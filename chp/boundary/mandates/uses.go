@@ -1,4 +1,4 @@
-package boundary
+package mandates
 
 import (
 	"bytes"
@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// Use counts of capped mandates survive a restart when Config.MandateUsesFile
+// Use counts of capped mandates survive a restart when Config.UsesFile
 // is set: every counted use is a JSON line appended (and synced) before the
 // invocation proceeds, and the file is reloaded — without the uses of
-// expired mandates — in New.
+// expired mandates — by Open.
 
 // useRecord is one line of the uses file.
 type useRecord struct {
@@ -27,8 +27,7 @@ type useRecord struct {
 // valid at now, and rewrites the file with only those (so it does not grow
 // with expired grants). A line that does not parse — a torn last write — is
 // dropped.
-func (b *Boundary) loadUses(path string, now time.Time) error {
-	ms := &b.mandates
+func (ms *State) loadUses(path string, now time.Time) error {
 	ms.usesPath = path
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -60,7 +59,7 @@ func (b *Boundary) loadUses(path string, now time.Time) error {
 }
 
 // use returns the counter of k, made with until when new (ms.mu held).
-func (ms *mandateState) use(k mandateKey, until time.Time) *mandateUses {
+func (ms *State) use(k mandateKey, until time.Time) *mandateUses {
 	if u := ms.uses[k]; u != nil {
 		return u
 	}
@@ -73,7 +72,7 @@ func (ms *mandateState) use(k mandateKey, until time.Time) *mandateUses {
 }
 
 // persistUses appends the records of one counted invocation (ms.mu held).
-func (ms *mandateState) persistUses(recs []useRecord) error {
+func (ms *State) persistUses(recs []useRecord) error {
 	if ms.usesPath == "" || len(recs) == 0 {
 		return nil
 	}

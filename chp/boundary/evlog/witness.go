@@ -1,4 +1,4 @@
-package boundary
+package evlog
 
 import (
 	"bufio"
@@ -19,12 +19,12 @@ import (
 var (
 	// ErrHeadMismatch: the statement's store_head is not the host's own
 	// head at the witnessed sequence under either scheme (409).
-	ErrHeadMismatch = errors.New("boundary: head_mismatch: the store head at that sequence differs")
+	ErrHeadMismatch = errors.New("evlog: head_mismatch: the store head at that sequence differs")
 	// ErrRevocationHeadMismatch: the statement's revocation_head is not
 	// the host's current one (409).
-	ErrRevocationHeadMismatch = errors.New("boundary: revocation_head_mismatch: the host holds another revocation set")
+	ErrRevocationHeadMismatch = errors.New("evlog: revocation_head_mismatch: the host holds another revocation set")
 	// ErrWitnessStoreFull: the sidecar refuses further statements (503).
-	ErrWitnessStoreFull = errors.New("boundary: the witness sidecar is full")
+	ErrWitnessStoreFull = errors.New("evlog: the witness sidecar is full")
 )
 
 // Receipt is a received chain-witness statement as the witnessed host
@@ -50,14 +50,16 @@ type WitnessStore interface {
 // MaxSidecarEntries bounds the statements (and anchors) a sidecar keeps.
 const MaxSidecarEntries = 10000
 
-// memorySidecar is the default WitnessStore: lost at exit.
-type memorySidecar struct {
+// MemoryWitnessStore is the default WitnessStore: lost at exit. The zero
+// value is ready to use.
+type MemoryWitnessStore struct {
 	mu       sync.Mutex
 	receipts []Receipt
 	anchors  []json.RawMessage
 }
 
-func (m *memorySidecar) AddReceipt(_ context.Context, r Receipt) error {
+// AddReceipt implements WitnessStore.
+func (m *MemoryWitnessStore) AddReceipt(_ context.Context, r Receipt) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.receipts) >= MaxSidecarEntries {
@@ -67,13 +69,15 @@ func (m *memorySidecar) AddReceipt(_ context.Context, r Receipt) error {
 	return nil
 }
 
-func (m *memorySidecar) Receipts(context.Context) ([]Receipt, error) {
+// Receipts implements WitnessStore.
+func (m *MemoryWitnessStore) Receipts(context.Context) ([]Receipt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]Receipt(nil), m.receipts...), nil
 }
 
-func (m *memorySidecar) AddAnchor(_ context.Context, s json.RawMessage) error {
+// AddAnchor implements WitnessStore.
+func (m *MemoryWitnessStore) AddAnchor(_ context.Context, s json.RawMessage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.anchors) >= MaxSidecarEntries {
@@ -83,7 +87,8 @@ func (m *memorySidecar) AddAnchor(_ context.Context, s json.RawMessage) error {
 	return nil
 }
 
-func (m *memorySidecar) Anchors(context.Context) ([]json.RawMessage, error) {
+// Anchors implements WitnessStore.
+func (m *MemoryWitnessStore) Anchors(context.Context) ([]json.RawMessage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]json.RawMessage(nil), m.anchors...), nil
@@ -94,14 +99,14 @@ func (m *memorySidecar) Anchors(context.Context) ([]json.RawMessage, error) {
 // before the statement is acknowledged.
 type FileWitnessStore struct {
 	dir string
-	mem memorySidecar
+	mem MemoryWitnessStore
 }
 
 // OpenFileWitnessStore opens (creating) the sidecar in dir and loads what
 // it holds. A torn last line (a crash mid-write) is ignored.
 func OpenFileWitnessStore(dir string) (*FileWitnessStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("boundary: witness sidecar: %w", err)
+		return nil, fmt.Errorf("evlog: witness sidecar: %w", err)
 	}
 	s := &FileWitnessStore{dir: dir}
 	if err := readLines(filepath.Join(dir, "witnesses.jsonl"), func(b []byte) error {
@@ -129,7 +134,7 @@ func readLines(path string, fn func([]byte) error) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("boundary: witness sidecar: %w", err)
+		return fmt.Errorf("evlog: witness sidecar: %w", err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 64<<20)
@@ -141,7 +146,7 @@ func readLines(path string, fn func([]byte) error) error {
 			if !bytes.HasSuffix(data, []byte("\n")) && bytes.HasSuffix(data, sc.Bytes()) {
 				return nil // a torn last line
 			}
-			return fmt.Errorf("boundary: witness sidecar %s: %w", path, err)
+			return fmt.Errorf("evlog: witness sidecar %s: %w", path, err)
 		}
 	}
 	return sc.Err()
@@ -154,7 +159,7 @@ func (s *FileWitnessStore) appendLine(name string, v any) error {
 	}
 	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("boundary: witness sidecar: %w", err)
+		return fmt.Errorf("evlog: witness sidecar: %w", err)
 	}
 	_, err = f.Write(append(b, '\n'))
 	if err == nil {
@@ -206,25 +211,25 @@ func (s *FileWitnessStore) Anchors(ctx context.Context) ([]json.RawMessage, erro
 
 // SetWitnessStore installs the sidecar for received statements (default:
 // in memory).
-func (b *Boundary) SetWitnessStore(ws WitnessStore) {
-	b.wit.mu.Lock()
-	b.wit.side = ws
-	b.wit.mu.Unlock()
+func (g *Log) SetWitnessStore(ws WitnessStore) {
+	g.mu.Lock()
+	g.side = ws
+	g.mu.Unlock()
 }
 
-func (b *Boundary) sidecar() WitnessStore {
-	b.wit.mu.Lock()
-	defer b.wit.mu.Unlock()
-	if b.wit.side == nil {
-		b.wit.side = &memorySidecar{}
+func (g *Log) sidecar() WitnessStore {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.side == nil {
+		g.side = &MemoryWitnessStore{}
 	}
-	return b.wit.side
+	return g.side
 }
 
 // matchHead reports whether storeHead is the host's own head at seq under
 // scheme ("" = either scheme), and returns the leaves at seq.
-func (b *Boundary) matchHead(ctx context.Context, seq uint64, storeHead, scheme string) (map[string]string, error) {
-	l, err := b.syncLog(ctx)
+func (g *Log) matchHead(ctx context.Context, seq uint64, storeHead, scheme string) (map[string]string, error) {
+	l, err := g.syncLog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -251,21 +256,21 @@ func (b *Boundary) matchHead(ctx context.Context, seq uint64, storeHead, scheme 
 // (ErrHeadMismatch), and its revocation_head, when present, the host's
 // current one (ErrRevocationHeadMismatch). The leaves and the revocation
 // set are kept beside it. Nothing is kept on any refusal.
-func (b *Boundary) AcceptWitness(ctx context.Context, raw []byte) (*chp.ChainWitness, error) {
+func (g *Log) AcceptWitness(ctx context.Context, raw []byte) (*chp.ChainWitness, error) {
 	w, err := chp.ParseChainWitness(raw)
 	if err != nil {
 		return nil, err
 	}
-	if w.HostID != b.cfg.HostID {
+	if w.HostID != g.cfg.HostID {
 		return nil, fmt.Errorf("%w: the statement witnesses %q, not this host", chp.ErrInvalidWitness, w.HostID)
 	}
-	leaves, err := b.matchHead(ctx, w.Sequence, w.StoreHead, "")
+	leaves, err := g.matchHead(ctx, w.Sequence, w.StoreHead, "")
 	if err != nil {
 		return nil, err
 	}
 	r := Receipt{Statement: bytes.Clone(raw), Leaves: leaves}
 	if w.RevocationHead != "" {
-		ids, rev, err := b.revocations(ctx)
+		ids, rev, err := g.revocations(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -274,7 +279,7 @@ func (b *Boundary) AcceptWitness(ctx context.Context, raw []byte) (*chp.ChainWit
 		}
 		r.Revocations = append([]string{}, ids...)
 	}
-	if err := b.sidecar().AddReceipt(ctx, r); err != nil {
+	if err := g.sidecar().AddReceipt(ctx, r); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -282,8 +287,8 @@ func (b *Boundary) AcceptWitness(ctx context.Context, raw []byte) (*chp.ChainWit
 
 // Witnesses returns the received statements, oldest first (GET
 // /witnesses).
-func (b *Boundary) Witnesses(ctx context.Context) ([]json.RawMessage, error) {
-	rs, err := b.sidecar().Receipts(ctx)
+func (g *Log) Witnesses(ctx context.Context) ([]json.RawMessage, error) {
+	rs, err := g.sidecar().Receipts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -297,24 +302,24 @@ func (b *Boundary) Witnesses(ctx context.Context) ([]json.RawMessage, error) {
 // AcceptAnchor verifies a store-head anchor offline (its did:key SSHSIG
 // countersignature) and that it anchors this host's own head at its
 // sequence, then keeps it (POST /anchors).
-func (b *Boundary) AcceptAnchor(ctx context.Context, raw []byte) (*chp.StoreHeadAnchor, error) {
+func (g *Log) AcceptAnchor(ctx context.Context, raw []byte) (*chp.StoreHeadAnchor, error) {
 	a, err := chp.ParseStoreHeadAnchor(raw)
 	if err != nil {
 		return nil, err
 	}
-	if a.HostID != b.cfg.HostID {
+	if a.HostID != g.cfg.HostID {
 		return nil, fmt.Errorf("%w: the anchor is for %q, not this host", chp.ErrInvalidWitness, a.HostID)
 	}
-	if _, err := b.matchHead(ctx, a.Sequence, a.StoreHead, a.StoreHeadScheme); err != nil {
+	if _, err := g.matchHead(ctx, a.Sequence, a.StoreHead, a.StoreHeadScheme); err != nil {
 		return nil, err
 	}
-	if err := b.sidecar().AddAnchor(ctx, bytes.Clone(raw)); err != nil {
+	if err := g.sidecar().AddAnchor(ctx, bytes.Clone(raw)); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
 // Anchors returns the kept store-head anchors, oldest first (GET /anchors).
-func (b *Boundary) Anchors(ctx context.Context) ([]json.RawMessage, error) {
-	return b.sidecar().Anchors(ctx)
+func (g *Log) Anchors(ctx context.Context) ([]json.RawMessage, error) {
+	return g.sidecar().Anchors(ctx)
 }

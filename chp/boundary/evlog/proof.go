@@ -1,4 +1,4 @@
-package boundary
+package evlog
 
 import (
 	"context"
@@ -12,20 +12,20 @@ import (
 
 // ErrUnknownCorrelation is returned by Export and Verify for a correlation
 // without evidence.
-var ErrUnknownCorrelation = errors.New("boundary: no evidence for this correlation")
+var ErrUnknownCorrelation = errors.New("evlog: no evidence for this correlation")
 
 // ErrBadQuery reports an invalid replay query.
-var ErrBadQuery = errors.New("boundary: invalid replay query")
+var ErrBadQuery = errors.New("evlog: invalid replay query")
 
 // Replay returns the evidence of one correlation in sequence order
 // (chp-v0.1.md §10). SinceSequence is exclusive; Limit is capped by the
 // host (Truncated says more remain); IncludePayloads=false replaces each
 // payload with {}.
-func (b *Boundary) Replay(ctx context.Context, q chp.ReplayQuery) (*chp.ReplayResult, error) {
+func (g *Log) Replay(ctx context.Context, q chp.ReplayQuery) (*chp.ReplayResult, error) {
 	if q.CorrelationID == "" {
 		return nil, fmt.Errorf("%w: correlation_id is required", ErrBadQuery)
 	}
-	limit := b.cfg.MaxReplayLimit
+	limit := g.cfg.MaxReplayLimit
 	if q.Limit != nil {
 		if *q.Limit < 1 {
 			return nil, fmt.Errorf("%w: limit must be at least 1", ErrBadQuery)
@@ -36,11 +36,11 @@ func (b *Boundary) Replay(ctx context.Context, q chp.ReplayQuery) (*chp.ReplayRe
 	if q.SinceSequence != nil {
 		after = *q.SinceSequence
 	}
-	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: q.CorrelationID, After: after, Limit: limit + 1})
+	recs, err := g.cfg.Store.Replay(ctx, evidence.Query{CorrelationID: q.CorrelationID, After: after, Limit: limit + 1})
 	if err != nil {
-		return nil, fmt.Errorf("boundary: replay: %w", err)
+		return nil, fmt.Errorf("evlog: replay: %w", err)
 	}
-	res := &chp.ReplayResult{CorrelationID: q.CorrelationID, ReplayedAt: chp.FormatTime(b.now()), Events: []json.RawMessage{}}
+	res := &chp.ReplayResult{CorrelationID: q.CorrelationID, ReplayedAt: chp.FormatTime(g.cfg.Now()), Events: []json.RawMessage{}}
 	if len(recs) > limit {
 		recs, res.Truncated = recs[:limit], true
 	}
@@ -50,7 +50,7 @@ func (b *Boundary) Replay(ctx context.Context, q chp.ReplayQuery) (*chp.ReplayRe
 		if strip {
 			var m map[string]json.RawMessage
 			if err := json.Unmarshal(data, &m); err != nil {
-				return nil, fmt.Errorf("boundary: stored event %d: %w", r.Sequence, err)
+				return nil, fmt.Errorf("evlog: stored event %d: %w", r.Sequence, err)
 			}
 			m["payload"] = json.RawMessage("{}")
 			data, _ = json.Marshal(m)
@@ -67,10 +67,10 @@ func (b *Boundary) Replay(ctx context.Context, q chp.ReplayQuery) (*chp.ReplayRe
 // A correlation without evidence is ErrUnknownCorrelation, never a valid
 // empty chain: "valid, 0 events" would vouch for a correlation this host
 // never saw.
-func (b *Boundary) Verify(ctx context.Context, correlationID string) (*chp.ChainVerification, error) {
-	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: correlationID})
+func (g *Log) Verify(ctx context.Context, correlationID string) (*chp.ChainVerification, error) {
+	recs, err := g.cfg.Store.Replay(ctx, evidence.Query{CorrelationID: correlationID})
 	if err != nil {
-		return nil, fmt.Errorf("boundary: verify: %w", err)
+		return nil, fmt.Errorf("evlog: verify: %w", err)
 	}
 	if len(recs) == 0 {
 		return nil, ErrUnknownCorrelation
@@ -85,18 +85,18 @@ func (b *Boundary) Verify(ctx context.Context, correlationID string) (*chp.Chain
 // Export returns the evidence bundle of one correlation (chp-v0.2.md §3)
 // with a chp-completeness-v1 claim as of the store's last sequence; signed
 // with the host key when the host has one.
-func (b *Boundary) Export(ctx context.Context, correlationID string) (*chp.EvidenceBundle, error) {
-	asOf := b.store.LastSequence()
-	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: correlationID})
+func (g *Log) Export(ctx context.Context, correlationID string) (*chp.EvidenceBundle, error) {
+	asOf := g.cfg.Store.LastSequence()
+	recs, err := g.cfg.Store.Replay(ctx, evidence.Query{CorrelationID: correlationID})
 	if err != nil {
-		return nil, fmt.Errorf("boundary: export: %w", err)
+		return nil, fmt.Errorf("evlog: export: %w", err)
 	}
 	if len(recs) == 0 {
 		return nil, ErrUnknownCorrelation
 	}
 	bundle := &chp.EvidenceBundle{
-		Assurance: "hash-chain", Canonicalization: chp.Canonicalization, CreatedAt: chp.FormatTime(b.now()),
-		HostID: b.cfg.HostID, ProtocolVersion: chp.ProtocolVersion,
+		Assurance: "hash-chain", Canonicalization: chp.Canonicalization, CreatedAt: chp.FormatTime(g.cfg.Now()),
+		HostID: g.cfg.HostID, ProtocolVersion: chp.ProtocolVersion,
 	}
 	hashes := make([]string, len(recs))
 	for i, r := range recs {
@@ -109,8 +109,8 @@ func (b *Boundary) Export(ctx context.Context, correlationID string) (*chp.Evide
 	}
 	bundle.RootHash = chp.RootHash(hashes)
 	bundle.Completeness = &chp.Completeness{AsOfSequence: asOf, CorrelationID: correlationID, HeadHash: tail.ContentHash, Scheme: chp.CompletenessScheme}
-	if b.cfg.Key != nil {
-		if err := chp.SignBundle(bundle, b.cfg.Key); err != nil {
+	if g.cfg.Key != nil {
+		if err := chp.SignBundle(bundle, g.cfg.Key); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package boundary
+package evlog
 
 import (
 	"context"
@@ -17,20 +17,20 @@ import (
 
 // ErrNoHead is returned when the host cannot compute a store head: its
 // evidence store cannot replay its whole log (evidence.Scanner).
-var ErrNoHead = errors.New("boundary: the evidence store cannot replay its log; no store head")
+var ErrNoHead = errors.New("evlog: the evidence store cannot replay its log; no store head")
 
 // ErrUnsigned is returned for a signed tree head on a host without a key.
-var ErrUnsigned = errors.New("boundary: the host has no key; its log heads cannot be signed")
+var ErrUnsigned = errors.New("evlog: the host has no key; its log heads cannot be signed")
 
 // ErrBadSequence is returned for a sequence or tree size the log has not
 // reached, or a pair out of order.
-var ErrBadSequence = errors.New("boundary: sequence out of range")
+var ErrBadSequence = errors.New("evlog: sequence out of range")
 
-// RevocationSource is the hook through which the boundary learns the
+// RevocationSource is the hook through which the log learns the
 // revocations the host holds (chp-v0.2.md §12 Revocation freshness): the
 // chp-revocation-head-v1 identifiers, "m\x00{mandate_id}\x00{principal
-// key}" or "k\x00{key_id}". Without one the boundary uses the mandate
-// revocations it holds itself (RevocationIDs); with none held the head is
+// key}" or "k\x00{key_id}". Without one the log uses
+// Config.HeldRevocations; with none held the head is
 // chp.EmptyRevocationHead.
 type RevocationSource interface {
 	RevocationIDs(ctx context.Context) ([]string, error)
@@ -52,44 +52,28 @@ type headLog struct {
 	tree   merkle.Tree
 }
 
-// witnessState is the boundary's witnessing side: the log mirror, the
-// revocation hook and the sidecar where received statements live.
-type witnessState struct {
-	log  headLog
-	mu   sync.Mutex
-	rev  RevocationSource
-	side WitnessStore
-}
-
-// SetRevocationSource installs the source of the revocation head.
-func (b *Boundary) SetRevocationSource(src RevocationSource) {
-	b.wit.mu.Lock()
-	b.wit.rev = src
-	b.wit.mu.Unlock()
-}
-
-// sync folds every record the store holds past the mirror into it and
+// syncLog folds every record the store holds past the mirror into it and
 // returns the mirror locked; the caller unlocks.
-func (b *Boundary) syncLog(ctx context.Context) (*headLog, error) {
-	sc, ok := b.store.(evidence.Scanner)
+func (g *Log) syncLog(ctx context.Context) (*headLog, error) {
+	sc, ok := g.cfg.Store.(evidence.Scanner)
 	if !ok {
 		return nil, ErrNoHead
 	}
-	l := &b.wit.log
+	l := &g.log
 	l.mu.Lock()
 	after := l.last()
 	if l.cur == nil {
 		l.cur = make(map[string]string)
 	}
-	upTo := b.store.LastSequence()
+	upTo := g.cfg.Store.LastSequence()
 	if upTo <= after {
 		return l, nil // nothing new: no scan
 	}
 	// Only durable records enter a head: a head a peer countersigns must
 	// still be recomputable after a crash.
-	if err := b.store.Sync(ctx, upTo); err != nil {
+	if err := g.cfg.Store.Sync(ctx, upTo); err != nil {
 		l.mu.Unlock()
-		return nil, fmt.Errorf("boundary: syncing the evidence log: %w", err)
+		return nil, fmt.Errorf("evlog: syncing the evidence log: %w", err)
 	}
 	err := sc.Scan(ctx, after, func(r evidence.Record) error {
 		if r.Sequence > upTo {
@@ -107,7 +91,7 @@ func (b *Boundary) syncLog(ctx context.Context) (*headLog, error) {
 	})
 	if err != nil && !errors.Is(err, errScanDone) {
 		l.mu.Unlock()
-		return nil, fmt.Errorf("boundary: replaying the evidence log: %w", err)
+		return nil, fmt.Errorf("evlog: replaying the evidence log: %w", err)
 	}
 	return l, nil
 }
@@ -151,43 +135,46 @@ func checkScheme(scheme string) (string, error) {
 }
 
 // revocations returns the held revocation identifiers and their head.
-func (b *Boundary) revocations(ctx context.Context) ([]string, string, error) {
-	b.wit.mu.Lock()
-	src := b.wit.rev
-	b.wit.mu.Unlock()
+func (g *Log) revocations(ctx context.Context) ([]string, string, error) {
+	g.mu.Lock()
+	src := g.rev
+	g.mu.Unlock()
 	if src == nil {
-		ids := b.RevocationIDs() // the mandate revocations this host holds
+		var ids []string
+		if g.cfg.HeldRevocations != nil {
+			ids = g.cfg.HeldRevocations() // the mandate revocations this host holds
+		}
 		return ids, chp.RevocationHead(ids), nil
 	}
 	ids, err := src.RevocationIDs(ctx)
 	if err != nil {
-		return nil, "", fmt.Errorf("boundary: revocation head: %w", err)
+		return nil, "", fmt.Errorf("evlog: revocation head: %w", err)
 	}
 	return ids, chp.RevocationHead(ids), nil
 }
 
 // Head returns the store head now (GET /head) under scheme ("" =
 // chp-store-head-v1), with the revocation head.
-func (b *Boundary) Head(ctx context.Context, scheme string) (*chp.StoreHead, error) {
-	return b.headAt(ctx, scheme, nil)
+func (g *Log) Head(ctx context.Context, scheme string) (*chp.StoreHead, error) {
+	return g.headAt(ctx, scheme, nil)
 }
 
 // HeadAt returns the store head as of sequence seq, which the store must
 // have reached.
-func (b *Boundary) HeadAt(ctx context.Context, scheme string, seq uint64) (*chp.StoreHead, error) {
-	return b.headAt(ctx, scheme, &seq)
+func (g *Log) HeadAt(ctx context.Context, scheme string, seq uint64) (*chp.StoreHead, error) {
+	return g.headAt(ctx, scheme, &seq)
 }
 
-func (b *Boundary) headAt(ctx context.Context, scheme string, at *uint64) (*chp.StoreHead, error) {
+func (g *Log) headAt(ctx context.Context, scheme string, at *uint64) (*chp.StoreHead, error) {
 	scheme, err := checkScheme(scheme)
 	if err != nil {
 		return nil, err
 	}
-	_, rev, err := b.revocations(ctx)
+	_, rev, err := g.revocations(ctx)
 	if err != nil {
 		return nil, err
 	}
-	l, err := b.syncLog(ctx)
+	l, err := g.syncLog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -203,14 +190,14 @@ func (b *Boundary) headAt(ctx context.Context, scheme string, at *uint64) (*chp.
 	if err != nil {
 		return nil, err
 	}
-	return &chp.StoreHead{HostID: b.cfg.HostID, Scheme: scheme, Sequence: seq, StoreHead: root,
-		RevocationHead: rev, At: chp.FormatTime(b.now())}, nil
+	return &chp.StoreHead{HostID: g.cfg.HostID, Scheme: scheme, Sequence: seq, StoreHead: root,
+		RevocationHead: rev, At: chp.FormatTime(g.cfg.Now())}, nil
 }
 
 // HeadInclusion proves correlationID's current head under the current
 // chp-store-head-v2 root (GET /head/inclusion/{id}).
-func (b *Boundary) HeadInclusion(ctx context.Context, correlationID string) (*chp.StoreHead, *chp.StoreHeadInclusion, error) {
-	l, err := b.syncLog(ctx)
+func (g *Log) HeadInclusion(ctx context.Context, correlationID string) (*chp.StoreHead, *chp.StoreHeadInclusion, error) {
+	l, err := g.syncLog(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,8 +209,8 @@ func (b *Boundary) HeadInclusion(ctx context.Context, correlationID string) (*ch
 		return nil, nil, ErrUnknownCorrelation
 	}
 	root, _ := chp.StoreHeadRoot(chp.StoreHeadV2, leaves)
-	return &chp.StoreHead{HostID: b.cfg.HostID, Scheme: chp.StoreHeadV2, Sequence: seq, StoreHead: root,
-		At: chp.FormatTime(b.now())}, &p, nil
+	return &chp.StoreHead{HostID: g.cfg.HostID, Scheme: chp.StoreHeadV2, Sequence: seq, StoreHead: root,
+		At: chp.FormatTime(g.cfg.Now())}, &p, nil
 }
 
 // HeadConsistency is the chp-store-head-v2 consistency proof between the
@@ -231,8 +218,8 @@ func (b *Boundary) HeadInclusion(ctx context.Context, correlationID string) (*ch
 // proposal 0022 specifies. It is honest, yet fails to verify whenever the
 // store changed a leaf other than by appending in sort order — the v2 flaw
 // (docs/witnessing.md); LogConsistency is the sound proof.
-func (b *Boundary) HeadConsistency(ctx context.Context, first, second uint64) (*chp.StoreHeadConsistency, error) {
-	l, err := b.syncLog(ctx)
+func (g *Log) HeadConsistency(ctx context.Context, first, second uint64) (*chp.StoreHeadConsistency, error) {
+	l, err := g.syncLog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -253,40 +240,40 @@ type hostSigner struct {
 func (s hostSigner) Public() identity.PublicKey { return s.pub }
 func (s hostSigner) Sign(msg []byte) []byte     { return ed25519.Sign(s.key, msg) }
 
-func (b *Boundary) signer() (hostSigner, error) {
-	if b.cfg.Key == nil {
+func (g *Log) signer() (hostSigner, error) {
+	if g.cfg.Key == nil {
 		return hostSigner{}, ErrUnsigned
 	}
-	pub, err := identity.ParsePublicKey(b.cfg.Key.Public().(ed25519.PublicKey))
+	pub, err := identity.ParsePublicKey(g.cfg.Key.Public().(ed25519.PublicKey))
 	if err != nil {
-		return hostSigner{}, fmt.Errorf("boundary: host key: %w", err)
+		return hostSigner{}, fmt.Errorf("evlog: host key: %w", err)
 	}
-	return hostSigner{key: b.cfg.Key, pub: pub}, nil
+	return hostSigner{key: g.cfg.Key, pub: pub}, nil
 }
 
 // LogHead signs the head of the Merkle event log at treeSize leaves (0:
 // the current size). Leaf i is the i-th event of the global sequence.
-func (b *Boundary) LogHead(ctx context.Context, treeSize uint64) (merkle.SignedTreeHead, error) {
-	s, err := b.signer()
+func (g *Log) LogHead(ctx context.Context, treeSize uint64) (merkle.SignedTreeHead, error) {
+	s, err := g.signer()
 	if err != nil {
 		return merkle.SignedTreeHead{}, err
 	}
-	l, err := b.syncLog(ctx)
+	l, err := g.syncLog(ctx)
 	if err != nil {
 		return merkle.SignedTreeHead{}, err
 	}
 	defer l.mu.Unlock()
-	return b.logHeadLocked(l, s, treeSize)
+	return g.logHeadLocked(l, s, treeSize)
 }
 
-func (b *Boundary) logHeadLocked(l *headLog, s hostSigner, size uint64) (merkle.SignedTreeHead, error) {
+func (g *Log) logHeadLocked(l *headLog, s hostSigner, size uint64) (merkle.SignedTreeHead, error) {
 	if size == 0 {
 		size = l.tree.Size()
 	}
 	if size > l.tree.Size() {
 		return merkle.SignedTreeHead{}, fmt.Errorf("%w: tree size %d is past the log's %d", ErrBadSequence, size, l.tree.Size())
 	}
-	return l.tree.SignHead(s, size, b.now())
+	return l.tree.SignHead(s, size, g.cfg.Now())
 }
 
 // LogInclusion is an event's inclusion in the Merkle event log: the
@@ -300,12 +287,12 @@ type LogInclusion struct {
 
 // LogInclusion proves the event at sequence seq under the signed log head
 // of treeSize leaves (0: the current size).
-func (b *Boundary) LogInclusion(ctx context.Context, seq, treeSize uint64) (*LogInclusion, error) {
-	s, err := b.signer()
+func (g *Log) LogInclusion(ctx context.Context, seq, treeSize uint64) (*LogInclusion, error) {
+	s, err := g.signer()
 	if err != nil {
 		return nil, err
 	}
-	l, err := b.syncLog(ctx)
+	l, err := g.syncLog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +302,7 @@ func (b *Boundary) LogInclusion(ctx context.Context, seq, treeSize uint64) (*Log
 	if found {
 		corr = l.corrs[i]
 	}
-	head, err := b.logHeadLocked(l, s, treeSize)
+	head, err := g.logHeadLocked(l, s, treeSize)
 	if err == nil && !found {
 		err = fmt.Errorf("%w: no event at sequence %d", ErrBadSequence, seq)
 	}
@@ -327,12 +314,12 @@ func (b *Boundary) LogInclusion(ctx context.Context, seq, treeSize uint64) (*Log
 	if err != nil {
 		return nil, err
 	}
-	recs, err := b.store.Replay(ctx, evidence.Query{CorrelationID: corr, After: seq - 1, Limit: 1})
+	recs, err := g.cfg.Store.Replay(ctx, evidence.Query{CorrelationID: corr, After: seq - 1, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
 	if len(recs) != 1 || recs[0].Sequence != seq {
-		return nil, fmt.Errorf("boundary: the store no longer returns sequence %d", seq)
+		return nil, fmt.Errorf("evlog: the store no longer returns sequence %d", seq)
 	}
 	return &LogInclusion{Sequence: seq, Event: recs[0].Data, Head: head, Proof: proof}, nil
 }
@@ -346,17 +333,17 @@ type LogConsistency struct {
 
 // LogConsistency proves the log of size1 leaves is a prefix of the log of
 // size2 leaves (size2 0: the current size), with both heads signed.
-func (b *Boundary) LogConsistency(ctx context.Context, size1, size2 uint64) (*LogConsistency, error) {
-	s, err := b.signer()
+func (g *Log) LogConsistency(ctx context.Context, size1, size2 uint64) (*LogConsistency, error) {
+	s, err := g.signer()
 	if err != nil {
 		return nil, err
 	}
-	l, err := b.syncLog(ctx)
+	l, err := g.syncLog(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer l.mu.Unlock()
-	second, err := b.logHeadLocked(l, s, size2)
+	second, err := g.logHeadLocked(l, s, size2)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +354,7 @@ func (b *Boundary) LogConsistency(ctx context.Context, size1, size2 uint64) (*Lo
 	if err != nil {
 		return nil, err
 	}
-	first, err := merkle.SignTreeHead(s, size1, root1, b.now())
+	first, err := merkle.SignTreeHead(s, size1, root1, g.cfg.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package boundary
+package mandates
 
 import (
 	"bytes"
@@ -16,11 +16,11 @@ import (
 
 // ErrBadRevocation wraps every reason AcceptRevocation refuses a statement:
 // it is malformed or does not verify. Nothing refused is stored.
-var ErrBadRevocation = errors.New("boundary: invalid mandate revocation")
+var ErrBadRevocation = errors.New("mandates: invalid mandate revocation")
 
 // ErrTooManyRevocations is AcceptRevocation's answer once the host holds
 // MaxRevocations statements: a new one is not kept.
-var ErrTooManyRevocations = errors.New("boundary: the host holds as many mandate revocations as it keeps")
+var ErrTooManyRevocations = errors.New("mandates: the host holds as many mandate revocations as it keeps")
 
 // MaxRevocations bounds the mandate revocations a host holds (memory and
 // sidecar file alike).
@@ -48,7 +48,7 @@ type AcceptedRevocation struct {
 // mandate of that id issued under that key, and any chain through it. A
 // statement signed by another key than the mandate's principal's revokes
 // nothing. Accepting the same statement twice keeps one.
-func (b *Boundary) AcceptRevocation(raw []byte) (*AcceptedRevocation, error) {
+func (ms *State) AcceptRevocation(raw []byte) (*AcceptedRevocation, error) {
 	s, err := chp.ParseMandateRevocation(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRevocation, err)
@@ -60,7 +60,6 @@ func (b *Boundary) AcceptRevocation(raw []byte) (*AcceptedRevocation, error) {
 	if err := json.Compact(&compact, raw); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRevocation, err)
 	}
-	ms := &b.mandates
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	k := mandateKey{s.MandateID, s.Principal.PublicKey}
@@ -70,19 +69,18 @@ func (b *Boundary) AcceptRevocation(raw []byte) (*AcceptedRevocation, error) {
 		}
 		if ms.path != "" {
 			if err := appendLine(ms.path, compact.Bytes(), ms.torn); err != nil {
-				return nil, fmt.Errorf("boundary: keeping the revocation: %w", err)
+				return nil, fmt.Errorf("mandates: keeping the revocation: %w", err)
 			}
 			ms.torn = false
 		}
 		ms.add(k, compact.Bytes())
-		b.log.Info("mandate revoked", "mandate_id", s.MandateID, "principal", s.Principal.HostID)
+		ms.log.Info("mandate revoked", "mandate_id", s.MandateID, "principal", s.Principal.HostID)
 	}
 	return &AcceptedRevocation{Accepted: true, MandateID: s.MandateID, Principal: s.Principal.HostID}, nil
 }
 
 // Revocations returns the revocation set the host holds.
-func (b *Boundary) Revocations() RevocationSet {
-	ms := &b.mandates
+func (ms *State) Revocations() RevocationSet {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	set := RevocationSet{Keys: []json.RawMessage{}, Mandates: make([]json.RawMessage, len(ms.served))}
@@ -93,7 +91,7 @@ func (b *Boundary) Revocations() RevocationSet {
 }
 
 // add records a verified statement (ms.mu held).
-func (ms *mandateState) add(k mandateKey, stmt []byte) {
+func (ms *State) add(k mandateKey, stmt []byte) {
 	if ms.revoked == nil {
 		ms.revoked = make(map[mandateKey]struct{})
 	}
@@ -104,8 +102,7 @@ func (ms *mandateState) add(k mandateKey, stmt []byte) {
 // loadRevocations reads the sidecar file at path (one statement a line),
 // verifying each statement again; a line that does not verify — a torn last
 // write, an edit — is skipped with a warning, never trusted.
-func (b *Boundary) loadRevocations(path string) error {
-	ms := &b.mandates
+func (ms *State) loadRevocations(path string) error {
 	ms.path = path
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -126,13 +123,13 @@ func (b *Boundary) loadRevocations(path string) error {
 			err = chp.VerifyMandateRevocation(s)
 		}
 		if err != nil {
-			b.log.Warn("skipping a mandate revocation that does not verify", "file", path, "line", n+1, "err", err)
+			ms.log.Warn("skipping a mandate revocation that does not verify", "file", path, "line", n+1, "err", err)
 			continue
 		}
 		k := mandateKey{s.MandateID, s.Principal.PublicKey}
 		if _, dup := ms.revoked[k]; !dup {
 			if len(ms.revoked) >= MaxRevocations {
-				b.log.Warn("the sidecar holds more mandate revocations than the host keeps; the rest are ignored", "file", path, "line", n+1)
+				ms.log.Warn("the sidecar holds more mandate revocations than the host keeps; the rest are ignored", "file", path, "line", n+1)
 				break
 			}
 			ms.add(k, bytes.Clone(line))
@@ -165,8 +162,7 @@ func appendLine(path string, line []byte, torn bool) error {
 // RevocationIDs returns the identifiers of the held revocation set, sorted:
 // "m\x00{mandate_id}\x00{principal public key}" per mandate revocation
 // (chp-v0.2.md §12, proposal 0010; capmesh holds no key revocations).
-func (b *Boundary) RevocationIDs() []string {
-	ms := &b.mandates
+func (ms *State) RevocationIDs() []string {
 	ms.mu.Lock()
 	ids := make([]string, 0, len(ms.revoked))
 	for k := range ms.revoked {
@@ -180,9 +176,9 @@ func (b *Boundary) RevocationIDs() []string {
 // RevocationHead is the chp-revocation-head-v1 digest of the held set:
 // SHA-256 (hex) over the sorted identifiers, each ended by a newline. The
 // empty set has the digest of no bytes.
-func (b *Boundary) RevocationHead() string {
+func (ms *State) RevocationHead() string {
 	h := sha256.New()
-	for _, id := range b.RevocationIDs() {
+	for _, id := range ms.RevocationIDs() {
 		h.Write([]byte(id + "\n"))
 	}
 	return hex.EncodeToString(h.Sum(nil))
