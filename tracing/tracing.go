@@ -182,6 +182,10 @@ func Start(ctx context.Context, t Tracer, name string, kind Kind) (context.Conte
 	return t.Start(ctx, name, kind)
 }
 
+// NoSpan is a Span that does nothing: what Start returns for a nil
+// Tracer.
+var NoSpan Span = noop{}
+
 // noop is the span of a nil Tracer.
 type noop struct{}
 
