@@ -15,6 +15,7 @@ import (
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/node"
 	"github.com/capmesh/capmesh/registry"
@@ -47,6 +48,78 @@ func (s *syncBuffer) lines() []map[string]any {
 	return out
 }
 
+// mesh is a node and a host registered with it (kvtrace.get), logging
+// JSON through one logger into logs.
+type mesh struct {
+	n    *node.Node
+	kv   *host.Host
+	log  *slog.Logger
+	logs *syncBuffer
+	sock string // the node's, as an endpoint
+}
+
+// startMesh starts a node and a host, both traced by tr (nil: untraced),
+// and waits until the host is registered. Both stop with the test.
+func startMesh(t *testing.T, ctx context.Context, tr tracing.Tracer) *mesh {
+	t.Helper()
+	m := &mesh{logs: &syncBuffer{}}
+	m.log = slog.New(tracing.LogHandler(slog.NewJSONHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	n, err := node.Start(ctx, node.Config{Memory: true, Version: "1.0.0", Tracer: tr, Logger: m.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Stop(context.Background()) })
+	m.n, m.sock = n, "unix://"+n.Addr("unix")
+	kv, err := host.New(host.Info{Name: "kvtrace", Version: "1.0.0", Domain: "kvtrace"}, &host.Config{Ephemeral: true, Node: m.sock, Tracer: tr, Logger: m.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Register(kv, "kvtrace.get", func(ctx context.Context, in struct {
+		Key string `json:"key"`
+	}) (string, error) {
+		m.log.InfoContext(ctx, "kvtrace.get served", "key", in.Key)
+		return "v:" + in.Key, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hctx, hcancel := context.WithCancel(ctx)
+	hdone := make(chan error, 1)
+	go func() { hdone <- kv.Serve(hctx) }()
+	t.Cleanup(func() { hcancel(); <-hdone })
+	m.kv = kv
+	for len(n.Registry().Find("kvtrace.get", registry.FindOptions{})) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the host never appeared in the registry")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return m
+}
+
+// traceIDs are the correlation.trace_id of every evidence event of corr
+// on h ("<nil>" for none).
+func traceIDs(t *testing.T, ctx context.Context, h *host.Host, corr string) []string {
+	t.Helper()
+	rep, err := h.Boundary().Replay(ctx, chp.ReplayQuery{CorrelationID: corr})
+	if err != nil || rep.EventCount == 0 {
+		t.Fatalf("replay %s: %+v, %v", corr, rep, err)
+	}
+	var out []string
+	for _, raw := range rep.Events {
+		var ev chp.EvidenceEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			t.Fatal(err)
+		}
+		id := "<nil>"
+		if ev.Correlation.TraceID != nil {
+			id = *ev.Correlation.TraceID
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
 // TestOneTraceAcrossTheMesh: a call made by a host's Provider client,
 // routed by a node to another host over real Unix sockets, is one trace —
 // the client's span, the node's route span, the host's dispatch span, the
@@ -61,42 +134,11 @@ func TestOneTraceAcrossTheMesh(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer tp.Shutdown(context.Background())
 	tr := telemetry.NewTracer(tp)
-	var logs syncBuffer
-	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-
-	n, err := node.Start(ctx, node.Config{Memory: true, Version: "1.0.0", Tracer: tr, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Stop(context.Background())
-	sock := "unix://" + n.Addr("unix")
-
-	kv, err := host.New(host.Info{Name: "kvtrace", Version: "1.0.0", Domain: "kvtrace"}, &host.Config{Ephemeral: true, Node: sock, Tracer: tr, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := host.Register(kv, "kvtrace.get", func(ctx context.Context, in struct {
-		Key string `json:"key"`
-	}) (string, error) {
-		log.InfoContext(ctx, "kvtrace.get served", "key", in.Key)
-		return "v:" + in.Key, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	hctx, hcancel := context.WithCancel(ctx)
-	hdone := make(chan error, 1)
-	go func() { hdone <- kv.Serve(hctx) }()
-	defer func() { hcancel(); <-hdone }()
-	for len(n.Registry().Find("kvtrace.get", registry.FindOptions{})) == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the host never appeared in the registry")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	m := startMesh(t, ctx, tr)
+	kv, logs, sock := m.kv, m.logs, m.sock
 
 	// The client: another host's Provider, which calls through the node.
-	consumer, err := host.New(host.Info{Name: "consumer", Version: "1.0.0"}, &host.Config{Ephemeral: true, NoAnnounce: true, Node: sock, Tracer: tr, Logger: log})
+	consumer, err := host.New(host.Info{Name: "consumer", Version: "1.0.0"}, &host.Config{Ephemeral: true, NoAnnounce: true, Node: sock, Tracer: tr, Logger: m.log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,17 +200,9 @@ func TestOneTraceAcrossTheMesh(t *testing.T) {
 	}
 
 	// The evidence names the trace: correlation.trace_id on every event.
-	rep, err := kv.Boundary().Replay(ctx, chp.ReplayQuery{CorrelationID: "corr-one-trace"})
-	if err != nil || rep.EventCount == 0 {
-		t.Fatalf("replay: %+v, %v", rep, err)
-	}
-	for _, raw := range rep.Events {
-		var ev chp.EvidenceEvent
-		if err := json.Unmarshal(raw, &ev); err != nil {
-			t.Fatal(err)
-		}
-		if ev.Correlation.TraceID == nil || *ev.Correlation.TraceID != trace.String() {
-			t.Errorf("event %s: correlation.trace_id %v, want %s", ev.EventType, ev.Correlation.TraceID, trace)
+	for _, id := range traceIDs(t, ctx, kv, "corr-one-trace") {
+		if id != trace.String() {
+			t.Errorf("an event's correlation.trace_id is %s, want %s", id, trace)
 		}
 	}
 
@@ -188,5 +222,61 @@ func TestOneTraceAcrossTheMesh(t *testing.T) {
 		if !seen {
 			t.Errorf("no log line %q", msg)
 		}
+	}
+}
+
+// TestTraceparentCrossesAnUntracedMesh: without a Tracer anywhere, the
+// caller's _meta.traceparent still reaches the provider through the
+// node's router untouched, and the provider records its trace id in the
+// evidence and on the log lines of the call. An envelope's own trace_id
+// wins over it; a malformed traceparent is dropped.
+func TestTraceparentCrossesAnUntracedMesh(t *testing.T) {
+	env(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := startMesh(t, ctx, nil)
+	c, err := endpoint.Dial(ctx, m.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tc := range []struct {
+		corr string
+		meta map[string]any
+		want string
+	}{
+		{"corr-tp", map[string]any{"traceparent": tp}, "0af7651916cd43dd8448eb211c80319c"},
+		{"corr-bad", map[string]any{"traceparent": "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01"}, "<nil>"},
+		{"corr-own", map[string]any{"traceparent": tp, "correlation": map[string]any{"trace_id": "the-callers-own"}}, "the-callers-own"},
+	} {
+		tc.meta["correlation_id"] = tc.corr
+		if cm, ok := tc.meta["correlation"].(map[string]any); ok {
+			cm["correlation_id"] = tc.corr
+		}
+		var got string
+		if err := c.Call(ctx, "kvtrace.get", map[string]any{"key": "a", "_meta": tc.meta}, &got); err != nil {
+			t.Fatalf("%s: %v", tc.corr, err)
+		}
+		for _, id := range traceIDs(t, ctx, m.kv, tc.corr) {
+			if id != tc.want {
+				t.Errorf("%s: an event's correlation.trace_id is %s, want %s", tc.corr, id, tc.want)
+			}
+		}
+	}
+	served := 0
+	for _, l := range m.logs.lines() {
+		if l["msg"] == "kvtrace.get served" {
+			served++
+			if served == 1 && l["trace_id"] != "0af7651916cd43dd8448eb211c80319c" {
+				t.Errorf("the first call's log line has trace_id %v", l["trace_id"])
+			}
+			if served == 2 && l["trace_id"] != nil {
+				t.Errorf("the call with a malformed traceparent logged trace_id %v", l["trace_id"])
+			}
+		}
+	}
+	if served != 3 {
+		t.Errorf("%d log lines of served calls, want 3", served)
 	}
 }

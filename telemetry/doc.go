@@ -43,5 +43,6 @@
 //		cfg.Tracer = tr.Tracer
 //	}
 //
-// docs/observability.md describes the spans and the log lines.
+// docs/operations.md ("Traces and logs") describes the spans and the log
+// lines.
 package telemetry
