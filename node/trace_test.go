@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +21,7 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/host"
+	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/node"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/telemetry"
@@ -278,5 +283,46 @@ func TestTraceparentCrossesAnUntracedMesh(t *testing.T) {
 	}
 	if served != 3 {
 		t.Errorf("%d log lines of served calls, want 3", served)
+	}
+}
+
+// TestNodeExportsOverOTLPFromTheEnvironment: with OTEL_EXPORTER_OTLP_ENDPOINT
+// set and no Config.Tracer, the node traces its routing and exports the
+// spans over OTLP/HTTP to that endpoint (a real listener) when it stops.
+func TestNodeExportsOverOTLPFromTheEnvironment(t *testing.T) {
+	env(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got := make(chan string, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- r.URL.Path + " " + strconv.Itoa(len(body))
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	n, err := node.Start(ctx, node.Config{Memory: true, Version: "1.0.0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := endpoint.Dial(ctx, "unix://"+n.Addr("unix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Call(ctx, "nosuch.operation", map[string]any{}, nil)
+	c.Close()
+	if code, _ := jsonrpc.ErrorCode(err); code != jsonrpc.MethodNotFound {
+		t.Fatalf("routing nowhere: %v", err)
+	}
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case req := <-got:
+		if !strings.HasPrefix(req, "/v1/traces ") || strings.HasSuffix(req, " 0") {
+			t.Errorf("export request %q", req)
+		}
+	case <-ctx.Done():
+		t.Fatal("nothing exported")
 	}
 }
