@@ -50,23 +50,40 @@ func setTraceID(ctx context.Context, env *chp.InvocationEnvelope) {
 	}
 }
 
-// gate closes the span of the gate before (if any) and opens name's.
+// gate closes the span of the gate before (if any) and opens name's. The
+// untraced path is a nil check, inlined.
 func (inv *invocation) gate(name string) {
-	t := inv.trace
-	if t == nil {
-		return
+	if inv.trace != nil {
+		inv.trace.startGate(name)
 	}
+}
+
+// gateDone closes the open gate's span as the invocation finishes: d, a
+// denial or skip, is the gate's verdict.
+func (inv *invocation) gateDone(d *chp.DenialReason) {
+	if inv.trace != nil {
+		inv.trace.endGate(d)
+	}
+}
+
+// appendSpan starts the span of an evidence append of n events; a span
+// that does nothing when the invocation is not traced.
+func (inv *invocation) appendSpan(n int) tracing.Span {
+	if inv.trace == nil {
+		return tracing.NoSpan
+	}
+	return inv.trace.appendSpan(n)
+}
+
+func (t *invTrace) startGate(name string) {
 	if t.gate != nil {
 		t.gate.End(nil)
 	}
 	_, t.gate = t.tr.Start(t.ctx, "chp.gate."+name, tracing.KindInternal)
 }
 
-// gateDone closes the open gate's span as the invocation finishes: d, a
-// denial or skip, is the gate's verdict.
-func (inv *invocation) gateDone(d *chp.DenialReason) {
-	t := inv.trace
-	if t == nil || t.gate == nil {
+func (t *invTrace) endGate(d *chp.DenialReason) {
+	if t.gate == nil {
 		return
 	}
 	var err error
@@ -78,13 +95,7 @@ func (inv *invocation) gateDone(d *chp.DenialReason) {
 	t.gate = nil
 }
 
-// appendSpan starts the span of an evidence append of n events; a span
-// that does nothing when the invocation is not traced.
-func (inv *invocation) appendSpan(n int) tracing.Span {
-	t := inv.trace
-	if t == nil {
-		return tracing.NoSpan
-	}
+func (t *invTrace) appendSpan(n int) tracing.Span {
 	_, sp := t.tr.Start(t.ctx, "chp.evidence.append", tracing.KindInternal)
 	sp.SetAttributes(slog.Int("chp.evidence.events", n))
 	return sp
