@@ -64,7 +64,7 @@ func TestTracerParents(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range srv.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	want := map[string]string{"rpc.method": "kv.get", "hops": "2", "ok": "true", "d": "1000000"}
 	for k, v := range want {
