@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,6 +81,31 @@ func Parse(s string) (Address, error) {
 	}
 }
 
+// Normalize parses s as an endpoint that other processes will dial — a
+// registration's — and returns its canonical form (Address.String): any
+// form Parse accepts, except that a Unix socket path must be absolute (it
+// is cleaned) and a TCP port must be a port number. An http(s) URL without
+// a path gets /jsonrpc, the path Dial posts to.
+func Normalize(s string) (string, error) {
+	a, err := Parse(s)
+	if err != nil {
+		return "", err
+	}
+	switch a.Scheme {
+	case "unix":
+		if !filepath.IsAbs(a.Path) {
+			return "", fmt.Errorf("endpoint: %q: a socket path must be absolute", s)
+		}
+		a.Path = filepath.Clean(a.Path)
+	case "tcp":
+		_, port, _ := net.SplitHostPort(a.Host) // Parse checked the form
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return "", fmt.Errorf("endpoint: %q: port %q is not a port number", s, port)
+		}
+	}
+	return a.String(), nil
+}
+
 func unixAddr(p string) (Address, error) {
 	if p == "" {
 		return Address{}, errors.New("endpoint: empty socket path")
@@ -93,8 +120,8 @@ func (a Address) String() string {
 		return "unix://" + a.Path
 	case "tcp":
 		return "tcp://" + a.Host
-	default:
-		return a.Scheme + "://" + a.Host + a.Path
+	default: // the path escaped, so that the string parses back to a
+		return (&url.URL{Scheme: a.Scheme, Host: a.Host, Path: a.Path}).String()
 	}
 }
 
@@ -167,7 +194,7 @@ func Dial(ctx context.Context, addr string) (jsonrpc.Caller, error) {
 // transports.
 func DialAddress(ctx context.Context, a Address, opts *jsonrpc.ClientOptions) (jsonrpc.Caller, error) {
 	if a.Scheme == "http" || a.Scheme == "https" {
-		return jsonrpc.NewHTTPClient(a.Scheme+"://"+a.Host+a.Path, nil), nil
+		return jsonrpc.NewHTTPClient(a.String(), nil), nil
 	}
 	c, err := DialConn(ctx, a)
 	if err != nil {

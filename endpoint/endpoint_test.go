@@ -46,6 +46,33 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestNormalize: a registration's endpoint is Parse's forms in canonical
+// form, with an absolute, cleaned socket path and a numeric TCP port.
+func TestNormalize(t *testing.T) {
+	for in, want := range map[string]string{
+		"/run/x/../y.sock":          "unix:///run/y.sock",
+		"unix:///run//y.sock":       "unix:///run/y.sock",
+		"tcp://127.0.0.1:9000":      "tcp://127.0.0.1:9000",
+		"localhost:7700":            "tcp://localhost:7700",
+		"[::1]:7700":                "tcp://[::1]:7700",
+		"http://127.0.0.1:8080":     "http://127.0.0.1:8080/jsonrpc",
+		"https://h:1/rpc":           "https://h:1/rpc",
+		"unix:/abs/colon-form.sock": "unix:///abs/colon-form.sock",
+		"http://h/%3F":              "http://h/%3F",
+		"http://h/a%20b":            "http://h/a%20b",
+	} {
+		if got, err := Normalize(in); err != nil || got != want {
+			t.Errorf("Normalize(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "rel/x.sock", "x.sock", "unix://rel.sock", "unix:rel.sock",
+		"tcp://h:http", "h:99999", "tcp://nohost", "ftp://x", "justaword"} {
+		if got, err := Normalize(bad); err == nil {
+			t.Errorf("Normalize(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
 func TestSocketPathPlacement(t *testing.T) {
 	run := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", run)

@@ -32,3 +32,24 @@ func FuzzEndpointOf(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNormalize: any string normalizes or is refused, never panics, and a
+// normalized endpoint is a fixed point that Parse accepts.
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{"/run/x/../y.sock", "unix:///a", "tcp://h:1", "h:1", "[::1]:7700",
+		"http://h:1", "https://h/p?q=1", "x.sock", "unix:", "tcp://h:http", ":0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := Normalize(s)
+		if err != nil {
+			return
+		}
+		if _, err := Parse(n); err != nil {
+			t.Fatalf("Normalize(%q) = %q, which Parse refuses: %v", s, n, err)
+		}
+		if again, err := Normalize(n); err != nil || again != n {
+			t.Fatalf("Normalize(%q) = %q, but Normalize(%q) = %q, %v", s, n, n, again, err)
+		}
+	})
+}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 )
 
 // Caller is what every capmesh client offers, whatever the transport: the
@@ -394,7 +396,7 @@ func (c *Client) readLoop(fr FrameReader) {
 // deliver routes one incoming frame — a response, a batch of responses or
 // a notification — validating and decoding it in one pass.
 func (c *Client) deliver(line []byte) {
-	i := skipSpace(line, 0)
+	i := jsontext.SkipSpace(line, 0)
 	if i >= len(line) {
 		return
 	}
@@ -402,8 +404,8 @@ func (c *Client) deliver(line []byte) {
 	case '{':
 		m, end, err := decodeClientMsg(line, i)
 		if err == nil {
-			if j := skipSpace(line, end); j != len(line) {
-				err = &syntaxError{"invalid character after top-level value", j}
+			if j := jsontext.SkipSpace(line, end); j != len(line) {
+				err = &jsontext.SyntaxError{Msg: "invalid character after top-level value", Offset: j}
 			}
 		}
 		if err != nil {
@@ -413,12 +415,12 @@ func (c *Client) deliver(line []byte) {
 		c.deliverOne(&m)
 	case '[':
 		// Validate the whole batch before acting on any element.
-		end, err := scanValue(line, i, 0)
+		end, err := jsontext.ScanValue(line, i, 0)
 		if err != nil {
 			c.log.Warn("jsonrpc: client received invalid JSON", "err", err)
 			return
 		}
-		j := skipSpace(line, i+1)
+		j := jsontext.SkipSpace(line, i+1)
 		for j < end && line[j] != ']' {
 			var e int
 			if line[j] == '{' {
@@ -426,11 +428,11 @@ func (c *Client) deliver(line []byte) {
 				m, e, _ = decodeClientMsg(line, j)
 				c.deliverOne(&m)
 			} else {
-				e, _ = scanValue(line, j, 1)
+				e, _ = jsontext.ScanValue(line, j, 1)
 			}
-			j = skipSpace(line, e)
+			j = jsontext.SkipSpace(line, e)
 			if line[j] == ',' {
-				j = skipSpace(line, j+1)
+				j = jsontext.SkipSpace(line, j+1)
 			}
 		}
 	default:

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 )
 
 // Framing turns a byte stream into whole JSON-RPC messages and back. The
@@ -166,7 +168,7 @@ func trimEOL(b []byte) []byte {
 
 func isBlank(b []byte) bool {
 	for _, c := range b {
-		if !isSpace(c) {
+		if !jsontext.IsSpace(c) {
 			return false
 		}
 	}

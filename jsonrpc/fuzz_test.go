@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 )
 
 // FuzzDecodeFrame checks the frame decoder against encoding/json: a frame
@@ -115,34 +117,6 @@ func FuzzReadFrame(f *testing.F) {
 	})
 }
 
-// FuzzUnquote checks string decoding against encoding/json.
-func FuzzUnquote(f *testing.F) {
-	f.Add([]byte(`"plain"`))
-	f.Add([]byte(`"\u00e9\ud83d\ude00\ud800x\n\"\\\/"`))
-	f.Fuzz(func(t *testing.T, tok []byte) {
-		if len(tok) < 2 || tok[0] != '"' {
-			return
-		}
-		end, err := scanString(tok, 0)
-		if err != nil || end != len(tok) {
-			return
-		}
-		var want string
-		if err := json.Unmarshal(tok, &want); err != nil {
-			t.Fatalf("scanner accepted %q, encoding/json did not: %v", tok, err)
-		}
-		if got := unquote(tok); got != want {
-			t.Fatalf("unquote(%q) = %q, want %q", tok, got, want)
-		}
-		// appendString round-trips.
-		back := appendString(nil, want)
-		var again string
-		if err := json.Unmarshal(back, &again); err != nil || again != strings.ToValidUTF8(want, "\ufffd") {
-			t.Fatalf("appendString(%q) = %s -> %q %v", want, back, again, err)
-		}
-	})
-}
-
 // FuzzDecodeClientMsg checks the client's one-pass decoder against
 // encoding/json: an object is accepted exactly when json.Valid accepts it,
 // and decoding never panics.
@@ -151,13 +125,13 @@ func FuzzDecodeClientMsg(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","error":{"code":-32601,"message":"x","data":null},"id":"a"}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"ev\u0065nt","params":{"seq":1}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		i := skipSpace(data, 0)
+		i := jsontext.SkipSpace(data, 0)
 		if i >= len(data) || data[i] != '{' {
 			return
 		}
 		_, end, err := decodeClientMsg(data, i)
 		valid := json.Valid(data)
-		ok := err == nil && skipSpace(data, end) == len(data)
+		ok := err == nil && jsontext.SkipSpace(data, end) == len(data)
 		if ok != valid {
 			t.Fatalf("decodeClientMsg ok=%v, json.Valid=%v for %q", ok, valid, data)
 		}

@@ -41,7 +41,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "JSON-RPC requires Content-Type: application/json", http.StatusUnsupportedMediaType)
 		return
 	}
-	max := s.opts.maxMessageBytes()
+	max := s.opts.MaxMessageBytes
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(max)+1))
 	if err != nil {
 		http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
@@ -73,7 +73,7 @@ func (s *Server) writeJSON(w http.ResponseWriter, status int, body []byte) {
 	rc := http.NewResponseController(w)
 	for len(body) > 0 {
 		n := min(len(body), writeChunk)
-		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.writeTimeout()))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		if _, err := w.Write(body[:n]); err != nil {
 			return
 		}
@@ -90,12 +90,12 @@ func (s *Server) processFrame(ctx context.Context, frame []byte) []byte {
 	if isBlank(frame) {
 		return appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: empty body"))
 	}
-	single, batch, isBatch, perr := decodeFrame(frame, s.opts.maxBatch())
+	single, batch, isBatch, perr := decodeFrame(frame, s.opts.MaxBatch)
 	switch {
 	case perr != nil:
 		return appendError(nil, nil, perr)
 	case isBatch:
-		out, _ := s.runBatch(ctx, batch, s.opts.maxReplyBytes(), new(atomic.Int64))
+		out, _ := s.runBatch(ctx, batch, s.opts.MaxReplyBytes, new(atomic.Int64))
 		return out
 	case single.err != nil:
 		return appendError(nil, single.req.ID, single.err)
@@ -104,7 +104,7 @@ func (s *Server) processFrame(ctx context.Context, frame []byte) []byte {
 	if single.req.ID == nil {
 		return nil
 	}
-	if n, budget := len(result)+len(single.req.ID)+replyOverhead, s.opts.maxReplyBytes(); e == nil && n > budget {
+	if n, budget := len(result)+len(single.req.ID)+replyOverhead, s.opts.MaxReplyBytes; e == nil && n > budget {
 		e = s.replyTooLarge("this call", n, budget)
 	}
 	if e != nil {
@@ -213,15 +213,15 @@ func (c *HTTPClient) Close() error {
 func (s *Server) HTTPServer(h http.Handler) *http.Server {
 	hs := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: s.opts.headerTimeout(),
+		ReadHeaderTimeout: s.opts.HeaderTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	if d := s.opts.lineTimeout(); d > 0 {
+	if d := s.opts.LineTimeout; d > 0 {
 		hs.ReadTimeout = hs.ReadHeaderTimeout + d
 	}
 	hs.IdleTimeout = httpIdle
-	if d := s.opts.idleTimeout(); d > 0 {
+	if d := s.opts.IdleTimeout; d > 0 {
 		hs.IdleTimeout = min(d, httpIdle)
 	}
 	return hs

@@ -15,7 +15,7 @@ func TestLimitsDocMatchesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o *ServerOptions
+	o := (*ServerOptions)(nil).withDefaults()
 	size := func(n int) string { return fmt.Sprintf("%d MiB", n>>20) }
 	dur := func(d time.Duration) string {
 		if d%time.Minute == 0 {
@@ -24,19 +24,19 @@ func TestLimitsDocMatchesDefaults(t *testing.T) {
 		return fmt.Sprintf("%d s", d/time.Second)
 	}
 	want := map[string]string{
-		"MaxConns":        fmt.Sprint(o.maxConns()),
+		"MaxConns":        fmt.Sprint(o.MaxConns),
 		"OwnerReserve":    fmt.Sprint(64),
-		"MaxMessageBytes": size(o.maxMessageBytes()),
-		"LineTimeout":     dur(o.lineTimeout()),
-		"HeaderTimeout":   dur(o.headerTimeout()),
-		"IdleTimeout":     dur(o.idleTimeout()),
-		"MaxInFlight":     fmt.Sprint(o.maxInFlight()),
-		"MaxBatch":        fmt.Sprint(o.maxBatch()),
-		"MaxReplyBytes":   size(o.maxReplyBytes()),
-		"WriteTimeout":    dur(o.writeTimeout()),
-		"DrainTimeout":    dur(o.drainTimeout()),
+		"MaxMessageBytes": size(o.MaxMessageBytes),
+		"LineTimeout":     dur(o.LineTimeout),
+		"HeaderTimeout":   dur(o.HeaderTimeout),
+		"IdleTimeout":     dur(o.IdleTimeout),
+		"MaxInFlight":     fmt.Sprint(o.MaxInFlight),
+		"MaxBatch":        fmt.Sprint(o.MaxBatch),
+		"MaxReplyBytes":   size(o.MaxReplyBytes),
+		"WriteTimeout":    dur(o.WriteTimeout),
+		"DrainTimeout":    dur(o.DrainTimeout),
 	}
-	if r := (&ServerOptions{MaxConns: 1 << 20}).ownerReserve(); r != 64 {
+	if r := (&ServerOptions{MaxConns: 1 << 20}).withDefaults().OwnerReserve; r != 64 {
 		t.Fatalf("default owner reserve %d", r)
 	}
 	found := map[string]bool{}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 )
 
 // Request is one call or notification: as received by a Handler, or as
@@ -87,14 +89,14 @@ func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, is
 		return inbound{}, nil, false, Errorf(ParseError, "Parse error: %v", err)
 	}
 	trailing := func(end int) error {
-		if j := skipSpace(data, end); j != len(data) {
-			return &syntaxError{"invalid character after top-level value", j}
+		if j := jsontext.SkipSpace(data, end); j != len(data) {
+			return &jsontext.SyntaxError{Msg: "invalid character after top-level value", Offset: j}
 		}
 		return nil
 	}
-	i := skipSpace(data, 0)
+	i := jsontext.SkipSpace(data, 0)
 	if i == len(data) {
-		return parseErr(&syntaxError{"unexpected end of input", i})
+		return parseErr(&jsontext.SyntaxError{Msg: "unexpected end of input", Offset: i})
 	}
 	switch data[i] {
 	case '{':
@@ -107,7 +109,7 @@ func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, is
 		}
 		return in, nil, false, nil
 	case '[':
-		j := skipSpace(data, i+1)
+		j := jsontext.SkipSpace(data, i+1)
 		if j < len(data) && data[j] == ']' {
 			if err := trailing(j + 1); err != nil {
 				return parseErr(err)
@@ -116,7 +118,7 @@ func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, is
 		}
 		for {
 			if j >= len(data) {
-				return parseErr(&syntaxError{"unexpected end of input in array", j})
+				return parseErr(&jsontext.SyntaxError{Msg: "unexpected end of input in array", Offset: j})
 			}
 			var in inbound
 			var end int
@@ -135,7 +137,7 @@ func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, is
 			if data[j] == '{' {
 				in, end, err = decodeObject(data, j)
 			} else {
-				end, err = scanValue(data, j, 1)
+				end, err = jsontext.ScanValue(data, j, 1)
 				if err == nil {
 					in = inbound{err: Errorf(InvalidRequest, "Invalid Request: a request must be a JSON object, got %s", kindOf(data[j]))}
 				}
@@ -144,24 +146,24 @@ func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, is
 				return parseErr(err)
 			}
 			batch = append(batch, in)
-			j = skipSpace(data, end)
+			j = jsontext.SkipSpace(data, end)
 			if j >= len(data) {
-				return parseErr(&syntaxError{"unexpected end of input in array", j})
+				return parseErr(&jsontext.SyntaxError{Msg: "unexpected end of input in array", Offset: j})
 			}
 			switch data[j] {
 			case ',':
-				j = skipSpace(data, j+1)
+				j = jsontext.SkipSpace(data, j+1)
 			case ']':
 				if err := trailing(j + 1); err != nil {
 					return parseErr(err)
 				}
 				return inbound{}, batch, true, nil
 			default:
-				return parseErr(&syntaxError{"expected ',' or ']' in array", j})
+				return parseErr(&jsontext.SyntaxError{Msg: "expected ',' or ']' in array", Offset: j})
 			}
 		}
 	default:
-		end, err := scanValue(data, i, 0)
+		end, err := jsontext.ScanValue(data, i, 0)
 		if err == nil {
 			err = trailing(end)
 		}
@@ -177,18 +179,18 @@ func decodeFrame(data []byte, maxBatch int) (single inbound, batch []inbound, is
 // just past the bracket.
 func scanRest(data []byte, j int) (n, end int, err error) {
 	for {
-		if end, err = scanValue(data, j, 1); err != nil {
+		if end, err = jsontext.ScanValue(data, j, 1); err != nil {
 			return n, end, err
 		}
 		n++
-		j = skipSpace(data, end)
+		j = jsontext.SkipSpace(data, end)
 		switch {
 		case j < len(data) && data[j] == ',':
-			j = skipSpace(data, j+1)
+			j = jsontext.SkipSpace(data, j+1)
 		case j < len(data) && data[j] == ']':
 			return n, j + 1, nil
 		default:
-			return n, j, &syntaxError{"expected ',' or ']' in array", j}
+			return n, j, &jsontext.SyntaxError{Msg: "expected ',' or ']' in array", Offset: j}
 		}
 	}
 }
@@ -222,31 +224,31 @@ func decodeObject(data []byte, i int) (inbound, int, error) {
 		badParams                   string
 		versionEscaped, methodFound bool
 	)
-	i = skipSpace(data, i+1)
+	i = jsontext.SkipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
 		i++
 	} else {
 		for {
 			if i >= len(data) || data[i] != '"' {
-				return in, i, &syntaxError{"expected string for object key", i}
+				return in, i, &jsontext.SyntaxError{Msg: "expected string for object key", Offset: i}
 			}
 			ks := i
-			ke, err := scanString(data, i)
+			ke, err := jsontext.ScanString(data, i)
 			if err != nil {
 				return in, ke, err
 			}
-			i = skipSpace(data, ke)
+			i = jsontext.SkipSpace(data, ke)
 			if i >= len(data) || data[i] != ':' {
-				return in, i, &syntaxError{"expected ':' after object key", i}
+				return in, i, &jsontext.SyntaxError{Msg: "expected ':' after object key", Offset: i}
 			}
-			vs := skipSpace(data, i+1)
-			ve, err := scanValue(data, vs, 1)
+			vs := jsontext.SkipSpace(data, i+1)
+			ve, err := jsontext.ScanValue(data, vs, 1)
 			if err != nil {
 				return in, ve, err
 			}
 			key := data[ks+1 : ke-1]
 			if bytes.IndexByte(key, '\\') >= 0 {
-				key = []byte(unquote(data[ks:ke]))
+				key = []byte(jsontext.Unquote(data[ks:ke]))
 			}
 			val := data[vs:ve:ve]
 			switch string(key) {
@@ -272,16 +274,16 @@ func decodeObject(data []byte, i int) (inbound, int, error) {
 					badParams = kindOf(val[0])
 				}
 			}
-			i = skipSpace(data, ve)
+			i = jsontext.SkipSpace(data, ve)
 			if i >= len(data) {
-				return in, i, &syntaxError{"unexpected end of input in object", i}
+				return in, i, &jsontext.SyntaxError{Msg: "unexpected end of input in object", Offset: i}
 			}
 			if data[i] == ',' {
-				i = skipSpace(data, i+1)
+				i = jsontext.SkipSpace(data, i+1)
 				continue
 			}
 			if data[i] != '}' {
-				return in, i, &syntaxError{"expected ',' or '}' in object", i}
+				return in, i, &jsontext.SyntaxError{Msg: "expected ',' or '}' in object", Offset: i}
 			}
 			i++
 			break
@@ -292,7 +294,7 @@ func decodeObject(data []byte, i int) (inbound, int, error) {
 		in.err = Errorf(InvalidRequest, "Invalid Request: id must be a string, a number or null")
 	case version == nil:
 		in.err = Errorf(InvalidRequest, `Invalid Request: missing "jsonrpc": "2.0"`)
-	case !(string(version) == `"2.0"` || (versionEscaped && version[0] == '"' && unquote(version) == "2.0")):
+	case !(string(version) == `"2.0"` || (versionEscaped && version[0] == '"' && jsontext.Unquote(version) == "2.0")):
 		in.err = Errorf(InvalidRequest, `Invalid Request: "jsonrpc" must be "2.0", got %s`, truncate(version))
 	case !methodFound:
 		in.err = Errorf(InvalidRequest, "Invalid Request: missing method")
@@ -313,9 +315,9 @@ func decodeObject(data []byte, i int) (inbound, int, error) {
 // common case (a handful of distinct methods) allocates nothing per call.
 func unquoteMethod(tok []byte) string {
 	if bytes.IndexByte(tok, '\\') >= 0 {
-		return unquote(tok)
+		return jsontext.Unquote(tok)
 	}
-	return internString(tok[1 : len(tok)-1])
+	return jsontext.Intern(tok[1 : len(tok)-1])
 }
 
 func truncate(b []byte) string {
@@ -348,7 +350,7 @@ func appendError(dst []byte, id json.RawMessage, e *Error) []byte {
 	if msg == "" {
 		msg = e.Code.String()
 	}
-	dst = appendString(dst, msg)
+	dst = jsontext.AppendString(dst, msg)
 	if len(e.Data) > 0 && json.Valid(e.Data) {
 		dst = append(dst, `,"data":`...)
 		dst = append(dst, e.Data...)
@@ -364,7 +366,7 @@ func appendError(dst []byte, id json.RawMessage, e *Error) []byte {
 // appendRequest appends a request (id != nil) or notification (id == nil).
 func appendRequest(dst []byte, method string, params json.RawMessage, id json.RawMessage) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","method":`...)
-	dst = appendString(dst, method)
+	dst = jsontext.AppendString(dst, method)
 	if len(params) > 0 {
 		dst = append(dst, `,"params":`...)
 		dst = append(dst, params...)
@@ -401,7 +403,7 @@ func marshalParams(params any) (json.RawMessage, error) {
 }
 
 func checkStructured(b []byte) (json.RawMessage, error) {
-	i := skipSpace(b, 0)
+	i := jsontext.SkipSpace(b, 0)
 	if i >= len(b) || (b[i] != '{' && b[i] != '[') || !json.Valid(b) {
 		return nil, errors.New("jsonrpc: params must be a JSON object or array")
 	}
@@ -430,31 +432,31 @@ type clientMsg struct {
 // the same pass, returning the offset just past it.
 func decodeClientMsg(data []byte, i int) (clientMsg, int, error) {
 	var m clientMsg
-	i = skipSpace(data, i+1)
+	i = jsontext.SkipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
 		return m, i + 1, nil
 	}
 	for {
 		if i >= len(data) || data[i] != '"' {
-			return m, i, &syntaxError{"expected string for object key", i}
+			return m, i, &jsontext.SyntaxError{Msg: "expected string for object key", Offset: i}
 		}
 		ks := i
-		ke, err := scanString(data, i)
+		ke, err := jsontext.ScanString(data, i)
 		if err != nil {
 			return m, ke, err
 		}
-		i = skipSpace(data, ke)
+		i = jsontext.SkipSpace(data, ke)
 		if i >= len(data) || data[i] != ':' {
-			return m, i, &syntaxError{"expected ':' after object key", i}
+			return m, i, &jsontext.SyntaxError{Msg: "expected ':' after object key", Offset: i}
 		}
-		vs := skipSpace(data, i+1)
-		ve, err := scanValue(data, vs, 1)
+		vs := jsontext.SkipSpace(data, i+1)
+		ve, err := jsontext.ScanValue(data, vs, 1)
 		if err != nil {
 			return m, ve, err
 		}
 		key := data[ks+1 : ke-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(unquote(data[ks:ke]))
+			key = []byte(jsontext.Unquote(data[ks:ke]))
 		}
 		val := data[vs:ve:ve]
 		switch string(key) {
@@ -476,16 +478,16 @@ func decodeClientMsg(data []byte, i int) (clientMsg, int, error) {
 		case "params":
 			m.params = val
 		}
-		i = skipSpace(data, ve)
+		i = jsontext.SkipSpace(data, ve)
 		if i >= len(data) {
-			return m, i, &syntaxError{"unexpected end of input in object", i}
+			return m, i, &jsontext.SyntaxError{Msg: "unexpected end of input in object", Offset: i}
 		}
 		if data[i] == ',' {
-			i = skipSpace(data, i+1)
+			i = jsontext.SkipSpace(data, i+1)
 			continue
 		}
 		if data[i] != '}' {
-			return m, i, &syntaxError{"expected ',' or '}' in object", i}
+			return m, i, &jsontext.SyntaxError{Msg: "expected ',' or '}' in object", Offset: i}
 		}
 		return m, i + 1, nil
 	}
@@ -493,10 +495,10 @@ func decodeClientMsg(data []byte, i int) (clientMsg, int, error) {
 
 // decodeResponse decodes one response object (used by the HTTP client).
 func decodeResponse(v []byte) (response, error) {
-	i := skipSpace(v, 0)
+	i := jsontext.SkipSpace(v, 0)
 	if i >= len(v) || v[i] != '{' {
 		if i < len(v) {
-			if _, err := scanValue(v, i, 0); err != nil {
+			if _, err := jsontext.ScanValue(v, i, 0); err != nil {
 				return response{}, err
 			}
 			return response{}, fmt.Errorf("response is %s, not an object", kindOf(v[i]))
@@ -507,8 +509,8 @@ func decodeResponse(v []byte) (response, error) {
 	if err != nil {
 		return response{}, err
 	}
-	if j := skipSpace(v, end); j != len(v) {
-		return response{}, &syntaxError{"invalid character after top-level value", j}
+	if j := jsontext.SkipSpace(v, end); j != len(v) {
+		return response{}, &jsontext.SyntaxError{Msg: "invalid character after top-level value", Offset: j}
 	}
 	if m.errDecoded != nil {
 		return response{}, m.errDecoded

@@ -83,103 +83,44 @@ type ServerOptions struct {
 	Observer Observer
 }
 
-func (o *ServerOptions) framing() Framing {
-	if o == nil || o.Framing == nil {
-		return Newline
+// withDefaults returns the options with every zero field — every field, for
+// a nil o — set to the default its doc states.
+func (o *ServerOptions) withDefaults() ServerOptions {
+	var d ServerOptions
+	if o != nil {
+		d = *o
 	}
-	return o.Framing
+	if d.Framing == nil {
+		d.Framing = Newline
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	d.MaxMessageBytes = positiveOr(d.MaxMessageBytes, 4<<20)
+	d.MaxInFlight = positiveOr(d.MaxInFlight, 64)
+	d.MaxConns = positiveOr(d.MaxConns, 1024)
+	d.OwnerReserve = min(positiveOr(d.OwnerReserve, 64), d.MaxConns/2)
+	d.MaxBatch = positiveOr(d.MaxBatch, 1024)
+	d.MaxReplyBytes = positiveOr(d.MaxReplyBytes, 16<<20)
+	d.HeaderTimeout = positiveOr(d.HeaderTimeout, 10*time.Second)
+	d.WriteTimeout = positiveOr(d.WriteTimeout, 10*time.Second)
+	d.DrainTimeout = positiveOr(d.DrainTimeout, 10*time.Second)
+	// Zero takes the default; a negative timeout disables it.
+	if d.IdleTimeout == 0 {
+		d.IdleTimeout = 5 * time.Minute
+	}
+	if d.LineTimeout == 0 {
+		d.LineTimeout = 30 * time.Second
+	}
+	return d
 }
 
-func (o *ServerOptions) maxMessageBytes() int {
-	if o == nil || o.MaxMessageBytes <= 0 {
-		return 4 << 20
+// positiveOr is v, or def when v is not positive.
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
 	}
-	return o.MaxMessageBytes
-}
-
-func (o *ServerOptions) maxInFlight() int {
-	if o == nil || o.MaxInFlight <= 0 {
-		return 64
-	}
-	return o.MaxInFlight
-}
-
-func (o *ServerOptions) maxConns() int {
-	if o == nil || o.MaxConns <= 0 {
-		return 1024
-	}
-	return o.MaxConns
-}
-
-func (o *ServerOptions) ownerReserve() int {
-	r := 64
-	if o != nil && o.OwnerReserve > 0 {
-		r = o.OwnerReserve
-	}
-	return min(r, o.maxConns()/2)
-}
-
-func (o *ServerOptions) lineTimeout() time.Duration {
-	if o == nil || o.LineTimeout == 0 {
-		return 30 * time.Second
-	}
-	return o.LineTimeout
-}
-
-func (o *ServerOptions) headerTimeout() time.Duration {
-	if o == nil || o.HeaderTimeout <= 0 {
-		return 10 * time.Second
-	}
-	return o.HeaderTimeout
-}
-
-func (o *ServerOptions) maxBatch() int {
-	if o == nil || o.MaxBatch <= 0 {
-		return 1024
-	}
-	return o.MaxBatch
-}
-
-func (o *ServerOptions) maxReplyBytes() int {
-	if o == nil || o.MaxReplyBytes <= 0 {
-		return 16 << 20
-	}
-	return o.MaxReplyBytes
-}
-
-func (o *ServerOptions) idleTimeout() time.Duration {
-	if o == nil || o.IdleTimeout == 0 {
-		return 5 * time.Minute
-	}
-	return o.IdleTimeout
-}
-
-func (o *ServerOptions) writeTimeout() time.Duration {
-	if o == nil || o.WriteTimeout <= 0 {
-		return 10 * time.Second
-	}
-	return o.WriteTimeout
-}
-
-func (o *ServerOptions) drainTimeout() time.Duration {
-	if o == nil || o.DrainTimeout <= 0 {
-		return 10 * time.Second
-	}
-	return o.DrainTimeout
-}
-
-func (o *ServerOptions) logger() *slog.Logger {
-	if o == nil || o.Logger == nil {
-		return slog.Default()
-	}
-	return o.Logger
-}
-
-func (o *ServerOptions) connGate() func(context.Context, Peer, []byte) *Error {
-	if o == nil {
-		return nil
-	}
-	return o.ConnGate
+	return v
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or after its context
@@ -219,7 +160,7 @@ var ErrServerClosed = errors.New("jsonrpc: server closed")
 // every limit with its default and flag.
 type Server struct {
 	assign Assigner
-	opts   *ServerOptions
+	opts   ServerOptions // defaults filled in
 	log    *slog.Logger
 	obs    Observer
 
@@ -244,25 +185,24 @@ const fdReserve = 128
 
 // NewServer returns a server that dispatches to a. opts may be nil.
 func NewServer(a Assigner, opts *ServerOptions) *Server {
+	o := opts.withDefaults()
 	s := &Server{
 		assign:   a,
-		opts:     opts,
-		log:      opts.logger(),
+		opts:     o,
+		obs:      o.Observer,
+		log:      o.Logger,
 		euid:     os.Geteuid(),
 		lns:      make(map[net.Listener]struct{}),
 		conns:    make(map[*serverConn]struct{}),
 		shutdown: make(chan struct{}),
 		workers:  newWorkerPool(),
 	}
-	if opts != nil {
-		s.obs = opts.Observer
-	}
-	s.limit = int64(opts.maxConns())
+	s.limit = int64(o.MaxConns)
 	if fds := fdLimit(); fds > 0 && s.limit > fds-fdReserve {
 		s.limit = max(fds-fdReserve, 2)
 		s.log.Warn("jsonrpc: connection limit lowered to fit the file descriptor limit", "max_conns", s.limit, "nofile", fds)
 	}
-	s.reserve = min(int64(opts.ownerReserve()), s.limit/2)
+	s.reserve = min(int64(o.OwnerReserve), s.limit/2)
 	return s
 }
 
@@ -313,7 +253,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		_ = l.Close()
 	}()
 	stop := context.AfterFunc(ctx, func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.drainTimeout())
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.DrainTimeout)
 		defer cancel()
 		_ = s.Shutdown(dctx)
 	})
@@ -429,7 +369,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	peer := peerOf(nc)
 	if !s.admit(s.isOwner(peer)) {
 		s.refused(RefusedMaxConns)
-		s.refuse(nc, s.opts.framing().AppendFrame(nil, appendError(nil, nil, s.busyError())))
+		s.refuse(nc, s.opts.Framing.AppendFrame(nil, appendError(nil, nil, s.busyError())))
 		return
 	}
 	defer s.nconns.Add(-1)
@@ -446,7 +386,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		peer.Family = hs.PeerFamily()
 	}
 
-	c := &serverConn{s: s, nc: nc, maxIn: int32(s.opts.maxInFlight()), room: make(chan struct{}, 1), frame: s.opts.framing()}
+	c := &serverConn{s: s, nc: nc, maxIn: int32(s.opts.MaxInFlight), room: make(chan struct{}, 1), frame: s.opts.Framing}
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.WithValue(ctx, peerKey, &peer), notifierKey, Notifier(c)))
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -528,11 +468,11 @@ func (c *serverConn) readLoop(peer Peer) {
 	// calls still running are written by their own goroutines.
 	defer c.goIdle()
 	s := c.s
-	max := s.opts.maxMessageBytes()
-	clock := &lineClock{c: c, d: s.opts.lineTimeout()}
+	max := s.opts.MaxMessageBytes
+	clock := &lineClock{c: c, d: s.opts.LineTimeout}
 	fr := c.frame.NewReader(clock, max)
-	idle := s.opts.idleTimeout()
-	gate := s.opts.connGate()
+	idle := s.opts.IdleTimeout
+	gate := s.opts.ConnGate
 	first := true
 	for {
 		if c.stopping.Load() {
@@ -648,7 +588,7 @@ func (c *serverConn) setReadDeadline(t time.Time) {
 func (c *serverConn) dispatch(line []byte) {
 	// Decode in place: line is the reader's buffer, valid until the next
 	// read. Whatever outlives this call is copied below.
-	single, batch, isBatch, perr := decodeFrame(line, c.s.opts.maxBatch())
+	single, batch, isBatch, perr := decodeFrame(line, c.s.opts.MaxBatch)
 	if perr != nil {
 		c.queue(nil, perr, nil)
 		return
@@ -662,14 +602,14 @@ func (c *serverConn) dispatch(line []byte) {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			out, kept := c.s.runBatch(c.ctx, batch, c.s.opts.maxReplyBytes(), &c.held)
+			out, kept := c.s.runBatch(c.ctx, batch, c.s.opts.MaxReplyBytes, &c.held)
 			c.wmu.Lock()
 			switch {
 			case out == nil:
 				c.held.Add(-kept)
-			case c.held.Load()-kept+int64(len(out)) > int64(c.s.opts.maxReplyBytes()):
+			case c.held.Load()-kept+int64(len(out)) > int64(c.s.opts.MaxReplyBytes):
 				c.held.Add(-kept)
-				c.appendLocked(nil, c.s.replyTooLarge("a batch", len(out), c.s.opts.maxReplyBytes()), nil)
+				c.appendLocked(nil, c.s.replyTooLarge("a batch", len(out), c.s.opts.MaxReplyBytes), nil)
 			default:
 				// Trade the results' count for the response's in one step,
 				// so that other batches never see the bytes uncounted.
@@ -835,7 +775,7 @@ func (c *serverConn) send(id []byte, e *Error, result []byte, slots int) {
 // overBudget reports whether n more reply bytes would take the bytes the
 // connection holds past MaxReplyBytes.
 func (c *serverConn) overBudget(n int) bool {
-	return c.held.Load()+int64(n) > int64(c.s.opts.maxReplyBytes())
+	return c.held.Load()+int64(n) > int64(c.s.opts.MaxReplyBytes)
 }
 
 // replyOverhead is a generous bound on the bytes a response adds to its
@@ -856,7 +796,7 @@ func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
 		return
 	}
 	if e == nil && c.overBudget(len(result)+len(id)+replyOverhead) {
-		e, result = c.s.replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.maxReplyBytes()), nil
+		e, result = c.s.replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.MaxReplyBytes), nil
 	}
 	n := len(c.pending)
 	if _, nl := c.frame.(newlineFraming); nl {
@@ -887,7 +827,7 @@ func (c *serverConn) flushLocked() {
 		return
 	}
 	c.writing = true
-	wt := c.s.opts.writeTimeout()
+	wt := c.s.opts.WriteTimeout
 	for len(c.pending) > 0 || c.slots > 0 {
 		buf, n := c.pending, c.slots
 		c.pending, c.slots = c.spare[:0], 0
@@ -953,7 +893,7 @@ func (c *serverConn) Notify(ctx context.Context, method string, params any) erro
 		c.wmu.Unlock()
 		return fmt.Errorf("jsonrpc: notify: connection failed: %w", err)
 	}
-	if len(c.pending) > c.s.opts.maxMessageBytes() {
+	if len(c.pending) > c.s.opts.MaxMessageBytes {
 		c.werr = errSlowConsumer
 		c.wmu.Unlock()
 		c.abort()
@@ -1055,7 +995,7 @@ func (s *Server) runBatch(ctx context.Context, batch []inbound, budget int, held
 	held.Add(envelopes)
 	mine.Add(envelopes)
 	var wg sync.WaitGroup
-	limit := make(chan struct{}, s.opts.maxInFlight())
+	limit := make(chan struct{}, s.opts.MaxInFlight)
 	for i := range batch {
 		in := &batch[i]
 		if in.err != nil {

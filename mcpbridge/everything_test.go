@@ -12,6 +12,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/conformance"
 	"github.com/capmesh/capmesh/endpoint"
@@ -68,7 +69,7 @@ func TestEverythingEndToEnd(t *testing.T) {
 	pkg := everythingPackage(t)
 	ctx := testCtx(t)
 	b := serveBridge(t, everythingTransport(t, pkg), &WrapConfig{Host: &host.Config{CHP: boundary.Config{
-		Policy: &boundary.PolicyConfig{BlockCapabilityIDs: []string{"everything.get_env"}}}}})
+		Policy: &governance.PolicyConfig{BlockCapabilityIDs: []string{"everything.get_env"}}}}})
 
 	t.Run("list", func(t *testing.T) {
 		want := map[string]string{"echo": "everything.echo", "get-sum": "everything.get_sum",
@@ -172,7 +173,7 @@ func everythingChanged(t *testing.T, pkg string, orig *Bridge) {
 	}
 	allowed := []string{"everything.echo", "everything.get_sum", "everything.get_tiny_image", "everything.get_annotated_message"}
 	b := serveBridge(t, everythingTransport(t, changed), &WrapConfig{Pins: pins.ToolRefs,
-		Host: &host.Config{CHP: boundary.Config{Policy: &boundary.PolicyConfig{AllowedCapabilityIDs: allowed}}}})
+		Host: &host.Config{CHP: boundary.Config{Policy: &governance.PolicyConfig{AllowedCapabilityIDs: allowed}}}})
 	link, err := b.Link()
 	if err != nil {
 		t.Fatal(err)

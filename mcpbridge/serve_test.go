@@ -13,6 +13,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -24,7 +25,7 @@ func nativeHost(t *testing.T) *host.Host {
 	t.Helper()
 	h, err := host.New(host.Info{Name: "greeter", Version: "1.0.0", Domain: "greet"}, &host.Config{
 		Socket: filepath.Join(shortDir(t), "g.sock"), Ephemeral: true, NoAnnounce: true, Logger: quietLogger(),
-		CHP: boundary.Config{Policy: &boundary.PolicyConfig{BlockCapabilityIDs: []string{"greet.secret"}}},
+		CHP: boundary.Config{Policy: &governance.PolicyConfig{BlockCapabilityIDs: []string{"greet.secret"}}},
 	})
 	if err != nil {
 		t.Fatal(err)

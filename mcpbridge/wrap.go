@@ -19,6 +19,7 @@ import (
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/fingerprint"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -267,7 +268,7 @@ func ToolHash(d *mcp.Tool) (string, error) {
 
 // pinPolicy returns the policy to run: p (or none) plus a block of every
 // blocked tool's method. p itself is not modified.
-func pinPolicy(p *boundary.PolicyConfig, tools []Tool) *boundary.PolicyConfig {
+func pinPolicy(p *governance.PolicyConfig, tools []Tool) *governance.PolicyConfig {
 	var blocked []string
 	for _, t := range tools {
 		if t.Blocked {
@@ -277,9 +278,9 @@ func pinPolicy(p *boundary.PolicyConfig, tools []Tool) *boundary.PolicyConfig {
 	if len(blocked) == 0 {
 		return p
 	}
-	out := &boundary.PolicyConfig{Version: PinPolicyVersion}
+	out := &governance.PolicyConfig{Version: PinPolicyVersion}
 	if p != nil {
-		out = &boundary.PolicyConfig{
+		out = &governance.PolicyConfig{
 			AllowedCapabilityIDs: p.AllowedCapabilityIDs,
 			BlockCapabilityIDs:   append([]string(nil), p.BlockCapabilityIDs...),
 			MaxRiskTier:          p.MaxRiskTier,

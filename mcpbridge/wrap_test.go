@@ -12,6 +12,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/fingerprint"
 	"github.com/capmesh/capmesh/host"
@@ -209,7 +210,7 @@ func TestWrapProgressAndCorrelationPassThrough(t *testing.T) {
 func TestWrapKeepsHostPolicy(t *testing.T) {
 	ctx := testCtx(t)
 	// A host policy capping risk at low refuses the medium-risk tool.
-	b := serveBridge(t, startServer(t, testServer("adds")), &WrapConfig{Host: &host.Config{CHP: boundary.Config{Policy: &boundary.PolicyConfig{MaxRiskTier: "low"}}}})
+	b := serveBridge(t, startServer(t, testServer("adds")), &WrapConfig{Host: &host.Config{CHP: boundary.Config{Policy: &governance.PolicyConfig{MaxRiskTier: "low"}}}})
 	c := dial(t, b.Host.Addr("unix"), nil)
 	if err := c.Call(ctx, "calc.get_sum", map[string]int{"a": 1, "b": 2}, nil); err != nil {
 		t.Errorf("a low-risk tool: %v", err)

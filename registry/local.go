@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,54 +27,31 @@ type LocalRegistration struct {
 	Token string
 }
 
-// NormalizeEndpoint turns the endpoint forms ecoPrimals registrations use
-// ("/path/x.sock", "unix:///path", "tcp://host:port", "host:port",
-// "http://host:port/path") into one URI.
-func NormalizeEndpoint(s string) (string, error) {
-	switch {
-	case s == "":
-		return "", fmt.Errorf("endpoint is empty")
-	case strings.HasPrefix(s, "/"):
-		return "unix://" + filepath.Clean(s), nil
-	case strings.HasPrefix(s, "unix://"):
-		p := strings.TrimPrefix(s, "unix://")
-		if !strings.HasPrefix(p, "/") {
-			return "", fmt.Errorf("endpoint %q: unix socket path must be absolute", s)
-		}
-		return "unix://" + filepath.Clean(p), nil
-	case strings.HasPrefix(s, "tcp://"):
-		hp := strings.TrimPrefix(s, "tcp://")
-		if _, _, err := net.SplitHostPort(hp); err != nil {
-			return "", fmt.Errorf("endpoint %q: %w", s, err)
-		}
-		return "tcp://" + hp, nil
-	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
-		return s, nil
-	default:
-		if host, port, err := net.SplitHostPort(s); err == nil && host != "" && !strings.ContainsAny(s, "/") {
-			if _, perr := strconv.ParseUint(port, 10, 16); perr == nil {
-				return "tcp://" + s, nil
-			}
-		}
-		return "", fmt.Errorf("endpoint %q: want a socket path, unix://, tcp://host:port, host:port or http://", s)
-	}
-}
+// NormalizeEndpoint is endpoint.Normalize: the canonical form of a
+// registration's endpoint ("/path/x.sock", "unix:///path",
+// "tcp://host:port", "host:port", "http://host:port/path").
+//
+// Deprecated: use endpoint.Normalize, the one parser of endpoints.
+func NormalizeEndpoint(s string) (string, error) { return endpoint.Normalize(s) }
 
-// DialEndpoint is the default Config.Dial: newline JSON-RPC over a Unix
-// socket or TCP, or the HTTP bridge for http(s) URLs.
+// routeHTTP bounds a whole call routed over the HTTP bridge.
+var routeHTTP = &http.Client{Timeout: 30 * time.Second}
+
+// DialEndpoint is the default Config.Dial: the endpoint package's dialer
+// (newline JSON-RPC over a Unix socket or TCP, speaking BTSP to the
+// endpoints of this node's family), or the HTTP bridge for http(s) URLs
+// with each call bounded as a whole.
 func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
-	u, err := NormalizeEndpoint(ep)
+	u, err := endpoint.Normalize(ep)
 	if err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://") {
-		return jsonrpc.NewHTTPClient(u, &http.Client{Timeout: 30 * time.Second}), nil
-	}
-	// Unix and TCP through the one dialer, which also speaks BTSP to the
-	// endpoints of this node's family.
 	a, err := endpoint.Parse(u)
 	if err != nil {
 		return nil, err
+	}
+	if a.Scheme == "http" || a.Scheme == "https" {
+		return jsonrpc.NewHTTPClient(u, routeHTTP), nil
 	}
 	return endpoint.DialAddress(ctx, a, nil)
 }
@@ -103,7 +78,7 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	if reg.Name == "" {
 		return Entry{}, "", refuse(CodeWordInvalidParams, "primal_id (or name) is required")
 	}
-	ep, err := NormalizeEndpoint(reg.Endpoint)
+	ep, err := endpoint.Normalize(reg.Endpoint)
 	if err != nil {
 		return Entry{}, "", refuse(CodeWordInvalidParams, "%v", err)
 	}

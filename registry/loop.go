@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -136,7 +137,7 @@ func (n *Node) AddSelfEndpoints(eps ...string) error {
 		if ep == "" {
 			continue
 		}
-		u, err := NormalizeEndpoint(ep)
+		u, err := endpoint.Normalize(ep)
 		if err != nil {
 			return err
 		}

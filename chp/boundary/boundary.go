@@ -21,6 +21,8 @@ import (
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/evlog"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/chp/boundary/internal/semver"
 	"github.com/capmesh/capmesh/chp/boundary/mandates"
@@ -66,9 +68,9 @@ type Config struct {
 	// identity document carries the key. Nil = hash-chain tier.
 	Key ed25519.PrivateKey
 	// Policy is applied at gate 6 (nil = none).
-	Policy *PolicyConfig
+	Policy *governance.PolicyConfig
 	// Safety is consulted at gate 10 (nil = no safety gate).
-	Safety SafetyEvaluator
+	Safety governance.SafetyEvaluator
 	// StrictOutputSchema denies results that violate output_schema instead
 	// of recording a warning (gate 12).
 	StrictOutputSchema bool
@@ -149,7 +151,7 @@ type Boundary struct {
 	results  *replaycache.Cache
 	rstore   evidence.ResultStore // the store, when it keeps results durably
 	hostStr  []byte               // the host id as a chp-stable-v1 string
-	subjects subjectCache
+	subjects evjson.SubjectCache
 	mandates *mandates.State // gate 5: revocations held, uses counted
 	streams  streamCache     // recorded chunks of streamed invocations
 
@@ -170,7 +172,7 @@ type registered struct {
 	enabled  atomic.Bool
 	input    *schema.Payload
 	output   *schema.Payload
-	checkers []invariantCheck
+	checkers []governance.Invariant
 }
 
 // New validates cfg and returns a Boundary.
@@ -213,7 +215,7 @@ func New(cfg Config) (*Boundary, error) {
 	}
 	if cfg.Policy != nil {
 		p := *cfg.Policy
-		if err := p.compile(); err != nil {
+		if err := p.Compile(); err != nil {
 			return nil, fmt.Errorf("boundary: %w", err)
 		}
 		cfg.Policy = &p
@@ -230,7 +232,6 @@ func New(cfg Config) (*Boundary, error) {
 	b.evidenceLog = evlog.New(evlog.Config{HostID: cfg.HostID, Key: cfg.Key, Store: cfg.Store, Now: cfg.Now,
 		MaxReplayLimit: cfg.MaxReplayLimit, HeldRevocations: b.RevocationIDs})
 	b.caps.Store(&map[string][]*registered{})
-	b.subjects.m = make(map[string]subjectInfo)
 	if rs, ok := cfg.Store.(evidence.ResultStore); ok {
 		b.rstore = rs
 		n, err := b.results.Load(context.Background(), rs)
@@ -296,7 +297,7 @@ func (b *Boundary) Register(c Capability) error {
 		d.Idempotency = "optional"
 	}
 	if d.Risk != "" {
-		if _, ok := riskOrder[d.Risk]; !ok {
+		if !governance.ValidRisk(d.Risk) {
 			return fmt.Errorf("boundary: capability %s: risk %q: want low, medium, high or critical", d.URI(), d.Risk)
 		}
 	}
@@ -340,7 +341,7 @@ func (b *Boundary) Register(c Capability) error {
 		if inv.Enforcement != "host" {
 			continue
 		}
-		chk, err := compileInvariant(inv)
+		chk, err := governance.CompileInvariant(inv)
 		if err != nil {
 			return fmt.Errorf("boundary: capability %s: invariant %q: %w", d.URI(), inv.ID, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 )
 
 // Caller is an authenticated caller, bound by a transport (an X-CHP-Key
@@ -27,7 +28,7 @@ type Caller struct {
 	// subj and info cache the subject, and its rendering in evidence, of
 	// a Caller made by NewCaller.
 	subj json.RawMessage
-	info *subjectInfo
+	info *evjson.Subject
 }
 
 // NewCaller returns a Caller whose subject — and its rendering in evidence —
@@ -36,7 +37,7 @@ type Caller struct {
 func NewCaller(id, typ string, scope []string) *Caller {
 	c := &Caller{ID: id, Type: typ, Scope: scope}
 	c.subj = c.subject()
-	if si, err := renderSubject(c.subj); err == nil {
+	if si, err := evjson.RenderSubject(c.subj); err == nil {
 		c.info = &si
 	}
 	return c

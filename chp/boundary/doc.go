@@ -1,10 +1,13 @@
 // Package boundary is the Capability Host Protocol boundary: every
 // invocation of a capability passes through its gate pipeline, leaves
 // hash-chained evidence in an evidence.Store, and is durable before the
-// result is returned. It holds the pipeline, host policy and safety, CEL
-// invariants, payload schemas (through chp/schema), the evidence sealer and
-// the idempotent-replay cache; the protocol objects and hashing it uses are
-// package chp's, and its transports are chp/chphttp and chp/chprpc.
+// result is returned. It holds the pipeline, payload schemas (through
+// chp/schema), the evidence sealer and the idempotent-replay cache; the
+// rules of gates 6, 7 and 10 (policy, CEL invariants, safety) are package
+// governance's, the mandate bookkeeping of gate 5 package mandates', and
+// the evidence log's read side package evlog's. The protocol objects and
+// hashing it uses are package chp's, and its transports are chp/chphttp
+// and chp/chprpc.
 //
 // Data flow of one call:
 //

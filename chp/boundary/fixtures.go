@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 )
 
 // FixturePolicy and FixtureSafety are the host configuration of the upstream
 // conformance fixture profile (conformance/FIXTURES.md): risk capped at
 // medium, one guardrail that always blocks conformance.unsafe.
-func FixturePolicy() *PolicyConfig { return &PolicyConfig{MaxRiskTier: "medium"} }
+func FixturePolicy() *governance.PolicyConfig { return &governance.PolicyConfig{MaxRiskTier: "medium"} }
 
 // FixtureSafety returns the fixture profile's safety evaluator.
-func FixtureSafety() SafetyEvaluator {
-	return &RuleSafety{Guardrails: []Guardrail{{
+func FixtureSafety() governance.SafetyEvaluator {
+	return &governance.RuleSafety{Guardrails: []governance.Guardrail{{
 		ID: "conformance-guardrail", CapabilityIDPattern: "conformance.unsafe",
 		MaxRiskLevel: "critical", RequiresHumanFor: []string{"conformance.unsafe"},
 	}}}

@@ -96,7 +96,7 @@ func (b *Boundary) gatePolicy(ctx context.Context, inv *invocation) (*chp.Invoca
 	if p == nil {
 		return nil, nil
 	}
-	rule, why := p.decide(&inv.cap.desc, inv.env.Payload)
+	rule, why := p.Decide(&inv.cap.desc, inv.env.Payload)
 	if rule == "" {
 		return nil, nil
 	}
@@ -114,20 +114,20 @@ func (b *Boundary) gatePolicy(ctx context.Context, inv *invocation) (*chp.Invoca
 // denies, or — unless its failure_behavior is "deny" — records a warning.
 func (b *Boundary) gateInvariants(ctx context.Context, inv *invocation) (*chp.InvocationResult, error) {
 	for _, chk := range inv.cap.checkers {
-		ok, msg, err := chk.check(ctx, inv.env)
+		ok, msg, err := chk.Check(ctx, inv.env)
 		if err != nil {
 			ok, msg = false, "invariant could not be evaluated: "+err.Error()
 		}
 		if ok {
 			continue
 		}
-		if chk.desc.FailureBehavior != "deny" {
+		if chk.Desc.FailureBehavior != "deny" {
 			b.emit(inv, evt{typ: "io.github.capmesh.invariant_warning", uri: inv.cap.uri, payload: map[string]any{
-				"invariant_id": chk.desc.ID, "message": msg}})
+				"invariant_id": chk.Desc.ID, "message": msg}})
 			continue
 		}
-		id := chk.desc.ID
-		dn := b.denial(chp.CodeInvariantFailed, msg, map[string]any{"kind": chk.desc.Kind})
+		id := chk.Desc.ID
+		dn := b.denial(chp.CodeInvariantFailed, msg, map[string]any{"kind": chk.Desc.Kind})
 		dn.InvariantID = &id
 		return b.finishDenied(ctx, inv, dn)
 	}

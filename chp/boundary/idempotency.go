@@ -7,6 +7,7 @@ import (
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 )
 
@@ -22,9 +23,9 @@ func requestDigest(buf []byte, env *chp.InvocationEnvelope, subjectC []byte) (re
 	b := append(buf[:0], '[')
 	b = canonical.AppendChpStableString(b, env.CapabilityID)
 	b = append(b, ", "...)
-	b = appendNullableString(b, env.Version)
+	b = evjson.AppendNullableString(b, env.Version)
 	b = append(b, ", "...)
-	b = appendNullableString(b, env.RequestedCapabilityVersion)
+	b = evjson.AppendNullableString(b, env.RequestedCapabilityVersion)
 	b = append(b, ", "...)
 	b = canonical.AppendChpStableString(b, env.Mode)
 	b = append(b, ", "...)

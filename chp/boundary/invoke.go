@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -189,7 +191,7 @@ func (b *Boundary) invokeEnv(ctx context.Context, inv *invocation, env *chp.Invo
 	// Key scope (chp-http-binding.md §2): governance, before anything else —
 	// replay must not bypass it either.
 	inv.gate("key_scope")
-	if hasCaller && !ScopeAllows(caller.Scope, env.CapabilityID) {
+	if hasCaller && !governance.ScopeAllows(caller.Scope, env.CapabilityID) {
 		return b.finishDenied(ctx, inv, b.denial(chp.CodePolicyBlocked,
 			fmt.Sprintf("capability %q is outside caller %q's key scope", env.CapabilityID, caller.ID),
 			map[string]any{"decision": "deny", "matched_rule": "key_scope", "policy_version": nil,
@@ -424,7 +426,7 @@ func (b *Boundary) record(ctx context.Context, inv *invocation, o chp.Outcome, d
 		return res, nil
 	}
 	st := inv.stage()
-	raw, err := appendResult(st.scratch[:0], res, inv.hdr.corr)
+	raw, err := evjson.AppendResult(st.scratch[:0], res, inv.hdr.corr)
 	if err == nil {
 		raw = replaycache.AppendRequest(raw, inv.req)
 		inv.recorded = raw

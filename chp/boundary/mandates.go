@@ -5,6 +5,7 @@ import (
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/mandates"
 )
 
@@ -54,10 +55,10 @@ func (b *Boundary) mandateGate(inv *invocation) (*chp.DenialReason, error) {
 	if err == nil {
 		var raw []byte
 		if raw, err = subj.AppendJSON(nil); err == nil {
-			var si subjectInfo
-			if si, err = renderSubject(raw); err == nil {
+			var si evjson.Subject
+			if si, err = evjson.RenderSubject(raw); err == nil {
 				env.Subject = raw
-				inv.hdr.subject, inv.hdr.subjectC = si.stored, si.canon
+				inv.hdr.subject, inv.hdr.subjectC = si.Stored, si.Canon
 			}
 		}
 	}

@@ -1,10 +1,8 @@
 package boundary
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -39,7 +38,8 @@ import (
 // chain link.
 //
 // Per invocation, the parts shared by all its events (the correlation and
-// the subject, stored and canonical) are rendered once (header).
+// the subject, stored and canonical) are rendered once (header). The JSON
+// writers themselves are package evjson's.
 
 // assurancePrefix opens every stored event: the fixed assurance metadata
 // (DefaultAssurance) and the capability_id key.
@@ -55,96 +55,33 @@ type invHeader struct {
 	invID    []byte // chp-stable-v1 string of the invocation id
 }
 
-// subjectInfo is a subject's stored and canonical forms.
-type subjectInfo struct {
-	stored []byte
-	canon  []byte
-}
-
-// subjectCache remembers the rendering of recent subjects: most callers
-// present one of a few subjects, and parsing plus hashing one costs more than
-// the rest of an event.
-type subjectCache struct {
-	mu sync.RWMutex
-	m  map[string]subjectInfo
-}
-
-const subjectCacheSize = 1024
-
-func (c *subjectCache) get(raw []byte) (subjectInfo, error) {
-	if string(raw) == chp.LocalSubject {
-		return localSubjectInfo()
-	}
-	c.mu.RLock()
-	si, ok := c.m[string(raw)]
-	c.mu.RUnlock()
-	if ok {
-		return si, nil
-	}
-	si, err := renderSubject(raw)
-	if err != nil {
-		return si, err
-	}
-	c.mu.Lock()
-	if len(c.m) >= subjectCacheSize {
-		clear(c.m)
-	}
-	c.m[string(raw)] = si
-	c.mu.Unlock()
-	return si, nil
-}
-
-// renderSubject returns a subject's stored and canonical forms (the latter
-// as chp.AttributionDigest renders it: floats as Python does).
-func renderSubject(raw []byte) (subjectInfo, error) {
-	var si subjectInfo
-	v, err := canonical.Parse(raw)
-	if err != nil {
-		return si, err
-	}
-	if v.Kind != canonical.Object {
-		return si, fmt.Errorf("subject is a %s, want an object", v.Kind)
-	}
-	if si.stored, err = v.AppendJSON(nil); err != nil {
-		return si, err
-	}
-	if si.canon, err = canonical.PythonSortKeys.AppendCanonical(nil, v); err != nil {
-		return si, err
-	}
-	return si, nil
-}
-
-// localSubjectInfo is the rendering of chp.LocalSubject, the subject of most
-// calls made in process.
-var localSubjectInfo = sync.OnceValues(func() (subjectInfo, error) { return renderSubject([]byte(chp.LocalSubject)) })
-
 // header renders the invocation-wide parts of its events. It fails only for
 // a subject or baggage that is not a JSON object (ParseEnvelope rejects
 // those earlier; an envelope built in Go may carry anything).
 func (b *Boundary) header(inv *invocation, env *chp.InvocationEnvelope, caller *Caller) (invHeader, error) {
 	var h invHeader
-	var si subjectInfo
+	var si evjson.Subject
 	var err error
 	if caller != nil && caller.info != nil {
 		si = *caller.info
-	} else if si, err = b.subjects.get(env.Subject); err != nil {
+	} else if si, err = b.subjects.Get(env.Subject); err != nil {
 		return h, fmt.Errorf("%w: subject: %v", chp.ErrBadEnvelope, err)
 	}
-	h.subject, h.subjectC = si.stored, si.canon
+	h.subject, h.subjectC = si.Stored, si.Canon
 	c := &env.Correlation
 	if len(c.CorrelationID) > evidence.MaxCorrelationID {
 		return h, fmt.Errorf("%w: correlation_id longer than %d bytes", chp.ErrBadEnvelope, evidence.MaxCorrelationID)
 	}
 	st := inv.stage()
 	// The correlation, stored (d.k) and canonical (d.c, in st.scratch).
-	d := dual{k: st.hdr[:0], c: st.scratch[:0]}
-	if err := d.correlation(c); err != nil {
+	d := evjson.Dual{K: st.hdr[:0], C: st.scratch[:0]}
+	if err := d.Correlation(c); err != nil {
 		return h, err
 	}
-	buf := d.k
+	buf := d.K
 	n := len(buf)
-	buf = append(buf, d.c...)
-	st.scratch = d.c[:0]
+	buf = append(buf, d.C...)
+	st.scratch = d.C[:0]
 	m := len(buf)
 	buf = canonical.AppendChpStableString(buf, c.CorrelationID)
 	o := len(buf)
@@ -152,44 +89,6 @@ func (b *Boundary) header(inv *invocation, env *chp.InvocationEnvelope, caller *
 	h.corr, h.corrC, h.corrID, h.invID = buf[:n:n], buf[n:m:m], buf[m:o:o], buf[o:]
 	st.hdr = buf
 	return h, nil
-}
-
-// correlation writes a correlation object (whose baggage, when not {}, is
-// parsed strictly: it must be a JSON object).
-func (d *dual) correlation(c *chp.CorrelationContext) error {
-	d.rawString("{")
-	if len(c.Baggage) > 0 {
-		d.sep(`"baggage": `, `"baggage":`)
-		if string(c.Baggage) == "{}" {
-			d.rawString("{}")
-		} else {
-			v, err := canonical.Parse(c.Baggage)
-			if err != nil || v.Kind != canonical.Object {
-				return fmt.Errorf("%w: correlation.baggage must be a JSON object", chp.ErrBadEnvelope)
-			}
-			if d.k, err = v.AppendJSON(d.k); err == nil {
-				d.c, err = canonical.PythonSortKeys.AppendCanonical(d.c, v)
-			}
-			if err != nil {
-				return fmt.Errorf("%w: correlation.baggage: %v", chp.ErrBadEnvelope, err)
-			}
-		}
-		d.sep(", ", ",")
-	}
-	d.sep(`"causation_id": `, `"causation_id":`)
-	d.nullable(c.CausationID)
-	d.sep(`, "correlation_id": `, `,"correlation_id":`)
-	d.str(c.CorrelationID)
-	if c.Environment != "" {
-		d.sep(`, "environment": `, `,"environment":`)
-		d.str(c.Environment)
-	}
-	d.sep(`, "parent_correlation_id": `, `,"parent_correlation_id":`)
-	d.nullable(c.ParentCorrelationID)
-	d.sep(`, "trace_id": `, `,"trace_id":`)
-	d.nullable(c.TraceID)
-	d.rawString("}")
-	return nil
 }
 
 // evt is one evidence event to emit.
@@ -380,12 +279,12 @@ type staged struct {
 func (f *staged) members(e *evt) error {
 	var err error
 	if e.denial != nil {
-		if f.denial, f.denialC, err = memberJSON(e.denial); err != nil {
+		if f.denial, f.denialC, err = evjson.Member(e.denial); err != nil {
 			return err
 		}
 	}
 	if e.err != nil {
-		f.err, f.errC, err = memberJSON(e.err)
+		f.err, f.errC, err = evjson.Member(e.err)
 	}
 	return err
 }
@@ -405,7 +304,7 @@ func (b *Boundary) stageStored(st *stage, s *sealer, inv *invocation, e *evt, f 
 	f.cap[1] = len(buf)
 	buf = append(buf, `,"capability_version":`...)
 	f.ver[0] = len(buf)
-	buf = appendNullableString(buf, inv.version)
+	buf = evjson.AppendNullableString(buf, inv.version)
 	f.ver[1] = len(buf)
 	buf = append(buf, `,"content_hash":"`...)
 	s.head = int32(len(buf))
@@ -413,9 +312,9 @@ func (b *Boundary) stageStored(st *stage, s *sealer, inv *invocation, e *evt, f 
 	buf = append(buf, `","correlation":`...)
 	buf = append(buf, h.corr...)
 	buf = append(buf, `,"denial":`...)
-	buf = appendRawOrNull(buf, f.denial)
+	buf = evjson.AppendRawOrNull(buf, f.denial)
 	buf = append(buf, `,"error":`...)
-	buf = appendRawOrNull(buf, f.err)
+	buf = evjson.AppendRawOrNull(buf, f.err)
 	buf = append(buf, `,"event_id":`...)
 	s.idPos = int32(len(buf))
 	// Up to prev_hash.
@@ -461,14 +360,14 @@ func (b *Boundary) stageStored(st *stage, s *sealer, inv *invocation, e *evt, f 
 // hashed at once into the commitment.
 func stagePayload(st *stage, buf []byte, e *evt, f *staged) ([]byte, error) {
 	buf = append(buf, `,"payload":`...)
-	d := dual{c: st.scratch[:0], k: buf}
-	err := appendPayload(&d, e)
-	st.scratch = d.c[:0]
+	d := evjson.Dual{C: st.scratch[:0], K: buf}
+	err := d.Payload(e.uri, e.payload)
+	st.scratch = d.C[:0]
 	if err != nil {
 		return buf, err
 	}
-	buf = d.k
-	sum := sha256.Sum256(d.c)
+	buf = d.K
+	sum := sha256.Sum256(d.C)
 	buf = append(buf, `,"payload_commitment":"`...)
 	f.commit[0] = len(buf)
 	buf = hex.AppendEncode(buf, sum[:])
@@ -486,9 +385,9 @@ func (b *Boundary) stageAttribution(buf []byte, s *sealer, h *invHeader, f *stag
 	buf = append(buf, `, "correlation": `...)
 	buf = append(buf, h.corrC...)
 	buf = append(buf, `, "denial": `...)
-	buf = appendRawOrNull(buf, f.denialC)
+	buf = evjson.AppendRawOrNull(buf, f.denialC)
 	buf = append(buf, `, "error": `...)
-	buf = appendRawOrNull(buf, f.errC)
+	buf = evjson.AppendRawOrNull(buf, f.errC)
 	buf = append(buf, `, "event_type": `...)
 	buf = append(buf, buf[f.typ[0]:f.typ[1]]...)
 	buf = append(buf, `, "hash_scheme": "`+chp.EventHashV2+`", "host_id": `...)
@@ -536,195 +435,4 @@ func (b *Boundary) stageStable(buf []byte, s *sealer, h *invHeader, f *staged) [
 	buf = append(buf, `"}`...)
 	s.stableEnd = int32(len(buf))
 	return buf
-}
-
-// dual writes a payload twice in one pass: its chp-stable-v1 form (c, which
-// is hashed) and the compact form stored in the event (k): the same tokens
-// without the spaces of ", " and ": ".
-type dual struct{ c, k []byte }
-
-func (d *dual) sep(canon, compact string) { d.c, d.k = append(d.c, canon...), append(d.k, compact...) }
-
-func (d *dual) rawString(b string) { d.c, d.k = append(d.c, b...), append(d.k, b...) }
-
-func (d *dual) nullable(s *string) {
-	if s == nil {
-		d.rawString("null")
-		return
-	}
-	d.str(*s)
-}
-
-func (d *dual) str(s string) {
-	n := len(d.c)
-	d.c = canonical.AppendChpStableString(d.c, s)
-	d.k = append(d.k, d.c[n:]...)
-}
-
-// value writes a generic payload value: canonical by package canonical,
-// then compacted.
-func (d *dual) value(v any) error {
-	n := len(d.c)
-	var err error
-	if d.c, err = appendStableValue(d.c, v); err != nil {
-		return err
-	}
-	d.k = canonical.CompactChpStable(d.k, d.c[n:])
-	return nil
-}
-
-// appendPayload writes e's payload in both forms.
-func appendPayload(d *dual, e *evt) error {
-	var keys []string
-	if len(e.payload) > 0 {
-		keys = make([]string, 0, len(e.payload)+1)
-		for k := range e.payload {
-			if !(k == "capability_uri" && e.uri != "") {
-				keys = append(keys, k)
-			}
-		}
-		if e.uri != "" {
-			keys = append(keys, "capability_uri")
-		}
-		slices.Sort(keys) // byte order of UTF-8 = code point order
-	} else if e.uri != "" {
-		keys = uriPayloadKeys
-	}
-	d.rawString("{")
-	for i, k := range keys {
-		if i > 0 {
-			d.sep(", ", ",")
-		}
-		d.str(k)
-		d.sep(": ", ":")
-		if k == "capability_uri" && e.uri != "" {
-			d.str(e.uri)
-			continue
-		}
-		if err := d.value(e.payload[k]); err != nil {
-			return fmt.Errorf("boundary: evidence payload %q: %w", k, err)
-		}
-	}
-	d.rawString("}")
-	return nil
-}
-
-var uriPayloadKeys = []string{"capability_uri"}
-
-// appendStableValue appends the chp-stable-v1 form of a payload value.
-func appendStableValue(dst []byte, v any) ([]byte, error) {
-	switch x := v.(type) {
-	case string:
-		return canonical.AppendChpStableString(dst, x), nil
-	case bool:
-		return strconv.AppendBool(dst, x), nil
-	case int:
-		return strconv.AppendInt(dst, int64(x), 10), nil
-	case int64:
-		return strconv.AppendInt(dst, x, 10), nil
-	case nil:
-		return append(dst, "null"...), nil
-	}
-	cv, err := canonical.FromGo(v)
-	if err != nil {
-		return dst, err
-	}
-	return canonical.ChpStableV1.AppendCanonical(dst, cv)
-}
-
-func appendRawOrNull(dst, raw []byte) []byte {
-	if raw == nil {
-		return append(dst, "null"...)
-	}
-	return append(dst, raw...)
-}
-
-// memberJSON encodes a denial or error member as it is stored, and its
-// canonical form (as chp.AttributionDigest renders it) computed from exactly
-// those bytes.
-func memberJSON(v any) ([]byte, []byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, nil, err
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, nil, err
-	}
-	raw = buf.Bytes()
-	cv, err := canonical.Parse(raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := canonical.PythonSortKeys.AppendCanonical(nil, cv)
-	return raw, c, err
-}
-
-// appendResult appends res as JSON with the members encoding/json writes
-// (the result is recorded for idempotent replay; reading it back with
-// encoding/json gives the same InvocationResult). The correlation is the
-// invocation's stored form, rendered once by header.
-func appendResult(dst []byte, res *chp.InvocationResult, corr []byte) ([]byte, error) {
-	dst = append(dst, `{"capability_id":`...)
-	dst = canonical.AppendChpStableString(dst, res.CapabilityID)
-	dst = append(dst, `,"capability_version":`...)
-	dst = appendNullableString(dst, res.CapabilityVersion)
-	dst = append(dst, `,"completed_at":`...)
-	dst = canonical.AppendChpStableString(dst, res.CompletedAt)
-	dst = append(dst, `,"correlation":`...)
-	dst = append(dst, corr...)
-	dst = append(dst, `,"data":`...)
-	if res.Data == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, res.Data...)
-	}
-	for _, m := range [...]struct {
-		key string
-		v   any
-		nil bool
-	}{{`,"denial":`, res.Denial, res.Denial == nil}, {`,"error":`, res.Error, res.Error == nil}} {
-		dst = append(dst, m.key...)
-		if m.nil {
-			dst = append(dst, "null"...)
-			continue
-		}
-		b, err := json.Marshal(m.v)
-		if err != nil {
-			return dst, err
-		}
-		dst = append(dst, b...)
-	}
-	if res.EvidenceIDs == nil {
-		dst = append(dst, `,"evidence_ids":null`...)
-	} else {
-		dst = append(dst, `,"evidence_ids":[`...)
-		for i, id := range res.EvidenceIDs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = canonical.AppendChpStableString(dst, id)
-		}
-		dst = append(dst, ']')
-	}
-	dst = append(dst, `,"invocation_id":`...)
-	dst = canonical.AppendChpStableString(dst, res.InvocationID)
-	dst = append(dst, `,"outcome":`...)
-	dst = canonical.AppendChpStableString(dst, string(res.Outcome))
-	if res.Replayed {
-		dst = append(dst, `,"replayed":true`...)
-	}
-	dst = append(dst, `,"started_at":`...)
-	dst = appendNullableString(dst, res.StartedAt)
-	dst = append(dst, `,"success":`...)
-	dst = strconv.AppendBool(dst, res.Success)
-	return append(dst, '}'), nil
-}
-
-// appendNullableString appends *s as a chp-stable-v1 string, or null.
-func appendNullableString(dst []byte, s *string) []byte {
-	if s == nil {
-		return append(dst, "null"...)
-	}
-	return canonical.AppendChpStableString(dst, *s)
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/capmesh/capmesh/canonical"
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
+	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -78,7 +80,7 @@ func checkSealed(t *testing.T, store evidence.Store, corr string) int {
 func TestSealerMatchesGenericEncoding(t *testing.T) {
 	store := evidence.NewMemory()
 	b, err := New(Config{HostID: "hôst \"q\" \\ <&> \u2028 😀", Store: store, Environment: "prod\n",
-		Policy: &PolicyConfig{BlockPatterns: []string{"forbidden"}}, Safety: FixtureSafety(),
+		Policy: &governance.PolicyConfig{BlockPatterns: []string{"forbidden"}}, Safety: FixtureSafety(),
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 6789000, time.FixedZone("x", 3600)) }})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +209,7 @@ func TestAppendResult(t *testing.T) {
 			t.Fatal(err)
 		}
 		res.Correlation = env.Correlation
-		got, err := appendResult(nil, res, h.corr)
+		got, err := evjson.AppendResult(nil, res, h.corr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/chp"
-	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/fingerprint"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/mcpbridge"
@@ -121,7 +121,7 @@ func runMCPWrap(ctx context.Context, a *app, f *mcpWrapFlags, args []string) err
 		cfg.Host.NoSocket, cfg.Host.HTTP, cfg.Host.TCP = true, "", "127.0.0.1:0"
 	}
 	if f.maxRisk != "" {
-		cfg.Host.CHP.Policy = &boundary.PolicyConfig{MaxRiskTier: f.maxRisk, Version: "capmesh-mcp-wrap"}
+		cfg.Host.CHP.Policy = &governance.PolicyConfig{MaxRiskTier: f.maxRisk, Version: "capmesh-mcp-wrap"}
 	}
 	if f.actionLimit < 0 {
 		return usageErrorf("--action-limit %d: want 0 or more", f.actionLimit)

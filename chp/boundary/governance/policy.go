@@ -1,14 +1,20 @@
-package boundary
+// Package governance holds the rules a CHP boundary applies to an
+// invocation besides its descriptor: the host policy (pipeline gate 6), the
+// host-enforced invariants with their CEL expressions (gate 7), the safety
+// evaluator (gate 10) and key scopes. Package boundary runs them in its
+// gate pipeline and records what they decide as evidence.
+package governance
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/capmesh/capmesh/chp"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/capmesh/capmesh/chp"
 )
 
 // PolicyConfig is the host policy applied at pipeline gate 6
@@ -35,6 +41,13 @@ type PolicyConfig struct {
 
 var riskOrder = map[string]int{"low": 0, "medium": 1, "high": 2, "critical": 3}
 
+// ValidRisk reports whether tier is a risk tier: low, medium, high or
+// critical.
+func ValidRisk(tier string) bool {
+	_, ok := riskOrder[tier]
+	return ok
+}
+
 func riskRank(tier string) int {
 	if r, ok := riskOrder[tier]; ok {
 		return r
@@ -42,7 +55,9 @@ func riskRank(tier string) int {
 	return 1 // unknown or absent counts as medium
 }
 
-func (p *PolicyConfig) compile() error {
+// Compile validates the policy and compiles its block patterns; a policy
+// decides only once compiled.
+func (p *PolicyConfig) Compile() error {
 	p.patterns = make([]*regexp.Regexp, len(p.BlockPatterns))
 	for i, pat := range p.BlockPatterns {
 		expr := regexp.QuoteMeta(pat)
@@ -63,9 +78,9 @@ func (p *PolicyConfig) compile() error {
 	return nil
 }
 
-// decide returns the matched rule and explanation of the first blocking
+// Decide returns the matched rule and explanation of the first blocking
 // rule, or "" when the policy allows.
-func (p *PolicyConfig) decide(d *chp.CapabilityDescriptor, payload json.RawMessage) (rule, why string) {
+func (p *PolicyConfig) Decide(d *chp.CapabilityDescriptor, payload json.RawMessage) (rule, why string) {
 	if len(p.AllowedCapabilityIDs) > 0 && !slices.Contains(p.AllowedCapabilityIDs, d.ID) {
 		return "allowed_capability_ids", fmt.Sprintf("capability %q is not in the allowlist", d.ID)
 	}

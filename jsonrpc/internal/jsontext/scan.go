@@ -1,4 +1,8 @@
-package jsonrpc
+// Package jsontext is the JSON engine's validating scanner: it checks that
+// a frame is RFC 8259 JSON and finds where each value starts and ends
+// without building a tree, unquotes and writes strings, and interns the
+// method names that repeat on a busy server.
+package jsontext
 
 import (
 	"errors"
@@ -19,92 +23,95 @@ const maxScanDepth = 10000
 
 var errDepth = errors.New("exceeded max depth")
 
-type syntaxError struct {
-	msg string
-	off int
+// A SyntaxError is malformed JSON at byte Offset.
+type SyntaxError struct {
+	Msg    string
+	Offset int
 }
 
-func (e *syntaxError) Error() string { return fmt.Sprintf("%s at byte %d", e.msg, e.off) }
+func (e *SyntaxError) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Offset) }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// IsSpace reports whether c is JSON whitespace.
+func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && isSpace(data[i]) {
+// SkipSpace returns the offset of the first non-space byte at or after i.
+func SkipSpace(data []byte, i int) int {
+	for i < len(data) && IsSpace(data[i]) {
 		i++
 	}
 	return i
 }
 
-// scanValue validates the value starting exactly at data[i] and returns the
+// ScanValue validates the value starting exactly at data[i] and returns the
 // offset just past it.
-func scanValue(data []byte, i, depth int) (int, error) {
+func ScanValue(data []byte, i, depth int) (int, error) {
 	if i >= len(data) {
-		return i, &syntaxError{"unexpected end of input", i}
+		return i, &SyntaxError{"unexpected end of input", i}
 	}
 	switch c := data[i]; {
 	case c == '"':
-		return scanString(data, i)
+		return ScanString(data, i)
 	case c == '{':
 		if depth >= maxScanDepth {
 			return i, errDepth
 		}
-		i = skipSpace(data, i+1)
+		i = SkipSpace(data, i+1)
 		if i < len(data) && data[i] == '}' {
 			return i + 1, nil
 		}
 		for {
 			if i >= len(data) || data[i] != '"' {
-				return i, &syntaxError{"expected string for object key", i}
+				return i, &SyntaxError{"expected string for object key", i}
 			}
 			var err error
-			if i, err = scanString(data, i); err != nil {
+			if i, err = ScanString(data, i); err != nil {
 				return i, err
 			}
-			i = skipSpace(data, i)
+			i = SkipSpace(data, i)
 			if i >= len(data) || data[i] != ':' {
-				return i, &syntaxError{"expected ':' after object key", i}
+				return i, &SyntaxError{"expected ':' after object key", i}
 			}
-			i = skipSpace(data, i+1)
-			if i, err = scanValue(data, i, depth+1); err != nil {
+			i = SkipSpace(data, i+1)
+			if i, err = ScanValue(data, i, depth+1); err != nil {
 				return i, err
 			}
-			i = skipSpace(data, i)
+			i = SkipSpace(data, i)
 			if i >= len(data) {
-				return i, &syntaxError{"unexpected end of input in object", i}
+				return i, &SyntaxError{"unexpected end of input in object", i}
 			}
 			switch data[i] {
 			case ',':
-				i = skipSpace(data, i+1)
+				i = SkipSpace(data, i+1)
 			case '}':
 				return i + 1, nil
 			default:
-				return i, &syntaxError{"expected ',' or '}' in object", i}
+				return i, &SyntaxError{"expected ',' or '}' in object", i}
 			}
 		}
 	case c == '[':
 		if depth >= maxScanDepth {
 			return i, errDepth
 		}
-		i = skipSpace(data, i+1)
+		i = SkipSpace(data, i+1)
 		if i < len(data) && data[i] == ']' {
 			return i + 1, nil
 		}
 		for {
 			var err error
-			if i, err = scanValue(data, i, depth+1); err != nil {
+			if i, err = ScanValue(data, i, depth+1); err != nil {
 				return i, err
 			}
-			i = skipSpace(data, i)
+			i = SkipSpace(data, i)
 			if i >= len(data) {
-				return i, &syntaxError{"unexpected end of input in array", i}
+				return i, &SyntaxError{"unexpected end of input in array", i}
 			}
 			switch data[i] {
 			case ',':
-				i = skipSpace(data, i+1)
+				i = SkipSpace(data, i+1)
 			case ']':
 				return i + 1, nil
 			default:
-				return i, &syntaxError{"expected ',' or ']' in array", i}
+				return i, &SyntaxError{"expected ',' or ']' in array", i}
 			}
 		}
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -116,7 +123,7 @@ func scanValue(data []byte, i, depth int) (int, error) {
 	case c == 'n':
 		return scanLiteral(data, i, "null")
 	default:
-		return i, &syntaxError{fmt.Sprintf("invalid character %q looking for beginning of value", c), i}
+		return i, &SyntaxError{fmt.Sprintf("invalid character %q looking for beginning of value", c), i}
 	}
 }
 
@@ -124,7 +131,7 @@ func scanLiteral(data []byte, i int, lit string) (int, error) {
 	if len(data)-i >= len(lit) && string(data[i:i+len(lit)]) == lit {
 		return i + len(lit), nil
 	}
-	return i, &syntaxError{"invalid literal", i}
+	return i, &SyntaxError{"invalid literal", i}
 }
 
 func scanNumber(data []byte, i int) (int, error) {
@@ -133,7 +140,7 @@ func scanNumber(data []byte, i int) (int, error) {
 		i++
 	}
 	if i >= len(data) {
-		return i, &syntaxError{"invalid number", start}
+		return i, &SyntaxError{"invalid number", start}
 	}
 	switch {
 	case data[i] == '0':
@@ -143,7 +150,7 @@ func scanNumber(data []byte, i int) (int, error) {
 			i++
 		}
 	default:
-		return i, &syntaxError{"invalid number", start}
+		return i, &SyntaxError{"invalid number", start}
 	}
 	if i < len(data) && data[i] == '.' {
 		i++
@@ -152,7 +159,7 @@ func scanNumber(data []byte, i int) (int, error) {
 			i++
 		}
 		if i == d {
-			return i, &syntaxError{"invalid number: no digits after '.'", start}
+			return i, &SyntaxError{"invalid number: no digits after '.'", start}
 		}
 	}
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
@@ -165,7 +172,7 @@ func scanNumber(data []byte, i int) (int, error) {
 			i++
 		}
 		if i == d {
-			return i, &syntaxError{"invalid number: no digits in exponent", start}
+			return i, &SyntaxError{"invalid number: no digits in exponent", start}
 		}
 	}
 	return i, nil
@@ -181,10 +188,10 @@ var plainStringByte = func() (t [256]bool) {
 	return t
 }()
 
-// scanString validates the string starting at data[i] == '"' — escapes,
+// ScanString validates the string starting at data[i] == '"' — escapes,
 // no control characters, valid UTF-8 — and returns the offset just past
 // its closing quote.
-func scanString(data []byte, i int) (int, error) {
+func ScanString(data []byte, i int) (int, error) {
 	start := i
 	i++
 	for i < len(data) {
@@ -201,37 +208,37 @@ func scanString(data []byte, i int) (int, error) {
 			return i + 1, nil
 		case c == '\\':
 			if i+1 >= len(data) {
-				return i, &syntaxError{"unexpected end of input in string escape", i}
+				return i, &SyntaxError{"unexpected end of input in string escape", i}
 			}
 			switch data[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if i+6 > len(data) {
-					return i, &syntaxError{"truncated \\u escape", i}
+					return i, &SyntaxError{"truncated \\u escape", i}
 				}
 				for _, h := range data[i+2 : i+6] {
 					if !isHex(h) {
-						return i, &syntaxError{"invalid \\u escape", i}
+						return i, &SyntaxError{"invalid \\u escape", i}
 					}
 				}
 				i += 6
 			default:
-				return i, &syntaxError{fmt.Sprintf("invalid escape \\%c in string", data[i+1]), i}
+				return i, &SyntaxError{fmt.Sprintf("invalid escape \\%c in string", data[i+1]), i}
 			}
 		case c < 0x20:
-			return i, &syntaxError{"control character in string", i}
+			return i, &SyntaxError{"control character in string", i}
 		default:
 			// RFC 8259 §8.1: JSON text is UTF-8. A string echoed byte for
 			// byte (an id) must not carry invalid sequences into a reply.
 			r, n := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && n == 1 {
-				return i, &syntaxError{"invalid UTF-8 in string", i}
+				return i, &SyntaxError{"invalid UTF-8 in string", i}
 			}
 			i += n
 		}
 	}
-	return i, &syntaxError{"unterminated string", start}
+	return i, &SyntaxError{"unterminated string", start}
 }
 
 func isHex(c byte) bool {
@@ -249,10 +256,10 @@ func hexVal(c byte) rune {
 	}
 }
 
-// unquote decodes a string token already validated by scanString (including
+// Unquote decodes a string token already validated by ScanString (including
 // its quotes). Invalid UTF-8 and lone surrogates become U+FFFD, as with
 // encoding/json.
-func unquote(tok []byte) string {
+func Unquote(tok []byte) string {
 	body := tok[1 : len(tok)-1]
 	plain := true
 	for _, c := range body {
@@ -314,9 +321,9 @@ func unquote(tok []byte) string {
 	return string(out)
 }
 
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD;
+// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD;
 // control characters, '"' and '\\' are escaped; nothing else is.
-func appendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0

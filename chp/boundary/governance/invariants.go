@@ -1,6 +1,7 @@
-package boundary
+package governance
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,10 +11,17 @@ import (
 	"github.com/google/cel-go/cel"
 )
 
-// invariantCheck evaluates one host-enforced invariant against an envelope.
-type invariantCheck struct {
-	desc  *chp.InvariantDescriptor
+// An Invariant is one compiled host-enforced invariant.
+type Invariant struct {
+	// Desc is the invariant as declared (defaults completed).
+	Desc  *chp.InvariantDescriptor
 	check func(ctx context.Context, env *chp.InvocationEnvelope) (ok bool, msg string, err error)
+}
+
+// Check evaluates the invariant against env: ok, or the message saying
+// why it does not hold. The error says it could not be evaluated.
+func (c Invariant) Check(ctx context.Context, env *chp.InvocationEnvelope) (ok bool, msg string, err error) {
+	return c.check(ctx, env)
 }
 
 // celEnv declares what an expression invariant sees: payload (the payload
@@ -28,15 +36,15 @@ var celEnv, celEnvErr = cel.NewEnv(
 // celCostLimit bounds the work one expression evaluation may do.
 const celCostLimit = 100000
 
-// compileInvariant compiles a host-enforced invariant. Kinds:
+// CompileInvariant compiles a host-enforced invariant. Kinds:
 //
 //	required_payload_fields  parameters {"fields": ["a", "b"]}
 //	max_payload_bytes        parameters {"max_bytes": 4096}
 //	expression               parameters {"expression": "<CEL>", "message": "..."}
 //
 // An expression invariant holds when its CEL expression evaluates to true.
-func compileInvariant(inv *chp.InvariantDescriptor) (invariantCheck, error) {
-	c := invariantCheck{desc: inv}
+func CompileInvariant(inv *chp.InvariantDescriptor) (Invariant, error) {
+	c := Invariant{Desc: inv}
 	switch inv.Kind {
 	case "required_payload_fields":
 		var p struct {
@@ -104,7 +112,7 @@ func compileInvariant(inv *chp.InvariantDescriptor) (invariantCheck, error) {
 			vars := map[string]any{"capability_id": env.CapabilityID}
 			for name, raw := range map[string]json.RawMessage{"payload": env.Payload, "subject": env.Subject, "metadata": env.Metadata} {
 				var v any = map[string]any{}
-				if !isNull(raw) {
+				if !isNull(raw) { // absent or null: {}
 					if err := json.Unmarshal(raw, &v); err != nil {
 						return false, "", err
 					}
@@ -128,4 +136,10 @@ func compileInvariant(inv *chp.InvariantDescriptor) (invariantCheck, error) {
 		return c, fmt.Errorf("unknown host-enforced invariant kind %q (want required_payload_fields, max_payload_bytes or expression)", inv.Kind)
 	}
 	return c, nil
+}
+
+// isNull reports whether r is absent or JSON null.
+func isNull(r json.RawMessage) bool {
+	r = bytes.TrimSpace(r)
+	return len(r) == 0 || string(r) == "null"
 }

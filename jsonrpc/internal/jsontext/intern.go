@@ -1,17 +1,17 @@
-package jsonrpc
+package jsontext
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// internString returns string(b), reusing a previously returned string with
+// Intern returns string(b), reusing a previously returned string with
 // the same bytes when there is one. Method names repeat endlessly on a busy
 // server; interning them removes an allocation from every request. Lookups
 // read an immutable map through an atomic pointer (no lock); additions copy
 // it. The table is bounded so that a peer sending random method names
 // cannot grow it without limit.
-func internString(b []byte) string {
+func Intern(b []byte) string {
 	if len(b) > maxInternLen {
 		return string(b)
 	}
