@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sort"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 type rpcAssigner struct {
@@ -440,13 +442,45 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 // next provider when one cannot be reached. The provider's result or
 // JSON-RPC error is returned unchanged.
 func (n *server) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
-	if n.cfg.Observer == nil {
+	// The caller's trace context, for the log lines of the call (and the
+	// parent of the route span): correlation only, never verified.
+	if sc, ok := tracing.FromMeta(params); ok {
+		ctx = tracing.ContextWith(ctx, sc)
+	}
+	if t := n.cfg.Tracer; t != nil {
+		return n.routeTraced(ctx, t, capability, method, params)
+	}
+	if n.cfg.Observer == nil && !n.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 		res, _, _, err := n.routeCall(ctx, capability, method, params)
 		return res, err
 	}
 	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
-	n.cfg.Observer.OnRoute(outcome, int(hops))
+	n.routed(ctx, method, outcome, hops)
 	return res, err
+}
+
+// routeTraced is route in a span of its own ("capmesh.route"), a child
+// of the caller's span when ctx carries one; the provider receives the
+// route span's traceparent instead of the caller's.
+func (n *server) routeTraced(ctx context.Context, t tracing.Tracer, capability, method string, params json.RawMessage) (any, error) {
+	ctx, sp := t.Start(ctx, "capmesh.route", tracing.KindServer)
+	if p, err := tracing.WithMeta(params, sp.SpanContext()); err == nil {
+		params = p // params that are not an object: nextHopN refuses them
+	}
+	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
+	n.routed(ctx, method, outcome, hops)
+	sp.SetAttributes(slog.String("rpc.system", "jsonrpc"), slog.String("rpc.method", method),
+		slog.String("capmesh.capability", capability), slog.String("capmesh.route.outcome", outcome), slog.Int64("capmesh.route.hops", hops))
+	sp.End(err)
+	return res, err
+}
+
+// routed reports a routed call to the Observer and the debug log.
+func (n *server) routed(ctx context.Context, method, outcome string, hops int64) {
+	if o := n.cfg.Observer; o != nil {
+		o.OnRoute(outcome, int(hops))
+	}
+	n.cfg.Logger.DebugContext(ctx, "registry: routed a call", "method", method, "outcome", outcome, "hops", hops)
 }
 
 // routeCall is route, also returning the hop count the forwarded call
