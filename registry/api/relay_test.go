@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -221,7 +222,23 @@ func TestRelayProviderNotificationsInOrder(t *testing.T) {
 // three notifications, its answer and then two more notifications, in one
 // write, so the notifications after the answer are on the wire.
 func rawLateProvider(t *testing.T) string {
-	p := sockPath(t, "late")
+	return rawProvider(t, "late", func(id json.RawMessage) (string, bool) {
+		var out strings.Builder
+		for i := 1; i <= 3; i++ {
+			fmt.Fprintf(&out, `{"jsonrpc":"2.0","method":"mcp.progress","params":%s}`+"\n", progressParams(i))
+		}
+		fmt.Fprintf(&out, `{"jsonrpc":"2.0","id":%s,"result":{"done":true}}`+"\n", id)
+		out.WriteString(`{"jsonrpc":"2.0","method":"mcp.progress","params":{"late":1}}` + "\n")
+		out.WriteString(`{"jsonrpc":"2.0","method":"mcp.progress","params":{"late":2}}` + "\n")
+		return out.String(), false
+	})
+}
+
+// rawProvider is a provider written by hand, named name: it answers
+// identity.get, and to work.run writes what run returns in one write,
+// then hangs up when run says so.
+func rawProvider(t *testing.T, name string, run func(id json.RawMessage) (out string, hangUp bool)) string {
+	p := sockPath(t, name)
 	l, err := net.Listen("unix", p)
 	if err != nil {
 		t.Fatal(err)
@@ -254,21 +271,16 @@ func rawLateProvider(t *testing.T) string {
 					if json.Unmarshal(line, &req) != nil {
 						return
 					}
-					var out strings.Builder
+					out, hangUp := "", false
 					switch req.Method {
 					case "identity.get":
-						fmt.Fprintf(&out, `{"jsonrpc":"2.0","id":%s,"result":{"primal":"late","version":"1.0.0"}}`+"\n", req.ID)
+						out = fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"primal":%q,"version":"1.0.0"}}`+"\n", req.ID, name)
 					case "work.run":
-						for i := 1; i <= 3; i++ {
-							fmt.Fprintf(&out, `{"jsonrpc":"2.0","method":"mcp.progress","params":%s}`+"\n", progressParams(i))
-						}
-						fmt.Fprintf(&out, `{"jsonrpc":"2.0","id":%s,"result":{"done":true}}`+"\n", req.ID)
-						out.WriteString(`{"jsonrpc":"2.0","method":"mcp.progress","params":{"late":1}}` + "\n")
-						out.WriteString(`{"jsonrpc":"2.0","method":"mcp.progress","params":{"late":2}}` + "\n")
+						out, hangUp = run(req.ID)
 					default:
-						fmt.Fprintf(&out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`+"\n", req.ID)
+						out = fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`+"\n", req.ID)
 					}
-					if _, err := io.WriteString(nc, out.String()); err != nil {
+					if _, err := io.WriteString(nc, out); err != nil || hangUp {
 						return
 					}
 				}
@@ -308,6 +320,35 @@ func TestRelayNothingAfterTheAnswer(t *testing.T) {
 		// after the answer may at most precede it if the router read it
 		// before it took the answer (docs/routing.md).
 		checkProgress(t, atAnswer[before:before+min(3, len(atAnswer)-before)])
+	}
+}
+
+// TestRelayNoFailoverOnceStarted: a provider that sent the caller a
+// notification and then lost the connection is not replaced by the next
+// provider (which would repeat the progress or chunks from the start):
+// the caller gets provider_unreachable.
+func TestRelayNoFailoverOnceStarted(t *testing.T) {
+	_, _, nodeSock := relayNode(t, nil)
+	register(t, nodeSock, "worker", progressProvider(t), "work")
+	// Registered last, so tried first (newest registration first).
+	register(t, nodeSock, "broken", rawProvider(t, "broken", func(json.RawMessage) (string, bool) {
+		return `{"jsonrpc":"2.0","method":"mcp.progress","params":` + progressParams(1) + "}\n", true
+	}), "work")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var col collector
+	c, err := jsonrpc.Dial(ctx, "unix", nodeSock, &jsonrpc.ClientOptions{OnNotify: col.onNotify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = c.Call(ctx, "work.run", map[string]any{}, nil)
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != registry.CodeUnavailable || !strings.Contains(string(je.Data), "provider_unreachable") {
+		t.Fatalf("a provider that began and broke off: %v, want %d provider_unreachable", err, registry.CodeUnavailable)
+	}
+	if got := col.snapshot(); len(got) != 1 || got[0].params != progressParams(1) {
+		t.Fatalf("notifications %v, want the broken provider's one", got)
 	}
 }
 
@@ -455,7 +496,7 @@ func TestRelaySlowCallerBackpressure(t *testing.T) {
 	const frame = 64 << 10
 	const total = 64 << 20 // what the provider tries to send
 	pad := strings.Repeat("x", frame)
-	sent := make(chan int, 1)
+	sent := make(chan int, 2)
 	prov := serveUnix(t, "flood", jsonrpc.Map{
 		"identity.get": identity("flood"),
 		"flood.run": jsonrpc.HandlerFunc(func(ctx context.Context, r *jsonrpc.Request) (any, error) {
@@ -479,18 +520,25 @@ func TestRelaySlowCallerBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := io.WriteString(nc, `{"jsonrpc":"2.0","id":1,"method":"flood.run","params":{}}`+"\n"); err != nil {
+	// Two routed calls on the connection: while one relay waits in the
+	// write to the caller, the other's notifications queue behind it, up
+	// to the connection's slow-consumer limit (MaxMessageBytes, 4 MiB).
+	if _, err := io.WriteString(nc, `{"jsonrpc":"2.0","id":1,"method":"flood.run","params":{}}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"flood.run","params":{}}`+"\n"); err != nil {
 		t.Fatal(err)
 	}
 	// The caller reads nothing.
-	select {
-	case n := <-sent:
-		if n >= 16<<20 {
-			t.Fatalf("the provider got %d bytes of notifications past a caller that reads nothing: the router buffers without backpressure", n)
+	deadline := time.After(testTimeout)
+	for range 2 {
+		select {
+		case n := <-sent:
+			if n >= 16<<20 {
+				t.Fatalf("the provider got %d bytes of notifications past a caller that reads nothing: the router buffers without backpressure", n)
+			}
+			t.Logf("the provider got %d KiB out before the router closed its connection", n>>10)
+		case <-deadline:
+			t.Fatal("a routed call to a caller that reads nothing never ended")
 		}
-		t.Logf("the provider got %d KiB out before the router closed its connection", n>>10)
-	case <-time.After(testTimeout):
-		t.Fatal("the routed call to a caller that reads nothing never ended")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
