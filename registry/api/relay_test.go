@@ -67,7 +67,13 @@ func serveUnix(t *testing.T, name string, a jsonrpc.Assigner, opts *jsonrpc.Serv
 // the jsonrpc server returned for an HTTP bridge.
 func relayNode(t *testing.T, opts *jsonrpc.ServerOptions) (*registry.Node, *jsonrpc.Server, string) {
 	t.Helper()
-	n, err := registry.NewNode(registry.Config{Logger: quiet()})
+	return relayNodeWith(t, registry.Config{}, opts)
+}
+
+func relayNodeWith(t *testing.T, cfg registry.Config, opts *jsonrpc.ServerOptions) (*registry.Node, *jsonrpc.Server, string) {
+	t.Helper()
+	cfg.Logger = quiet()
+	n, err := registry.NewNode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +222,30 @@ func TestRelayProviderNotificationsInOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRelayDiscoveredProvider: a provider the router finds by discovery
+// (here $WORK_SOCKET), not by registration, has its notifications relayed
+// too: the discovered endpoint is dialled through Config.Dial.
+func TestRelayDiscoveredProvider(t *testing.T) {
+	t.Setenv("BIOMEOS_SOCKET_DIR", filepath.Dir(sockPath(t, "dir")))
+	t.Setenv("WORK_SOCKET", progressProvider(t))
+	_, _, nodeSock := relayNodeWith(t, registry.Config{Discover: true}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var col collector
+	c, err := jsonrpc.Dial(ctx, "unix", nodeSock, &jsonrpc.ClientOptions{OnNotify: col.onNotify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var res struct {
+		Done bool `json:"done"`
+	}
+	if err := c.Call(ctx, "work.run", map[string]any{}, &res); err != nil || !res.Done {
+		t.Fatalf("work.run through discovery: %+v, %v", res, err)
+	}
+	checkProgress(t, col.snapshot())
 }
 
 // rawLateProvider is a provider written by hand: to work.run it writes
