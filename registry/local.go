@@ -40,9 +40,7 @@ var routeHTTP = &http.Client{Timeout: 30 * time.Second}
 // DialEndpoint is the default Config.Dial: the endpoint package's dialer
 // (newline JSON-RPC over a Unix socket or TCP, speaking BTSP to the
 // endpoints of this node's family), or the HTTP bridge for http(s) URLs
-// with each call bounded as a whole. A stream connection hands the
-// notifications the provider sends on it to the function WithNotify put
-// in ctx (the HTTP bridge carries none).
+// with each call bounded as a whole.
 func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 	u, err := endpoint.Normalize(ep)
 	if err != nil {
@@ -55,29 +53,7 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 	if a.Scheme == "http" || a.Scheme == "https" {
 		return jsonrpc.NewHTTPClient(u, routeHTTP), nil
 	}
-	var opts *jsonrpc.ClientOptions
-	if fn := NotifyFromContext(ctx); fn != nil {
-		opts = &jsonrpc.ClientOptions{OnNotify: fn}
-	}
-	return endpoint.DialAddress(ctx, a, opts)
-}
-
-type notifyKey struct{}
-
-// WithNotify returns ctx carrying fn for the dialer: a connection that
-// DialEndpoint opens with the returned context calls fn with each
-// notification the other end sends on it, in order, on the connection's
-// reader (jsonrpc.ClientOptions.OnNotify). The router uses it to relay a
-// provider's notifications to its caller (docs/routing.md); a Config.Dial
-// of one's own honours it by reading NotifyFromContext.
-func WithNotify(ctx context.Context, fn func(method string, params json.RawMessage)) context.Context {
-	return context.WithValue(ctx, notifyKey{}, fn)
-}
-
-// NotifyFromContext returns the function WithNotify put in ctx, or nil.
-func NotifyFromContext(ctx context.Context) func(method string, params json.RawMessage) {
-	fn, _ := ctx.Value(notifyKey{}).(func(string, json.RawMessage))
-	return fn
+	return endpoint.DialAddress(ctx, a, nil)
 }
 
 // RegisterLocal admits an unsigned registration. Only a Unix-socket peer

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
-	"github.com/capmesh/capmesh/registry"
 )
 
 // relay passes the notifications a provider sends during one routed call
@@ -49,13 +49,13 @@ func newRelay(ctx context.Context, log *slog.Logger) *relay {
 }
 
 // dialContext is ctx for Config.Dial: with the relay's forward as the
-// connection's notification callback (registry.WithNotify), or ctx
-// itself for a nil relay.
+// connection's notification callback (endpoint.WithNotify, which
+// registry.DialEndpoint honours), or ctx itself for a nil relay.
 func (r *relay) dialContext(ctx context.Context) context.Context {
 	if r == nil {
 		return ctx
 	}
-	return registry.WithNotify(ctx, r.forward)
+	return endpoint.WithNotify(ctx, r.forward)
 }
 
 // forward writes one notification of the provider to the caller. It holds
