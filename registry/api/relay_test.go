@@ -421,6 +421,31 @@ func TestRelayCHPStreamThroughRouter(t *testing.T) {
 	// The host answers chp.invoke: the node routes the chp domain to it.
 	register(t, nodeSock, "words", hsock, "chp", "text", "text.words")
 
+	for _, tc := range []struct {
+		name, method string
+		params       func(envelope map[string]any) any
+	}{
+		// chp.invoke is routed where the node does not answer it itself.
+		{"chp.invoke", "chp.invoke", func(env map[string]any) any { return env }},
+		// A capmesh server answers chp.invoke with its own boundary: there
+		// a CHP stream crosses the router as capability.call.
+		{"capability.call", "capability.call", func(env map[string]any) any {
+			return map[string]any{"capability": "chp", "operation": "invoke", "args": env}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			corr := "routed-words-" + tc.name
+			env := map[string]any{"capability_id": "text.words", "mode": "stream",
+				"payload": map[string]any{"text": "streams end in results"}, "correlation_id": corr}
+			checkRoutedStream(t, nodeSock, tc.method, tc.params(env), corr)
+		})
+	}
+}
+
+// checkRoutedStream makes the streaming call through the node and checks
+// the chunks the caller got against the result and the host's evidence.
+func checkRoutedStream(t *testing.T, nodeSock, method string, params any, corr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var col collector
@@ -430,8 +455,7 @@ func TestRelayCHPStreamThroughRouter(t *testing.T) {
 	}
 	defer c.Close()
 	var res chp.InvocationResult
-	if err := c.Call(ctx, "chp.invoke", map[string]any{"capability_id": "text.words", "mode": "stream",
-		"payload": map[string]any{"text": "streams end in results"}, "correlation_id": "routed-words-1"}, &res); err != nil {
+	if err := c.Call(ctx, method, params, &res); err != nil {
 		t.Fatal(err)
 	}
 	if res.Outcome != chp.OutcomeSuccess || string(res.Data) != `{"words":4}` {
@@ -445,7 +469,7 @@ func TestRelayCHPStreamThroughRouter(t *testing.T) {
 	var deltas []json.RawMessage
 	for i, n := range got {
 		var ch chprpc.Chunk
-		if n.method != chprpc.ChunkMethod || json.Unmarshal([]byte(n.params), &ch) != nil || ch.ID != i || string(ch.Delta) != want[i] {
+		if n.method != chprpc.ChunkMethod || json.Unmarshal([]byte(n.params), &ch) != nil || ch.ID != i || string(ch.Delta) != want[i] || ch.InvocationID != res.InvocationID {
 			t.Fatalf("chunk %d: %s %s", i, n.method, n.params)
 		}
 		deltas = append(deltas, ch.Delta)
@@ -456,7 +480,7 @@ func TestRelayCHPStreamThroughRouter(t *testing.T) {
 			Payload   json.RawMessage `json:"payload"`
 		} `json:"events"`
 	}
-	if err := c.Call(ctx, "chp.replay", map[string]any{"correlation_id": "routed-words-1"}, &rep); err != nil {
+	if err := c.Call(ctx, "chp.replay", map[string]any{"correlation_id": corr}, &rep); err != nil {
 		t.Fatal(err)
 	}
 	verified := false
