@@ -184,20 +184,29 @@ func checkProgress(t *testing.T, got []note) {
 // caller on a stream connection unchanged and in order, all before the
 // answer, and nothing arrives after it.
 func TestRelayProviderNotificationsInOrder(t *testing.T) {
-	_, _, nodeSock := relayNode(t, nil)
+	_, srv, nodeSock := relayNode(t, nil)
 	register(t, nodeSock, "worker", progressProvider(t), "work")
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(sctx, tl) }()
+	defer func() { stop(); <-served }()
 	for _, tc := range []struct {
-		name, method string
-		params       any
+		name, network, addr, method string
+		params                      any
 	}{
-		{"domain.operation", "work.run", map[string]any{"n": 1}},
-		{"capability.call", "capability.call", map[string]any{"capability": "work", "operation": "run", "args": map[string]any{"n": 1}}},
+		{"domain.operation", "unix", nodeSock, "work.run", map[string]any{"n": 1}},
+		{"capability.call", "unix", nodeSock, "capability.call", map[string]any{"capability": "work", "operation": "run", "args": map[string]any{"n": 1}}},
+		{"tcp", "tcp", tl.Addr().String(), "work.run", map[string]any{"n": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			var col collector
-			c, err := jsonrpc.Dial(ctx, "unix", nodeSock, &jsonrpc.ClientOptions{OnNotify: col.onNotify})
+			c, err := jsonrpc.Dial(ctx, tc.network, tc.addr, &jsonrpc.ClientOptions{OnNotify: col.onNotify})
 			if err != nil {
 				t.Fatal(err)
 			}
