@@ -362,6 +362,31 @@ func TestRelayNothingAfterTheAnswer(t *testing.T) {
 	}
 }
 
+// TestRelayFailoverBeforeStart: a provider that hangs up before it sent
+// anything is replaced by the next one, whose notifications the caller
+// gets.
+func TestRelayFailoverBeforeStart(t *testing.T) {
+	_, _, nodeSock := relayNode(t, nil)
+	register(t, nodeSock, "worker", progressProvider(t), "work")
+	// Registered last, so tried first (newest registration first).
+	register(t, nodeSock, "mute", rawProvider(t, "mute", func(json.RawMessage) (string, bool) { return "", true }), "work")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	var col collector
+	c, err := jsonrpc.Dial(ctx, "unix", nodeSock, &jsonrpc.ClientOptions{OnNotify: col.onNotify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var res struct {
+		Done bool `json:"done"`
+	}
+	if err := c.Call(ctx, "work.run", map[string]any{}, &res); err != nil || !res.Done {
+		t.Fatalf("work.run after a failover: %+v, %v", res, err)
+	}
+	checkProgress(t, col.snapshot())
+}
+
 // TestRelayNoFailoverOnceStarted: a provider that sent the caller a
 // notification and then lost the connection is not replaced by the next
 // provider (which would repeat the progress or chunks from the start):

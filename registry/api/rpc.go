@@ -500,9 +500,10 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 }
 
 // callProvider makes the routed call on c and closes c. The relay, when
-// there is one, is closed as soon as the answer is in, before it is
-// returned to the caller: nothing the provider sends afterwards is
-// relayed.
+// there is one, is closed as soon as the answer (a result or the
+// provider's error) is in, before it is returned to the caller: nothing
+// the provider sends afterwards is relayed. Without an answer it stays
+// open for the next provider; c is closed by then.
 func callProvider(ctx context.Context, c jsonrpc.Caller, rl *relay, method string, params json.RawMessage) (json.RawMessage, error) {
 	var res json.RawMessage
 	var p any
@@ -510,7 +511,9 @@ func callProvider(ctx context.Context, c jsonrpc.Caller, rl *relay, method strin
 		p = params
 	}
 	err := c.Call(ctx, method, p, &res)
-	rl.close()
+	if _, answered := jsonrpc.ErrorCode(err); err == nil || answered {
+		rl.close()
+	}
 	c.Close()
 	return res, err
 }
