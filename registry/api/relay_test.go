@@ -33,7 +33,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 // sockPath is a socket path in a fresh directory removed at cleanup (short
 // enough for sun_path).
-func sockPath(t *testing.T, name string) string {
+func sockPath(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "rl")
 	if err != nil {
@@ -44,7 +44,7 @@ func sockPath(t *testing.T, name string) string {
 }
 
 // serveUnix serves a on a new Unix socket until cleanup and returns its path.
-func serveUnix(t *testing.T, name string, a jsonrpc.Assigner, opts *jsonrpc.ServerOptions) string {
+func serveUnix(t testing.TB, name string, a jsonrpc.Assigner, opts *jsonrpc.ServerOptions) string {
 	t.Helper()
 	p := sockPath(t, name)
 	l, err := net.Listen("unix", p)
@@ -65,12 +65,12 @@ func serveUnix(t *testing.T, name string, a jsonrpc.Assigner, opts *jsonrpc.Serv
 
 // relayNode is a node serving its JSON-RPC surface on a Unix socket, with
 // the jsonrpc server returned for an HTTP bridge.
-func relayNode(t *testing.T, opts *jsonrpc.ServerOptions) (*registry.Node, *jsonrpc.Server, string) {
+func relayNode(t testing.TB, opts *jsonrpc.ServerOptions) (*registry.Node, *jsonrpc.Server, string) {
 	t.Helper()
 	return relayNodeWith(t, registry.Config{}, opts)
 }
 
-func relayNodeWith(t *testing.T, cfg registry.Config, opts *jsonrpc.ServerOptions) (*registry.Node, *jsonrpc.Server, string) {
+func relayNodeWith(t testing.TB, cfg registry.Config, opts *jsonrpc.ServerOptions) (*registry.Node, *jsonrpc.Server, string) {
 	t.Helper()
 	cfg.Logger = quiet()
 	n, err := registry.NewNode(cfg)
@@ -103,7 +103,7 @@ func identity(name string) jsonrpc.Handler {
 
 // register registers the provider at sock under name with caps, through
 // the node's socket.
-func register(t *testing.T, nodeSock, name, sock string, caps ...string) {
+func register(t testing.TB, nodeSock, name, sock string, caps ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -149,7 +149,7 @@ func progressParams(i int) string {
 
 // progressProvider answers work.run after sending three mcp.progress
 // notifications on the caller's connection, as mcpbridge does.
-func progressProvider(t *testing.T) string {
+func progressProvider(t testing.TB) string {
 	return serveUnix(t, "worker", jsonrpc.Map{
 		"identity.get": identity("worker"),
 		"work.run": jsonrpc.HandlerFunc(func(ctx context.Context, r *jsonrpc.Request) (any, error) {
@@ -637,5 +637,42 @@ func TestRelaySlowCallerBackpressure(t *testing.T) {
 	defer c.Close()
 	if err := c.Call(ctx, "ipc.list", nil, nil); err != nil {
 		t.Fatalf("the node after a slow caller: %v", err)
+	}
+}
+
+// BenchmarkRoutedCall is a routed call from a stream caller through the
+// node: a provider that answers at once, and one that sends three
+// progress notifications first, each relayed to the caller.
+func BenchmarkRoutedCall(b *testing.B) {
+	_, _, nodeSock := relayNode(b, nil)
+	prov := serveUnix(b, "bench", jsonrpc.Map{
+		"identity.get": identity("bench"),
+		"bench.plain":  jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) { return true, nil }),
+		"bench.progress": jsonrpc.HandlerFunc(func(ctx context.Context, _ *jsonrpc.Request) (any, error) {
+			nt, _ := jsonrpc.NotifierFromContext(ctx)
+			for i := 1; i <= 3; i++ {
+				if err := nt.Notify(ctx, "mcp.progress", json.RawMessage(progressParams(i))); err != nil {
+					return nil, err
+				}
+			}
+			return true, nil
+		}),
+	}, nil)
+	register(b, nodeSock, "bench", prov, "bench")
+	for _, m := range []string{"bench.plain", "bench.progress"} {
+		b.Run(m, func(b *testing.B) {
+			var col collector
+			c, err := jsonrpc.Dial(context.Background(), "unix", nodeSock, &jsonrpc.ClientOptions{OnNotify: col.onNotify})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.Call(context.Background(), m, map[string]any{}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
