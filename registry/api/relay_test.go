@@ -603,29 +603,34 @@ func TestRelaySlowCallerBackpressure(t *testing.T) {
 	}, &jsonrpc.ServerOptions{WriteTimeout: 10 * testTimeout, MaxMessageBytes: 4 * frame})
 	register(t, nodeSock, "flood", prov, "flood")
 
-	nc, err := net.Dial("unix", nodeSock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	// Two routed calls on the connection: while one relay waits in the
-	// write to the caller, the other's notifications queue behind it, up
-	// to the connection's slow-consumer limit (MaxMessageBytes, 4 MiB).
-	if _, err := io.WriteString(nc, `{"jsonrpc":"2.0","id":1,"method":"flood.run","params":{}}`+"\n"+
-		`{"jsonrpc":"2.0","id":2,"method":"flood.run","params":{}}`+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	// The caller reads nothing.
-	deadline := time.After(testTimeout)
-	for range 2 {
-		select {
-		case n := <-sent:
-			if n >= 16<<20 {
-				t.Fatalf("the provider got %d bytes of notifications past a caller that reads nothing: the router buffers without backpressure", n)
+	// One routed call: the relay waits in the write to the caller until
+	// the write timeout cuts the caller off. Two on one connection: while
+	// one relay waits in the write, the other's notifications queue behind
+	// it, up to the connection's slow-consumer limit (MaxMessageBytes,
+	// 4 MiB by default).
+	for calls := 1; calls <= 2; calls++ {
+		nc, err := net.Dial("unix", nodeSock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		for id := 1; id <= calls; id++ {
+			if _, err := fmt.Fprintf(nc, `{"jsonrpc":"2.0","id":%d,"method":"flood.run","params":{}}`+"\n", id); err != nil {
+				t.Fatal(err)
 			}
-			t.Logf("the provider got %d KiB out before the router closed its connection", n>>10)
-		case <-deadline:
-			t.Fatal("a routed call to a caller that reads nothing never ended")
+		}
+		// The caller reads nothing.
+		deadline := time.After(testTimeout)
+		for range calls {
+			select {
+			case n := <-sent:
+				if n >= 16<<20 {
+					t.Fatalf("the provider got %d bytes of notifications past a caller that reads nothing: the router buffers without backpressure", n)
+				}
+				t.Logf("%d call(s): the provider got %d KiB out before the router closed its connection", calls, n>>10)
+			case <-deadline:
+				t.Fatal("a routed call to a caller that reads nothing never ended")
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
