@@ -46,6 +46,8 @@ const (
 	CHPEvidenceUnavailable = -32044
 	// CHPNoEvidence is "No evidence" (no_evidence): chp.export of a correlation that has no evidence.
 	CHPNoEvidence = -32045
+	// CHPQuotaExceeded is "Quota exceeded" (quota_exceeded): A sidecar refuses to keep a statement (chp.witness, chp.anchor, chp.revoke): its issuer holds as many as the host keeps per issuer, or the sidecar as many as it keeps in all; nothing is kept. error.data.code says which (issuer_quota_exceeded, sidecar_full, revocations_full). The same statement again is accepted; docs/limits.md has the bounds.
+	CHPQuotaExceeded = -32046
 )
 
 // Entries are the catalog's codes, in the order of errors.json.
@@ -71,4 +73,5 @@ var Entries = []Entry{
 	{Code: CHPIndeterminate, Name: "CHPIndeterminate", Title: "Indeterminate", Word: "indeterminate", Meaning: "The outcome of a direct capability call is unknown (a timeout, a lost provider); data is the InvocationResult. Check before repeating a call with effects.", HTTPStatus: 500, Retry: RetryData, Owners: []string{"chp/chprpc"}},
 	{Code: CHPEvidenceUnavailable, Name: "CHPEvidenceUnavailable", Title: "Evidence unavailable", Word: "evidence_unavailable", Meaning: "The evidence of an invocation could not be made durable, so it is not answered.", HTTPStatus: 503, Retry: RetryLater, Owners: []string{"chp/chprpc"}},
 	{Code: CHPNoEvidence, Name: "CHPNoEvidence", Title: "No evidence", Word: "no_evidence", Meaning: "chp.export of a correlation that has no evidence.", HTTPStatus: 404, Retry: RetryNo, Owners: []string{"chp/chprpc"}},
+	{Code: CHPQuotaExceeded, Name: "CHPQuotaExceeded", Title: "Quota exceeded", Word: "quota_exceeded", Meaning: "A sidecar refuses to keep a statement (chp.witness, chp.anchor, chp.revoke): its issuer holds as many as the host keeps per issuer, or the sidecar as many as it keeps in all; nothing is kept. error.data.code says which (issuer_quota_exceeded, sidecar_full, revocations_full). The same statement again is accepted; docs/limits.md has the bounds.", HTTPStatus: 507, Retry: RetryNo, Owners: []string{"chp/chprpc"}},
 }
