@@ -331,7 +331,7 @@ func TestWitnessedRevocationHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcceptRevocation(raw); err != nil {
+	if _, err := b.AcceptRevocation(raw, true); err != nil {
 		t.Fatal(err)
 	}
 	after := head(t, b, "")
