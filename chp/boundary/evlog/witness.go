@@ -262,10 +262,11 @@ func (s *FileWitnessStore) persist(name string, sh *shelf) func(e entry, victim 
 				out = append(append(out, sh.entries[i].line...), '\n')
 			}
 			out = append(append(out, e.line...), '\n')
-			if err := rewriteFile(filepath.Join(s.dir, name), out); err != nil {
-				return fmt.Errorf("evlog: witness sidecar: %w", err)
+			// The statement is durable already: a failed rewrite leaves
+			// the file as it was, to be compacted on a later post.
+			if rewriteFile(filepath.Join(s.dir, name), out) == nil {
+				s.dead[name] = 0
 			}
-			s.dead[name] = 0
 		}
 		return nil
 	}
