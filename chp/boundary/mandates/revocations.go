@@ -51,7 +51,8 @@ const (
 	MaxRevocationBytes = 16 << 10
 	// maxKnownMandates bounds the mandates remembered as seen at gate 5
 	// (expired ones are swept first; past it a mandate is not remembered,
-	// and only the operator may revoke it here).
+	// and only the operator may revoke it here). With Config.UsesFile they
+	// survive a restart: a new one is a line of that file.
 	maxKnownMandates = 1 << 16
 )
 
@@ -138,10 +139,11 @@ func (ms *State) mayAdd(k mandateKey, byOperator bool) error {
 }
 
 // remember records that the mandate k, valid until until, was presented
-// and verified at gate 5: its issuer may revoke it here (ms.mu held).
-func (ms *State) remember(k mandateKey, until, now time.Time) {
+// and verified at gate 5: its issuer may revoke it here (ms.mu held). It
+// reports whether k is newly remembered.
+func (ms *State) remember(k mandateKey, until, now time.Time) bool {
 	if _, ok := ms.known[k]; ok {
-		return
+		return false
 	}
 	if ms.known == nil {
 		ms.known = make(map[mandateKey]time.Time)
@@ -153,10 +155,11 @@ func (ms *State) remember(k mandateKey, until, now time.Time) {
 			}
 		}
 		if len(ms.known) >= maxKnownMandates {
-			return
+			return false
 		}
 	}
 	ms.known[k] = until
+	return true
 }
 
 // Revocations returns the revocation set the host holds.

@@ -92,8 +92,8 @@ func (s *State) IsRevoked(id, principalKey string) bool {
 }
 
 // Count remembers every link of m's chain as seen (its issuer may then
-// revoke it, AcceptRevocation) and records invocationID against every
-// capped link — in the uses file too, when there is one, before it
+// revoke it, AcceptRevocation; a new one is written to the uses file too)
+// and records invocationID against every capped link — in the uses file too, when there is one, before it
 // answers — or, when a link's cap is already spent by other invocations,
 // records no use and returns that link with its use count. The error is
 // the uses file's.
@@ -104,7 +104,10 @@ func (s *State) Count(m *chp.Mandate, invocationID string, now time.Time) (spent
 	var recs []useRecord
 	for l := m; l != nil; l = l.Parent {
 		k := mandateKey{l.MandateID, l.Principal.PublicKey}
-		s.remember(k, l.ValidUntil, now)
+		if s.remember(k, l.ValidUntil, now) && l.MaxInvocations == 0 {
+			// A capped link's use record says it was seen.
+			recs = append(recs, useRecord{MandateID: k.id, PrincipalKey: k.principalKey, Until: l.ValidUntil})
+		}
 		if l.MaxInvocations == 0 {
 			continue
 		}

@@ -3,6 +3,7 @@ package mandates
 import (
 	"crypto/ed25519"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,5 +166,40 @@ func TestRevocationIssuerQuota(t *testing.T) {
 	}
 	if _, err := st.AcceptRevocation(first, false); err != nil {
 		t.Fatalf("a held statement again: %v", err)
+	}
+}
+
+// TestSeenMandatesSurviveRestart: with a uses file, the mandates seen at
+// gate 5 — uncapped and capped — are remembered across a restart, so
+// their issuer may still revoke them; an expired one is forgotten.
+func TestSeenMandatesSurviveRestart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "uses.jsonl")
+	st, err := Open(Config{UsesFile: file, Now: mandateClock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := seedKey(1)
+	uncapped := seen(t, st, key, "mnd_uncapped", true)
+	r, _ := chp.ParseMandateRevocation(uncapped)
+	capped := &chp.Mandate{MandateID: "mnd_capped", Principal: r.Principal, ValidUntil: mandateClock.Add(time.Hour), MaxInvocations: 3}
+	if _, _, err := st.Count(capped, "inv-1", mandateClock); err != nil {
+		t.Fatal(err)
+	}
+	cappedRev := seen(t, st, key, "mnd_capped", false)
+	again, err := Open(Config{UsesFile: file, Now: mandateClock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, raw := range map[string][]byte{"uncapped": uncapped, "capped": cappedRev} {
+		if _, err := again.AcceptRevocation(raw, false); err != nil {
+			t.Fatalf("%s after a restart: %v", name, err)
+		}
+	}
+	later, err := Open(Config{UsesFile: file, Now: mandateClock.Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := later.AcceptRevocation(uncapped, false); !errors.Is(err, ErrNotIssuer) {
+		t.Fatalf("an expired mandate is still remembered: %v", err)
 	}
 }
