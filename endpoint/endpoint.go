@@ -12,6 +12,7 @@ package endpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -191,7 +192,8 @@ func Dial(ctx context.Context, addr string) (jsonrpc.Caller, error) {
 }
 
 // DialAddress is Dial for a parsed address, with client options for stream
-// transports.
+// transports. When opts sets no OnNotify, the function WithNotify put in
+// ctx, if any, takes its place.
 func DialAddress(ctx context.Context, a Address, opts *jsonrpc.ClientOptions) (jsonrpc.Caller, error) {
 	if a.Scheme == "http" || a.Scheme == "https" {
 		return jsonrpc.NewHTTPClient(a.String(), nil), nil
@@ -200,5 +202,25 @@ func DialAddress(ctx context.Context, a Address, opts *jsonrpc.ClientOptions) (j
 	if err != nil {
 		return nil, err
 	}
+	if fn, ok := ctx.Value(notifyKey{}).(func(string, json.RawMessage)); ok && fn != nil && (opts == nil || opts.OnNotify == nil) {
+		o := jsonrpc.ClientOptions{}
+		if opts != nil {
+			o = *opts
+		}
+		o.OnNotify = fn
+		opts = &o
+	}
 	return jsonrpc.NewClient(c, opts), nil
+}
+
+type notifyKey struct{}
+
+// WithNotify returns ctx carrying fn: a stream connection that Dial or
+// DialAddress opens with the returned context calls fn with each
+// notification the other end sends on it, in order, on the connection's
+// reader (jsonrpc.ClientOptions.OnNotify; the HTTP bridge carries none). A
+// node's router relays a provider's notifications to its caller this way,
+// through registry.DialEndpoint, the default registry.Config.Dial.
+func WithNotify(ctx context.Context, fn func(method string, params json.RawMessage)) context.Context {
+	return context.WithValue(ctx, notifyKey{}, fn)
 }

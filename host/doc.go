@@ -27,7 +27,8 @@
 //	        ├─ built-ins: capabilities.list / identity.get answer pre-encoded
 //	        │  bytes inline; health.* answer from memory
 //	        ├─ capability (domain.op): drain guard ─► CHP boundary
-//	        │     (synthesized envelope, correlation from params._meta,
+//	        │     (synthesized envelope, correlation and trace context
+//	        │      from params._meta, a span with Config.Tracer,
 //	        │      gate pipeline incl. input schema, handler, evidence made
 //	        │      durable) ─► result, or a JSON-RPC error carrying the
 //	        │      InvocationResult

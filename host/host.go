@@ -24,6 +24,7 @@ import (
 	"github.com/capmesh/capmesh/identity"
 	"github.com/capmesh/capmesh/internal/xdg"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/tracing"
 	"github.com/capmesh/capmesh/wire"
 )
 
@@ -144,6 +145,14 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Tracer, when set, traces the host's work (package telemetry's
+	// OpenTelemetry Tracer, for a host that opts in): a span per direct
+	// capability call ("capmesh.host.dispatch", child of the caller's
+	// params._meta.traceparent), the boundary's spans (CHP.Tracer, unless
+	// set), and a client span per call through Provider. Nil (the
+	// default) starts no span; the caller's trace id is still recorded in
+	// the evidence and carried on to Provider's calls.
+	Tracer tracing.Tracer
 }
 
 // Host is a capability provider: the registered capabilities, the built-in
@@ -258,6 +267,9 @@ func New(info Info, cfg *Config) (*Host, error) {
 	}
 	if bc.Logger == nil {
 		bc.Logger = h.log
+	}
+	if bc.Tracer == nil {
+		bc.Tracer = c.Tracer
 	}
 	if !c.Ephemeral && (bc.RevocationsFile == "" || bc.MandateUsesFile == "") {
 		// Accepted mandate revocations and the uses of capped mandates

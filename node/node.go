@@ -41,6 +41,7 @@ import (
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/sqlite"
 	"github.com/capmesh/capmesh/telemetry"
+	"github.com/capmesh/capmesh/tracing"
 	"github.com/capmesh/capmesh/wire"
 )
 
@@ -122,6 +123,11 @@ type Config struct {
 
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Tracer traces the node's work: its routing (registry.Config.Tracer),
+	// its host's dispatch and CHP boundary (host.Config.Tracer). Default:
+	// OpenTelemetry exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
+	// is set (telemetry.TracingFromEnv, flushed by Stop), else none.
+	Tracer tracing.Tracer
 }
 
 // ErrStateLocked is returned by Start when another node holds the state
@@ -146,6 +152,7 @@ type Node struct {
 	closer func() // the registry's durable store
 	tel    *telemetry.Metrics
 	dash   *dashboard.Dashboard // nil without an HTTP listener
+	otel   *telemetry.Tracing   // the exporter Start made from the environment
 
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -226,6 +233,9 @@ func (n *Node) build() error {
 	// directory, as the IPC protocol's clients do when no registry runs.
 	rcfg.Discover = !n.cfg.NoDiscovery
 
+	if err := n.tracing(hcfg, &rcfg); err != nil {
+		return err
+	}
 	// Metrics: the node observes its server, boundary and registry, and
 	// serves the exposition at /metrics on its HTTP listener.
 	n.tel = telemetry.New(telemetry.Options{})
@@ -322,6 +332,30 @@ func dialable(addr string) string {
 		return net.JoinHostPort("127.0.0.1", port)
 	}
 	return addr
+}
+
+// tracing hands the Tracer — Config.Tracer, else OpenTelemetry from the
+// environment — to the registry's router and to the host.
+func (n *Node) tracing(hcfg *host.Config, rcfg *registry.Config) error {
+	tr := n.cfg.Tracer
+	if tr == nil {
+		t, err := telemetry.TracingFromEnv(context.Background(), n.cfg.Name)
+		if err != nil {
+			return &ConfigError{err}
+		}
+		if t == nil {
+			return nil
+		}
+		n.otel, tr = t, t.Tracer
+		n.log.Info("tracing: exporting spans over OTLP/HTTP")
+	}
+	if hcfg.Tracer == nil {
+		hcfg.Tracer = tr
+	}
+	if rcfg.Tracer == nil {
+		rcfg.Tracer = tr
+	}
+	return nil
 }
 
 // mountGateway puts the CHP gateway's routes on the HTTP listener, in
@@ -528,6 +562,13 @@ func (n *Node) release() {
 	}
 	if n.closer != nil {
 		n.closer()
+	}
+	if n.otel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := n.otel.Shutdown(ctx); err != nil {
+			n.log.Warn("tracing: flushing spans", "err", err)
+		}
 	}
 }
 

@@ -123,8 +123,8 @@ func (n *Node) DropIfGone(ctx context.Context, e Entry, err error) {
 		return // another node's (shared store): its socket is on that node's machine
 	}
 	if _, derr := n.deregisterLocked(ctx, e.Key, EventDeregistered, "endpoint gone: "+err.Error()); derr != nil {
-		n.log.Warn("registry: dropping an unreachable provider", "name", e.Name, "err", derr)
+		n.log.WarnContext(ctx, "registry: dropping an unreachable provider", "name", e.Name, "err", derr)
 		return
 	}
-	n.log.Info("registry: dropped a provider whose socket is gone", "name", e.Name, "endpoint", e.Endpoint)
+	n.log.InfoContext(ctx, "registry: dropped a provider whose socket is gone", "name", e.Name, "endpoint", e.Endpoint)
 }

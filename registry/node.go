@@ -15,6 +15,7 @@ import (
 
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 // Config configures a Node. The zero value of every field is a usable
@@ -88,6 +89,11 @@ type Config struct {
 	// Observer, when set, is told of changes, trust changes, routed calls
 	// and Store errors, for metrics. Nil costs nothing.
 	Observer Observer
+	// Tracer, when set, traces every routed call: a span per hop
+	// ("capmesh.route"), child of the caller's params._meta.traceparent,
+	// whose own traceparent the provider receives. Nil (the default)
+	// starts no span and forwards the caller's traceparent untouched.
+	Tracer tracing.Tracer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().

@@ -31,4 +31,18 @@
 // unknown methods included — counts under "other". Denial codes outside
 // the reserved CHP set are "other" too. Correlation and invocation ids are
 // never labels. docs/operations.md lists every series.
+//
+// Traces: Tracer implements the tracing.Tracer hook with OpenTelemetry.
+// TracingFromEnv builds it, exporting over OTLP/HTTP, only when
+// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is
+// set; package node does so itself, a host program opts in:
+//
+//	tr, err := telemetry.TracingFromEnv(ctx, "kvhost") // nil: tracing off
+//	if tr != nil {
+//		defer tr.Shutdown(context.Background())
+//		cfg.Tracer = tr.Tracer
+//	}
+//
+// docs/operations.md ("Traces and logs") describes the spans and the log
+// lines.
 package telemetry

@@ -28,6 +28,7 @@ import (
 	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 // Handler executes a capability. It receives the invocation payload (a JSON
@@ -104,6 +105,14 @@ type Config struct {
 	// each evidence commit, for metrics (package telemetry implements
 	// it). Nil costs nothing.
 	Observer Observer
+	// Tracer, when set, traces every invocation: a span "chp.invoke"
+	// (child of the span the context carries), one child per CHP gate
+	// passed ("chp.gate.<name>") and per evidence append
+	// ("chp.evidence.append"). Nil costs a nil check. Traced or not, the
+	// trace id of the span context the invocation's context carries
+	// (tracing.FromContext) is recorded as correlation.trace_id when the
+	// envelope names none.
+	Tracer tracing.Tracer
 }
 
 // Observer receives what a Boundary does, for metrics. Its methods are

@@ -67,6 +67,8 @@ type invocation struct {
 	stream *streamRun
 	// autonomy is the correlation's stripe while gate 8 holds it.
 	autonomy *sync.Mutex
+	// trace holds a traced invocation's spans (trace.go; nil: untraced).
+	trace *invTrace
 }
 
 // A Call is one invocation that a binding answers as soon as it has the
@@ -140,9 +142,9 @@ func (b *Boundary) InvokeCall(ctx context.Context, c *Call, caller *Caller, answ
 	return nil
 }
 
-// invokeIn is invoke with the invocation's state in inv (zero, or holding
-// env in envBuf).
-func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.InvocationEnvelope, caller *Caller) (*chp.InvocationResult, error) {
+// invokeEnv is invoke with the invocation's state in inv (zero, or holding
+// env in envBuf), traced by invokeIn (trace.go).
+func (b *Boundary) invokeEnv(ctx context.Context, inv *invocation, env *chp.InvocationEnvelope, caller *Caller) (*chp.InvocationResult, error) {
 	if env == nil {
 		return nil, fmt.Errorf("%w: nil envelope", chp.ErrBadEnvelope)
 	}
@@ -188,6 +190,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 
 	// Key scope (chp-http-binding.md §2): governance, before anything else —
 	// replay must not bypass it either.
+	inv.gate("key_scope")
 	if hasCaller && !governance.ScopeAllows(caller.Scope, env.CapabilityID) {
 		return b.finishDenied(ctx, inv, b.denial(chp.CodePolicyBlocked,
 			fmt.Sprintf("capability %q is outside caller %q's key scope", env.CapabilityID, caller.ID),
@@ -196,6 +199,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 	}
 
 	// Gate 0: idempotent replay by invocation_id.
+	inv.gate("replay")
 	for {
 		recorded, wait, err := b.results.Claim(env.InvocationID, fresh, inv.req)
 		if errors.Is(err, replaycache.ErrConflict) {
@@ -234,6 +238,7 @@ func (b *Boundary) invokeIn(ctx context.Context, inv *invocation, env *chp.Invoc
 func (b *Boundary) pipeline(ctx context.Context, inv *invocation) (*chp.InvocationResult, error) {
 	defer inv.unlockAutonomy()
 	for i := range gates {
+		inv.gate(gates[i].name)
 		if res, err := gates[i].run(b, ctx, inv); res != nil || err != nil {
 			return res, err
 		}
@@ -256,7 +261,7 @@ func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome
 	defer func() {
 		if p := recover(); p != nil {
 			out = handlerOutcome{panicID: chp.NewID("panic")}
-			b.log.Error("capability handler panicked", "panic_id", out.panicID, "capability", inv.cap.uri,
+			b.log.ErrorContext(ctx, "capability handler panicked", "panic_id", out.panicID, "capability", inv.cap.uri,
 				"invocation_id", inv.env.InvocationID, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
@@ -271,6 +276,7 @@ func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome
 // execute is gate 11 (and 12).
 func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*chp.InvocationResult, error) {
 	d := &inv.cap.desc
+	inv.gate("execute")
 	b.emit(inv, evt{typ: chp.EventStarted, uri: uri})
 	inv.startedTS = inv.lastTS // execution_started's timestamp
 	inv.started = &inv.startedAt
@@ -334,6 +340,7 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*c
 	}
 	var completed map[string]any
 	// Gate 12: output schema.
+	inv.gate("output_schema")
 	if r := inv.cap.output; r != nil {
 		if path, msg, ok := r.Validate(data); !ok {
 			if b.cfg.StrictOutputSchema {
@@ -358,6 +365,7 @@ func (b *Boundary) finishDenied(ctx context.Context, inv *invocation, d *chp.Den
 // finish is record, with the Config's Observer (if any) told of the
 // commit and the outcome.
 func (b *Boundary) finish(ctx context.Context, inv *invocation, o chp.Outcome, data json.RawMessage, d *chp.DenialReason, e *chp.ErrorInfo) (*chp.InvocationResult, error) {
+	inv.gateDone(d)
 	obs := b.cfg.Observer
 	if obs == nil {
 		return b.record(ctx, inv, o, data, d, e)
@@ -471,7 +479,9 @@ func (b *Boundary) flush(ctx context.Context, inv *invocation) error {
 	if len(inv.pending) == 0 {
 		return nil
 	}
+	sp := inv.appendSpan(len(inv.pending))
 	last, err := evidence.AppendSeq(ctx, b.store, inv.pending...)
+	sp.End(err)
 	clear(inv.pending) // the sealers, now spent
 	inv.pending = inv.pending[:0]
 	if inv.st != nil {

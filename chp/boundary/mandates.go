@@ -68,12 +68,11 @@ func (b *Boundary) mandateGate(inv *invocation) (*chp.DenialReason, error) {
 	return nil, nil
 }
 
-// AcceptRevocation verifies a mandate-revocation statement and, when it
-// verifies, keeps it (mandates.State.AcceptRevocation; in the sidecar file
-// when Config.RevocationsFile is set): from then on gate 5 refuses the
-// mandate of that id issued under that key, and any chain through it.
-func (b *Boundary) AcceptRevocation(raw []byte) (*mandates.AcceptedRevocation, error) {
-	return b.mandates.AcceptRevocation(raw)
+// AcceptRevocation verifies a mandate-revocation statement and keeps it
+// (mandates.State.AcceptRevocation): from its operator any; from a peer only
+// the revocation of a mandate seen here under the statement's key.
+func (b *Boundary) AcceptRevocation(raw []byte, byOperator bool) (*mandates.AcceptedRevocation, error) {
+	return b.mandates.AcceptRevocation(raw, byOperator)
 }
 
 // Revocations returns the revocation set the host holds.

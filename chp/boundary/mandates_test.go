@@ -301,7 +301,7 @@ func TestSubDelegationGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcceptRevocation(rev); err != nil {
+	if _, err := b.AcceptRevocation(rev, true); err != nil {
 		t.Fatal(err)
 	}
 	code, details := denialOf(t, invokeMandated(t, b, "conformance.echo", sub, leaf, ""))
@@ -326,21 +326,21 @@ func TestMandateRevocation(t *testing.T) {
 	}
 	// Tampered: retargeted after signing.
 	good, _ := chp.SignMandateRevocation("principal", id, rfc(mandateClock), "lost", key)
-	if _, err := b.AcceptRevocation(edited(t, good, func(m map[string]any) { m["mandate_id"] = "mnd_other" })); !errors.Is(err, mandates.ErrBadRevocation) {
+	if _, err := b.AcceptRevocation(edited(t, good, func(m map[string]any) { m["mandate_id"] = "mnd_other" }), true); !errors.Is(err, mandates.ErrBadRevocation) {
 		t.Fatalf("tampered revocation: %v", err)
 	}
 	// Forged: another key, self-consistent, same id.
 	forged, _ := chp.SignMandateRevocation("principal", id, rfc(mandateClock), "forgery", seedKey(7))
-	if _, err := b.AcceptRevocation(forged); err != nil {
+	if _, err := b.AcceptRevocation(forged, true); err != nil {
 		t.Fatalf("a self-consistent statement is accepted (and inert): %v", err)
 	}
 	if res := invokeMandated(t, b, "conformance.echo", mandate, nil, ""); res.Outcome != chp.OutcomeSuccess {
 		t.Fatalf("a revocation under another key revoked the mandate: %+v", res.Denial)
 	}
-	if a, err := b.AcceptRevocation(good); err != nil || !a.Accepted || a.MandateID != id || a.Principal != "principal" {
+	if a, err := b.AcceptRevocation(good, true); err != nil || !a.Accepted || a.MandateID != id || a.Principal != "principal" {
 		t.Fatalf("revocation: %+v %v", a, err)
 	}
-	if _, err := b.AcceptRevocation(good); err != nil { // twice: kept once
+	if _, err := b.AcceptRevocation(good, true); err != nil { // twice: kept once
 		t.Fatal(err)
 	}
 	served := b.Revocations()
@@ -377,7 +377,7 @@ func TestMandateRevocation(t *testing.T) {
 	}
 	other := signMandate(t, echoGrant(), key, nil)
 	late, _ := chp.SignMandateRevocation("principal", mandateIDOf(t, other), rfc(mandateClock), "", key)
-	if _, err := b2.AcceptRevocation(late); err != nil {
+	if _, err := b2.AcceptRevocation(late, true); err != nil {
 		t.Fatal(err)
 	}
 	b3 := mandateBoundary(t, evidence.NewMemory(), file)
@@ -398,7 +398,7 @@ func TestRevocationHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcceptRevocation(raw); err != nil {
+	if _, err := b.AcceptRevocation(raw, true); err != nil {
 		t.Fatal(err)
 	}
 	if h := b.RevocationHead(); h != "b958e0a53171eaf7a6bd402c340562122260a6b4c556e0e43d95a12079d78406" {

@@ -15,6 +15,7 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/boundary/evlog"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 // NamedKey is a per-caller X-CHP-Key (chp-http-binding.md §2): a match binds
@@ -270,6 +271,13 @@ func (h *binding) invoke(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "invalid_envelope", err.Error())
 		return
+	}
+	if tp := r.Header.Get("Traceparent"); tp != "" {
+		// W3C Trace Context's HTTP carrier: the caller's span is the
+		// invocation's parent and its trace id goes into the evidence.
+		if sc, err := tracing.ParseTraceparent(tp); err == nil {
+			r = r.WithContext(tracing.ContextWith(r.Context(), sc))
+		}
 	}
 	if env.Mode == "stream" {
 		h.invokeStream(w, r, env)

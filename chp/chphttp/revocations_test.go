@@ -17,7 +17,8 @@ import (
 
 // TestRevocationsOverHTTP: over a loopback server with a named key, a
 // mandate naming that key's caller works; POST /revocations of a tampered
-// statement is 400 and keeps nothing; the principal's statement is accepted
+// statement is 400 and keeps nothing, a non-issuer's (or one revoking a
+// mandate never presented here) 403 not_issuer; the principal's statement is accepted
 // and served by GET /revocations; the mandate is then mandate_invalid.
 func TestRevocationsOverHTTP(t *testing.T) {
 	b := fixtureBoundary(t, evidence.NewMemory())
@@ -77,6 +78,19 @@ func TestRevocationsOverHTTP(t *testing.T) {
 	}
 	if code, out := call("POST", "/revocations", []byte(`{"kind":`), "dk"); code != http.StatusBadRequest {
 		t.Errorf("malformed: %d %v", code, out)
+	}
+	// A non-issuer's statement for the same mandate id, and the issuer's
+	// for a mandate never presented here: 403, nothing kept.
+	impostor := ed25519.NewKeyFromSeed(append([]byte{1}, seed[1:]...))
+	forged, _ := chp.SignMandateRevocation("principal", m.MandateID, chp.FormatTime(now), "done", impostor)
+	unseen, _ := chp.SignMandateRevocation("principal", "mnd_never_presented", chp.FormatTime(now), "done", key)
+	for name, raw := range map[string][]byte{"non-issuer": forged, "unseen mandate": unseen} {
+		if code, out := call("POST", "/revocations", raw, "dk"); code != http.StatusForbidden || out["error"].(map[string]any)["code"] != "not_issuer" {
+			t.Errorf("%s: %d %v", name, code, out)
+		}
+	}
+	if _, set := call("GET", "/revocations", nil, "dk"); len(set["mandates"].([]any)) != 0 {
+		t.Fatalf("refused statements kept: %v", set)
 	}
 	code, out := call("POST", "/revocations", stmt, "dk")
 	if code != http.StatusOK || out["accepted"] != true || out["mandate_id"] != m.MandateID || out["principal"] != "principal" {

@@ -148,8 +148,10 @@ func respond(w http.ResponseWriter, v any, err error) {
 		httpError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, evlog.ErrUnsigned), errors.Is(err, evlog.ErrNoHead):
 		httpError(w, http.StatusNotImplemented, "not_supported", err.Error())
+	case errors.Is(err, evlog.ErrIssuerQuota):
+		httpError(w, http.StatusInsufficientStorage, "issuer_quota_exceeded", err.Error())
 	case errors.Is(err, evlog.ErrWitnessStoreFull):
-		httpError(w, http.StatusServiceUnavailable, "witness_store_full", err.Error())
+		httpError(w, http.StatusInsufficientStorage, "sidecar_full", err.Error())
 	default:
 		httpError(w, http.StatusInternalServerError, "evidence_unavailable", err.Error())
 	}

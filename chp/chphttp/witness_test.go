@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/chp/witnessing"
 	"github.com/capmesh/capmesh/evidence"
@@ -97,5 +98,47 @@ func TestWitnessRoutes(t *testing.T) {
 	}
 	if code, out := do(t, authed, "POST", "/anchors", `{"kind":"store-head-anchor"}`); code != 400 || errCode(out) != "invalid_witness" {
 		t.Errorf("POST /anchors: %d %v", code, out)
+	}
+}
+
+// TestWitnessQuota: POST /witness refuses one witness's flood of distinct
+// statements past evlog.MaxPerIssuer with 507 issuer_quota_exceeded, while
+// another witness gets in and a statement posted again is 200 and kept
+// once.
+func TestWitnessQuota(t *testing.T) {
+	b := fixtureBoundary(t, evidence.NewMemory())
+	h := chphttp.Handler(b, nil)
+	if code, _ := do(t, h, "POST", "/invoke", `{"capability_id":"conformance.echo","correlation_id":"c1","payload":{"value":"x"}}`); code != 200 {
+		t.Fatal(code)
+	}
+	_, head := do(t, h, "GET", "/head", "")
+	seq, sh := uint64(head["sequence"].(float64)), head["store_head"].(string)
+	_, flood, _ := ed25519.GenerateKey(nil)
+	_, other, _ := ed25519.GenerateKey(nil)
+	stmt := func(key ed25519.PrivateKey, i int) string {
+		at := "2026-01-01T00:00:" + strconv.Itoa(10+i) + "Z"
+		raw, err := witnessing.NewChainWitness("test-host", seq, sh, "", "w", key, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(raw)
+	}
+	for i := range evlog.MaxPerIssuer + 3 {
+		code, out := do(t, h, "POST", "/witness", stmt(flood, i))
+		if want := 200; i >= evlog.MaxPerIssuer {
+			if code != http.StatusInsufficientStorage || errCode(out) != "issuer_quota_exceeded" {
+				t.Fatalf("statement %d past the quota: %d %v", i, code, out)
+			}
+		} else if code != want {
+			t.Fatalf("statement %d: %d %v", i, code, out)
+		}
+	}
+	for _, body := range []string{stmt(flood, 0), stmt(other, 0), stmt(other, 0)} {
+		if code, out := do(t, h, "POST", "/witness", body); code != 200 {
+			t.Fatalf("%d %v", code, out)
+		}
+	}
+	if _, out := do(t, h, "GET", "/witnesses", ""); len(out["witnesses"].([]any)) != evlog.MaxPerIssuer+1 {
+		t.Fatalf("%d statements kept, want %d", len(out["witnesses"].([]any)), evlog.MaxPerIssuer+1)
 	}
 }

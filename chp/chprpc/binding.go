@@ -29,6 +29,9 @@ const (
 	CodeIndeterminate       jsonrpc.Code = errcatalog.CHPIndeterminate
 	CodeEvidenceUnavailable jsonrpc.Code = errcatalog.CHPEvidenceUnavailable
 	CodeNoEvidence          jsonrpc.Code = errcatalog.CHPNoEvidence
+	// CodeQuotaExceeded: a sidecar refuses a statement (chp.witness,
+	// chp.anchor, chp.revoke); data.code says which bound.
+	CodeQuotaExceeded jsonrpc.Code = errcatalog.CHPQuotaExceeded
 )
 
 // Handlers returns the JSON-RPC binding of b: chp.describe, chp.invoke,

@@ -6,13 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -103,5 +107,36 @@ func TestRevocationsOverRPC(t *testing.T) {
 	}
 	if res := invoke(); res.Denial == nil || res.Denial.Code != chp.CodeMandateInvalid {
 		t.Fatalf("after revocation: %+v", res)
+	}
+}
+
+// TestRevokeOperatorOnly: chp.revoke from a caller that is not the host's
+// operator (a named key, another user) refuses the revocation of a mandate
+// never presented here with -32003 not_issuer and keeps nothing; the
+// operator — the host's own user as the access layer resolves it — may add
+// it.
+func TestRevokeOperatorOnly(t *testing.T) {
+	b := fixtureBoundary(t, evidence.NewMemory())
+	h := Handlers(b)["chp.revoke"]
+	stmt, err := chp.SignMandateRevocation("principal", "mnd_unseen", chp.FormatTime(time.Now()), "", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &jsonrpc.Request{Method: "chp.revoke", Params: stmt}
+	peer := access.WithPrincipal(context.Background(), access.Principal{Kind: access.NamedKey, Name: "alice"})
+	var rpcErr *jsonrpc.Error
+	if _, err := h.Handle(peer, req); !errors.As(err, &rpcErr) || rpcErr.Code != errcatalog.Forbidden || !strings.Contains(string(rpcErr.Data), "not_issuer") {
+		t.Fatalf("a named key's: %v", err)
+	}
+	other := access.WithPrincipal(context.Background(), access.Principal{Kind: access.OtherUser, UID: uint32(os.Getuid() + 1), HasUID: true})
+	if _, err := h.Handle(other, req); !errors.As(err, &rpcErr) || rpcErr.Code != errcatalog.Forbidden {
+		t.Fatalf("another user's: %v", err)
+	}
+	if n := len(b.Revocations().Mandates); n != 0 {
+		t.Fatalf("refused statements kept: %d", n)
+	}
+	owner := access.WithPrincipal(context.Background(), access.Principal{Kind: access.SameUser, UID: uint32(os.Getuid()), HasUID: true})
+	if _, err := h.Handle(owner, req); err != nil {
+		t.Fatalf("the host's own user: %v", err)
 	}
 }

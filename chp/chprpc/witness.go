@@ -126,7 +126,9 @@ func nonNil(v []json.RawMessage) []json.RawMessage {
 // witnessError maps a witnessing refusal to -32602 Invalid params whose
 // data names the CHP code ({"code": "invalid_witness" | "head_mismatch" |
 // "revocation_head_mismatch" | "bad_request" | "not_found" |
-// "not_supported"}); anything else is evidence unavailable.
+// "not_supported"}); a sidecar bound to -32046 (CodeQuotaExceeded) with
+// data {"code": "issuer_quota_exceeded" | "sidecar_full"}; anything else is
+// evidence unavailable.
 func witnessError(err error) error {
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -146,6 +148,10 @@ func witnessError(err error) error {
 		return jsonrpc.Errorf(CodeNoEvidence, "%v", err)
 	case errors.Is(err, evlog.ErrUnsigned), errors.Is(err, evlog.ErrNoHead):
 		code = "not_supported"
+	case errors.Is(err, evlog.ErrIssuerQuota):
+		return jsonrpc.Errorf(CodeQuotaExceeded, "%v", err).WithData(map[string]string{"code": "issuer_quota_exceeded"})
+	case errors.Is(err, evlog.ErrWitnessStoreFull):
+		return jsonrpc.Errorf(CodeQuotaExceeded, "%v", err).WithData(map[string]string{"code": "sidecar_full"})
 	default:
 		return jsonrpc.Errorf(CodeEvidenceUnavailable, "%v", err)
 	}

@@ -5,9 +5,11 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/capmesh/capmesh/chp/boundary/evlog"
 	"github.com/capmesh/capmesh/chp/witnessing"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/jsonrpc"
@@ -60,5 +62,47 @@ func TestWitnessHandlers(t *testing.T) {
 	var rpcErr *jsonrpc.Error
 	if _, err := call("chp.log.head", `{}`); !errors.As(err, &rpcErr) || !strings.Contains(string(rpcErr.Data), "not_supported") {
 		t.Fatalf("chp.log.head on an unsigned host: %v", err)
+	}
+}
+
+// TestWitnessQuotaRPC: chp.witness refuses one witness's statements past
+// evlog.MaxPerIssuer with -32046 (data.code issuer_quota_exceeded) while
+// another witness gets in; the same statement again is accepted.
+func TestWitnessQuotaRPC(t *testing.T) {
+	ctx := context.Background()
+	b := fixtureBoundary(t, evidence.NewMemory())
+	hs := WitnessHandlers(b)
+	call := func(method, params string) (any, error) {
+		return hs[method].Handle(ctx, &jsonrpc.Request{Method: method, Params: json.RawMessage(params)})
+	}
+	if _, err := Handlers(b)["chp.invoke"].Handle(ctx, &jsonrpc.Request{Method: "chp.invoke",
+		Params: json.RawMessage(`{"capability_id":"conformance.echo","correlation_id":"c1","payload":{"value":"x"}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := call("chp.head", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := v.(*witnessing.StoreHead)
+	_, flood, _ := ed25519.GenerateKey(nil)
+	_, other, _ := ed25519.GenerateKey(nil)
+	stmt := func(key ed25519.PrivateKey, i int) string {
+		raw, _ := witnessing.NewChainWitness("test-host", head.Sequence, head.StoreHead, "", "w", key, fmt.Sprintf("2026-01-01T00:00:%02dZ", 10+i))
+		return string(raw)
+	}
+	for i := range evlog.MaxPerIssuer {
+		if _, err := call("chp.witness", stmt(flood, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rpcErr *jsonrpc.Error
+	if _, err := call("chp.witness", stmt(flood, evlog.MaxPerIssuer)); !errors.As(err, &rpcErr) || rpcErr.Code != CodeQuotaExceeded ||
+		!strings.Contains(string(rpcErr.Data), "issuer_quota_exceeded") {
+		t.Fatalf("past the quota: %v", err)
+	}
+	for _, p := range []string{stmt(flood, 0), stmt(other, 0)} {
+		if _, err := call("chp.witness", p); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

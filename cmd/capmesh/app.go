@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 // version is the capmesh release; overridden at link time with
@@ -199,11 +200,13 @@ func newLogger(w io.Writer, level, format, levelFrom, formatFrom string) (*slog.
 		return nil, usageErrorf("%s: want debug, info, warn or error", setting(levelFrom, level))
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	// Every line logged on behalf of a traced call carries its trace_id
+	// (and span_id): tracing.LogHandler reads them from the call's context.
 	switch strings.ToLower(format) {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts))), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts))), nil
 	default:
 		return nil, usageErrorf("%s: want text or json", setting(formatFrom, format))
 	}

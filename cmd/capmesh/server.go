@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -262,6 +263,9 @@ func runServer(ctx context.Context, a *app, f *serverFlags) error {
 	if err != nil {
 		return err
 	}
+	// One logger for the whole node: what defaults to slog.Default (the
+	// evidence and registry stores among others) logs through it too.
+	slog.SetDefault(a.log)
 	n, err := node.Start(ctx, cfg)
 	if err == nil {
 		err = n.Wait()

@@ -281,3 +281,24 @@ func TestHostStaysALibrary(t *testing.T) {
 			"let the node or the program opt into them", b)
 	}
 }
+
+// TestPlainHostLinksNoOTel: the packages of a plain host do not link
+// OpenTelemetry (SDK, exporters, API) or gRPC; tracing reaches them
+// through package tracing's hook, implemented in telemetry.
+func TestPlainHostLinksNoOTel(t *testing.T) {
+	g := load(t)
+	for _, p := range plainHost {
+		bad := g.forbidden(t, p, func(dep string) (string, bool) {
+			for _, f := range otelForbidden {
+				if strings.HasPrefix(dep, f.prefix) {
+					return f.what, true
+				}
+			}
+			return "", false
+		})
+		for _, b := range bad {
+			t.Errorf("%s depends on %s: a plain host must not link OpenTelemetry (DESIGN.md); "+
+				"declare what it needs in package tracing and implement it in telemetry, which a program opts into", p, b)
+		}
+	}
+}

@@ -40,6 +40,7 @@ var layers = map[string]layer{
 	"internal/xdg":              foundation,
 	"internal/interleave":       foundation,
 	"internal/specdata":         foundation,
+	"tracing":                   foundation,
 	"internal/errcatalog":       foundation,
 	"internal/etcdtest":         foundation,
 	"jsonrpc/internal/jsontext": foundation,
@@ -114,7 +115,7 @@ var layers = map[string]layer{
 // slim are the foundations every consumer links, and the evidence log's
 // read side (the proofs a verifier checks): none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "canonical", "canonical/govalue", "canonical/pydantic", "chp/boundary/evlog"}
+var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "canonical", "canonical/govalue", "canonical/pydantic", "chp/boundary/evlog", "tracing"}
 
 // verifier are the pure protocol packages a bundle or witness verifier
 // links: TestVerifierIsPure holds them to chpAllowed (and each other).
@@ -158,4 +159,20 @@ var hostForbidden = []struct{ prefix, what string }{
 	{"$module/telemetry", "the telemetry wiring"},
 	{"github.com/modelcontextprotocol/", "the MCP Go SDK"},
 	{"$module/mcpbridge", "the MCP bridge"},
+}
+
+// plainHost are the packages a plain capability host links (the host
+// library and what it is made of): tracing reaches them through the
+// stdlib-only hook of package tracing, so none may link OpenTelemetry —
+// not its SDK, its exporters or their gRPC and protobuf, and not even its
+// API. A host opts in by importing telemetry itself.
+var plainHost = []string{"host", "chp/boundary", "chp/chprpc", "chp/chphttp", "jsonrpc", "tracing", "access", "evidence", "evidence/logstore", "registry/announce"}
+
+// otelForbidden are what no plainHost package may depend on.
+var otelForbidden = []struct{ prefix, what string }{
+	{"go.opentelemetry.io/otel/sdk", "the OpenTelemetry SDK"},
+	{"go.opentelemetry.io/otel/exporters/", "an OpenTelemetry exporter"},
+	{"go.opentelemetry.io/", "OpenTelemetry"},
+	{"google.golang.org/grpc", "gRPC"},
+	{"github.com/grpc-ecosystem/", "gRPC"},
 }

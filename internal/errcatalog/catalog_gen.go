@@ -46,6 +46,8 @@ const (
 	CHPEvidenceUnavailable = -32044
 	// CHPNoEvidence is "No evidence" (no_evidence): chp.export of a correlation that has no evidence.
 	CHPNoEvidence = -32045
+	// CHPQuotaExceeded is "Quota exceeded" (quota_exceeded): A sidecar refuses to keep a statement (chp.witness, chp.anchor, chp.revoke): its issuer holds as many as the host keeps per issuer, or the sidecar as many as it keeps in all; nothing is kept. error.data.code says which (issuer_quota_exceeded, sidecar_full, revocations_full). The same statement again is accepted; docs/limits.md has the bounds.
+	CHPQuotaExceeded = -32046
 )
 
 // Entries are the catalog's codes, in the order of errors.json.
@@ -58,7 +60,7 @@ var Entries = []Entry{
 	{Code: ServiceDraining, Name: "ServiceDraining", Title: "Service draining", Word: "service_draining", Meaning: "The host is shutting down and takes no new work (Capability Wire Standard GD-01). Retry on another provider or after the host is back.", HTTPStatus: 503, Retry: RetryLater, Owners: []string{"jsonrpc"}},
 	{Code: Unauthorized, Name: "Unauthorized", Title: "Unauthorized", Word: "unauthorized", Meaning: "A bad or missing signature, or an unsigned call that must be signed (a remote peer). error.data.code carries the registry's word.", HTTPStatus: 401, Retry: RetryNo, Owners: []string{"registry", "access"}},
 	{Code: ServerBusy, Name: "ServerBusy", Title: "Server busy", Word: "server_busy", Meaning: "The connection budget of the peer's class is spent; the connection is answered and closed. Retry after a backoff.", HTTPStatus: 503, Retry: RetryLater, Owners: []string{"jsonrpc"}},
-	{Code: Forbidden, Name: "Forbidden", Title: "Forbidden", Word: "forbidden", Meaning: "Refused by policy: the caller is not trusted, enrolled or the owner (another user, a remote peer for an operator method, a revoked key). error.data.code carries the word.", HTTPStatus: 403, Retry: RetryNo, Owners: []string{"registry", "host", "access"}},
+	{Code: Forbidden, Name: "Forbidden", Title: "Forbidden", Word: "forbidden", Meaning: "Refused by policy: the caller is not trusted, enrolled or the owner (another user, a remote peer for an operator method, a revoked key). error.data.code carries the word.", HTTPStatus: 403, Retry: RetryNo, Owners: []string{"registry", "host", "access", "chp/chprpc"}},
 	{Code: NotFound, Name: "NotFound", Title: "Not found", Word: "not_found", Meaning: "No such registration, provider or key.", HTTPStatus: 404, Retry: RetryNo, Owners: []string{"registry", "examples/kvhost/kv"}},
 	{Code: ResponseTooLarge, Name: "ResponseTooLarge", Title: "Response too large", Word: "response_too_large", Meaning: "The reply would exceed the connection's reply budget (MaxReplyBytes) and was not sent; ask for less (a smaller batch, a narrower query).", HTTPStatus: 500, Retry: RetryNo, Owners: []string{"jsonrpc"}},
 	{Code: Conflict, Name: "Conflict", Title: "Conflict", Word: "conflict", Meaning: "An older descriptor than the one registered (rollback), or a replayed signature or nonce.", HTTPStatus: 409, Retry: RetryNo, Owners: []string{"registry"}},
@@ -71,4 +73,5 @@ var Entries = []Entry{
 	{Code: CHPIndeterminate, Name: "CHPIndeterminate", Title: "Indeterminate", Word: "indeterminate", Meaning: "The outcome of a direct capability call is unknown (a timeout, a lost provider); data is the InvocationResult. Check before repeating a call with effects.", HTTPStatus: 500, Retry: RetryData, Owners: []string{"chp/chprpc"}},
 	{Code: CHPEvidenceUnavailable, Name: "CHPEvidenceUnavailable", Title: "Evidence unavailable", Word: "evidence_unavailable", Meaning: "The evidence of an invocation could not be made durable, so it is not answered.", HTTPStatus: 503, Retry: RetryLater, Owners: []string{"chp/chprpc"}},
 	{Code: CHPNoEvidence, Name: "CHPNoEvidence", Title: "No evidence", Word: "no_evidence", Meaning: "chp.export of a correlation that has no evidence.", HTTPStatus: 404, Retry: RetryNo, Owners: []string{"chp/chprpc"}},
+	{Code: CHPQuotaExceeded, Name: "CHPQuotaExceeded", Title: "Quota exceeded", Word: "quota_exceeded", Meaning: "A sidecar refuses to keep a statement (chp.witness, chp.anchor, chp.revoke): its issuer holds as many as the host keeps per issuer, or the sidecar as many as it keeps in all; nothing is kept. error.data.code says which (issuer_quota_exceeded, sidecar_full, revocations_full). The same statement again is accepted; docs/limits.md has the bounds.", HTTPStatus: 507, Retry: RetryNo, Owners: []string{"chp/chprpc"}},
 }

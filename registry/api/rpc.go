@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"sort"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 type rpcAssigner struct {
@@ -440,13 +442,45 @@ func withMeta(params, meta json.RawMessage) json.RawMessage {
 // next provider when one cannot be reached. The provider's result or
 // JSON-RPC error is returned unchanged.
 func (n *server) route(ctx context.Context, capability, method string, params json.RawMessage) (any, error) {
-	if n.cfg.Observer == nil {
+	// The caller's trace context, for the log lines of the call (and the
+	// parent of the route span): correlation only, never verified.
+	if sc, ok := tracing.FromMeta(params); ok {
+		ctx = tracing.ContextWith(ctx, sc)
+	}
+	if t := n.cfg.Tracer; t != nil {
+		return n.routeTraced(ctx, t, capability, method, params)
+	}
+	if n.cfg.Observer == nil && !n.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 		res, _, _, err := n.routeCall(ctx, capability, method, params)
 		return res, err
 	}
 	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
-	n.cfg.Observer.OnRoute(outcome, int(hops))
+	n.routed(ctx, method, outcome, hops)
 	return res, err
+}
+
+// routeTraced is route in a span of its own ("capmesh.route"), a child
+// of the caller's span when ctx carries one; the provider receives the
+// route span's traceparent instead of the caller's.
+func (n *server) routeTraced(ctx context.Context, t tracing.Tracer, capability, method string, params json.RawMessage) (any, error) {
+	ctx, sp := t.Start(ctx, "capmesh.route", tracing.KindServer)
+	if p, err := tracing.WithMeta(params, sp.SpanContext()); err == nil {
+		params = p // params that are not an object: nextHopN refuses them
+	}
+	res, hops, outcome, err := n.routeCall(ctx, capability, method, params)
+	n.routed(ctx, method, outcome, hops)
+	sp.SetAttributes(slog.String("rpc.system", "jsonrpc"), slog.String("rpc.method", method),
+		slog.String("capmesh.capability", capability), slog.String("capmesh.route.outcome", outcome), slog.Int64("capmesh.route.hops", hops))
+	sp.End(err)
+	return res, err
+}
+
+// routed reports a routed call to the Observer and the debug log.
+func (n *server) routed(ctx context.Context, method, outcome string, hops int64) {
+	if o := n.cfg.Observer; o != nil {
+		o.OnRoute(outcome, int(hops))
+	}
+	n.cfg.Logger.DebugContext(ctx, "registry: routed a call", "method", method, "outcome", outcome, "hops", hops)
 }
 
 // routeCall is route, also returning the hop count the forwarded call
@@ -470,25 +504,21 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 	if err != nil {
 		return nil, 0, registry.RouteRefused, err
 	}
+	rl := newRelay(ctx, n.cfg.Logger) // the provider's notifications, to a stream caller
+	defer rl.close()
 	var lastErr error
 	for _, e := range cands {
 		if !routableEndpoint(e.Endpoint) || n.IsSelf(e.Endpoint) {
 			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint of another host", e.Name, e.Endpoint)
 			continue
 		}
-		c, err := n.cfg.Dial(ctx, e.Endpoint)
+		c, err := n.cfg.Dial(rl.dialContext(ctx), e.Endpoint)
 		if err != nil {
 			n.DropIfGone(ctx, e, err) // the host stopped without unregistering
 			lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
 			continue
 		}
-		var res json.RawMessage
-		var p any
-		if len(params) > 0 {
-			p = params
-		}
-		err = c.Call(ctx, method, p, &res)
-		c.Close()
+		res, err := callProvider(ctx, c, rl, method, params)
 		if err == nil {
 			return res, hops, registry.RouteOK, nil
 		}
@@ -496,8 +526,30 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 			return nil, hops, registry.RouteProviderError, err // the provider's own error, code preserved
 		}
 		lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
+		if rl.started() {
+			break // the caller saw this provider begin: another would repeat it
+		}
 	}
 	return nil, hops, registry.RouteUnreachable, jsonrpc.Errorf(registry.CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
+}
+
+// callProvider makes the routed call on c and closes c. The relay, when
+// there is one, is closed as soon as the answer (a result or the
+// provider's error) is in, before it is returned to the caller: nothing
+// the provider sends afterwards is relayed. Without an answer it stays
+// open for the next provider; c is closed by then.
+func callProvider(ctx context.Context, c jsonrpc.Caller, rl *relay, method string, params json.RawMessage) (json.RawMessage, error) {
+	var res json.RawMessage
+	var p any
+	if len(params) > 0 {
+		p = params
+	}
+	err := c.Call(ctx, method, p, &res)
+	if _, answered := jsonrpc.ErrorCode(err); err == nil || answered {
+		rl.close()
+	}
+	c.Close()
+	return res, err
 }
 
 func routableEndpoint(ep string) bool {
@@ -523,12 +575,12 @@ func (n *server) routeDiscovered(ctx context.Context, capability, method string,
 		return nil, 0, registry.RouteNoProvider, noProvider
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	c, found, err := endpoint.Discover(dctx, endpoint.Query{Method: method, NoRegistry: true, NoTCP: true, ProbeTimeout: time.Second})
+	probe, found, err := endpoint.Discover(dctx, endpoint.Query{Method: method, NoRegistry: true, NoTCP: true, ProbeTimeout: time.Second})
 	cancel()
 	if err != nil {
 		return nil, 0, registry.RouteNoProvider, noProvider
 	}
-	defer c.Close()
+	probe.Close() // the call goes through Config.Dial, as a registered provider's does
 	if n.IsSelf(found.Addr.String()) {
 		return nil, 0, registry.RouteNoProvider, noProvider
 	}
@@ -539,12 +591,13 @@ func (n *server) routeDiscovered(ctx context.Context, capability, method string,
 	if params, err = access.Forward(ctx, params, n.cfg.Network); err != nil {
 		return nil, 0, registry.RouteRefused, err
 	}
-	var p any
-	if len(params) > 0 {
-		p = params
-	}
+	rl := newRelay(ctx, n.cfg.Logger)
+	defer rl.close()
 	var res json.RawMessage
-	err = c.Call(ctx, method, p, &res)
+	c, err := n.cfg.Dial(rl.dialContext(ctx), found.Addr.String())
+	if err == nil {
+		res, err = callProvider(ctx, c, rl, method, params)
+	}
 	if err == nil {
 		return res, hops, registry.RouteOK, nil
 	}

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/capmesh/capmesh/chp"
 )
@@ -19,12 +20,41 @@ import (
 var ErrBadRevocation = errors.New("mandates: invalid mandate revocation")
 
 // ErrTooManyRevocations is AcceptRevocation's answer once the host holds
-// MaxRevocations statements: a new one is not kept.
+// MaxRevocations statements (a peer's) or MaxRevocations +
+// OperatorRevocationReserve (the operator's): a new one is not kept. A held
+// revocation is never dropped to make room.
 var ErrTooManyRevocations = errors.New("mandates: the host holds as many mandate revocations as it keeps")
 
-// MaxRevocations bounds the mandate revocations a host holds (memory and
-// sidecar file alike).
-const MaxRevocations = 1 << 16
+// ErrNotIssuer is AcceptRevocation's answer to a peer's statement that does
+// not revoke a mandate this host has seen issued under the statement's key
+// (chp-v0.2.md §10, the issuer-only rule): only the issuer of a mandate the
+// host knows, or its operator, may add to the held set. Nothing is kept.
+var ErrNotIssuer = errors.New("mandates: not_issuer: the statement does not revoke a mandate this host has seen issued under its key")
+
+// ErrIssuerQuota is AcceptRevocation's answer to a peer once the
+// statement's principal key has MaxRevocationsPerIssuer revocations held.
+var ErrIssuerQuota = errors.New("mandates: issuer_quota_exceeded: the host holds as many revocations under this principal key as it keeps")
+
+// The bounds of the held revocation set (docs/limits.md).
+const (
+	// MaxRevocations bounds the mandate revocations a host holds from
+	// peers (memory and sidecar file alike).
+	MaxRevocations = 1 << 16
+	// OperatorRevocationReserve is how many more the host's operator may
+	// add past MaxRevocations: a full set never locks the operator out.
+	OperatorRevocationReserve = 1 << 12
+	// MaxRevocationsPerIssuer bounds the revocations a peer may add under
+	// one principal key.
+	MaxRevocationsPerIssuer = 1 << 10
+	// MaxRevocationBytes bounds one mandate-revocation statement as
+	// posted (400 invalid_revocation past it).
+	MaxRevocationBytes = 16 << 10
+	// maxKnownMandates bounds the mandates remembered as seen at gate 5
+	// (expired ones are swept first; past it a mandate is not remembered,
+	// and only the operator may revoke it here). With Config.UsesFile they
+	// survive a restart: a new one is a line of that file.
+	maxKnownMandates = 1 << 16
+)
 
 // RevocationSet is the revocation set a host holds (GET /revocations): key
 // revocations (chp-v0.2.md §3.2; capmesh holds none) and the mandate
@@ -41,14 +71,22 @@ type AcceptedRevocation struct {
 	Principal string `json:"principal"`
 }
 
-// AcceptRevocation verifies a mandate-revocation statement (signature under
-// its principal's key, that key's attestation) and, when it verifies, keeps
-// it — in the sidecar file when Config.RevocationsFile is set, never in the
+// AcceptRevocation verifies a mandate-revocation statement (at most
+// MaxRevocationBytes; signature under its principal's key, that key's
+// attestation) and, when it verifies and its poster may add it, keeps it —
+// in the sidecar file when Config.RevocationsFile is set, never in the
 // evidence store. From then on gate 5 refuses, as mandate_invalid, the
-// mandate of that id issued under that key, and any chain through it. A
-// statement signed by another key than the mandate's principal's revokes
-// nothing. Accepting the same statement twice keeps one.
-func (ms *State) AcceptRevocation(raw []byte) (*AcceptedRevocation, error) {
+// mandate of that id issued under that key, and any chain through it.
+// The operator (byOperator) may add any verified statement; a peer only
+// one revoking a mandate this host has seen at gate 5 under the
+// statement's key (ErrNotIssuer), within MaxRevocationsPerIssuer per key
+// (ErrIssuerQuota) and MaxRevocations in all (ErrTooManyRevocations).
+// Accepting the same statement twice keeps one; a held one is never
+// dropped.
+func (ms *State) AcceptRevocation(raw []byte, byOperator bool) (*AcceptedRevocation, error) {
+	if len(raw) > MaxRevocationBytes {
+		return nil, fmt.Errorf("%w: the statement is %d bytes, over the %d the host keeps", ErrBadRevocation, len(raw), MaxRevocationBytes)
+	}
 	s, err := chp.ParseMandateRevocation(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRevocation, err)
@@ -64,8 +102,8 @@ func (ms *State) AcceptRevocation(raw []byte) (*AcceptedRevocation, error) {
 	defer ms.mu.Unlock()
 	k := mandateKey{s.MandateID, s.Principal.PublicKey}
 	if _, dup := ms.revoked[k]; !dup {
-		if len(ms.revoked) >= MaxRevocations {
-			return nil, ErrTooManyRevocations
+		if err := ms.mayAdd(k, byOperator); err != nil {
+			return nil, err
 		}
 		if ms.path != "" {
 			if err := appendLine(ms.path, compact.Bytes(), ms.torn); err != nil {
@@ -74,9 +112,54 @@ func (ms *State) AcceptRevocation(raw []byte) (*AcceptedRevocation, error) {
 			ms.torn = false
 		}
 		ms.add(k, compact.Bytes())
-		ms.log.Info("mandate revoked", "mandate_id", s.MandateID, "principal", s.Principal.HostID)
+		ms.log.Info("mandate revoked", "mandate_id", s.MandateID, "principal", s.Principal.HostID, "by_operator", byOperator)
 	}
 	return &AcceptedRevocation{Accepted: true, MandateID: s.MandateID, Principal: s.Principal.HostID}, nil
+}
+
+// mayAdd says whether the revocation of k may join the held set (ms.mu
+// held).
+func (ms *State) mayAdd(k mandateKey, byOperator bool) error {
+	if byOperator {
+		if len(ms.revoked) >= MaxRevocations+OperatorRevocationReserve {
+			return ErrTooManyRevocations
+		}
+		return nil
+	}
+	if _, seen := ms.known[k]; !seen {
+		return ErrNotIssuer
+	}
+	if ms.perKey[k.principalKey] >= MaxRevocationsPerIssuer {
+		return ErrIssuerQuota
+	}
+	if len(ms.revoked) >= MaxRevocations {
+		return ErrTooManyRevocations
+	}
+	return nil
+}
+
+// remember records that the mandate k, valid until until, was presented
+// and verified at gate 5: its issuer may revoke it here (ms.mu held). It
+// reports whether k is newly remembered.
+func (ms *State) remember(k mandateKey, until, now time.Time) bool {
+	if _, ok := ms.known[k]; ok {
+		return false
+	}
+	if ms.known == nil {
+		ms.known = make(map[mandateKey]time.Time)
+	}
+	if len(ms.known) >= maxKnownMandates {
+		for o, u := range ms.known {
+			if now.After(u) {
+				delete(ms.known, o)
+			}
+		}
+		if len(ms.known) >= maxKnownMandates {
+			return false
+		}
+	}
+	ms.known[k] = until
+	return true
 }
 
 // Revocations returns the revocation set the host holds.
@@ -95,7 +178,11 @@ func (ms *State) add(k mandateKey, stmt []byte) {
 	if ms.revoked == nil {
 		ms.revoked = make(map[mandateKey]struct{})
 	}
+	if ms.perKey == nil {
+		ms.perKey = make(map[string]int)
+	}
 	ms.revoked[k] = struct{}{}
+	ms.perKey[k.principalKey]++
 	ms.served = append(ms.served, stmt)
 }
 
@@ -128,7 +215,7 @@ func (ms *State) loadRevocations(path string) error {
 		}
 		k := mandateKey{s.MandateID, s.Principal.PublicKey}
 		if _, dup := ms.revoked[k]; !dup {
-			if len(ms.revoked) >= MaxRevocations {
+			if len(ms.revoked) >= MaxRevocations+OperatorRevocationReserve {
 				ms.log.Warn("the sidecar holds more mandate revocations than the host keeps; the rest are ignored", "file", path, "line", n+1)
 				break
 			}

@@ -57,9 +57,12 @@ type State struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	revoked map[mandateKey]struct{}
-	served  [][]byte // the accepted statements, in arrival order (GET /revocations)
-	path    string   // the sidecar file accepted statements are appended to ("" = memory)
-	torn    bool     // the sidecar file ends without a newline
+	served  [][]byte       // the accepted statements, in arrival order (GET /revocations)
+	path    string         // the sidecar file accepted statements are appended to ("" = memory)
+	torn    bool           // the sidecar file ends without a newline
+	perKey  map[string]int // held revocations per principal key
+
+	known map[mandateKey]time.Time // mandates seen at gate 5, with their valid_until
 
 	uses     map[mandateKey]*mandateUses
 	usesPath string // the file counted uses are appended to ("" = memory)
@@ -88,20 +91,26 @@ func (s *State) IsRevoked(id, principalKey string) bool {
 	return ok
 }
 
-// Count records invocationID against every capped link of m's chain — in
-// the uses file too, when there is one, before it answers — or, when a
-// link's cap is already spent by other invocations, records nothing and
-// returns that link with its use count. The error is the uses file's.
+// Count remembers every link of m's chain as seen (its issuer may then
+// revoke it, AcceptRevocation; a new one is written to the uses file too)
+// and records invocationID against every capped link — in the uses file too, when there is one, before it
+// answers — or, when a link's cap is already spent by other invocations,
+// records no use and returns that link with its use count. The error is
+// the uses file's.
 func (s *State) Count(m *chp.Mandate, invocationID string, now time.Time) (spent *chp.Mandate, used int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var capped []*mandateUses
 	var recs []useRecord
 	for l := m; l != nil; l = l.Parent {
+		k := mandateKey{l.MandateID, l.Principal.PublicKey}
+		if s.remember(k, l.ValidUntil, now) && l.MaxInvocations == 0 {
+			// A capped link's use record says it was seen.
+			recs = append(recs, useRecord{MandateID: k.id, PrincipalKey: k.principalKey, Until: l.ValidUntil})
+		}
 		if l.MaxInvocations == 0 {
 			continue
 		}
-		k := mandateKey{l.MandateID, l.Principal.PublicKey}
 		if s.uses[k] == nil && len(s.uses) >= maxTrackedMandates {
 			s.sweep(now)
 		}

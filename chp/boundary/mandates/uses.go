@@ -15,7 +15,8 @@ import (
 // invocation proceeds, and the file is reloaded — without the uses of
 // expired mandates — by Open.
 
-// useRecord is one line of the uses file.
+// useRecord is one line of the uses file: a use, or (no InvocationID) a
+// mandate seen at gate 5, whose issuer may revoke it here.
 type useRecord struct {
 	MandateID    string    `json:"mandate_id"`
 	PrincipalKey string    `json:"principal_key"`
@@ -23,8 +24,8 @@ type useRecord struct {
 	Until        time.Time `json:"valid_until"`
 }
 
-// loadUses reads the uses file at path, keeps the uses of mandates still
-// valid at now, and rewrites the file with only those (so it does not grow
+// loadUses reads the uses file at path, keeps the uses (and the seen
+// mandates) of mandates still valid at now, and rewrites the file with only those (so it does not grow
 // with expired grants). A line that does not parse — a torn last write — is
 // dropped.
 func (ms *State) loadUses(path string, now time.Time) error {
@@ -40,7 +41,7 @@ func (ms *State) loadUses(path string, now time.Time) error {
 	dropped := 0
 	for line := range bytes.Lines(data) {
 		var r useRecord
-		if json.Unmarshal(line, &r) != nil || r.MandateID == "" || r.InvocationID == "" {
+		if json.Unmarshal(line, &r) != nil || r.MandateID == "" {
 			dropped++
 			continue
 		}
@@ -48,7 +49,11 @@ func (ms *State) loadUses(path string, now time.Time) error {
 			dropped++
 			continue
 		}
-		ms.use(mandateKey{r.MandateID, r.PrincipalKey}, r.Until).ids[r.InvocationID] = struct{}{}
+		k := mandateKey{r.MandateID, r.PrincipalKey}
+		ms.remember(k, r.Until, now)
+		if r.InvocationID != "" { // else a mandate seen at gate 5, without a use
+			ms.use(k, r.Until).ids[r.InvocationID] = struct{}{}
+		}
 		kept.Write(bytes.TrimRight(line, "\n"))
 		kept.WriteByte('\n')
 	}

@@ -100,7 +100,10 @@ array to the capability as {"args": [...]}, so a schema error then names
 			if params, err = withKey(params, k); err != nil {
 				return err
 			}
-			return callOnce(ctx, a, addr, args[0], params)
+			params, end := traceCall(ctx, a, args[0], params)
+			err = callOnce(ctx, a, addr, args[0], params)
+			end(err)
+			return err
 		},
 	}
 	t.Add(cmd)
