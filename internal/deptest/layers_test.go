@@ -54,6 +54,7 @@ var layers = map[string]layer{
 	"chp/boundary/governance":           mechanism,
 	"chp/boundary/internal/evjson":      mechanism,
 	"chp/boundary/internal/semver":      mechanism,
+	"chp/boundary/internal/streamrec":   mechanism,
 	"chp/boundary/mandates":             mechanism,
 	"chp/schema":                        mechanism,
 	"chp/chphttp":                       mechanism,
