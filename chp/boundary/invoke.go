@@ -12,6 +12,7 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
+	"github.com/capmesh/capmesh/chp/boundary/internal/invtrace"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/chp/boundary/internal/streamrec"
 	"github.com/capmesh/capmesh/evidence"
@@ -69,7 +70,7 @@ type invocation struct {
 	// autonomy is the correlation's stripe while gate 8 holds it.
 	autonomy *sync.Mutex
 	// trace holds a traced invocation's spans (trace.go; nil: untraced).
-	trace *invTrace
+	trace *invtrace.Trace
 }
 
 // A Call is one invocation that a binding answers as soon as it has the

@@ -53,6 +53,7 @@ var layers = map[string]layer{
 	"chp/boundary/evlog":                mechanism,
 	"chp/boundary/governance":           mechanism,
 	"chp/boundary/internal/evjson":      mechanism,
+	"chp/boundary/internal/invtrace":    mechanism,
 	"chp/boundary/internal/semver":      mechanism,
 	"chp/boundary/internal/streamrec":   mechanism,
 	"chp/boundary/mandates":             mechanism,
