@@ -25,6 +25,7 @@ import (
 	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
 	"github.com/capmesh/capmesh/chp/boundary/internal/semver"
+	"github.com/capmesh/capmesh/chp/boundary/internal/streamrec"
 	"github.com/capmesh/capmesh/chp/boundary/mandates"
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/evidence"
@@ -153,7 +154,7 @@ type Boundary struct {
 	hostStr  []byte               // the host id as a chp-stable-v1 string
 	subjects evjson.SubjectCache
 	mandates *mandates.State // gate 5: revocations held, uses counted
-	streams  streamCache     // recorded chunks of streamed invocations
+	streams  streamrec.Cache // recorded chunks of streamed invocations
 
 	// The evidence log's read side — Replay, Verify, Export, the store
 	// heads, the Merkle log and its proofs, witness statements and

@@ -36,7 +36,7 @@
 // Streaming (stream.go): InvokeStream runs the same pipeline with a
 // ChunkSink; a capability's StreamHandler sends chunk deltas, which are
 // digested (chp-chunk-seq-v1) into execution_completed and recorded for
-// replay and Last-Event-ID resume.
+// replay and Last-Event-ID resume (package streamrec).
 //
 // Proof (package evlog, embedded in the Boundary): Replay reads a
 // correlation in sequence order, Verify recomputes its chain

@@ -12,7 +12,9 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/chp/boundary/internal/evjson"
+	"github.com/capmesh/capmesh/chp/boundary/internal/invtrace"
 	"github.com/capmesh/capmesh/chp/boundary/internal/replaycache"
+	"github.com/capmesh/capmesh/chp/boundary/internal/streamrec"
 	"github.com/capmesh/capmesh/evidence"
 )
 
@@ -64,11 +66,11 @@ type invocation struct {
 	resBuf chp.InvocationResult
 
 	// stream is a streaming invocation's state (nil: not streaming).
-	stream *streamRun
+	stream *streamrec.Run
 	// autonomy is the correlation's stripe while gate 8 holds it.
 	autonomy *sync.Mutex
 	// trace holds a traced invocation's spans (trace.go; nil: untraced).
-	trace *invTrace
+	trace *invtrace.Trace
 }
 
 // A Call is one invocation that a binding answers as soon as it has the
@@ -266,7 +268,7 @@ func (b *Boundary) run(ctx context.Context, inv *invocation) (out handlerOutcome
 		}
 	}()
 	if inv.stream != nil && inv.cap.stream != nil {
-		out.data, out.err = inv.cap.stream(ctx, inv.env.Payload, inv.stream.send)
+		out.data, out.err = inv.cap.stream(ctx, inv.env.Payload, inv.stream.Send)
 		return out
 	}
 	out.data, out.err = inv.cap.handler(ctx, inv.env.Payload)
@@ -327,7 +329,7 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*c
 				info.Type = te.ErrorType()
 			}
 		}
-		b.emit(inv, evt{typ: chp.EventFailed, outcome: chp.OutcomeFailure, uri: uri, err: info, payload: inv.stream.failed()})
+		b.emit(inv, evt{typ: chp.EventFailed, outcome: chp.OutcomeFailure, uri: uri, err: info, payload: inv.stream.Failed()})
 		return b.finish(ctx, inv, chp.OutcomeFailure, nil, nil, info)
 	}
 	data := out.data
@@ -351,7 +353,7 @@ func (b *Boundary) execute(ctx context.Context, inv *invocation, uri string) (*c
 			completed = map[string]any{"output_schema_valid": false, "output_schema_error": msg}
 		}
 	}
-	completed = inv.stream.completed(b, inv.env.InvocationID, completed)
+	completed = b.streamCompleted(inv, completed)
 	b.emit(inv, evt{typ: chp.EventCompleted, outcome: chp.OutcomeSuccess, uri: uri, payload: completed})
 	return b.finish(ctx, inv, chp.OutcomeSuccess, data, nil, nil)
 }

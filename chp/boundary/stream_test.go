@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/chp/boundary/internal/streamrec"
 )
 
 // recordingSink is a ChunkSink that keeps what it is passed.
@@ -113,31 +114,10 @@ func TestStreamSendAfterTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release)
-	if err := <-late; !errors.Is(err, errStreamEnded) {
+	if err := <-late; !errors.Is(err, streamrec.ErrEnded) {
 		t.Fatalf("late send: %v", err)
 	}
 	if res.Outcome != chp.OutcomeIndeterminate || len(got.deltas) != 1 {
 		t.Fatalf("result %s, chunks %v", res.Outcome, got.deltas)
-	}
-}
-
-// TestStreamCacheBounds: recorded chunk logs expire with the result
-// window and are dropped oldest first beyond the cap.
-func TestStreamCacheBounds(t *testing.T) {
-	var c streamCache
-	t0 := time.Unix(1000, 0)
-	d := []json.RawMessage{json.RawMessage(`"x"`)}
-	c.put("a", d, t0, time.Hour, 2)
-	c.put("b", d, t0, time.Hour, 2)
-	c.put("c", d, t0, time.Hour, 2)
-	if c.get("a", t0, time.Hour) != nil || c.get("c", t0, time.Hour) == nil {
-		t.Fatal("the oldest log was not dropped at the cap")
-	}
-	if c.get("b", t0.Add(2*time.Hour), time.Hour) != nil {
-		t.Fatal("an expired log was replayed")
-	}
-	c.put("d", d, t0.Add(2*time.Hour), time.Hour, 2)
-	if len(c.m) != 1 || c.bytes != 3 {
-		t.Fatalf("expired logs kept: %d logs, %d bytes", len(c.m), c.bytes)
 	}
 }

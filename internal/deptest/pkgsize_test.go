@@ -20,9 +20,8 @@ const maxPackageLines = 2500
 // grows past its ceiling, and when it drops to maxPackageLines or under, so
 // that its entry is removed. Each is being split by a change in flight.
 var largePackages = map[string]int{
-	"chp/boundary": 2638,
-	"jsonrpc":      3091,
-	"registry":     3707,
+	"jsonrpc":  3091,
+	"registry": 3707,
 }
 
 // TestPackageSize counts the non-test lines of every package of the module
