@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/tracing"
@@ -183,7 +184,7 @@ type Node struct {
 	done     chan struct{} // closed by Close: ends pending watches
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
-	self     selfEndpoints // the node's own listeners (loop protection)
+	self     endpoint.SelfSet // the node's own listeners (loop protection)
 	// Shared mode (sharednode.go): the store other nodes write too, the
 	// revision of each record this node holds, and the feed's end.
 	shared     SharedStore

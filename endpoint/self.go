@@ -1,0 +1,127 @@
+package endpoint
+
+import (
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+)
+
+// SelfSet is the set of endpoints at which a program itself listens, so
+// that it never registers or dials one of them (a routing loop). It also
+// recognises an endpoint that reaches one of them by another name: a
+// symlink to the socket, or another address of this machine with the same
+// port. The zero value is an empty set, safe for concurrent use.
+type SelfSet struct {
+	mu    sync.RWMutex
+	paths map[string]os.FileInfo // Unix socket path → its file, for os.SameFile
+	ports map[string]bool        // TCP ports listened on
+	local map[string]bool        // IP addresses of this machine's interfaces
+}
+
+// Add declares endpoints at which the program listens
+// ("unix:///run/…/x.sock", "tcp://127.0.0.1:9000",
+// "http://127.0.0.1:8080/jsonrpc"; empty strings are ignored). Call it
+// once the listeners are bound (a server learns its ports then).
+func (s *SelfSet) Add(eps ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paths == nil {
+		s.paths, s.ports, s.local = map[string]os.FileInfo{}, map[string]bool{}, map[string]bool{}
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if ipn, ok := a.(*net.IPNet); ok {
+					s.local[ipn.IP.String()] = true
+				}
+			}
+		}
+	}
+	for _, ep := range eps {
+		if ep == "" {
+			continue
+		}
+		u, err := Normalize(ep)
+		if err != nil {
+			return err
+		}
+		if path, ok := strings.CutPrefix(u, "unix://"); ok {
+			fi, _ := os.Stat(path)
+			s.paths[path] = fi
+			continue
+		}
+		if _, port, ok := hostPort(u); ok {
+			s.ports[port] = true
+		}
+	}
+	return nil
+}
+
+// Contains reports whether ep (a normalized endpoint) reaches one of the
+// set's endpoints.
+func (s *SelfSet) Contains(ep string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.paths) == 0 && len(s.ports) == 0 {
+		return false
+	}
+	if path, ok := strings.CutPrefix(ep, "unix://"); ok {
+		if _, ok := s.paths[path]; ok {
+			return true
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return false
+		}
+		for _, own := range s.paths {
+			if own != nil && os.SameFile(fi, own) {
+				return true
+			}
+		}
+		return false
+	}
+	host, port, ok := hostPort(ep)
+	if !ok || !s.ports[port] {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified() || s.local[ip.String()])
+}
+
+// LocalOnly reports whether ep (a normalized endpoint) names an address
+// that reaches the machine it is dialled from, whichever machine that is:
+// a Unix socket, a loopback or unspecified IP, or "localhost".
+func LocalOnly(ep string) bool {
+	if strings.HasPrefix(ep, "unix://") {
+		return true
+	}
+	host, _, ok := hostPort(ep)
+	if !ok {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") || strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+}
+
+// hostPort splits a tcp://, http:// or https:// endpoint.
+func hostPort(ep string) (host, port string, ok bool) {
+	if hp, found := strings.CutPrefix(ep, "tcp://"); found {
+		h, p, err := net.SplitHostPort(hp)
+		return h, p, err == nil
+	}
+	u, err := url.Parse(ep)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", "", false
+	}
+	port = u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Hostname(), port, true
+}
