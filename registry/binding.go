@@ -39,7 +39,7 @@ func newRegistrationToken() string {
 // owns reports whether the caller is lr's registrant: by its token when
 // it presents one (a wrong token is not made up for by the pid), else by
 // its process id.
-func (lr *localRecord) owns(peer jsonrpc.Peer, token string) bool {
+func owns(lr *localRecord, peer jsonrpc.Peer, token string) bool {
 	if token != "" {
 		return lr.TokenHash != "" && subtle.ConstantTimeCompare([]byte(tokenHash(token)), []byte(lr.TokenHash)) == 1
 	}
@@ -56,12 +56,12 @@ func (n *Node) liveLocal(key string) (localRecord, bool) {
 
 // liveLocalLocked is liveLocal for a caller holding mu or wmu.
 func (n *Node) liveLocalLocked(key string, now time.Time) (localRecord, bool) {
-	e, ok := n.entries[key]
-	if !ok || e.Source != SourceLocal || !n.live(e, now) {
+	e, ok := n.state.Lookup(key)
+	if !ok || e.Source != SourceLocal || !n.state.Live(e, now) {
 		return localRecord{}, false
 	}
 	var lr localRecord
-	if json.Unmarshal(e.raw, &lr) != nil {
+	if json.Unmarshal(e.Raw, &lr) != nil {
 		return localRecord{}, false
 	}
 	return lr, true
@@ -71,7 +71,7 @@ func (n *Node) liveLocalLocked(key string, now time.Time) (localRecord, bool) {
 // (holding token, maybe) may replace cur. It dials cur's endpoint when
 // that is what decides, so the caller must not hold a lock.
 func (n *Node) mayTakeOver(ctx context.Context, cur localRecord, peer jsonrpc.Peer, token, ep string) error {
-	if cur.owns(peer, token) || cur.Endpoint == ep {
+	if owns(&cur, peer, token) || cur.Endpoint == ep {
 		return nil
 	}
 	if token != "" {
@@ -115,7 +115,7 @@ func (n *Node) DropIfGone(ctx context.Context, e Entry, err error) {
 	ctx = context.WithoutCancel(ctx)
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	cur, ok := n.entries[e.Key]
+	cur, ok := n.state.Lookup(e.Key)
 	if !ok || cur.Endpoint != e.Endpoint || !cur.RegisteredAt.Equal(e.RegisteredAt) {
 		return // replaced meanwhile: the new registration is not the dead one
 	}

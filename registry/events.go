@@ -3,47 +3,24 @@ package registry
 import (
 	"context"
 	"time"
+
+	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 // Event kinds delivered by Watch and ipc.watch.
 const (
-	EventRegistered   = "registered"
-	EventReplaced     = "replaced"
-	EventExpired      = "expired"
-	EventRevoked      = "revoked"
-	EventDeregistered = "deregistered"
+	EventRegistered   = state.EventRegistered
+	EventReplaced     = state.EventReplaced
+	EventExpired      = state.EventExpired
+	EventRevoked      = state.EventRevoked
+	EventDeregistered = state.EventDeregistered
 )
 
 // Event is one change of the registry. Revision is the registry version
 // after the change: increasing, also across restarts. On a SharedStore it
 // is the store's revision, the same on every node, and the changes of one
 // store transaction share it (they are always delivered together).
-type Event struct {
-	Revision     uint64    `json:"revision"`
-	Kind         string    `json:"kind"`
-	Key          string    `json:"key"`
-	Name         string    `json:"primal"`
-	Capabilities []string  `json:"capabilities"`
-	Endpoint     string    `json:"endpoint"`
-	Source       string    `json:"source"`
-	Reason       string    `json:"reason,omitempty"`
-	At           time.Time `json:"at"`
-}
-
-// snapshot is the current state as "registered" events at revision rev,
-// with Reason "snapshot".
-func (n *Node) snapshot(rev uint64, caps []string) []Event {
-	now := n.cfg.Now().UTC()
-	out := []Event{}
-	for _, e := range n.List(true) {
-		if !matchCaps(e.Capabilities, caps) {
-			continue
-		}
-		out = append(out, Event{Revision: rev, Kind: EventRegistered, Key: e.Key, Name: e.Name, Capabilities: append([]string(nil), e.Capabilities...),
-			Endpoint: e.Endpoint, Source: e.Source, Reason: "snapshot", At: now})
-	}
-	return out
-}
+type Event = state.Event
 
 // Watch returns the events after revision since, restricted to entries
 // having one of caps when caps is non-empty, and the current revision to
@@ -62,14 +39,9 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 	}
 	for {
 		n.mu.RLock()
-		rev := n.version
+		rev := n.state.Version
 		changed := n.changed
-		var first uint64
-		if len(n.events) > 0 {
-			first = n.events[0].Revision
-		} else {
-			first = rev + 1
-		}
+		first := n.state.FirstEvent()
 		if since > rev {
 			n.mu.RUnlock()
 			return rev, nil, refuse(CodeWordInvalidParams, "since_revision %d is ahead of the registry (revision %d)", since, rev)
@@ -83,20 +55,15 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 				// A watcher from the start, on a node that no longer holds
 				// the start (a restart: events are not persisted): the net
 				// effect of the history is the current state.
-				return rev, n.snapshot(rev, caps), nil
+				n.mu.RLock()
+				defer n.mu.RUnlock()
+				return rev, n.state.Snapshot(rev, caps, n.cfg.Now()), nil
 			}
 			e := refuse(CodeWordCompacted, "events before revision %d are no longer retained; re-list and resume from revision %d", first, rev)
 			e.Details = map[string]any{"revision": rev}
 			return rev, nil, e
 		}
-		var out []Event
-		for _, ev := range n.events {
-			if ev.Revision <= since || !matchCaps(ev.Capabilities, caps) {
-				continue
-			}
-			ev.Capabilities = append([]string(nil), ev.Capabilities...)
-			out = append(out, ev)
-		}
+		out := n.state.Events(since, rev, caps)
 		n.mu.RUnlock()
 		if len(out) > 0 || deadline == nil {
 			return rev, out, nil
@@ -112,18 +79,4 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 			return rev, nil, ctx.Err()
 		}
 	}
-}
-
-func matchCaps(have, want []string) bool {
-	if len(want) == 0 {
-		return true
-	}
-	for _, w := range want {
-		for _, h := range have {
-			if h == w {
-				return true
-			}
-		}
-	}
-	return false
 }

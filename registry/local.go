@@ -12,6 +12,7 @@ import (
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 func currentUID() uint32 { return uint32(os.Getuid()) }
@@ -93,7 +94,7 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	if err := n.probeIdentity(ctx, ep, reg.Name); err != nil {
 		return Entry{}, "", err
 	}
-	key := localKey(reg.Name)
+	key := state.LocalKey(reg.Name)
 	prev, had := n.liveLocal(key)
 	if had {
 		if err := n.mayTakeOver(ctx, prev, peer, reg.Token, ep); err != nil {
@@ -105,7 +106,7 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	lr := localRecord{Name: reg.Name, Capabilities: append([]string{}, reg.Capabilities...), Endpoint: ep, Version: reg.Version, UID: peer.UID,
 		PID: peer.PID, TokenHash: tokenHash(token), RegisteredAt: now.UTC(), ExpiresAt: now.Add(n.cfg.LocalTTL).UTC()}
 	raw, _ := json.Marshal(lr)
-	e := localEntry(lr, raw)
+	e := state.FromLocal(lr, raw)
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
 	cur, live := n.liveLocalLocked(key, now)
@@ -120,8 +121,8 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 		Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
 		return Entry{}, "", err
 	}
-	n.publish(func() { n.index(e) })
-	return n.view(e, now), token, nil
+	n.publish(func() { n.state.Index(e) })
+	return n.state.View(e, now), token, nil
 }
 
 // signedRegistrationHint names exactly what a remote registrant sends
@@ -194,16 +195,16 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name, token str
 	now := n.cfg.Now()
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	e, ok := n.entries[localKey(name)]
-	if !ok || !n.live(e, now) {
+	e, ok := n.state.Lookup(state.LocalKey(name))
+	if !ok || !n.state.Live(e, now) {
 		return time.Time{}, refuse(CodeWordNotRegistered, "%q is not registered (register again)", name)
 	}
 	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
 		return time.Time{}, refuse(CodeWordForeignUser, "only the node's own user may renew a local registration")
 	}
 	var lr localRecord
-	_ = json.Unmarshal(e.raw, &lr)
-	if !lr.owns(peer, token) {
+	_ = json.Unmarshal(e.Raw, &lr)
+	if !owns(&lr, peer, token) {
 		return time.Time{}, refuse(CodeWordNotRegistrant, "%q was registered by another process: renew it with its registration_token, from the registrant, or register again", name)
 	}
 	lr.ExpiresAt = now.Add(n.cfg.LocalTTL).UTC()
@@ -215,8 +216,8 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name, token str
 			return time.Time{}, fmt.Errorf("registry: %w", err)
 		}
 	}
-	ne := localEntry(lr, raw)
-	n.publish(func() { n.index(ne) })
+	ne := state.FromLocal(lr, raw)
+	n.publish(func() { n.state.Index(ne) })
 	return lr.ExpiresAt, nil
 }
 
@@ -228,18 +229,18 @@ func (n *Node) Unregister(ctx context.Context, peer jsonrpc.Peer, name, token st
 	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
 		return refuse(CodeWordForeignUser, "only the node's own user may remove a local registration over the Unix socket")
 	}
-	lr, had := n.liveLocal(localKey(name))
-	if had && !lr.owns(peer, token) {
+	lr, had := n.liveLocal(state.LocalKey(name))
+	if had && !owns(&lr, peer, token) {
 		if token != "" || !n.endpointGone(ctx, lr.Endpoint) {
 			return refuse(CodeWordNotRegistrant, "%q was registered by another process, whose endpoint %s is still listening: only its registrant may unregister it", name, lr.Endpoint)
 		}
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	if cur, live := n.liveLocalLocked(localKey(name), n.cfg.Now()); live && (!had || cur.TokenHash != lr.TokenHash) {
+	if cur, live := n.liveLocalLocked(state.LocalKey(name), n.cfg.Now()); live && (!had || cur.TokenHash != lr.TokenHash) {
 		return refuse(CodeWordNotRegistrant, "%q was registered again while this unregistration was checked", name)
 	}
-	ok, err := n.deregisterLocked(ctx, localKey(name), EventDeregistered, "ipc.unregister")
+	ok, err := n.deregisterLocked(ctx, state.LocalKey(name), EventDeregistered, "ipc.unregister")
 	if err != nil {
 		return err
 	}
@@ -255,19 +256,5 @@ func (n *Node) ResolveName(name string) (Entry, bool) {
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	if e, ok := n.entries[localKey(name)]; ok && n.live(e, now) {
-		return n.view(e, now), true
-	}
-	var best *entry
-	for _, e := range n.entries {
-		if e.Source == SourceDescriptor && e.Name == name && n.live(e, now) && n.verdict(e, now).Trusted {
-			if best == nil || e.RegisteredAt.After(best.RegisteredAt) {
-				best = e
-			}
-		}
-	}
-	if best == nil {
-		return Entry{}, false
-	}
-	return n.view(best, now), true
+	return n.state.ResolveName(name, now)
 }

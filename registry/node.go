@@ -7,15 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/internal/state"
 	"github.com/capmesh/capmesh/tracing"
 )
 
@@ -103,59 +101,22 @@ type Config struct {
 
 // Source tells how an entry was registered.
 const (
-	SourceLocal      = "local"      // unsigned ipc.register from a same-user Unix peer
-	SourceDescriptor = "descriptor" // signed RFC-005 descriptor
+	SourceLocal      = state.SourceLocal      // unsigned ipc.register from a same-user Unix peer
+	SourceDescriptor = state.SourceDescriptor // signed RFC-005 descriptor
 )
 
 // Verdict is the trust policy's answer about a provider, carried by every
 // result so that a consumer can re-evaluate when trust changes.
-type Verdict struct {
-	Trusted bool   `json:"trusted"`
-	Reason  string `json:"reason"`
-}
+type Verdict = state.Verdict
 
-// Entry is one live registration as the registry reports it.
-type Entry struct {
-	// Key identifies the entry: the node public key for a descriptor,
-	// "local:<name>" for a local registration.
-	Key          string    `json:"key"`
-	Name         string    `json:"name"`
-	Capabilities []string  `json:"capabilities"`
-	Endpoint     string    `json:"endpoint"`
-	Source       string    `json:"source"`
-	Version      string    `json:"version,omitempty"`
-	RegisteredAt time.Time `json:"registered_at"`
-	ExpiresAt    time.Time `json:"expires_at"`
-	Trust        Verdict   `json:"trust"`
-	// Descriptor is the signed descriptor of a SourceDescriptor entry, in
-	// its normalized wire form (genesis canonical JSON, byte for byte what
-	// GET /agents serves); descriptor.Parse reads it. It shares the
-	// registry's copy: do not modify it.
-	Descriptor json.RawMessage `json:"descriptor,omitempty"`
-}
+// Entry is one live registration as the registry reports it: Key (the
+// node public key for a descriptor, "local:<name>" for a local
+// registration), name, capabilities, endpoint, source, window and trust
+// verdict, and a descriptor's signed wire form (shared: do not modify it).
+type Entry = state.Entry
 
 // entry is the indexed form.
-type entry struct {
-	Entry
-	raw []byte // stored record value (for a descriptor: its wire form)
-	// vUntil bounds the cached verdict of a descriptor entry (in
-	// Entry.Trust): from then on it may change by itself (the certificate
-	// it rests on expires). Trust changes of the entry's key refresh it at
-	// once (trustState.onChange); the sweeper refreshes lapsed ones. Written
-	// only under the write lock, read under the read lock; a reader that
-	// finds it lapsed recomputes without storing. Kept inline so that Find
-	// touches one object per provider.
-	vUntil time.Time
-}
-
-// newer orders entries as discovery returns them: newest registration
-// first, ties by key.
-func newer(a, b *entry) bool {
-	if !a.RegisteredAt.Equal(b.RegisteredAt) {
-		return a.RegisteredAt.After(b.RegisteredAt)
-	}
-	return a.Key < b.Key
-}
+type entry = state.Registration
 
 // Node is the registry service. Create it with NewNode, mount
 // api.RPC(n) on a jsonrpc.Server and api.HTTPHandler(n) on an
@@ -172,14 +133,8 @@ type Node struct {
 	// reads shared state under wmu alone: no one else changes it.
 	wmu      sync.Mutex
 	mu       sync.RWMutex
-	entries  map[string]*entry
-	byCap    map[string][]*entry  // capability → providers in discovery order (newer)
-	marks    map[string]time.Time // anti-rollback watermark: node key → newest registered_at accepted
-	trust    *trustState
-	version  uint64
-	events   []Event // ring, oldest first
+	state    *state.State // the registrations, the index, trust, events
 	changed  chan struct{}
-	nonces   map[string]time.Time
 	closed   bool
 	done     chan struct{} // closed by Close: ends pending watches
 	stopLoop context.CancelFunc
@@ -245,11 +200,8 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		st:      cfg.Store,
-		entries: map[string]*entry{},
-		byCap:   map[string][]*entry{},
-		marks:   map[string]time.Time{},
+		state:   state.New(cfg.Now, cfg.Skew, cfg.WatchHistory),
 		changed: make(chan struct{}),
-		nonces:  map[string]time.Time{},
 		done:    make(chan struct{}),
 	}
 	if cfg.Observer != nil {
@@ -302,7 +254,7 @@ func (n *Node) Network() string { return n.cfg.Network }
 func (n *Node) Version() uint64 {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	return n.version
+	return n.state.Version
 }
 
 const (
@@ -313,17 +265,7 @@ const (
 	kindNonce      = "nonce"
 )
 
-type localRecord struct {
-	Name         string    `json:"name"`
-	Capabilities []string  `json:"capabilities"`
-	Endpoint     string    `json:"endpoint"`
-	Version      string    `json:"version,omitempty"`
-	UID          uint32    `json:"uid"`
-	PID          int32     `json:"pid,omitempty"`        // the registrant's process
-	TokenHash    string    `json:"token_hash,omitempty"` // SHA-256 of its registration token
-	RegisteredAt time.Time `json:"registered_at"`
-	ExpiresAt    time.Time `json:"expires_at"`
-}
+type localRecord = state.LocalRecord
 
 func (n *Node) load(ctx context.Context) error {
 	now := n.cfg.Now()
@@ -336,7 +278,7 @@ func (n *Node) load(ctx context.Context) error {
 	}
 	for _, r := range meta {
 		if r.Key == "version" {
-			_ = json.Unmarshal(r.Value, &n.version)
+			_ = json.Unmarshal(r.Value, &n.state.Version)
 		}
 	}
 	marks, err := n.st.List(ctx, kindMark, now)
@@ -346,7 +288,7 @@ func (n *Node) load(ctx context.Context) error {
 	for _, r := range marks {
 		var t time.Time
 		if json.Unmarshal(r.Value, &t) == nil {
-			n.marks[r.Key] = t
+			n.state.Marks[r.Key] = t
 		}
 	}
 	descs, err := n.st.List(ctx, kindDescriptor, now)
@@ -359,7 +301,7 @@ func (n *Node) load(ctx context.Context) error {
 			n.log.Warn("registry: dropping unreadable stored descriptor", "key", r.Key, "err", err)
 			continue
 		}
-		n.index(descriptorEntry(d, r.Value))
+		n.state.Index(state.FromDescriptor(d, r.Value))
 	}
 	locals, err := n.st.List(ctx, kindLocal, now)
 	if err != nil {
@@ -371,141 +313,9 @@ func (n *Node) load(ctx context.Context) error {
 			n.log.Warn("registry: dropping unreadable local registration", "key", r.Key, "err", err)
 			continue
 		}
-		n.index(localEntry(lr, r.Value))
+		n.state.Index(state.FromLocal(lr, r.Value))
 	}
 	return nil
-}
-
-func descriptorEntry(d *descriptor.Descriptor, raw []byte) *entry {
-	e := &entry{raw: raw}
-	e.Key = d.NodePublicKey
-	e.Name = d.AgentID
-	e.Capabilities = d.Capabilities
-	e.Endpoint = d.Endpoint.URI()
-	e.Source = SourceDescriptor
-	e.RegisteredAt = d.RegisteredAt.Instant()
-	e.ExpiresAt = d.ExpiresAt.Instant()
-	e.Descriptor = raw
-	return e
-}
-
-// localKey is the key of a local registration. Primal names compare
-// ASCII case-insensitively (as Songbird and the identity probe compare), so
-// "BearDog" and "beardog" are one registration, not two.
-func localKey(name string) string { return "local:" + strings.ToLower(name) }
-
-func localEntry(lr localRecord, raw []byte) *entry {
-	e := &entry{raw: raw}
-	e.Key = localKey(lr.Name)
-	e.Name = lr.Name
-	e.Capabilities = lr.Capabilities
-	e.Endpoint = lr.Endpoint
-	e.Source = SourceLocal
-	e.Version = lr.Version
-	e.RegisteredAt = lr.RegisteredAt
-	e.ExpiresAt = lr.ExpiresAt
-	e.Trust = Verdict{Trusted: true, Reason: fmt.Sprintf("local peer uid %d, identity.get matched", lr.UID)}
-	return e
-}
-
-// index adds or replaces e; the caller holds mu (or is loading). Each
-// capability's providers stay sorted in discovery order, so Find never
-// sorts.
-func (n *Node) index(e *entry) (replaced *entry) {
-	if old, ok := n.entries[e.Key]; ok {
-		n.unindex(old)
-		replaced = old
-	}
-	for i, c := range e.Capabilities {
-		if slices.Contains(e.Capabilities[:i], c) {
-			continue // a duplicate tag (kept in the signed list) is indexed once
-		}
-		list := n.byCap[c]
-		at, _ := slices.BinarySearchFunc(list, e, cmpDiscovery)
-		n.byCap[c] = slices.Insert(list, at, e)
-	}
-	n.entries[e.Key] = e
-	n.refreshVerdict(e, n.cfg.Now())
-	return replaced
-}
-
-func cmpDiscovery(a, b *entry) int {
-	switch {
-	case a == b:
-		return 0
-	case newer(a, b):
-		return -1
-	case newer(b, a):
-		return 1
-	}
-	return 0
-}
-
-func (n *Node) unindex(e *entry) {
-	delete(n.entries, e.Key)
-	for i, c := range e.Capabilities {
-		if slices.Contains(e.Capabilities[:i], c) {
-			continue
-		}
-		list := n.byCap[c]
-		at, found := slices.BinarySearchFunc(list, e, cmpDiscovery)
-		if !found || list[at] != e {
-			continue
-		}
-		list = slices.Delete(list, at, at+1)
-		if len(list) == 0 {
-			delete(n.byCap, c)
-		} else {
-			n.byCap[c] = list
-		}
-	}
-}
-
-// live reports whether e is inside its TTL window at now.
-func (n *Node) live(e *entry, now time.Time) bool {
-	if !now.Before(e.ExpiresAt) {
-		return false
-	}
-	return !now.Before(e.RegisteredAt.Add(-n.cfg.Skew))
-}
-
-// verdict evaluates trust for e at now; the caller holds mu (read or
-// write). A descriptor's verdict is cached in the entry (see entry).
-func (n *Node) verdict(e *entry, now time.Time) Verdict {
-	if e.Source == SourceLocal {
-		return e.Trust
-	}
-	if now.Before(e.vUntil) {
-		return e.Trust
-	}
-	v, _ := n.trust.verdictUntil(e.Key, now)
-	return v
-}
-
-// refreshVerdict recomputes and stores e's cached verdict; the caller
-// holds the write lock.
-func (n *Node) refreshVerdict(e *entry, now time.Time) {
-	if e.Source == SourceLocal {
-		return
-	}
-	e.Trust, e.vUntil = n.trust.verdictUntil(e.Key, now)
-}
-
-// trustChanged is trustState.onChange: the trust of a node key changed,
-// so its entry's cached verdict is recomputed. The caller holds the write
-// lock.
-func (n *Node) trustChanged(key string) {
-	if e, ok := n.entries[key]; ok {
-		n.refreshVerdict(e, n.cfg.Now())
-	}
-}
-
-// view copies e for a caller, with its verdict.
-func (n *Node) view(e *entry, now time.Time) Entry {
-	v := e.Entry
-	v.Capabilities = append([]string(nil), e.Capabilities...)
-	v.Trust = n.verdict(e, now)
-	return v
 }
 
 // FindOptions narrow Find.
@@ -521,7 +331,7 @@ type FindOptions struct {
 // newest registration first (the reference's order), ties by key.
 func (n *Node) Find(capability string, opts FindOptions) []Entry {
 	n.mu.RLock()
-	out := make([]Entry, 0, len(n.byCap[capability]))
+	out := make([]Entry, 0, n.state.Providers(capability))
 	n.mu.RUnlock()
 	n.FindFunc(capability, opts, func(e Entry) bool {
 		out = append(out, e)
@@ -538,37 +348,7 @@ func (n *Node) FindFunc(capability string, opts FindOptions, fn func(Entry) bool
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	count := 0
-	for _, e := range n.byCap[capability] {
-		if !n.live(e, now) {
-			continue
-		}
-		v := n.verdict(e, now)
-		if !v.Trusted && !opts.IncludeUntrusted {
-			continue
-		}
-		if !fn(n.viewWith(e, v)) {
-			return
-		}
-		if count++; opts.Limit > 0 && count == opts.Limit {
-			return
-		}
-	}
-}
-
-func (n *Node) viewWith(e *entry, v Verdict) Entry {
-	x := e.Entry
-	x.Trust = v
-	return x
-}
-
-func sortEntries(out []Entry) {
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].RegisteredAt.Equal(out[j].RegisteredAt) {
-			return out[i].RegisteredAt.After(out[j].RegisteredAt)
-		}
-		return out[i].Key < out[j].Key
-	})
+	n.state.FindFunc(capability, now, opts.IncludeUntrusted, opts.Limit, fn)
 }
 
 // DescriptorWires returns the stored wire form of the live, trusted
@@ -578,23 +358,7 @@ func (n *Node) DescriptorWires(capability string) [][]byte {
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	var list []*entry
-	if capability != "" {
-		list = n.byCap[capability]
-	} else {
-		list = make([]*entry, 0, len(n.entries))
-		for _, e := range n.entries {
-			list = append(list, e)
-		}
-		slices.SortFunc(list, cmpDiscovery)
-	}
-	out := make([][]byte, 0, len(list))
-	for _, e := range list {
-		if e.Source == SourceDescriptor && n.live(e, now) && n.verdict(e, now).Trusted {
-			out = append(out, e.raw)
-		}
-	}
-	return out
+	return n.state.DescriptorWires(capability, now)
 }
 
 // List returns every live entry (trusted only unless includeUntrusted).
@@ -602,19 +366,7 @@ func (n *Node) List(includeUntrusted bool) []Entry {
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	out := make([]Entry, 0, len(n.entries))
-	for _, e := range n.entries {
-		if !n.live(e, now) {
-			continue
-		}
-		v := n.verdict(e, now)
-		if !v.Trusted && !includeUntrusted {
-			continue
-		}
-		out = append(out, n.viewWith(e, v))
-	}
-	sortEntries(out)
-	return out
+	return n.state.List(now, includeUntrusted)
 }
 
 // Get returns the live entry with key (node public key or "local:name").
@@ -622,11 +374,7 @@ func (n *Node) Get(key string) (Entry, bool) {
 	now := n.cfg.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	e, ok := n.entries[key]
-	if !ok || !n.live(e, now) {
-		return Entry{}, false
-	}
-	return n.view(e, now), true
+	return n.state.Get(key, now)
 }
 
 // Register admits a signed descriptor. The order of checks is: schema and
@@ -663,7 +411,7 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	defer n.wmu.Unlock()
 	e, ops, ev, same, err := n.admitLocked(d, raw, now)
 	if same != nil {
-		return n.view(same, now), nil
+		return n.state.View(same, now), nil
 	} else if err != nil {
 		return Entry{}, err
 	}
@@ -671,10 +419,10 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 		return Entry{}, err
 	}
 	n.publish(func() {
-		n.marks[e.Key] = e.RegisteredAt
-		n.index(e)
+		n.state.Marks[e.Key] = e.RegisteredAt
+		n.state.Index(e)
 	})
-	return n.view(e, now), nil
+	return n.state.View(e, now), nil
 }
 
 // admitLocked checks a verified descriptor against trust and the
@@ -685,29 +433,29 @@ func (n *Node) admitLocked(d *descriptor.Descriptor, raw []byte, now time.Time) 
 	if n.closed {
 		return nil, nil, Event{}, nil, errors.New("registry: closed")
 	}
-	if v := n.trust.verdict(d.NodePublicKey, now); !v.Trusted {
+	if v := n.state.Trust.Verdict(d.NodePublicKey, now); !v.Trusted {
 		word := descriptor.CodeNoActiveCertificate
-		if v.Reason == reasonCompromised {
+		if v.Reason == state.ReasonCompromised {
 			word = descriptor.CodeKeyRevoked
 		}
 		return nil, nil, Event{}, nil, refuse(word, "node %s is not trusted: %s", short(d.NodePublicKey), v.Reason)
 	}
 	reg := d.RegisteredAt.Instant()
-	if mark, ok := n.marks[d.NodePublicKey]; ok {
-		cur := n.entries[d.NodePublicKey]
+	if mark, ok := n.state.Marks[d.NodePublicKey]; ok {
+		cur, _ := n.state.Lookup(d.NodePublicKey)
 		switch {
 		case reg.Before(mark):
 			return nil, nil, Event{}, nil, refuse(descriptor.CodeRollback, "descriptor registered_at %s is older than the newest accepted one (%s); refusing the rollback", d.RegisteredAt, mark.Format(time.RFC3339Nano))
 		case reg.Equal(mark):
-			if cur != nil && string(cur.raw) == string(raw) {
+			if cur != nil && string(cur.Raw) == string(raw) {
 				return nil, nil, Event{}, cur, nil // the same descriptor again: idempotent
 			}
 			return nil, nil, Event{}, nil, refuse(CodeWordReplay, "a descriptor with registered_at %s was already accepted for this node; sign a new one", d.RegisteredAt)
 		}
 	}
-	e := descriptorEntry(d, raw)
+	e := state.FromDescriptor(d, raw)
 	markExp := d.ExpiresAt.Instant()
-	if old, ok := n.marks[d.NodePublicKey]; ok && old.After(markExp) {
+	if old, ok := n.state.Marks[d.NodePublicKey]; ok && old.After(markExp) {
 		markExp = old
 	}
 	markVal, _ := json.Marshal(reg)
@@ -716,16 +464,16 @@ func (n *Node) admitLocked(d *descriptor.Descriptor, raw []byte, now time.Time) 
 		{Record: Record{Kind: kindMark, Key: e.Key, Value: markVal, ExpiresAt: markExp.Add(n.cfg.Skew)}},
 	}
 	kind := EventRegistered
-	if cur, ok := n.entries[e.Key]; ok && n.live(cur, now) {
+	if cur, ok := n.state.Lookup(e.Key); ok && n.state.Live(cur, now) {
 		kind = EventReplaced
 	}
-	return e, ops, Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}, nil, nil
+	return e, ops, state.EventOf(kind, e), nil, nil
 }
 
 // deregisterLocked removes an entry by key and records why
 // (EventDeregistered or EventRevoked); the caller holds wmu.
 func (n *Node) deregisterLocked(ctx context.Context, key, kind, reason string) (bool, error) {
-	e, ok := n.entries[key]
+	e, ok := n.state.Lookup(key)
 	if !ok {
 		return false, nil
 	}
@@ -733,11 +481,12 @@ func (n *Node) deregisterLocked(ctx context.Context, key, kind, reason string) (
 	if e.Source == SourceLocal {
 		rk = kindLocal
 	}
-	if err := n.commit(ctx, []Op{{Record: Record{Kind: rk, Key: key}, Delete: true}},
-		Event{Kind: kind, Key: key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source, Reason: reason}); err != nil {
+	ev := state.EventOf(kind, e)
+	ev.Key, ev.Reason = key, reason
+	if err := n.commit(ctx, []Op{{Record: Record{Kind: rk, Key: key}, Delete: true}}, ev); err != nil {
 		return false, err
 	}
-	n.publish(func() { n.unindex(e) })
+	n.publish(func() { n.state.Unindex(e) })
 	return true, nil
 }
 
@@ -755,7 +504,7 @@ func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
 	if n.shared != nil {
 		return n.commitShared(ctx, ops, evs)
 	}
-	next := n.version + uint64(len(evs))
+	next := n.state.Version + uint64(len(evs))
 	vb, _ := json.Marshal(next)
 	ops = append(ops, Op{Record: Record{Kind: kindMeta, Key: "version", Value: vb}})
 	if err := n.st.Apply(ctx, ops...); err != nil {
@@ -763,28 +512,27 @@ func (n *Node) commit(ctx context.Context, ops []Op, evs ...Event) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	now := n.cfg.Now()
-	for _, ev := range evs {
-		if n.cfg.Observer != nil {
-			n.cfg.Observer.OnChange(ev.Kind)
-		}
-		n.version++
-		ev.Revision = n.version
-		ev.At = now
-		n.events = append(n.events, ev)
-	}
-	// Keep at least WatchHistory events. Trimming only once the slice holds
-	// twice that keeps a commit O(1) amortized; trimming on every commit
-	// copied the whole history each time (O(history) per registration).
-	if len(n.events) >= 2*n.cfg.WatchHistory {
-		over := len(n.events) - n.cfg.WatchHistory
-		n.events = append(make([]Event, 0, 2*n.cfg.WatchHistory), n.events[over:]...)
-	}
+	n.observeChanges(evs)
+	n.state.Append(evs, n.cfg.Now())
 	if len(evs) > 0 {
-		close(n.changed)
-		n.changed = make(chan struct{})
+		n.wake()
 	}
 	return nil
+}
+
+// observeChanges tells the observer of evs.
+func (n *Node) observeChanges(evs []Event) {
+	if n.cfg.Observer != nil {
+		for _, ev := range evs {
+			n.cfg.Observer.OnChange(ev.Kind)
+		}
+	}
+}
+
+// wake wakes the pending watches; the caller holds mu.
+func (n *Node) wake() {
+	close(n.changed)
+	n.changed = make(chan struct{})
 }
 
 func (n *Node) sweepLoop(ctx context.Context) {
@@ -807,18 +555,11 @@ func (n *Node) sweepLoop(ctx context.Context) {
 func (n *Node) Sweep(ctx context.Context) {
 	now := n.cfg.Now()
 	n.wmu.Lock()
-	var dead, lapsed []*entry
-	for _, e := range n.entries {
-		if !now.Before(e.ExpiresAt) {
-			dead = append(dead, e)
-		} else if e.Source == SourceDescriptor && !now.Before(e.vUntil) {
-			lapsed = append(lapsed, e)
-		}
-	}
+	dead, lapsed := n.state.Expired(now)
 	if len(lapsed) > 0 {
 		n.publish(func() {
 			for _, e := range lapsed {
-				n.refreshVerdict(e, now)
+				n.state.RefreshVerdict(e, now)
 			}
 		})
 	}
@@ -827,7 +568,7 @@ func (n *Node) Sweep(ctx context.Context) {
 	} else if len(dead) > 0 {
 		evs := make([]Event, 0, len(dead))
 		for _, e := range dead {
-			evs = append(evs, Event{Kind: EventExpired, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source})
+			evs = append(evs, state.EventOf(EventExpired, e))
 		}
 		// The records expire in the store by themselves; only the version
 		// and the events need writing.
@@ -836,14 +577,14 @@ func (n *Node) Sweep(ctx context.Context) {
 		} else {
 			n.publish(func() {
 				for _, e := range dead {
-					n.unindex(e)
+					n.state.Unindex(e)
 				}
 			})
 		}
 	}
-	for k, exp := range n.nonces {
+	for k, exp := range n.state.Nonces {
 		if !now.Before(exp) {
-			delete(n.nonces, k)
+			delete(n.state.Nonces, k)
 		}
 	}
 	n.wmu.Unlock()
@@ -867,7 +608,7 @@ func short(key string) string {
 // state only).
 func (n *Node) useNonceLocked(ctx context.Context, scope, nonce string, exp time.Time) (bool, error) {
 	k := scope + "\x00" + nonce
-	if e, ok := n.nonces[k]; ok && n.cfg.Now().Before(e) {
+	if e, ok := n.state.Nonces[k]; ok && n.cfg.Now().Before(e) {
 		return false, nil
 	}
 	if err := n.apply(ctx, Op{Record: Record{Kind: kindNonce, Key: k, Value: []byte{}, ExpiresAt: exp}}); err != nil {
@@ -877,7 +618,7 @@ func (n *Node) useNonceLocked(ctx context.Context, scope, nonce string, exp time
 		}
 		return false, err
 	}
-	n.nonces[k] = exp
+	n.state.Nonces[k] = exp
 	return true, nil
 }
 
@@ -887,7 +628,7 @@ func (n *Node) loadNonces(ctx context.Context, now time.Time) error {
 		return err
 	}
 	for _, r := range rs {
-		n.nonces[r.Key] = r.ExpiresAt
+		n.state.Nonces[r.Key] = r.ExpiresAt
 	}
 	return nil
 }

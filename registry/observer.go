@@ -50,7 +50,7 @@ type Size struct {
 func (n *Node) Size() Size {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	return Size{Entries: len(n.entries), Capabilities: len(n.byCap), Revision: n.version}
+	return Size{Entries: n.state.Len(), Capabilities: n.state.Capabilities(), Revision: n.state.Version}
 }
 
 // observedStore reports the errors of a Store's operations.

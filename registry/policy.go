@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/capmesh/capmesh/registry/internal/state"
+
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
 )
@@ -19,8 +21,8 @@ const kindPolicy = "policy"
 func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	if n.trust.policy != nil {
-		return n.trust.policy, nil
+	if n.state.Trust.Policy != nil {
+		return n.state.Trust.Policy, nil
 	}
 	rs, err := n.st.List(ctx, kindPolicy, n.cfg.Now())
 	if err != nil {
@@ -32,22 +34,22 @@ func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
 		}
 		v, err := pyjson.Decode(r.Value)
 		if m, ok := v.(map[string]any); err == nil && ok {
-			n.trust.policy = m
+			n.state.Trust.Policy = m
 			return m, nil
 		}
 		n.log.Warn("registry: replacing an unreadable stored policy manifest", "err", err)
 	}
-	t := n.trust
+	t := n.state.Trust
 	p := map[string]any{
-		"policy_id":          "policy-" + t.network + "-v1",
+		"policy_id":          "policy-" + t.Network + "-v1",
 		"issued_at":          descriptor.TimeOf(n.cfg.Now()).String(),
-		"issued_by":          t.keyID,
+		"issued_by":          t.KeyID,
 		"min_client_version": "0.1.0",
 		"allowed_ports":      []any{443, 8443},
 		"allowed_services":   []any{},
 		"routing":            map[string]any{"preferred_transports": []any{"quic", "wireguard"}, "max_hops": 6},
 	}
-	p["signatures"] = []any{sigObject(t.sign(p, t.authority, t.keyID))}
+	p["signatures"] = []any{state.SigObject(state.Sign(p, t.Key, t.KeyID))}
 	raw, err := pyjson.Marshal(p)
 	if err != nil {
 		return nil, err
@@ -55,6 +57,6 @@ func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
 	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindPolicy, Key: "active", Value: raw}}); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	t.policy = p
+	t.Policy = p
 	return p, nil
 }

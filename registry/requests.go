@@ -37,7 +37,7 @@ func (n *Node) DeleteSigned(ctx context.Context, key, version, signedAt, sig str
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	e, ok := n.entries[key]
+	e, ok := n.state.Lookup(key)
 	if !ok || e.Source != SourceDescriptor {
 		return refuse(CodeWordNotRegistered, "agent not registered")
 	}
@@ -85,18 +85,18 @@ func (n *Node) Renew(ctx context.Context, body map[string]any, certID, nodeKey s
 	if err := n.verifyNodeRequest(ctx, body, nodeKey, "node:"+nodeKey); err != nil {
 		return nil, err
 	}
-	cs, ok := n.trust.certs[certID]
+	cs, ok := n.state.Trust.Certs[certID]
 	switch {
 	case !ok:
 		return nil, withStatus("certificate_not_found", 403, CodeForbidden, "unknown certificate; cannot renew")
-	case cs.cert.NodePublicKey != nodeKey:
+	case cs.Parsed.NodePublicKey != nodeKey:
 		return nil, withStatus("certificate_key_mismatch", 403, CodeForbidden, "public key does not match certificate")
 	case cs.Status == "revoked":
 		return nil, withStatus("certificate_revoked", 403, CodeForbidden, "certificate revoked")
-	case !n.cfg.Now().Before(cs.cert.ExpiresAt.Instant()):
+	case !n.cfg.Now().Before(cs.Parsed.ExpiresAt.Instant()):
 		return nil, withStatus("certificate_expired", 403, CodeForbidden, "certificate expired; re-enrollment required")
 	}
-	if roles != nil && !sameSet(roles, cs.cert.Roles) {
+	if roles != nil && !sameSet(roles, cs.Parsed.Roles) {
 		return nil, withStatus("renewal_role_change_forbidden", 403, CodeForbidden, "role changes are not permitted during renewal")
 	}
 	maxH := cs.MaxValidityHours
@@ -104,7 +104,7 @@ func (n *Node) Renew(ctx context.Context, body map[string]any, certID, nodeKey s
 		maxH = 168
 	}
 	hours = min(hours, maxH)
-	return n.issueLocked(ctx, nodeKey, cs.cert.Roles, time.Duration(hours)*time.Hour, maxH, nil)
+	return n.issueLocked(ctx, nodeKey, cs.Parsed.Roles, time.Duration(hours)*time.Hour, maxH, nil)
 }
 
 // sameSet reports whether a and b hold the same strings, counting repeats.
@@ -132,8 +132,8 @@ func sameSet(a, b []string) bool {
 func (n *Node) NodeHeartbeat(ctx context.Context, body map[string]any, certID, nodeKey string) (time.Time, error) {
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	cs, ok := n.trust.certs[certID]
-	if !ok || cs.cert.NodePublicKey != nodeKey {
+	cs, ok := n.state.Trust.Certs[certID]
+	if !ok || cs.Parsed.NodePublicKey != nodeKey {
 		return time.Time{}, withStatus("certificate_not_found", 403, CodeForbidden, "unknown certificate")
 	}
 	if cs.Status == "revoked" {
@@ -235,4 +235,4 @@ func (n *Node) VerifyAdmin(ctx context.Context, a AdminAuth, body map[string]any
 }
 
 // Genesis returns the network's genesis block, as GET /genesis serves it.
-func (n *Node) Genesis() map[string]any { return n.trust.genesis }
+func (n *Node) Genesis() map[string]any { return n.state.Trust.Genesis }

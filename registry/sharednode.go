@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 // Shared mode (SharedStore): writes are conditional on n.revs; a node's
@@ -87,14 +88,14 @@ func (n *Node) apply(ctx context.Context, ops ...Op) error {
 // why for each deletion; the events come back through the feed.
 func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
 	for _, op := range ops {
-		e, ok := n.entries[op.Key]
+		e, ok := n.state.Lookup(op.Key)
 		if ok && op.Delete {
 			n.tomb[op.Key] = e // its event comes back through the feed
 		}
 		// A deleted descriptor leaves its watermark behind, until its own
 		// expiry: the descriptor was the watermark.
-		if ok && op.Kind == kindDescriptor && op.Delete && !n.marks[op.Key].IsZero() {
-			v, _ := json.Marshal(n.marks[op.Key])
+		if ok && op.Kind == kindDescriptor && op.Delete && !n.state.Marks[op.Key].IsZero() {
+			v, _ := json.Marshal(n.state.Marks[op.Key])
 			ops = append(ops, Op{Record: Record{Kind: kindMark, Key: op.Key, Value: v, ExpiresAt: e.ExpiresAt.Add(n.cfg.Skew)}})
 		}
 	}
@@ -153,15 +154,11 @@ func (n *Node) loadShared(ctx context.Context) error {
 	}
 	for _, ch := range others {
 		if e, err := n.sharedEntry(ch); err == nil {
-			n.index(e)
+			n.state.Index(e)
 		}
 	}
-	for _, e := range n.entries {
-		if e.Source == SourceDescriptor && e.RegisteredAt.After(n.marks[e.Key]) {
-			n.marks[e.Key] = e.RegisteredAt
-		}
-	}
-	n.version = rev
+	n.state.MarkDescriptors()
+	n.state.Version = rev
 	return nil
 }
 
@@ -183,13 +180,13 @@ func (n *Node) sharedEntry(ch Change) (*entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		return descriptorEntry(d, ch.Value), nil
+		return state.FromDescriptor(d, ch.Value), nil
 	}
 	var lr localRecord
 	if err := json.Unmarshal(ch.Value, &lr); err != nil {
 		return nil, err
 	}
-	e := localEntry(lr, ch.Value)
+	e := state.FromLocal(lr, ch.Value)
 	if o := n.owner(ch); o != "" {
 		e.Key += "@" + o
 		e.ExpiresAt = farFuture
@@ -270,7 +267,7 @@ func (n *Node) applyChange(ch Change, why map[string]whyRecord, now time.Time) (
 // feed carries no previous values, and this node's own writes come back
 // as they are already indexed).
 func (n *Node) applyRegistration(ch Change, owner string, fresh bool, why map[string]whyRecord, now time.Time) (Event, bool) {
-	cur := n.entries[n.indexKey(ch)]
+	cur, _ := n.state.Lookup(n.indexKey(ch))
 	if ch.Delete {
 		if t, ok := n.tomb[n.indexKey(ch)]; ok && cur == nil {
 			delete(n.tomb, n.indexKey(ch))
@@ -279,20 +276,20 @@ func (n *Node) applyRegistration(ch Change, owner string, fresh bool, why map[st
 			return n.historyEvent(ch, why, now)
 		}
 		if fresh {
-			n.unindex(cur)
+			n.state.Unindex(cur)
 		}
 		return regEvent(ch, cur, why, now), true
 	}
 	e := cur
-	if e == nil || string(e.raw) != string(ch.Value) {
+	if e == nil || string(e.Raw) != string(ch.Value) {
 		var err error
 		if e, err = n.sharedEntry(ch); err != nil {
 			n.log.Warn("registry: dropping an unreadable shared record", "kind", ch.Kind, "key", ch.Key, "err", err)
 			return Event{}, false
 		}
 	}
-	if fresh && ch.Kind == kindDescriptor && e.RegisteredAt.After(n.marks[e.Key]) {
-		n.marks[e.Key] = e.RegisteredAt // a descriptor is its own watermark
+	if fresh && ch.Kind == kindDescriptor && e.RegisteredAt.After(n.state.Marks[e.Key]) {
+		n.state.Marks[e.Key] = e.RegisteredAt // a descriptor is its own watermark
 	}
 	if fresh && e != cur {
 		if cur != nil && owner == "" && ch.Kind == kindLocal {
@@ -300,7 +297,7 @@ func (n *Node) applyRegistration(ch Change, owner string, fresh bool, why map[st
 			// heartbeats) is authoritative for its TTL.
 			e.ExpiresAt = cur.ExpiresAt
 		}
-		n.index(e)
+		n.state.Index(e)
 	}
 	return regEvent(ch, e, why, now), true
 }
@@ -327,49 +324,30 @@ func regEvent(ch Change, e *entry, why map[string]whyRecord, now time.Time) Even
 // applyTrust applies a change of another node to the watermarks, the
 // certificates, the CRL or the spent nonces. The caller holds wmu and mu.
 func (n *Node) applyTrust(ch Change) {
-	t := n.trust
 	switch ch.Kind {
 	case kindMark:
 		if ch.Delete {
-			delete(n.marks, ch.Key)
+			delete(n.state.Marks, ch.Key)
 			return
 		}
 		var at time.Time
 		if json.Unmarshal(ch.Value, &at) == nil {
-			n.marks[ch.Key] = at
+			n.state.Marks[ch.Key] = at
 		}
 	case kindCert:
-		if ch.Delete {
-			return
+		if !ch.Delete {
+			n.state.Trust.ApplyCert(ch.Value)
 		}
-		var cs certState
-		if json.Unmarshal(ch.Value, &cs) != nil {
-			return
-		}
-		c, err := descriptor.ParseJoinCertificate(cs.Cert)
-		if err != nil {
-			return
-		}
-		cs.cert = c
-		if cur, ok := t.certs[c.CertID]; ok {
-			cur.Status, cur.RevocationReason = cs.Status, cs.RevocationReason
-			if cs.Status == "revoked" && cs.RevocationReason == ReasonKeyCompromise {
-				t.compromised[c.NodePublicKey] = true
-			}
-			t.changed(c.NodePublicKey)
-			return
-		}
-		t.addCert(&cs)
 	case kindCRL:
 		if ch.Key != "active" || ch.Delete {
 			return
 		}
 		if c, err := descriptor.ParseCRL(ch.Value); err == nil {
-			t.crl = c
+			n.state.Trust.CRL = c
 		}
 	case kindNonce:
 		if !ch.Delete {
-			n.nonces[ch.Key] = ch.ExpiresAt
+			n.state.Nonces[ch.Key] = ch.ExpiresAt
 		}
 	}
 }
@@ -377,25 +355,9 @@ func (n *Node) applyTrust(ch Change) {
 // record appends evs to the watch history at revision rev (shared mode)
 // and wakes the watchers. The caller holds mu.
 func (n *Node) record(evs []Event, rev uint64, now time.Time) {
-	for _, ev := range evs {
-		if n.cfg.Observer != nil {
-			n.cfg.Observer.OnChange(ev.Kind)
-		}
-		ev.Revision, ev.At = rev, now
-		n.events = append(n.events, ev)
-	}
-	if len(n.events) >= 2*n.cfg.WatchHistory {
-		over := len(n.events) - n.cfg.WatchHistory
-		for over < len(n.events) && n.events[over].Revision == n.events[over-1].Revision {
-			over++ // a revision's events (one transaction's) go together
-		}
-		n.events = append(make([]Event, 0, 2*n.cfg.WatchHistory), n.events[over:]...)
-	}
-	if rev > n.version {
-		n.version = rev
-	}
-	close(n.changed)
-	n.changed = make(chan struct{})
+	n.observeChanges(evs)
+	n.state.Record(evs, rev, now)
+	n.wake()
 }
 
 // resync rebuilds the index from a new snapshot when the feed's cursor
@@ -429,7 +391,7 @@ func (n *Node) resync(ctx context.Context) error {
 		ch.Delete = true
 		n.applyChange(ch, nil, now) // unindexes a registration
 	}
-	n.events = nil
+	n.state.ResetEvents()
 	clear(n.tomb)
 	n.record(nil, rev, now)
 	return nil
@@ -518,21 +480,15 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 	if err != nil {
 		return rev, nil, refuse(CodeWordStoreUnavailable, "reading the watch history from the store: %v; retry later", err)
 	}
-	n.mu.RLock()
-	for _, ev := range n.events {
-		if ev.Revision > upto && ev.Revision <= rev {
-			ev.Capabilities = append([]string(nil), ev.Capabilities...)
-			hist = append(hist, ev)
-		}
-	}
-	n.mu.RUnlock()
 	out := hist[:0]
 	for _, ev := range hist {
-		if matchCaps(ev.Capabilities, caps) {
+		if state.MatchCaps(ev.Capabilities, caps) {
 			out = append(out, ev)
 		}
 	}
-	return rev, out, nil
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return rev, append(out, n.state.Events(upto, rev, caps)...), nil
 }
 
 // registerShared is Register on a SharedStore: the checks under wmu, the
@@ -545,7 +501,7 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	if same != nil || err != nil {
 		defer n.wmu.Unlock()
 		if same != nil {
-			return n.view(same, now), nil
+			return n.state.View(same, now), nil
 		}
 		return Entry{}, err
 	}
@@ -554,7 +510,7 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	// The stored descriptor is its own watermark (its registered_at); a
 	// separate watermark record is written only when an older descriptor
 	// could outlive this one (it expires later), or on deletion.
-	if cur, had := n.entries[e.Key]; had && cur.ExpiresAt.After(e.ExpiresAt) {
+	if cur, had := n.state.Lookup(e.Key); had && cur.ExpiresAt.After(e.ExpiresAt) {
 		conds = append(conds, Cond{Kind: kindMark, Key: e.Key, Rev: n.revs[mk]})
 		ops[1].ExpiresAt = cur.ExpiresAt.Add(n.cfg.Skew) // as long as the older one lives
 	} else {
@@ -573,11 +529,11 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 			n.revs[mk] = rev
 		}
 		n.publish(func() {
-			n.marks[e.Key] = e.RegisteredAt
-			n.index(e)
+			n.state.Marks[e.Key] = e.RegisteredAt
+			n.state.Index(e)
 		})
 	}
-	return n.view(e, now), nil
+	return n.state.View(e, now), nil
 }
 
 // storeError turns a SharedStore error into the registry's refusal.

@@ -70,6 +70,7 @@ var layers = map[string]layer{
 	"evidence/internal/groupcommit":     mechanism,
 	"registry/descriptor":               mechanism,
 	"registry/internal/pyjson":          mechanism,
+	"registry/internal/state":           mechanism,
 	"fingerprint":                       mechanism,
 	"merkle":                            mechanism,
 	"access":                            mechanism,
