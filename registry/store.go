@@ -2,119 +2,59 @@ package registry
 
 import (
 	"context"
-	"sort"
-	"sync"
+	"log/slog"
 	"time"
+
+	"github.com/capmesh/capmesh/registry/store"
 )
 
-// Record is one durable registry entry. The registry keeps typed indexes
-// in memory and writes each change through a Store as a Record; the Store
-// is what survives a restart.
-type Record struct {
-	// Kind groups records: descriptor, local, cert, invite, crl, nonce, meta.
-	Kind string
-	// Key is unique within Kind.
-	Key string
-	// Value is opaque to the store (JSON written by the registry).
-	Value []byte
-	// ExpiresAt, when not zero, is the instant from which the record is
-	// dead: List never returns it and Purge deletes it.
-	ExpiresAt time.Time
-}
+// The storage contract is package registry/store; these are its names as
+// the registry has always exported them.
+type (
+	// Record is one durable registry entry (store.Record).
+	Record = store.Record
+	// Op is one write of an atomic Apply (store.Op).
+	Op = store.Op
+	// Store is the registry's durable state (store.Store). Every
+	// implementation must pass registry/storetest.
+	Store = store.Store
+	// MemStore is an in-memory Store (store.MemStore).
+	MemStore = store.MemStore
+	// SharedStore is a Store several nodes write at once (store.SharedStore).
+	SharedStore = store.SharedStore
+	// Cond is a condition of SharedStore.ApplyIf (store.Cond).
+	Cond = store.Cond
+	// Change is one record written or deleted (store.Change).
+	Change = store.Change
+	// StoreOpener opens the store a URL names (store.Opener).
+	StoreOpener = store.Opener
+)
 
-// Op is one write in an atomic Apply: a Put when Delete is false, else a
-// delete of (Kind, Key).
-type Op struct {
-	Record
-	Delete bool
-}
-
-// Store is the registry's durable state, declared here where it is
-// consumed. Implementations: NewMemStore (tests, ephemeral nodes),
-// registry/sqlite (the embedded default). Every implementation must pass
-// registry/storetest.
-type Store interface {
-	// Apply performs ops atomically, in order.
-	Apply(ctx context.Context, ops ...Op) error
-	// List returns the records of kind that are not expired at now, in key
-	// order.
-	List(ctx context.Context, kind string, now time.Time) ([]Record, error)
-	// Purge deletes every record expired at now and returns how many.
-	Purge(ctx context.Context, now time.Time) (int, error)
-	// Close releases the store.
-	Close() error
-}
-
-// MemStore is an in-memory Store.
-type MemStore struct {
-	mu   sync.Mutex
-	data map[string]map[string]Record
-}
+// Errors of a SharedStore (store.ErrConflict, …; test with errors.Is).
+var (
+	ErrConflict    = store.ErrConflict
+	ErrCompacted   = store.ErrCompacted
+	ErrUnavailable = store.ErrUnavailable
+)
 
 // NewMemStore returns an empty in-memory Store.
-func NewMemStore() *MemStore { return &MemStore{data: map[string]map[string]Record{}} }
+func NewMemStore() *MemStore { return store.NewMemStore() }
 
-// Apply implements Store.
-func (m *MemStore) Apply(ctx context.Context, ops ...Op) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, op := range ops {
-		kind := m.data[op.Kind]
-		if op.Delete {
-			delete(kind, op.Key)
-			continue
-		}
-		if kind == nil {
-			kind = map[string]Record{}
-			m.data[op.Kind] = kind
-		}
-		r := op.Record
-		r.Value = append([]byte(nil), r.Value...)
-		kind[op.Key] = r
-	}
-	return nil
+// RegisterStore makes OpenStoreURL open URLs of scheme with open
+// (store.Register).
+func RegisterStore(scheme string, open StoreOpener) { store.Register(scheme, open) }
+
+// OpenStoreURL opens the registry store url names (store.OpenURL).
+func OpenStoreURL(ctx context.Context, url string, log *slog.Logger) (Store, error) {
+	return store.OpenURL(ctx, url, log)
 }
 
-// List implements Store.
-func (m *MemStore) List(ctx context.Context, kind string, now time.Time) ([]Record, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []Record
-	for _, r := range m.data[kind] {
-		if !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt) {
-			continue
-		}
-		r.Value = append([]byte(nil), r.Value...)
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
-}
+// kindWhy records why a registration was deleted (deregistered, revoked,
+// expired by its owner), written in the deletion's own transaction so
+// that every node reports the same event; a deletion without one is an
+// expiry by the store's lease.
+const kindWhy = "why"
 
-// Purge implements Store.
-func (m *MemStore) Purge(ctx context.Context, now time.Time) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, kind := range m.data {
-		for k, r := range kind {
-			if !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt) {
-				delete(kind, k)
-				n++
-			}
-		}
-	}
-	return n, nil
-}
-
-// Close implements Store.
-func (m *MemStore) Close() error { return nil }
+// farFuture is the ExpiresAt of another node's local registration: it
+// lives as long as that node's lease, which the store ends.
+var farFuture = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)

@@ -71,6 +71,7 @@ var layers = map[string]layer{
 	"registry/descriptor":               mechanism,
 	"registry/internal/pyjson":          mechanism,
 	"registry/internal/state":           mechanism,
+	"registry/store":                    mechanism,
 	"fingerprint":                       mechanism,
 	"merkle":                            mechanism,
 	"access":                            mechanism,
