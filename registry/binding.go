@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 // Registration binding (docs/routing.md): a local registration belongs to
@@ -119,7 +120,7 @@ func (n *Node) DropIfGone(ctx context.Context, e Entry, err error) {
 	if !ok || cur.Endpoint != e.Endpoint || !cur.RegisteredAt.Equal(e.RegisteredAt) {
 		return // replaced meanwhile: the new registration is not the dead one
 	}
-	if cur.ExpiresAt.Equal(farFuture) {
+	if cur.ExpiresAt.Equal(state.FarFuture) {
 		return // another node's (shared store): its socket is on that node's machine
 	}
 	if _, derr := n.deregisterLocked(ctx, e.Key, EventDeregistered, "endpoint gone: "+err.Error()); derr != nil {

@@ -140,11 +140,9 @@ type Node struct {
 	stopLoop context.CancelFunc
 	loopDone chan struct{}
 	self     endpoint.SelfSet // the node's own listeners (loop protection)
-	// Shared mode (sharednode.go): the store other nodes write too, the
-	// revision of each record this node holds, and the feed's end.
+	// Shared mode (sharednode.go): the store other nodes write too
+	// (state.Shared holds what the node knows of it) and the feed's end.
 	shared     SharedStore
-	revs       map[string]uint64
-	tomb       map[string]*entry // deleted here, until the feed reports it
 	followDone chan struct{}
 }
 
@@ -209,7 +207,8 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	load := n.load
 	if sh, ok := cfg.Store.(SharedStore); ok {
-		n.shared, n.revs, n.tomb = sh, map[string]uint64{}, map[string]*entry{}
+		n.shared = sh
+		n.state.Follow(sh.NodeID())
 		load = n.loadShared
 	}
 	if err := load(context.Background()); err != nil {
@@ -258,11 +257,14 @@ func (n *Node) Version() uint64 {
 }
 
 const (
-	kindDescriptor = "descriptor"
-	kindLocal      = "local"
-	kindMark       = "watermark"
+	kindDescriptor = state.KindDescriptor
+	kindLocal      = state.KindLocal
+	kindMark       = state.KindMark
+	kindNonce      = state.KindNonce
+	kindCert       = state.KindCert
+	kindCRL        = state.KindCRL
+	kindWhy        = state.KindWhy
 	kindMeta       = "meta"
-	kindNonce      = "nonce"
 )
 
 type localRecord = state.LocalRecord

@@ -13,39 +13,10 @@ import (
 	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
-// Shared mode (SharedStore): writes are conditional on n.revs; a node's
-// own change is published at once and comes back through the feed, which
-// alone appends ipc.watch events; what the index holds is not reapplied.
-
-// whyRecord is the value of a kindWhy record.
-type whyRecord struct {
-	Kind   string `json:"kind"`
-	Reason string `json:"reason,omitempty"`
-}
-
-// revKey names a record in n.revs; node is the owner of another node's
-// local registration ("" for this node's and for other kinds).
-func revKey(kind, key, node string) string {
-	if node != "" {
-		return kind + "\x00" + key + "\x00" + node
-	}
-	return kind + "\x00" + key
-}
-
-// whyOf reads the kindWhy records among the changes of one revision.
-func whyOf(chs []Change) map[string]whyRecord {
-	why := map[string]whyRecord{}
-	for _, ch := range chs {
-		var w whyRecord
-		if ch.Kind == kindWhy && !ch.Delete && json.Unmarshal(ch.Value, &w) == nil {
-			why[ch.Key] = w
-		}
-	}
-	return why
-}
-
-// whyKey names the kindWhy record of a deletion of (kind, key).
-func whyKey(kind, key, node string) string { return kind + "/" + key + "/" + node }
+// Shared mode (SharedStore): the node follows the store's feed and
+// applies the changes of every node to its state (state.Shared has the
+// rules); here is the I/O of it: conditional writes, the follow loop,
+// resyncs, and the watch history read back from the store.
 
 // apply writes ops to the store: in shared mode conditionally on the
 // revisions this node holds of the records they touch, recording the new
@@ -62,13 +33,13 @@ func (n *Node) apply(ctx context.Context, ops ...Op) error {
 			// Kept alive by the node's lease; the TTL is the node's memory.
 			ops[i].ExpiresAt = time.Time{}
 		}
-		k := revKey(op.Kind, op.Key, "")
+		k := state.RevKey(op.Kind, op.Key, "")
 		if op.Kind == kindWhy || seen[k] {
 			continue
 		}
 		seen[k] = true
 		// An invite is consumed once: its deletion needs only that it exists.
-		conds = append(conds, Cond{Kind: op.Kind, Key: op.Key, Rev: n.revs[k], Present: op.Kind == kindInvite && op.Delete})
+		conds = append(conds, Cond{Kind: op.Kind, Key: op.Key, Rev: n.state.Shared.Revs[k], Present: op.Kind == kindInvite && op.Delete})
 	}
 	rev, err := n.shared.ApplyIf(ctx, conds, ops...)
 	if err != nil {
@@ -76,9 +47,9 @@ func (n *Node) apply(ctx context.Context, ops ...Op) error {
 	}
 	for _, op := range ops {
 		if op.Delete {
-			delete(n.revs, revKey(op.Kind, op.Key, ""))
+			delete(n.state.Shared.Revs, state.RevKey(op.Kind, op.Key, ""))
 		} else {
-			n.revs[revKey(op.Kind, op.Key, "")] = rev
+			n.state.Shared.Revs[state.RevKey(op.Kind, op.Key, "")] = rev
 		}
 	}
 	return nil
@@ -90,7 +61,7 @@ func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
 	for _, op := range ops {
 		e, ok := n.state.Lookup(op.Key)
 		if ok && op.Delete {
-			n.tomb[op.Key] = e // its event comes back through the feed
+			n.state.Shared.Tomb[op.Key] = e // its event comes back through the feed
 		}
 		// A deleted descriptor leaves its watermark behind, until its own
 		// expiry: the descriptor was the watermark.
@@ -106,14 +77,14 @@ func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
 			if ev.Source == SourceLocal {
 				kind, node = kindLocal, n.shared.NodeID()
 			}
-			v, _ := json.Marshal(whyRecord{Kind: ev.Kind, Reason: ev.Reason})
-			ops = append(ops, Op{Record: Record{Kind: kindWhy, Key: whyKey(kind, ev.Key, node), Value: v, ExpiresAt: n.cfg.Now().Add(time.Minute)}})
+			v, _ := json.Marshal(state.WhyRecord{Kind: ev.Kind, Reason: ev.Reason})
+			ops = append(ops, Op{Record: Record{Kind: kindWhy, Key: state.WhyKey(kind, ev.Key, node), Value: v, ExpiresAt: n.cfg.Now().Add(time.Minute)}})
 		}
 	}
 	err := n.apply(ctx, ops...)
 	for _, op := range ops {
 		if err != nil { // not deleted after all
-			delete(n.tomb, op.Key)
+			delete(n.state.Shared.Tomb, op.Key)
 		}
 	}
 	return err
@@ -138,8 +109,8 @@ func (n *Node) loadShared(ctx context.Context) error {
 	view := &snapshotView{MemStore: NewMemStore(), n: n}
 	var others []Change
 	for _, ch := range chs {
-		n.revs[revKey(ch.Kind, ch.Key, n.owner(ch))] = ch.Revision
-		if ch.Kind == kindLocal && n.owner(ch) != "" {
+		n.state.Shared.Revs[state.RevKey(ch.Kind, ch.Key, n.state.Owner(ch))] = ch.Revision
+		if ch.Kind == kindLocal && n.state.Owner(ch) != "" {
 			others = append(others, ch)
 			continue
 		}
@@ -153,46 +124,13 @@ func (n *Node) loadShared(ctx context.Context) error {
 		return err
 	}
 	for _, ch := range others {
-		if e, err := n.sharedEntry(ch); err == nil {
+		if e, err := n.state.FromChange(ch); err == nil {
 			n.state.Index(e)
 		}
 	}
 	n.state.MarkDescriptors()
 	n.state.Version = rev
 	return nil
-}
-
-// owner is the owner of a change's local registration when it is another
-// node, else "".
-func (n *Node) owner(ch Change) string {
-	if ch.Kind != kindLocal || ch.Node == "" || ch.Node == n.shared.NodeID() {
-		return ""
-	}
-	return ch.Node
-}
-
-// sharedEntry builds the index entry a descriptor or local record holds.
-// Another node's local registration is keyed "local:<name>@<node>" and
-// lives as long as that node's lease.
-func (n *Node) sharedEntry(ch Change) (*entry, error) {
-	if ch.Kind == kindDescriptor {
-		d, err := descriptor.Parse(ch.Value)
-		if err != nil {
-			return nil, err
-		}
-		return state.FromDescriptor(d, ch.Value), nil
-	}
-	var lr localRecord
-	if err := json.Unmarshal(ch.Value, &lr); err != nil {
-		return nil, err
-	}
-	e := state.FromLocal(lr, ch.Value)
-	if o := n.owner(ch); o != "" {
-		e.Key += "@" + o
-		e.ExpiresAt = farFuture
-		e.Trust.Reason = fmt.Sprintf("local registration on node %s (peer uid %d, identity.get matched there)", o, lr.UID)
-	}
-	return e, nil
 }
 
 // followLoop feeds the index from the store until ctx ends, resuming
@@ -225,7 +163,7 @@ func (n *Node) applyChanges(chs []Change) {
 	if len(chs) == 0 {
 		return
 	}
-	now, why := n.cfg.Now(), whyOf(chs)
+	now, why := n.cfg.Now(), state.WhyOf(chs)
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
 	n.mu.Lock()
@@ -239,117 +177,14 @@ func (n *Node) applyChanges(chs []Change) {
 	n.record(evs, chs[0].Revision, now)
 }
 
-// applyChange applies one change unless the index already holds it, and
-// returns its event (for registrations). The caller holds wmu and mu.
-func (n *Node) applyChange(ch Change, why map[string]whyRecord, now time.Time) (Event, bool) {
-	owner := n.owner(ch)
-	rk := revKey(ch.Kind, ch.Key, owner)
-	fresh := ch.Revision > n.revs[rk]
-	if fresh {
-		if ch.Delete {
-			delete(n.revs, rk)
-		} else {
-			n.revs[rk] = ch.Revision
-		}
+// applyChange applies one change to the state, logging an unreadable
+// record it drops. The caller holds wmu and mu.
+func (n *Node) applyChange(ch Change, why map[string]state.WhyRecord, now time.Time) (Event, bool) {
+	ev, ok, err := n.state.ApplyChange(ch, why, now)
+	if err != nil {
+		n.log.Warn("registry: dropping an unreadable shared record", "kind", ch.Kind, "key", ch.Key, "err", err)
 	}
-	switch ch.Kind {
-	case kindDescriptor, kindLocal:
-		return n.applyRegistration(ch, owner, fresh, why, now)
-	}
-	if fresh {
-		n.applyTrust(ch)
-	}
-	return Event{}, false
-}
-
-// applyRegistration applies a descriptor or local registration change
-// when fresh and makes its event, from the index where it can (the live
-// feed carries no previous values, and this node's own writes come back
-// as they are already indexed).
-func (n *Node) applyRegistration(ch Change, owner string, fresh bool, why map[string]whyRecord, now time.Time) (Event, bool) {
-	cur, _ := n.state.Lookup(n.indexKey(ch))
-	if ch.Delete {
-		if t, ok := n.tomb[n.indexKey(ch)]; ok && cur == nil {
-			delete(n.tomb, n.indexKey(ch))
-			return regEvent(ch, t, why, now), true
-		} else if cur == nil {
-			return n.historyEvent(ch, why, now)
-		}
-		if fresh {
-			n.state.Unindex(cur)
-		}
-		return regEvent(ch, cur, why, now), true
-	}
-	e := cur
-	if e == nil || string(e.Raw) != string(ch.Value) {
-		var err error
-		if e, err = n.sharedEntry(ch); err != nil {
-			n.log.Warn("registry: dropping an unreadable shared record", "kind", ch.Kind, "key", ch.Key, "err", err)
-			return Event{}, false
-		}
-	}
-	if fresh && ch.Kind == kindDescriptor && e.RegisteredAt.After(n.state.Marks[e.Key]) {
-		n.state.Marks[e.Key] = e.RegisteredAt // a descriptor is its own watermark
-	}
-	if fresh && e != cur {
-		if cur != nil && owner == "" && ch.Kind == kindLocal {
-			// This node's own registration: its memory (renewed by
-			// heartbeats) is authoritative for its TTL.
-			e.ExpiresAt = cur.ExpiresAt
-		}
-		n.state.Index(e)
-	}
-	return regEvent(ch, e, why, now), true
-}
-
-// regEvent is the event of a registration change whose entry is e.
-func regEvent(ch Change, e *entry, why map[string]whyRecord, now time.Time) Event {
-	ev := Event{Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}
-	switch {
-	case ch.Delete:
-		ev.Kind = EventExpired
-		if w, ok := why[whyKey(ch.Kind, ch.Key, ch.Node)]; ok {
-			ev.Kind, ev.Reason = w.Kind, w.Reason
-		}
-	case ch.Prev != nil && (ch.Prev.ExpiresAt.IsZero() || now.Before(ch.Prev.ExpiresAt)):
-		ev.Kind = EventReplaced
-	case ch.Prev == nil && !ch.Created:
-		ev.Kind = EventReplaced
-	default:
-		ev.Kind = EventRegistered
-	}
-	return ev
-}
-
-// applyTrust applies a change of another node to the watermarks, the
-// certificates, the CRL or the spent nonces. The caller holds wmu and mu.
-func (n *Node) applyTrust(ch Change) {
-	switch ch.Kind {
-	case kindMark:
-		if ch.Delete {
-			delete(n.state.Marks, ch.Key)
-			return
-		}
-		var at time.Time
-		if json.Unmarshal(ch.Value, &at) == nil {
-			n.state.Marks[ch.Key] = at
-		}
-	case kindCert:
-		if !ch.Delete {
-			n.state.Trust.ApplyCert(ch.Value)
-		}
-	case kindCRL:
-		if ch.Key != "active" || ch.Delete {
-			return
-		}
-		if c, err := descriptor.ParseCRL(ch.Value); err == nil {
-			n.state.Trust.CRL = c
-		}
-	case kindNonce:
-		if !ch.Delete {
-			n.state.Nonces[ch.Key] = ch.ExpiresAt
-		}
-	}
+	return ev, ok
 }
 
 // record appends evs to the watch history at revision rev (shared mode)
@@ -376,10 +211,10 @@ func (n *Node) resync(ctx context.Context) error {
 	defer n.mu.Unlock()
 	live := map[string]bool{}
 	for _, ch := range chs {
-		live[revKey(ch.Kind, ch.Key, n.owner(ch))] = true
+		live[state.RevKey(ch.Kind, ch.Key, n.state.Owner(ch))] = true
 		n.applyChange(ch, nil, now)
 	}
-	for k := range n.revs {
+	for k := range n.state.Shared.Revs {
 		if live[k] {
 			continue
 		}
@@ -392,17 +227,9 @@ func (n *Node) resync(ctx context.Context) error {
 		n.applyChange(ch, nil, now) // unindexes a registration
 	}
 	n.state.ResetEvents()
-	clear(n.tomb)
+	clear(n.state.Shared.Tomb)
 	n.record(nil, rev, now)
 	return nil
-}
-
-// indexKey is the index key of a registration change.
-func (n *Node) indexKey(ch Change) string {
-	if o := n.owner(ch); o != "" {
-		return ch.Key + "@" + o
-	}
-	return ch.Key
 }
 
 // sharedHistory is the watch history (since, upto] read back from the
@@ -412,42 +239,7 @@ func (n *Node) sharedHistory(ctx context.Context, since, upto uint64) ([]Event, 
 	if err != nil {
 		return nil, err
 	}
-	var out []Event
-	now := n.cfg.Now()
-	for i := 0; i < len(chs); {
-		j := i
-		for j < len(chs) && chs[j].Revision == chs[i].Revision {
-			j++
-		}
-		why := whyOf(chs[i:j])
-		for _, ch := range chs[i:j] {
-			if ch.Kind != kindDescriptor && ch.Kind != kindLocal {
-				continue
-			}
-			if ev, ok := n.historyEvent(ch, why, now); ok {
-				ev.Revision, ev.At = ch.Revision, now
-				out = append(out, ev)
-			}
-		}
-		i = j
-	}
-	return out, nil
-}
-
-// historyEvent is the event of a past change, without the index.
-func (n *Node) historyEvent(ch Change, why map[string]whyRecord, now time.Time) (Event, bool) {
-	src := ch
-	if ch.Delete {
-		if ch.Prev == nil {
-			return Event{}, false
-		}
-		src.Record = *ch.Prev
-	}
-	e, err := n.sharedEntry(src)
-	if err != nil {
-		return Event{}, false
-	}
-	return regEvent(ch, e, why, now), true
+	return n.state.HistoryEvents(chs, n.cfg.Now()), nil
 }
 
 // sweepShared removes this node's expired local registrations from the
@@ -505,13 +297,13 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 		}
 		return Entry{}, err
 	}
-	dk, mk := revKey(kindDescriptor, e.Key, ""), revKey(kindMark, e.Key, "")
-	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.revs[dk]}}
+	dk, mk := state.RevKey(kindDescriptor, e.Key, ""), state.RevKey(kindMark, e.Key, "")
+	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.state.Shared.Revs[dk]}}
 	// The stored descriptor is its own watermark (its registered_at); a
 	// separate watermark record is written only when an older descriptor
 	// could outlive this one (it expires later), or on deletion.
 	if cur, had := n.state.Lookup(e.Key); had && cur.ExpiresAt.After(e.ExpiresAt) {
-		conds = append(conds, Cond{Kind: kindMark, Key: e.Key, Rev: n.revs[mk]})
+		conds = append(conds, Cond{Kind: kindMark, Key: e.Key, Rev: n.state.Shared.Revs[mk]})
 		ops[1].ExpiresAt = cur.ExpiresAt.Add(n.cfg.Skew) // as long as the older one lives
 	} else {
 		ops = ops[:1]
@@ -523,10 +315,10 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	if n.revs[dk] < rev {
-		n.revs[dk] = rev
+	if n.state.Shared.Revs[dk] < rev {
+		n.state.Shared.Revs[dk] = rev
 		if len(ops) > 1 {
-			n.revs[mk] = rev
+			n.state.Shared.Revs[mk] = rev
 		}
 		n.publish(func() {
 			n.state.Marks[e.Key] = e.RegisteredAt

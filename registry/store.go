@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/capmesh/capmesh/registry/store"
 )
@@ -48,13 +47,3 @@ func RegisterStore(scheme string, open StoreOpener) { store.Register(scheme, ope
 func OpenStoreURL(ctx context.Context, url string, log *slog.Logger) (Store, error) {
 	return store.OpenURL(ctx, url, log)
 }
-
-// kindWhy records why a registration was deleted (deregistered, revoked,
-// expired by its owner), written in the deletion's own transaction so
-// that every node reports the same event; a deletion without one is an
-// expiry by the store's lease.
-const kindWhy = "why"
-
-// farFuture is the ExpiresAt of another node's local registration: it
-// lives as long as that node's lease, which the store ends.
-var farFuture = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)

@@ -27,9 +27,7 @@ const (
 )
 
 const (
-	kindCert   = "cert"
 	kindInvite = "invite"
-	kindCRL    = "crl"
 	kindSecret = "secret"
 )
 

@@ -21,7 +21,7 @@ const maxPackageLines = 2500
 // that its entry is removed. Each is being split by a change in flight.
 var largePackages = map[string]int{
 	"jsonrpc":  3091,
-	"registry": 2850,
+	"registry": 2632,
 }
 
 // TestPackageSize counts the non-test lines of every package of the module

@@ -153,6 +153,8 @@ type State struct {
 	Trust *Authority
 	// Version is the registry version (revision).
 	Version uint64
+	// Shared is the shared-store mode's state; nil unless Follow.
+	Shared *Shared
 	// Nonces are the spent one-time values (scope\x00nonce → until);
 	// writers' state only (the writer lock alone guards it).
 	Nonces map[string]time.Time

@@ -1,0 +1,276 @@
+package state
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/store"
+)
+
+// The kinds of the records a node stores, as far as the state reads them.
+const (
+	KindDescriptor = "descriptor"
+	KindLocal      = "local"
+	KindMark       = "watermark"
+	KindCert       = "cert"
+	KindCRL        = "crl"
+	KindNonce      = "nonce"
+	// KindWhy records why a registration was deleted (deregistered,
+	// revoked, expired by its owner), written in the deletion's own
+	// transaction so that every node reports the same event; a deletion
+	// without one is an expiry by the store's lease.
+	KindWhy = "why"
+)
+
+// FarFuture is the ExpiresAt of another node's local registration: it
+// lives as long as that node's lease, which the store ends.
+var FarFuture = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// Shared is the state a node on a SharedStore keeps besides the index:
+// the revision of each record it holds and the registrations it deleted
+// whose deletion the feed has not reported yet. Guarded as State is.
+//
+// In shared mode writes are conditional on Revs; a node's own change is
+// published at once and comes back through the feed, which alone appends
+// watch events; what the index holds is not reapplied.
+type Shared struct {
+	nodeID string
+	Revs   map[string]uint64
+	Tomb   map[string]*Registration // deleted here, until the feed reports it
+}
+
+// Follow puts s in shared mode: the node is nodeID among the store's
+// writers.
+func (s *State) Follow(nodeID string) {
+	s.Shared = &Shared{nodeID: nodeID, Revs: map[string]uint64{}, Tomb: map[string]*Registration{}}
+}
+
+// WhyRecord is the value of a KindWhy record.
+type WhyRecord struct {
+	Kind   string `json:"kind"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// RevKey names a record in Revs; node is the owner of another node's
+// local registration ("" for this node's and for other kinds).
+func RevKey(kind, key, node string) string {
+	if node != "" {
+		return kind + "\x00" + key + "\x00" + node
+	}
+	return kind + "\x00" + key
+}
+
+// WhyOf reads the KindWhy records among the changes of one revision.
+func WhyOf(chs []store.Change) map[string]WhyRecord {
+	why := map[string]WhyRecord{}
+	for _, ch := range chs {
+		var w WhyRecord
+		if ch.Kind == KindWhy && !ch.Delete && json.Unmarshal(ch.Value, &w) == nil {
+			why[ch.Key] = w
+		}
+	}
+	return why
+}
+
+// WhyKey names the KindWhy record of a deletion of (kind, key).
+func WhyKey(kind, key, node string) string { return kind + "/" + key + "/" + node }
+
+// Owner is the owner of a change's local registration when it is another
+// node, else "".
+func (s *State) Owner(ch store.Change) string {
+	if ch.Kind != KindLocal || ch.Node == "" || ch.Node == s.Shared.nodeID {
+		return ""
+	}
+	return ch.Node
+}
+
+// indexKey is the index key of a registration change.
+func (s *State) indexKey(ch store.Change) string {
+	if o := s.Owner(ch); o != "" {
+		return ch.Key + "@" + o
+	}
+	return ch.Key
+}
+
+// FromChange builds the registration a descriptor or local record holds.
+// Another node's local registration is keyed "local:<name>@<node>" and
+// lives as long as that node's lease.
+func (s *State) FromChange(ch store.Change) (*Registration, error) {
+	if ch.Kind == KindDescriptor {
+		d, err := descriptor.Parse(ch.Value)
+		if err != nil {
+			return nil, err
+		}
+		return FromDescriptor(d, ch.Value), nil
+	}
+	var lr LocalRecord
+	if err := json.Unmarshal(ch.Value, &lr); err != nil {
+		return nil, err
+	}
+	e := FromLocal(lr, ch.Value)
+	if o := s.Owner(ch); o != "" {
+		e.Key += "@" + o
+		e.ExpiresAt = FarFuture
+		e.Trust.Reason = fmt.Sprintf("local registration on node %s (peer uid %d, identity.get matched there)", o, lr.UID)
+	}
+	return e, nil
+}
+
+// ApplyChange applies one change of the shared store unless the state
+// already holds it, and returns its event (for registrations); an error
+// is a registration record it cannot read, which it drops (writer and
+// readers' locks).
+func (s *State) ApplyChange(ch store.Change, why map[string]WhyRecord, now time.Time) (Event, bool, error) {
+	owner := s.Owner(ch)
+	rk := RevKey(ch.Kind, ch.Key, owner)
+	fresh := ch.Revision > s.Shared.Revs[rk]
+	if fresh {
+		if ch.Delete {
+			delete(s.Shared.Revs, rk)
+		} else {
+			s.Shared.Revs[rk] = ch.Revision
+		}
+	}
+	switch ch.Kind {
+	case KindDescriptor, KindLocal:
+		return s.applyRegistration(ch, owner, fresh, why, now)
+	}
+	if fresh {
+		s.applyTrust(ch)
+	}
+	return Event{}, false, nil
+}
+
+// applyRegistration applies a descriptor or local registration change
+// when fresh and makes its event, from the index where it can (the live
+// feed carries no previous values, and this node's own writes come back
+// as they are already indexed).
+func (s *State) applyRegistration(ch store.Change, owner string, fresh bool, why map[string]WhyRecord, now time.Time) (Event, bool, error) {
+	key := s.indexKey(ch)
+	cur := s.entries[key]
+	if ch.Delete {
+		if t, ok := s.Shared.Tomb[key]; ok && cur == nil {
+			delete(s.Shared.Tomb, key)
+			return RegEvent(ch, t, why, now), true, nil
+		} else if cur == nil {
+			ev, ok := s.HistoryEvent(ch, why, now)
+			return ev, ok, nil
+		}
+		if fresh {
+			s.Unindex(cur)
+		}
+		return RegEvent(ch, cur, why, now), true, nil
+	}
+	e := cur
+	if e == nil || string(e.Raw) != string(ch.Value) {
+		var err error
+		if e, err = s.FromChange(ch); err != nil {
+			return Event{}, false, err
+		}
+	}
+	if fresh && ch.Kind == KindDescriptor && e.RegisteredAt.After(s.Marks[e.Key]) {
+		s.Marks[e.Key] = e.RegisteredAt // a descriptor is its own watermark
+	}
+	if fresh && e != cur {
+		if cur != nil && owner == "" && ch.Kind == KindLocal {
+			// This node's own registration: its memory (renewed by
+			// heartbeats) is authoritative for its TTL.
+			e.ExpiresAt = cur.ExpiresAt
+		}
+		s.Index(e)
+	}
+	return RegEvent(ch, e, why, now), true, nil
+}
+
+// RegEvent is the event of a registration change whose entry is e.
+func RegEvent(ch store.Change, e *Registration, why map[string]WhyRecord, now time.Time) Event {
+	ev := EventOf("", e)
+	switch {
+	case ch.Delete:
+		ev.Kind = EventExpired
+		if w, ok := why[WhyKey(ch.Kind, ch.Key, ch.Node)]; ok {
+			ev.Kind, ev.Reason = w.Kind, w.Reason
+		}
+	case ch.Prev != nil && (ch.Prev.ExpiresAt.IsZero() || now.Before(ch.Prev.ExpiresAt)):
+		ev.Kind = EventReplaced
+	case ch.Prev == nil && !ch.Created:
+		ev.Kind = EventReplaced
+	default:
+		ev.Kind = EventRegistered
+	}
+	return ev
+}
+
+// applyTrust applies a change of another node to the watermarks, the
+// certificates, the CRL or the spent nonces.
+func (s *State) applyTrust(ch store.Change) {
+	switch ch.Kind {
+	case KindMark:
+		if ch.Delete {
+			delete(s.Marks, ch.Key)
+			return
+		}
+		var at time.Time
+		if json.Unmarshal(ch.Value, &at) == nil {
+			s.Marks[ch.Key] = at
+		}
+	case KindCert:
+		if !ch.Delete {
+			s.Trust.ApplyCert(ch.Value)
+		}
+	case KindCRL:
+		if ch.Key != "active" || ch.Delete {
+			return
+		}
+		if c, err := descriptor.ParseCRL(ch.Value); err == nil {
+			s.Trust.CRL = c
+		}
+	case KindNonce:
+		if !ch.Delete {
+			s.Nonces[ch.Key] = ch.ExpiresAt
+		}
+	}
+}
+
+// HistoryEvent is the event of a past change, without the index.
+func (s *State) HistoryEvent(ch store.Change, why map[string]WhyRecord, now time.Time) (Event, bool) {
+	src := ch
+	if ch.Delete {
+		if ch.Prev == nil {
+			return Event{}, false
+		}
+		src.Record = *ch.Prev
+	}
+	e, err := s.FromChange(src)
+	if err != nil {
+		return Event{}, false
+	}
+	return RegEvent(ch, e, why, now), true
+}
+
+// HistoryEvents are the registration events of past changes, ordered by
+// revision (a store's History), at now. Like FromChange and HistoryEvent
+// it reads nothing the node's locks guard (only the node's id).
+func (s *State) HistoryEvents(chs []store.Change, now time.Time) []Event {
+	var out []Event
+	for i := 0; i < len(chs); {
+		j := i
+		for j < len(chs) && chs[j].Revision == chs[i].Revision {
+			j++
+		}
+		why := WhyOf(chs[i:j])
+		for _, ch := range chs[i:j] {
+			if ch.Kind != KindDescriptor && ch.Kind != KindLocal {
+				continue
+			}
+			if ev, ok := s.HistoryEvent(ch, why, now); ok {
+				ev.Revision, ev.At = ch.Revision, now
+				out = append(out, ev)
+			}
+		}
+		i = j
+	}
+	return out
+}
