@@ -1,11 +1,13 @@
 package endpoint
 
 import (
+	"errors"
 	"net"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // SelfSet is the set of endpoints at which a program itself listens, so
@@ -124,4 +126,11 @@ func hostPort(ep string) (host, port string, ok bool) {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	return u.Hostname(), port, true
+}
+
+// Gone reports whether err, from dialling ep, means that no one listens
+// there any more: the Unix socket file is missing (ENOENT) or has no
+// listener (ECONNREFUSED). A timeout or any TCP error proves nothing.
+func Gone(ep string, err error) bool {
+	return strings.HasPrefix(ep, "unix://") && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT))
 }

@@ -304,3 +304,24 @@ func ListenTCP(addr string) (net.Listener, error) {
 	}
 	return l, nil
 }
+
+// SocketPrimal is the inverse of SocketName: the primal a socket endpoint
+// names, "beardog" for unix:///…/beardog.sock and for
+// …/beardog-<FAMILY_ID>.sock when the process runs in that family; "" for
+// other endpoints.
+func SocketPrimal(ep string) string {
+	p, ok := strings.CutPrefix(ep, "unix://")
+	if !ok {
+		return ""
+	}
+	base, ok := strings.CutSuffix(filepath.Base(p), ".sock")
+	if !ok {
+		return ""
+	}
+	if f := FamilyID(); f != "" {
+		if b, ok := strings.CutSuffix(base, "-"+f); ok {
+			return b
+		}
+	}
+	return base
+}

@@ -6,11 +6,9 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"strings"
-	"syscall"
 	"time"
 
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/internal/state"
 )
@@ -93,14 +91,7 @@ func (n *Node) endpointGone(ctx context.Context, ep string) bool {
 		c.Close()
 		return false
 	}
-	return gone(ep, err)
-}
-
-// gone reports whether err, from dialling ep, means that no one listens
-// there any more: the Unix socket file is missing (ENOENT) or has no
-// listener (ECONNREFUSED). A timeout or any TCP error proves nothing.
-func gone(ep string, err error) bool {
-	return strings.HasPrefix(ep, "unix://") && (errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT))
+	return endpoint.Gone(ep, err)
 }
 
 // DropIfGone removes the local registration e after a call could not
@@ -110,7 +101,7 @@ func gone(ep string, err error) bool {
 // statement and are left to their TTL; the router just tries the next
 // provider.
 func (n *Node) DropIfGone(ctx context.Context, e Entry, err error) {
-	if e.Source != SourceLocal || !gone(e.Endpoint, err) {
+	if e.Source != SourceLocal || !endpoint.Gone(e.Endpoint, err) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)

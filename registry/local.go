@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -153,7 +152,7 @@ func (n *Node) probeIdentity(ctx context.Context, ep, name string) error {
 	if err := c.Call(ctx, "identity.get", map[string]any{}, &id); err != nil {
 		// A primal without identity.get: biomeOS infers the primal from
 		// its socket's name, and so does the node — for a Unix socket only.
-		if code, _ := jsonrpc.ErrorCode(err); code != jsonrpc.MethodNotFound || !strings.EqualFold(socketPrimal(ep), name) {
+		if code, _ := jsonrpc.ErrorCode(err); code != jsonrpc.MethodNotFound || !strings.EqualFold(endpoint.SocketPrimal(ep), name) {
 			return refuse(CodeWordIdentityProbe, "identity.get on %s failed: %v", ep, err)
 		}
 		return nil
@@ -162,26 +161,6 @@ func (n *Node) probeIdentity(ctx context.Context, ep, name string) error {
 		return refuse(CodeWordIdentityMismatch, "registering as %q but %s says it is %q", name, ep, id.Primal)
 	}
 	return nil
-}
-
-// socketPrimal infers a primal's name from its socket: "beardog" for
-// unix:///…/beardog.sock and for …/beardog-<FAMILY_ID>.sock when the node
-// runs in that family; "" for other endpoints.
-func socketPrimal(ep string) string {
-	p, ok := strings.CutPrefix(ep, "unix://")
-	if !ok {
-		return ""
-	}
-	base, ok := strings.CutSuffix(filepath.Base(p), ".sock")
-	if !ok {
-		return ""
-	}
-	if f := os.Getenv("FAMILY_ID"); f != "" && f != "default" {
-		if b, ok := strings.CutSuffix(base, "-"+f); ok {
-			return b
-		}
-	}
-	return base
 }
 
 // Heartbeat renews a local registration's TTL, by name, for its

@@ -14,6 +14,7 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/state"
+	"github.com/capmesh/capmesh/registry/store"
 	"github.com/capmesh/capmesh/tracing"
 )
 
@@ -203,7 +204,7 @@ func NewNode(cfg Config) (*Node, error) {
 		done:    make(chan struct{}),
 	}
 	if cfg.Observer != nil {
-		n.st = observedStore{cfg.Store, cfg.Observer}
+		n.st = store.Observe(cfg.Store, cfg.Observer.OnStoreError)
 	}
 	load := n.load
 	if sh, ok := cfg.Store.(SharedStore); ok {
@@ -283,39 +284,14 @@ func (n *Node) load(ctx context.Context) error {
 			_ = json.Unmarshal(r.Value, &n.state.Version)
 		}
 	}
-	marks, err := n.st.List(ctx, kindMark, now)
-	if err != nil {
-		return fmt.Errorf("registry: load: %w", err)
-	}
-	for _, r := range marks {
-		var t time.Time
-		if json.Unmarshal(r.Value, &t) == nil {
-			n.state.Marks[r.Key] = t
-		}
-	}
-	descs, err := n.st.List(ctx, kindDescriptor, now)
-	if err != nil {
-		return fmt.Errorf("registry: load: %w", err)
-	}
-	for _, r := range descs {
-		d, err := descriptor.Parse(r.Value)
+	for _, kind := range []string{kindMark, kindDescriptor, kindLocal} {
+		rs, err := n.st.List(ctx, kind, now)
 		if err != nil {
-			n.log.Warn("registry: dropping unreadable stored descriptor", "key", r.Key, "err", err)
-			continue
+			return fmt.Errorf("registry: load: %w", err)
 		}
-		n.state.Index(state.FromDescriptor(d, r.Value))
-	}
-	locals, err := n.st.List(ctx, kindLocal, now)
-	if err != nil {
-		return fmt.Errorf("registry: load: %w", err)
-	}
-	for _, r := range locals {
-		var lr localRecord
-		if err := json.Unmarshal(r.Value, &lr); err != nil {
-			n.log.Warn("registry: dropping unreadable local registration", "key", r.Key, "err", err)
-			continue
+		for _, err := range n.state.Restore(kind, rs) {
+			n.log.Warn("registry: dropping an unreadable record", "err", err)
 		}
-		n.state.Index(state.FromLocal(lr, r.Value))
 	}
 	return nil
 }

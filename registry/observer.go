@@ -1,10 +1,5 @@
 package registry
 
-import (
-	"context"
-	"time"
-)
-
 // Observer receives what a registry Node does, for metrics (package
 // telemetry implements it). Its methods are called synchronously from many
 // goroutines at once: they must be safe for concurrent use, quick, and
@@ -51,36 +46,6 @@ func (n *Node) Size() Size {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return Size{Entries: n.state.Len(), Capabilities: n.state.Capabilities(), Revision: n.state.Version}
-}
-
-// observedStore reports the errors of a Store's operations.
-type observedStore struct {
-	Store
-	obs Observer
-}
-
-func (s observedStore) Apply(ctx context.Context, ops ...Op) error {
-	err := s.Store.Apply(ctx, ops...)
-	if err != nil {
-		s.obs.OnStoreError("apply")
-	}
-	return err
-}
-
-func (s observedStore) List(ctx context.Context, kind string, now time.Time) ([]Record, error) {
-	rs, err := s.Store.List(ctx, kind, now)
-	if err != nil {
-		s.obs.OnStoreError("list")
-	}
-	return rs, err
-}
-
-func (s observedStore) Purge(ctx context.Context, now time.Time) (int, error) {
-	k, err := s.Store.Purge(ctx, now)
-	if err != nil {
-		s.obs.OnStoreError("purge")
-	}
-	return k, err
 }
 
 func (n *Node) observeTrust(kind string) {

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"time"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
@@ -109,22 +110,7 @@ func (n *Node) Renew(ctx context.Context, body map[string]any, certID, nodeKey s
 
 // sameSet reports whether a and b hold the same strings, counting repeats.
 func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	m := map[string]int{}
-	for _, x := range a {
-		m[x]++
-	}
-	for _, x := range b {
-		m[x]--
-	}
-	for _, v := range m {
-		if v != 0 {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // NodeHeartbeat checks a node's signed heartbeat for its certificate

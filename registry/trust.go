@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/capmesh/capmesh/registry/internal/state"
@@ -131,23 +130,6 @@ func (n *Node) RootPublicKey() string {
 	return base64.StdEncoding.EncodeToString(n.state.Trust.Root.Public().(ed25519.PublicKey))
 }
 
-var validRolePrefixes = []string{"role:anchor", "role:bridge", "role:client", "role:operator", "service:"}
-
-func validRoles(roles []string) error {
-	for _, r := range roles {
-		ok := false
-		for _, p := range validRolePrefixes {
-			if strings.HasPrefix(r, p) {
-				ok = true
-			}
-		}
-		if !ok {
-			return fmt.Errorf("invalid role %q", r)
-		}
-	}
-	return nil
-}
-
 // Enroll issues a join certificate for a node key directly (an operator
 // action, no invite). It refuses keys blocked by key_compromise.
 func (n *Node) Enroll(ctx context.Context, nodeKey string, roles []string, validity time.Duration) (*JoinCertificate, error) {
@@ -157,7 +139,7 @@ func (n *Node) Enroll(ctx context.Context, nodeKey string, roles []string, valid
 	if len(roles) == 0 {
 		roles = []string{"role:client"}
 	}
-	if err := validRoles(roles); err != nil {
+	if err := state.ValidRoles(roles); err != nil {
 		return nil, refuse(CodeWordInvalidParams, "%v", err)
 	}
 	if err := checkHours("validity", validity, MaxValidityHours); err != nil {
@@ -194,7 +176,7 @@ func (n *Node) Invite(ctx context.Context, roles []string, maxValidity, tokenTTL
 	if len(roles) == 0 {
 		roles = []string{"role:client"}
 	}
-	if err := validRoles(roles); err != nil {
+	if err := state.ValidRoles(roles); err != nil {
 		return "", time.Time{}, refuse(CodeWordInvalidParams, "%v", err)
 	}
 	if err := checkHours("max validity", maxValidity, MaxValidityHours); err != nil {
@@ -316,23 +298,8 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 	if cur == nil {
 		cur = n.newCRLLocked(0, nil)
 	}
-	now := n.cfg.Now()
-	revoked := append([]RevokedCertificate(nil), cur.Revoked...)
-	var ops []Op
-	var changed []*state.CertState
-	for _, cs := range targets {
-		if cs.Status == "revoked" {
-			continue
-		}
-		revoked = append(revoked, RevokedCertificate{CertificateID: cs.Parsed.CertID, RevokedAt: descriptor.TimeOf(now), Reason: reason, Issuer: t.KeyID})
-		upd := *cs
-		upd.Status, upd.RevocationReason = "revoked", reason
-		val, _ := json.Marshal(&upd)
-		ops = append(ops, Op{Record: Record{Kind: kindCert, Key: cs.Parsed.CertID, Value: val}})
-		changed = append(changed, cs)
-	}
-	blockKey := reason == ReasonKeyCompromise && !t.Compromised[nodeKey] && len(targets) == 0
-	if len(changed) == 0 && !blockKey {
+	rv := t.Revoke(cur, targets, nodeKey, reason, n.cfg.Now())
+	if rv.Empty() {
 		// Already revoked: the reference returns the current CRL unchanged.
 		if t.CRL == nil {
 			if err := n.saveCRLLocked(ctx, cur, nil); err != nil {
@@ -341,28 +308,16 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		}
 		return RevokeResult{CRLSequence: cur.Sequence, RevokedCount: len(cur.Revoked)}, nil
 	}
-	var blocked *state.CertState
-	if blockKey {
-		// A pinned key without certificates: record the compromise as a
-		// pseudo-certificate so it persists.
-		cs := &state.CertState{Status: "revoked", RevocationReason: ReasonKeyCompromise, Parsed: &JoinCertificate{CertID: "pinned:" + nodeKey, NodePublicKey: nodeKey, NetworkName: t.Network, IssuedAt: descriptor.TimeOf(now), ExpiresAt: descriptor.TimeOf(now), IssuedBy: t.KeyID}}
-		cs.Cert, _ = cs.Parsed.MarshalJSON()
+	var ops []Op
+	for _, cs := range rv.Stored {
 		val, _ := json.Marshal(cs)
 		ops = append(ops, Op{Record: Record{Kind: kindCert, Key: cs.Parsed.CertID, Value: val}})
-		blocked = cs
 	}
-	crl := n.newCRLLocked(cur.Sequence+1, revoked)
+	crl := n.newCRLLocked(cur.Sequence+1, rv.Revoked)
 	if err := n.saveCRLLocked(ctx, crl, ops); err != nil {
 		return RevokeResult{}, err
 	}
-	n.publish(func() {
-		if blocked != nil {
-			t.AddCert(blocked)
-		}
-		for _, cs := range changed {
-			t.SetStatus(cs, "revoked", reason)
-		}
-	})
+	n.publish(func() { t.ApplyRevocation(rv) })
 	n.observeTrust("revoked")
 	res := RevokeResult{CRLSequence: crl.Sequence, RevokedCount: len(crl.Revoked)}
 	if ok, err := n.deregisterLocked(ctx, nodeKey, EventRevoked, "certificate revoked: "+reason); err != nil {

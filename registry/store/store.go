@@ -251,3 +251,33 @@ func OpenURL(ctx context.Context, url string, log *slog.Logger) (Store, error) {
 	}
 	return open(ctx, url, log)
 }
+
+// Observe wraps s so that onError is told the operation ("apply", "list",
+// "purge") of every call that fails, for metrics.
+func Observe(s Store, onError func(op string)) Store { return observed{s, onError} }
+
+type observed struct {
+	Store
+	onError func(op string)
+}
+
+func (s observed) Apply(ctx context.Context, ops ...Op) error {
+	return s.check("apply", s.Store.Apply(ctx, ops...))
+}
+
+func (s observed) List(ctx context.Context, kind string, now time.Time) ([]Record, error) {
+	rs, err := s.Store.List(ctx, kind, now)
+	return rs, s.check("list", err)
+}
+
+func (s observed) Purge(ctx context.Context, now time.Time) (int, error) {
+	k, err := s.Store.Purge(ctx, now)
+	return k, s.check("purge", err)
+}
+
+func (s observed) check(op string, err error) error {
+	if err != nil {
+		s.onError(op)
+	}
+	return err
+}

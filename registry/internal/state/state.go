@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/store"
 )
 
 // Source tells how an entry was registered.
@@ -404,4 +405,36 @@ func (s *State) MarkDescriptors() {
 			s.Marks[e.Key] = e.RegisteredAt
 		}
 	}
+}
+
+// Restore indexes stored records of one kind — watermarks, descriptors or
+// local registrations — when a node starts, and returns an error for each
+// registration it cannot read (it drops those; an unreadable watermark is
+// ignored).
+func (s *State) Restore(kind string, rs []store.Record) []error {
+	var errs []error
+	for _, r := range rs {
+		switch kind {
+		case KindMark:
+			var t time.Time
+			if json.Unmarshal(r.Value, &t) == nil {
+				s.Marks[r.Key] = t
+			}
+		case KindDescriptor:
+			d, err := descriptor.Parse(r.Value)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("stored descriptor %s: %w", r.Key, err))
+				continue
+			}
+			s.Index(FromDescriptor(d, r.Value))
+		case KindLocal:
+			var lr LocalRecord
+			if err := json.Unmarshal(r.Value, &lr); err != nil {
+				errs = append(errs, fmt.Errorf("local registration %s: %w", r.Key, err))
+				continue
+			}
+			s.Index(FromLocal(lr, r.Value))
+		}
+	}
+	return errs
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
@@ -245,4 +247,71 @@ func (t *Authority) Certificates(nodeKey string) []CertificateStatus {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].IssuedAt < out[j].IssuedAt })
 	return out
+}
+
+// Revocation is what revoking certificates for a reason changes, before
+// anything is stored or applied.
+type Revocation struct {
+	Reason  string
+	Changed []*CertState                    // the certificates it revokes, as they are now
+	Blocked *CertState                      // a pinned key's compromise, as a pseudo-certificate
+	Stored  []*CertState                    // what to store: Changed revoked, and Blocked
+	Revoked []descriptor.RevokedCertificate // the next CRL's list
+}
+
+// Empty reports whether r changes nothing (all already revoked).
+func (r Revocation) Empty() bool { return len(r.Changed) == 0 && r.Blocked == nil }
+
+// Revoke computes the revocation of targets (certificates of nodeKey) for
+// reason at now, on top of the current CRL cur. A key_compromise of a key
+// without certificates (a pinned key) is recorded as a pseudo-certificate
+// so that it persists.
+func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, reason string, now time.Time) Revocation {
+	r := Revocation{Reason: reason, Revoked: append([]descriptor.RevokedCertificate(nil), cur.Revoked...)}
+	for _, cs := range targets {
+		if cs.Status == "revoked" {
+			continue
+		}
+		r.Revoked = append(r.Revoked, descriptor.RevokedCertificate{CertificateID: cs.Parsed.CertID, RevokedAt: descriptor.TimeOf(now), Reason: reason, Issuer: t.KeyID})
+		upd := *cs
+		upd.Status, upd.RevocationReason = "revoked", reason
+		r.Stored = append(r.Stored, &upd)
+		r.Changed = append(r.Changed, cs)
+	}
+	if reason == ReasonKeyCompromise && !t.Compromised[nodeKey] && len(targets) == 0 {
+		cs := &CertState{Status: "revoked", RevocationReason: ReasonKeyCompromise, Parsed: &descriptor.JoinCertificate{CertID: "pinned:" + nodeKey,
+			NodePublicKey: nodeKey, NetworkName: t.Network, IssuedAt: descriptor.TimeOf(now), ExpiresAt: descriptor.TimeOf(now), IssuedBy: t.KeyID}}
+		cs.Cert, _ = cs.Parsed.MarshalJSON()
+		r.Blocked = cs
+		r.Stored = append(r.Stored, cs)
+	}
+	return r
+}
+
+// ApplyRevocation records r once it is durable (writer and readers' locks).
+func (t *Authority) ApplyRevocation(r Revocation) {
+	if r.Blocked != nil {
+		t.AddCert(r.Blocked)
+	}
+	for _, cs := range r.Changed {
+		t.SetStatus(cs, "revoked", r.Reason)
+	}
+}
+
+var validRolePrefixes = []string{"role:anchor", "role:bridge", "role:client", "role:operator", "service:"}
+
+// ValidRoles checks that every role is one the authority issues.
+func ValidRoles(roles []string) error {
+	for _, r := range roles {
+		ok := false
+		for _, p := range validRolePrefixes {
+			if strings.HasPrefix(r, p) {
+				ok = true
+			}
+		}
+		if !ok {
+			return fmt.Errorf("invalid role %q", r)
+		}
+	}
+	return nil
 }
