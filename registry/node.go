@@ -188,6 +188,7 @@ type Node struct {
 	// revision of each record this node holds, and the feed's end.
 	shared     SharedStore
 	revs       map[string]uint64
+	tomb       map[string]*entry // deleted here, until the feed reports it
 	followDone chan struct{}
 }
 
@@ -255,7 +256,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	load := n.load
 	if sh, ok := cfg.Store.(SharedStore); ok {
-		n.shared, n.revs = sh, map[string]uint64{}
+		n.shared, n.revs, n.tomb = sh, map[string]uint64{}, map[string]*entry{}
 		load = n.loadShared
 	}
 	if err := load(context.Background()); err != nil {
@@ -660,8 +661,10 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
 	e, ops, ev, same, err := n.admitLocked(d, raw, now)
-	if err != nil || same != nil {
-		return n.viewOf(same, now), err
+	if same != nil {
+		return n.view(same, now), nil
+	} else if err != nil {
+		return Entry{}, err
 	}
 	if err := n.commit(ctx, ops, ev); err != nil {
 		return Entry{}, err
@@ -671,14 +674,6 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 		n.index(e)
 	})
 	return n.view(e, now), nil
-}
-
-// viewOf is view for an entry that may be nil (the zero Entry).
-func (n *Node) viewOf(e *entry, now time.Time) Entry {
-	if e == nil {
-		return Entry{}
-	}
-	return n.view(e, now)
 }
 
 // admitLocked checks a verified descriptor against trust and the

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,13 +12,9 @@ import (
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
-// Shared mode: the Node on a SharedStore (see SharedStore). The node's
-// writes are conditional on the revisions it last saw of the records they
-// touch (n.revs); its own change is published at once, as on any store,
-// and every change — its own and other nodes' — comes back through the
-// store's feed (follow), which alone appends ipc.watch events, at the
-// store's revisions. A change the index already holds (its revision is
-// not newer than the one recorded) is not applied twice.
+// Shared mode (SharedStore): writes are conditional on n.revs; a node's
+// own change is published at once and comes back through the feed, which
+// alone appends ipc.watch events; what the index holds is not reapplied.
 
 // whyRecord is the value of a kindWhy record.
 type whyRecord struct {
@@ -32,6 +29,18 @@ func revKey(kind, key, node string) string {
 		return kind + "\x00" + key + "\x00" + node
 	}
 	return kind + "\x00" + key
+}
+
+// whyOf reads the kindWhy records among the changes of one revision.
+func whyOf(chs []Change) map[string]whyRecord {
+	why := map[string]whyRecord{}
+	for _, ch := range chs {
+		var w whyRecord
+		if ch.Kind == kindWhy && !ch.Delete && json.Unmarshal(ch.Value, &w) == nil {
+			why[ch.Key] = w
+		}
+	}
+	return why
 }
 
 // whyKey names the kindWhy record of a deletion of (kind, key).
@@ -57,11 +66,8 @@ func (n *Node) apply(ctx context.Context, ops ...Op) error {
 			continue
 		}
 		seen[k] = true
-		c := Cond{Kind: op.Kind, Key: op.Key, Rev: n.revs[k]}
-		if op.Kind == kindInvite && op.Delete {
-			c = Cond{Kind: op.Kind, Key: op.Key, Present: true} // consumed once
-		}
-		conds = append(conds, c)
+		// An invite is consumed once: its deletion needs only that it exists.
+		conds = append(conds, Cond{Kind: op.Kind, Key: op.Key, Rev: n.revs[k], Present: op.Kind == kindInvite && op.Delete})
 	}
 	rev, err := n.shared.ApplyIf(ctx, conds, ops...)
 	if err != nil {
@@ -81,9 +87,13 @@ func (n *Node) apply(ctx context.Context, ops ...Op) error {
 // why for each deletion; the events come back through the feed.
 func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
 	for _, op := range ops {
+		e, ok := n.entries[op.Key]
+		if ok && op.Delete {
+			n.tomb[op.Key] = e // its event comes back through the feed
+		}
 		// A deleted descriptor leaves its watermark behind, until its own
 		// expiry: the descriptor was the watermark.
-		if e, ok := n.entries[op.Key]; ok && op.Kind == kindDescriptor && op.Delete && !n.marks[op.Key].IsZero() {
+		if ok && op.Kind == kindDescriptor && op.Delete && !n.marks[op.Key].IsZero() {
 			v, _ := json.Marshal(n.marks[op.Key])
 			ops = append(ops, Op{Record: Record{Kind: kindMark, Key: op.Key, Value: v, ExpiresAt: e.ExpiresAt.Add(n.cfg.Skew)}})
 		}
@@ -99,30 +109,23 @@ func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
 			ops = append(ops, Op{Record: Record{Kind: kindWhy, Key: whyKey(kind, ev.Key, node), Value: v, ExpiresAt: n.cfg.Now().Add(time.Minute)}})
 		}
 	}
-	return n.apply(ctx, ops...)
+	err := n.apply(ctx, ops...)
+	for _, op := range ops {
+		if err != nil { // not deleted after all
+			delete(n.tomb, op.Key)
+		}
+	}
+	return err
 }
 
 // snapshotView serves load from a SharedStore's snapshot: List from the
 // snapshot, Apply (a key generated on first start) conditionally.
 type snapshotView struct {
-	n    *Node
-	recs map[string][]Record
+	*MemStore
+	n *Node
 }
 
 func (v *snapshotView) Apply(ctx context.Context, ops ...Op) error { return v.n.apply(ctx, ops...) }
-
-func (v *snapshotView) List(_ context.Context, kind string, now time.Time) ([]Record, error) {
-	var out []Record
-	for _, r := range v.recs[kind] {
-		if r.ExpiresAt.IsZero() || now.Before(r.ExpiresAt) {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (v *snapshotView) Purge(context.Context, time.Time) (int, error) { return 0, nil }
-func (v *snapshotView) Close() error                                  { return nil }
 
 // loadShared loads the node from a snapshot of the shared store and
 // returns the revision to follow from.
@@ -131,7 +134,7 @@ func (n *Node) loadShared(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("registry: load: %w", err)
 	}
-	view := &snapshotView{n: n, recs: map[string][]Record{}}
+	view := &snapshotView{MemStore: NewMemStore(), n: n}
 	var others []Change
 	for _, ch := range chs {
 		n.revs[revKey(ch.Kind, ch.Key, n.owner(ch))] = ch.Revision
@@ -139,7 +142,7 @@ func (n *Node) loadShared(ctx context.Context) error {
 			others = append(others, ch)
 			continue
 		}
-		view.recs[ch.Kind] = append(view.recs[ch.Kind], ch.Record)
+		_ = view.MemStore.Apply(ctx, Op{Record: ch.Record})
 	}
 	st := n.st
 	n.st = view
@@ -225,16 +228,7 @@ func (n *Node) applyChanges(chs []Change) {
 	if len(chs) == 0 {
 		return
 	}
-	now := n.cfg.Now()
-	why := map[string]whyRecord{}
-	for _, ch := range chs {
-		if ch.Kind == kindWhy && !ch.Delete {
-			var w whyRecord
-			if json.Unmarshal(ch.Value, &w) == nil {
-				why[ch.Key] = w
-			}
-		}
-	}
+	now, why := n.cfg.Now(), whyOf(chs)
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
 	n.mu.Lock()
@@ -278,7 +272,10 @@ func (n *Node) applyChange(ch Change, why map[string]whyRecord, now time.Time) (
 func (n *Node) applyRegistration(ch Change, owner string, fresh bool, why map[string]whyRecord, now time.Time) (Event, bool) {
 	cur := n.entries[n.indexKey(ch)]
 	if ch.Delete {
-		if cur == nil {
+		if t, ok := n.tomb[n.indexKey(ch)]; ok && cur == nil {
+			delete(n.tomb, n.indexKey(ch))
+			return regEvent(ch, t, why, now), true
+		} else if cur == nil {
 			return n.historyEvent(ch, why, now)
 		}
 		if fresh {
@@ -424,21 +421,17 @@ func (n *Node) resync(ctx context.Context) error {
 		if live[k] {
 			continue
 		}
-		parts := strings.Split(k, "\x00")
 		ch := Change{Revision: rev}
-		ch.Kind, ch.Key, ch.Delete = parts[0], parts[1], true
-		if len(parts) == 3 {
-			ch.Node = parts[2]
+		ch.Kind, ch.Key, _ = strings.Cut(k, "\x00")
+		if kk, node, ok := strings.Cut(ch.Key, "\x00"); ok && ch.Kind == kindLocal {
+			ch.Key, ch.Node = kk, node // a nonce's key holds \x00 too
 		}
-		if e, ok := n.entries[n.indexKey(ch)]; ok {
-			n.unindex(e)
-		}
-		n.applyChange(ch, nil, now)
+		ch.Delete = true
+		n.applyChange(ch, nil, now) // unindexes a registration
 	}
 	n.events = nil
-	n.version = rev
-	close(n.changed)
-	n.changed = make(chan struct{})
+	clear(n.tomb)
+	n.record(nil, rev, now)
 	return nil
 }
 
@@ -461,15 +454,10 @@ func (n *Node) sharedHistory(ctx context.Context, since, upto uint64) ([]Event, 
 	now := n.cfg.Now()
 	for i := 0; i < len(chs); {
 		j := i
-		why := map[string]whyRecord{}
-		for ; j < len(chs) && chs[j].Revision == chs[i].Revision; j++ {
-			if chs[j].Kind == kindWhy && !chs[j].Delete {
-				var w whyRecord
-				if json.Unmarshal(chs[j].Value, &w) == nil {
-					why[chs[j].Key] = w
-				}
-			}
+		for j < len(chs) && chs[j].Revision == chs[i].Revision {
+			j++
 		}
+		why := whyOf(chs[i:j])
 		for _, ch := range chs[i:j] {
 			if ch.Kind != kindDescriptor && ch.Kind != kindLocal {
 				continue
@@ -505,29 +493,14 @@ func (n *Node) historyEvent(ch Change, why map[string]whyRecord, now time.Time) 
 // store's leases, and other nodes' registrations by theirs. The caller
 // holds wmu.
 func (n *Node) sweepShared(ctx context.Context, dead []*entry) {
-	var ops []Op
-	var evs []Event
-	var gone []*entry
 	for _, e := range dead {
 		if e.Source != SourceLocal {
-			continue // a descriptor: its lease ends it
+			continue
 		}
-		ops = append(ops, Op{Record: Record{Kind: kindLocal, Key: e.Key}, Delete: true})
-		evs = append(evs, Event{Kind: EventExpired, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source})
-		gone = append(gone, e)
-	}
-	if len(ops) == 0 {
-		return
-	}
-	if err := n.commit(ctx, ops, evs...); err != nil {
-		n.log.Warn("registry: sweep", "err", err)
-		return
-	}
-	n.publish(func() {
-		for _, e := range gone {
-			n.unindex(e)
+		if _, err := n.deregisterLocked(ctx, e.Key, EventExpired, ""); err != nil {
+			n.log.Warn("registry: sweep", "err", err)
 		}
-	})
+	}
 }
 
 // watchShared answers a watch whose cursor is older than this node's
@@ -545,17 +518,17 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 	if err != nil {
 		return rev, nil, refuse(CodeWordStoreUnavailable, "reading the watch history from the store: %v; retry later", err)
 	}
-	var out []Event
-	for _, ev := range hist {
-		if matchCaps(ev.Capabilities, caps) {
-			out = append(out, ev)
+	n.mu.RLock()
+	for _, ev := range n.events {
+		if ev.Revision > upto && ev.Revision <= rev {
+			ev.Capabilities = append([]string(nil), ev.Capabilities...)
+			hist = append(hist, ev)
 		}
 	}
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	for _, ev := range n.events {
-		if ev.Revision > upto && ev.Revision <= rev && matchCaps(ev.Capabilities, caps) {
-			ev.Capabilities = append([]string(nil), ev.Capabilities...)
+	n.mu.RUnlock()
+	out := hist[:0]
+	for _, ev := range hist {
+		if matchCaps(ev.Capabilities, caps) {
 			out = append(out, ev)
 		}
 	}
@@ -569,10 +542,12 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Descriptor, now time.Time) (Entry, error) {
 	n.wmu.Lock()
 	e, ops, _, same, err := n.admitLocked(d, raw, now)
-	if err != nil || same != nil {
-		v := n.viewOf(same, now)
-		n.wmu.Unlock()
-		return v, err
+	if same != nil || err != nil {
+		defer n.wmu.Unlock()
+		if same != nil {
+			return n.view(same, now), nil
+		}
+		return Entry{}, err
 	}
 	dk, mk := revKey(kindDescriptor, e.Key, ""), revKey(kindMark, e.Key, "")
 	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.revs[dk]}}
@@ -614,4 +589,21 @@ func (n *Node) storeError(err error) error {
 		return refuse(CodeWordStoreUnavailable, "the registry store cannot be reached; nothing was changed, retry later (%v)", err)
 	}
 	return err
+}
+
+// secretOfWinner is the key another node stored under name first, when
+// err says this node lost that race on a shared store (nodes of a fleet
+// starting at once on an empty registry).
+func (n *Node) secretOfWinner(ctx context.Context, name string, err error) (ed25519.PrivateKey, bool) {
+	var re *Error
+	if n.shared == nil || !errors.As(err, &re) || re.Code != CodeWordConcurrentChange {
+		return nil, false
+	}
+	rs, _ := n.shared.List(ctx, kindSecret, n.cfg.Now())
+	for _, r := range rs {
+		if r.Key == name && len(r.Value) == ed25519.SeedSize {
+			return ed25519.NewKeyFromSeed(r.Value), true
+		}
+	}
+	return nil, false
 }

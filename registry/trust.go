@@ -195,6 +195,9 @@ func (n *Node) secretKey(ctx context.Context, now time.Time, configured ed25519.
 		return nil, err
 	}
 	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindSecret, Key: name, Value: k.Seed()}}); err != nil {
+		if won, ok := n.secretOfWinner(ctx, name, err); ok {
+			return won, nil // another node started at the same time
+		}
 		return nil, fmt.Errorf("registry: persist %s key: %w", role, err)
 	}
 	n.log.Info("registry: generated a "+role+" key", "public_key", base64.StdEncoding.EncodeToString(k.Public().(ed25519.PublicKey)))

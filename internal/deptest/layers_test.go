@@ -42,11 +42,10 @@ var layers = map[string]layer{
 	"internal/specdata":         foundation,
 	"tracing":                   foundation,
 	"internal/errcatalog":       foundation,
+	"internal/etcdtest":         foundation,
 	"jsonrpc/internal/jsontext": foundation,
 	"canonical/govalue":         foundation,
 	"canonical/pydantic":        foundation,
-
-	"internal/etcdtest": foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,

@@ -508,3 +508,144 @@ func TestRouterLeavesOtherNodesLocals(t *testing.T) {
 		t.Error("a lost its registration")
 	}
 }
+
+// gated holds a store's feed until released: a node cut off from etcd's
+// watch while the others go on.
+type gated struct {
+	*etcd.Store
+	release chan struct{}
+}
+
+func (g *gated) Follow(ctx context.Context, after uint64, fn func([]registry.Change)) error {
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil
+	}
+	return g.Store.Follow(ctx, after, fn)
+}
+
+// TestResyncAfterCompaction: a node whose feed cursor etcd compacted
+// away while it was cut off rebuilds its index from a new snapshot: what
+// was registered meanwhile appears, what was deleted goes.
+func TestResyncAfterCompaction(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/resync/", etcd.Options{})
+	ctx := context.Background()
+	priv0, key0 := nodeKey(t)
+	priv1, key1 := nodeKey(t)
+	for _, k := range []string{key0, key1} {
+		if _, err := a.Enroll(ctx, k, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now()
+	if _, err := a.Register(ctx, signedAt(t, priv0, []string{"old.cap"}, t0, 9001)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := etcd.Open(ctx, etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/resync/", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gated{Store: st, release: make(chan struct{})}
+	b, err := registry.NewNode(registry.Config{Store: g, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(); _ = st.Close() })
+	if _, ok := b.Get(key0); !ok {
+		t.Fatal("b did not load the first registration")
+	}
+	at := descriptor.TimeOf(t0.Add(time.Second)).String()
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv0, []byte("delete-agent|v1|"+key0+"|"+at)))
+	if err := a.DeleteSigned(ctx, key0, "v1", at, sig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, signedAt(t, priv1, []string{"new.cap"}, t0, 9002)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Compact(t)
+	close(g.release)
+	waitFor(t, func() bool {
+		_, gone := b.Get(key0)
+		_, there := b.Get(key1)
+		return !gone && there
+	})
+	if b.Version() < srv.Revision(t)-1 {
+		t.Errorf("b's revision %d, etcd's %d", b.Version(), srv.Revision(t))
+	}
+}
+
+// TestNodesStartingTogetherShareTheGenesis: nodes started at the same
+// moment on an empty registry race to store the root and authority keys;
+// one wins and every node uses its keys.
+func TestNodesStartingTogetherShareTheGenesis(t *testing.T) {
+	srv := etcdtest.Start(t)
+	const n = 4
+	peers := make([]*peer, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/together/", Logger: quiet})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			node, err := registry.NewNode(registry.Config{Store: st, Logger: quiet})
+			if err != nil {
+				st.Close()
+				errs[i] = err
+				return
+			}
+			peers[i] = &peer{Node: node, st: st}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, p := range peers {
+		if p != nil {
+			t.Cleanup(func() { p.Close(); _ = p.st.Close() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("node %d: %v", i, errs[i])
+		}
+	}
+	for _, p := range peers[1:] {
+		if p.RootPublicKey() != peers[0].RootPublicKey() || p.AuthorityPublicKey() != peers[0].AuthorityPublicKey() {
+			t.Fatal("nodes started together serve different genesis keys")
+		}
+	}
+}
+
+// TestLapsedLocalRegistrationExpiresEverywhere: a local registration its
+// host stops renewing outlives neither its TTL on its own node, which
+// deletes it from etcd, nor on the others.
+func TestLapsedLocalRegistrationExpiresEverywhere(t *testing.T) {
+	srv := etcdtest.Start(t)
+	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/lapse/", NodeID: "node-a", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := registry.NewNode(registry.Config{Store: st, Logger: quiet, LocalTTL: time.Second, SweepInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &peer{Node: n, st: st}
+	t.Cleanup(func() { a.Close(); _ = st.Close() })
+	b := join(t, srv, "/lapse/", etcd.Options{NodeID: "node-b"})
+	ctx := context.Background()
+	sa, sb := a.Version(), b.Version()
+	if _, _, err := a.RegisterLocal(ctx, localPeer(), registry.LocalRegistration{Name: "toadstool", Capabilities: []string{"compute.run"}, Endpoint: fakeHost(t, "toadstool")}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, a, &sa, registry.EventExpired, "local:toadstool")
+	waitEvent(t, b, &sb, registry.EventExpired, "local:toadstool@node-a")
+	if recs, _ := st.List(ctx, "local", time.Now()); len(recs) != 0 {
+		t.Errorf("the lapsed registration is still in etcd: %+v", recs)
+	}
+}
