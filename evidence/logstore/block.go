@@ -31,10 +31,11 @@ const (
 	// blockHeader is the block body before the zstd frame.
 	blockHeader = 8 + 1 + 1 + 4
 	// dictBelow is the raw size under which a block is compressed with
-	// the dictionary: a commit of one or two invocations, which alone
-	// compress to too little. Larger blocks find their own matches, and
-	// skip the dictionary's cost (its tables and history are loaded for
-	// every block, compressing and decompressing).
+	// the dictionary: what a commit leaves after its full blocks (a lone
+	// invocation, say), which alone compresses to too little. Full
+	// blocks (blockTarget) find their own matches, and skip the
+	// dictionary's cost (its tables and history are loaded for every
+	// block, compressing and decompressing).
 	dictBelow = 16 << 10
 	// maxBlockRaw bounds the raw length of a block (a record whose frame
 	// would not fit is written uncompressed): what decoding a block may
