@@ -29,14 +29,23 @@
 //   - Revocation (POST /admin/revoke, registry.revoke) appends to the
 //     signed CRL and evicts the node's entries at once.
 //
-// The bindings — the JSON-RPC methods with the router, and the HTTP
-// surface — are package registry/api: it decodes a request, asks the
-// Node, and encodes the answer; the Node's exported methods are the whole
-// of what a binding may do.
+// Layout. The bindings (the JSON-RPC methods with the router, and the
+// HTTP surface) are registry/api: a binding decodes a request, asks the
+// Node, and encodes the answer; the Node's exported methods are all it
+// may do. Signed documents are registry/descriptor. The storage contract
+// (Store, SharedStore, MemStore) is registry/store, which registry/sqlite
+// and registry/etcd implement. The in-memory state (registrations and the
+// capability index, watermarks, the authority's certificates and CRL, the
+// watch-event ring, and how a shared store's change applies to them) is
+// registry/internal/state: pure, without I/O, goroutines or locks. This
+// package orchestrates: locks, Store I/O, commit and publish, loading,
+// sweeping, following a shared store, local registrations and their
+// probes, signed requests. Endpoint facts (the node's own listeners, a
+// local-only address, a socket's primal) are package endpoint's.
 //
-// Storage is the Store interface (durable records with expiry); the
-// in-memory index is authoritative for reads, the Store for restarts.
-// Changes are serialized by a writer lock through their Store write and
-// published under the readers' lock only then, so reads never wait for the
-// disk.
+// Locking. The index is authoritative for reads, the Store for restarts.
+// A writer lock (wmu) serializes each change from its checks through its
+// Store write; the readers' lock (mu) is write-locked only to publish it,
+// so reads never wait for the disk. Package state says which lock each
+// of its methods needs.
 package registry

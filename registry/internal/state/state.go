@@ -4,7 +4,10 @@
 // ring of watch events. It does no I/O, starts no goroutine and takes no
 // lock: package registry owns a State and guards it — reads under its
 // readers' lock, changes under its writer lock and, once durable, the
-// readers' lock too (see registry/doc.go). Every method here says which.
+// readers' lock too (see registry/doc.go). A method that only reads needs
+// either lock (a writer reads under the writer lock alone: no one else
+// changes the state); a method that changes says "(writer and readers'
+// locks)" — or "writer lock" for what readers never see.
 package state
 
 import (
@@ -135,9 +138,9 @@ func cmpDiscovery(a, b *Registration) int {
 	return 0
 }
 
-// State is a node's in-memory state. Its exported fields are read under
-// the node's readers' lock and changed only under its writer lock (and,
-// for what readers see, the readers' lock as well).
+// State is a node's in-memory state. Its exported fields, like its
+// methods, are read under either lock and changed under the writer lock
+// (and, for what readers see, the readers' lock as well).
 type State struct {
 	now     func() time.Time
 	skew    time.Duration
@@ -251,7 +254,8 @@ func (s *State) Verdict(e *Registration, now time.Time) Verdict {
 	return v
 }
 
-// RefreshVerdict recomputes and stores e's cached verdict (writer lock).
+// RefreshVerdict recomputes and stores e's cached verdict (writer and
+// readers' locks).
 func (s *State) RefreshVerdict(e *Registration, now time.Time) {
 	if e.Source == SourceLocal || s.Trust == nil {
 		return
