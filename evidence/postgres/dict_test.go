@@ -12,6 +12,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
+	"github.com/capmesh/capmesh/chp/boundary/governance"
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/sqlite"
 )
@@ -31,7 +32,7 @@ func TestGenerateDict(t *testing.T) {
 		t.Fatal(err)
 	}
 	var samples [][]byte
-	for _, safety := range []boundary.SafetyEvaluator{boundary.FixtureSafety(), nil} {
+	for _, safety := range []governance.SafetyEvaluator{boundary.FixtureSafety(), nil} {
 		s, err := sqlite.Open(t.TempDir()+"/e.db", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +54,7 @@ func TestGenerateDict(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			samples = append(samples, rawBlock("", 0, recs))
+			samples = append(samples, rawBlock("", 0, recs, nil, time.Time{}))
 		}
 		if err := s.Results(ctx, time.Time{}, func(r evidence.Result) bool {
 			samples = append(samples, append(appendRef(nil, r.Data, r.InvocationID), r.Data...))
