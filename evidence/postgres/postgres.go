@@ -15,12 +15,16 @@
 // is flushed; later callers wait for that commit or the next. A commit
 // writes one row per correlation — all the records it carries of that
 // correlation, compressed together (zstd with a built-in dictionary,
-// codec.go: an invocation's events share most of their bytes) — and one
-// row per recorded result.
+// codec.go: an invocation's events share most of their bytes) with the
+// results recorded for its invocations (PutResult finds the queued block
+// whose last record names the invocation id), and one row per result no
+// such block carries.
 //
 // Schema (created on first Open, in the DSN's search_path):
 //
-//	evidence_blocks(corr, prev_seq, last_seq, body) -- records (prev_seq, last_seq]
+//	evidence_blocks(corr, prev_seq, last_seq, body, res_at)
+//	  -- records (prev_seq, last_seq], and results when res_at (the newest
+//	  -- of them) is set; index (res_at) where set
 //	  UNIQUE (corr, prev_seq)  -- no two blocks extend one block (0: none);
 //	                           -- the replay, export and head index
 //	  CHECK (0 <= prev_seq < last_seq)
@@ -34,8 +38,9 @@
 // sequence) can be stored twice: a writer that extends a stale head
 // collides on the no-fork constraint and its commit fails; its callers'
 // Syncs return the error, never a false promise. Recorded results are a
-// log too: every PutResult is a new row, none is ever overwritten (the
-// newest of an invocation id wins when they are read back). Triggers
+// log too: every PutResult is a new row or rides in a new row, none is
+// ever overwritten (the newest of an invocation id wins when they are
+// read back). Triggers
 // refuse UPDATE, DELETE and TRUNCATE of both; a deployment should also
 // give hosts a role with only SELECT and INSERT (docs/operations.md).
 //
@@ -56,6 +61,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -193,6 +199,17 @@ type block struct {
 	recs    []evidence.Record // in sequence order, chained
 	prevSeq uint64            // the record before the first (0: none)
 	results []evidence.Result // recorded after the records, their data copied
+	// pre is the body of this block alone with its first nres results,
+	// compressed by the caller that put the last of them while the block
+	// waited for a commit: off the leader's path.
+	pre atomic.Pointer[preBody]
+	src *block // in columns: the one queued block a row is (nil: merged)
+}
+
+// preBody is a block's body compressed ahead of its commit.
+type preBody struct {
+	body []byte
+	nres int
 }
 
 // result is one queued result that no queued block carries; its data is
@@ -572,8 +589,8 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 	r.At = r.At.Truncate(time.Microsecond)
 	id := []byte(r.InvocationID)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return evidence.ErrClosed
 	}
 	for i := len(s.queue) - 1; i >= max(0, len(s.queue)-carryScan); i-- {
@@ -583,12 +600,25 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 		}
 		if b := it.blk; b != nil && bytes.Contains(b.recs[len(b.recs)-1].Data, id) {
 			b.results = append(b.results, r)
+			results := slices.Clip(b.results) // its elements never change
+			s.mu.Unlock()
+			precompress(b, results)
 			return nil
 		}
 	}
 	s.pos++
 	s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r}})
+	s.mu.Unlock()
 	return nil
+}
+
+// precompress compresses b with results for its commit, when b is its
+// row alone; an error is left for the commit to find again.
+func precompress(b *block, results []evidence.Result) {
+	body, err := encodeBlock(b.recs[0].PrevHash, b.prevSeq, b.recs, results, newest(results))
+	if err == nil {
+		b.pre.Store(&preBody{body: body, nres: len(results)})
+	}
 }
 
 // Sync implements evidence.Store with group commit: it returns once
@@ -715,9 +745,10 @@ func columns(batch []item) ([]any, error) {
 		if m := open[corr]; m != nil && m.recs[len(m.recs)-1].Sequence == b.prevSeq {
 			m.recs = append(m.recs, b.recs...)
 			m.results = append(m.results, b.results...)
+			m.src = nil
 			continue
 		}
-		m := &block{recs: slices.Clip(b.recs), prevSeq: b.prevSeq, results: slices.Clip(b.results)}
+		m := &block{recs: slices.Clip(b.recs), prevSeq: b.prevSeq, results: slices.Clip(b.results), src: b}
 		open[corr] = m
 		rows = append(rows, m)
 	}
@@ -740,6 +771,18 @@ func columns(batch []item) ([]any, error) {
 		ats[i] = r.r.At
 	}
 	return []any{corrs, prevs, lasts, bodies, ats, results, resAts}, nil
+}
+
+// precompressed is the row's body compressed ahead, if the row is one
+// queued block and its body covers all its results.
+func (b *block) precompressed() []byte {
+	if b.src == nil || len(b.results) == 0 {
+		return nil
+	}
+	if p := b.src.pre.Load(); p != nil && p.nres == len(b.results) {
+		return p.body
+	}
+	return nil
 }
 
 // newest is the latest time of results, at least one.
@@ -766,6 +809,10 @@ func compressAll(rows []*block, alone []*result) (bodies, results [][]byte, err 
 			for i := w; i < n; i += workers {
 				if i < len(rows) {
 					b := rows[i]
+					if p := b.precompressed(); p != nil {
+						bodies[i] = p
+						continue
+					}
 					var at time.Time
 					if len(b.results) > 0 {
 						at = newest(b.results)

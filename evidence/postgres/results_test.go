@@ -15,7 +15,9 @@ import (
 // TestResultRidesWithItsBlock: a result put while its invocation's block
 // (the queued block whose last record names the invocation id) is still
 // queued is written inside that block's row, not as a row of its own; a
-// result whose invocation has no such block gets its own row; a block's
+// result whose invocation has no such block gets its own row; a block
+// compressed ahead by PutResult (D) reads back like one compressed by the
+// commit (C, two blocks merged into one row); a block's
 // results survive a replay of the block unchanged; and Results lists
 // every result newest first even when one block carries results older and
 // newer than a lone one.
@@ -44,6 +46,13 @@ func TestResultRidesWithItsBlock(t *testing.T) {
 	}
 	put("inv-b", 3)
 	put("inv-lone", 2)
+	// inv-d alone in correlation D: its body is compressed by PutResult,
+	// ahead of the commit.
+	recs, err = s.Append(ctx, storetest.Event("D", "completed", "inv-d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("inv-d", 4)
 	if err := s.Sync(ctx, recs[0].Sequence); err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +62,15 @@ func TestResultRidesWithItsBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lone != 1 || carrying != 1 {
-		t.Errorf("%d lone result rows and %d blocks carrying results, want 1 and 1 (inv-a and inv-b in C's block)", lone, carrying)
+	if lone != 1 || carrying != 2 {
+		t.Errorf("%d lone result rows and %d blocks carrying results, want 1 and 2 (inv-a and inv-b in C's block, inv-d in D's)", lone, carrying)
 	}
 	all, err := s.Replay(ctx, evidence.Query{CorrelationID: "C"})
 	if err != nil || len(all) != 3 || verify(all) != nil {
 		t.Fatalf("replay of C: %d records, %v, chain %v", len(all), err, verify(all))
+	}
+	if all, err = s.Replay(ctx, evidence.Query{CorrelationID: "D"}); err != nil || len(all) != 1 || verify(all) != nil {
+		t.Fatalf("replay of D: %d records, %v", len(all), err)
 	}
 	var got []string
 	err = s.Results(ctx, time.Time{}, func(r evidence.Result) bool {
@@ -69,6 +81,7 @@ func TestResultRidesWithItsBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
+		`inv-d 06:00:04 {"invocation_id":"inv-d","at":4}`,
 		`inv-b 06:00:03 {"invocation_id":"inv-b","at":3}`,
 		`inv-lone 06:00:02 {"invocation_id":"inv-lone","at":2}`,
 		`inv-a 06:00:01 {"invocation_id":"inv-a","at":1}`,
@@ -81,7 +94,7 @@ func TestResultRidesWithItsBlock(t *testing.T) {
 		got = append(got, r.InvocationID)
 		return true
 	})
-	if err != nil || !slices.Equal(got, []string{"inv-b", "inv-lone"}) {
+	if err != nil || !slices.Equal(got, []string{"inv-d", "inv-b", "inv-lone"}) {
 		t.Fatalf("Results since 06:00:02 = %q, %v", got, err)
 	}
 }
