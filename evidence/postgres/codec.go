@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -116,15 +117,31 @@ func decompress(body []byte) ([]byte, error) {
 // first after prev — and the results they carry as a body; resAt is the
 // newest result's time (the row's res_at).
 func encodeBlock(prev string, prevSeq uint64, recs []evidence.Record, results []evidence.Result, resAt time.Time) ([]byte, error) {
+	buf := rawPool.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= 64<<10 { // a rare large block's buffer is not kept
+			rawPool.Put(buf)
+		}
+	}()
+	format := byte(formatV2)
 	if len(results) == 0 {
-		return compress(nil, rawBlock(prev, prevSeq, recs, nil, time.Time{}))
+		format, results = formatV1, nil
 	}
-	return compressAs(nil, formatV2, rawBlock(prev, prevSeq, recs, results, resAt))
+	*buf = appendRawBlock((*buf)[:0], prev, prevSeq, recs, results, resAt)
+	return compressAs(nil, format, *buf)
 }
+
+// rawPool holds the buffers of raw bodies being compressed.
+var rawPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // rawBlock is a block's body before compression: format 1 when results
 // is nil, else format 2.
 func rawBlock(prev string, prevSeq uint64, recs []evidence.Record, results []evidence.Result, resAt time.Time) []byte {
+	return appendRawBlock(nil, prev, prevSeq, recs, results, resAt)
+}
+
+// appendRawBlock appends rawBlock's bytes to raw.
+func appendRawBlock(raw []byte, prev string, prevSeq uint64, recs []evidence.Record, results []evidence.Result, resAt time.Time) []byte {
 	n := 16 + len(prev)
 	for i := range recs {
 		n += 32 + len(recs[i].Data)
@@ -132,7 +149,7 @@ func rawBlock(prev string, prevSeq uint64, recs []evidence.Record, results []evi
 	for i := range results {
 		n += 32 + len(results[i].Data)
 	}
-	raw := make([]byte, 0, n)
+	raw = slices.Grow(raw, n)
 	raw = binary.AppendUvarint(raw, uint64(len(recs)))
 	for i := range recs {
 		r := &recs[i]

@@ -199,11 +199,14 @@ type block struct {
 	recs    []evidence.Record // in sequence order, chained
 	prevSeq uint64            // the record before the first (0: none)
 	results []evidence.Result // recorded after the records, their data copied
-	// pre is the body of this block alone with its first nres results,
-	// compressed by the caller that put the last of them while the block
-	// waited for a commit: off the leader's path.
-	pre atomic.Pointer[preBody]
-	src *block // in columns: the one queued block a row is (nil: merged)
+	// pre is the body of this block alone with its first result,
+	// compressed by the caller that put it while the block waited for a
+	// commit: off the leader's path. preDone (set with the first result,
+	// under the store lock) is closed once pre is stored or failed; a
+	// leader that took the block waits for it rather than compress twice.
+	pre     atomic.Pointer[preBody]
+	preDone chan struct{}
+	src     *block // in columns: the one queued block a row is (nil: merged)
 }
 
 // preBody is a block's body compressed ahead of its commit.
@@ -600,6 +603,11 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 		}
 		if b := it.blk; b != nil && bytes.Contains(b.recs[len(b.recs)-1].Data, id) {
 			b.results = append(b.results, r)
+			if len(b.results) > 1 { // rare: the leader compresses the row
+				s.mu.Unlock()
+				return nil
+			}
+			b.preDone = make(chan struct{})
 			results := slices.Clip(b.results) // its elements never change
 			s.mu.Unlock()
 			precompress(b, results)
@@ -615,6 +623,7 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 // precompress compresses b with results for its commit, when b is its
 // row alone; an error is left for the commit to find again.
 func precompress(b *block, results []evidence.Result) {
+	defer close(b.preDone)
 	body, err := encodeBlock(b.recs[0].PrevHash, b.prevSeq, b.recs, results, newest(results))
 	if err == nil {
 		b.pre.Store(&preBody{body: body, nres: len(results)})
@@ -776,9 +785,10 @@ func columns(batch []item) ([]any, error) {
 // precompressed is the row's body compressed ahead, if the row is one
 // queued block and its body covers all its results.
 func (b *block) precompressed() []byte {
-	if b.src == nil || len(b.results) == 0 {
+	if b.src == nil || len(b.results) != 1 || b.src.preDone == nil {
 		return nil
 	}
+	<-b.src.preDone
 	if p := b.src.pre.Load(); p != nil && p.nres == len(b.results) {
 		return p.body
 	}
