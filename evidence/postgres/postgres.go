@@ -61,7 +61,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -199,20 +198,6 @@ type block struct {
 	recs    []evidence.Record // in sequence order, chained
 	prevSeq uint64            // the record before the first (0: none)
 	results []evidence.Result // recorded after the records, their data copied
-	// pre is the body of this block alone with its first result,
-	// compressed by the caller that put it while the block waited for a
-	// commit: off the leader's path. preDone (set with the first result,
-	// under the store lock) is closed once pre is stored or failed; a
-	// leader that took the block waits for it rather than compress twice.
-	pre     atomic.Pointer[preBody]
-	preDone chan struct{}
-	src     *block // in columns: the one queued block a row is (nil: merged)
-}
-
-// preBody is a block's body compressed ahead of its commit.
-type preBody struct {
-	body []byte
-	nres int
 }
 
 // result is one queued result that no queued block carries; its data is
@@ -603,14 +588,7 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 		}
 		if b := it.blk; b != nil && bytes.Contains(b.recs[len(b.recs)-1].Data, id) {
 			b.results = append(b.results, r)
-			if len(b.results) > 1 { // rare: the leader compresses the row
-				s.mu.Unlock()
-				return nil
-			}
-			b.preDone = make(chan struct{})
-			results := slices.Clip(b.results) // its elements never change
 			s.mu.Unlock()
-			precompress(b, results)
 			return nil
 		}
 	}
@@ -618,16 +596,6 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 	s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r}})
 	s.mu.Unlock()
 	return nil
-}
-
-// precompress compresses b with results for its commit, when b is its
-// row alone; an error is left for the commit to find again.
-func precompress(b *block, results []evidence.Result) {
-	defer close(b.preDone)
-	body, err := encodeBlock(b.recs[0].PrevHash, b.prevSeq, b.recs, results, newest(results))
-	if err == nil {
-		b.pre.Store(&preBody{body: body, nres: len(results)})
-	}
 }
 
 // Sync implements evidence.Store with group commit: it returns once
@@ -754,10 +722,9 @@ func columns(batch []item) ([]any, error) {
 		if m := open[corr]; m != nil && m.recs[len(m.recs)-1].Sequence == b.prevSeq {
 			m.recs = append(m.recs, b.recs...)
 			m.results = append(m.results, b.results...)
-			m.src = nil
 			continue
 		}
-		m := &block{recs: slices.Clip(b.recs), prevSeq: b.prevSeq, results: slices.Clip(b.results), src: b}
+		m := &block{recs: slices.Clip(b.recs), prevSeq: b.prevSeq, results: slices.Clip(b.results)}
 		open[corr] = m
 		rows = append(rows, m)
 	}
@@ -780,19 +747,6 @@ func columns(batch []item) ([]any, error) {
 		ats[i] = r.r.At
 	}
 	return []any{corrs, prevs, lasts, bodies, ats, results, resAts}, nil
-}
-
-// precompressed is the row's body compressed ahead, if the row is one
-// queued block and its body covers all its results.
-func (b *block) precompressed() []byte {
-	if b.src == nil || len(b.results) != 1 || b.src.preDone == nil {
-		return nil
-	}
-	<-b.src.preDone
-	if p := b.src.pre.Load(); p != nil && p.nres == len(b.results) {
-		return p.body
-	}
-	return nil
 }
 
 // newest is the latest time of results, at least one.
@@ -819,10 +773,6 @@ func compressAll(rows []*block, alone []*result) (bodies, results [][]byte, err 
 			for i := w; i < n; i += workers {
 				if i < len(rows) {
 					b := rows[i]
-					if p := b.precompressed(); p != nil {
-						bodies[i] = p
-						continue
-					}
 					var at time.Time
 					if len(b.results) > 0 {
 						at = newest(b.results)

@@ -15,9 +15,8 @@ import (
 // TestResultRidesWithItsBlock: a result put while its invocation's block
 // (the queued block whose last record names the invocation id) is still
 // queued is written inside that block's row, not as a row of its own; a
-// result whose invocation has no such block gets its own row; a block
-// compressed ahead by PutResult (D) reads back like one compressed by the
-// commit (C, two blocks merged into one row); a block's
+// result whose invocation has no such block gets its own row; a row of
+// one block (D) and of two merged (C) both carry theirs; a block's
 // results survive a replay of the block unchanged; and Results lists
 // every result newest first even when one block carries results older and
 // newer than a lone one.
@@ -46,8 +45,7 @@ func TestResultRidesWithItsBlock(t *testing.T) {
 	}
 	put("inv-b", 3)
 	put("inv-lone", 2)
-	// inv-d alone in correlation D: its body is compressed by PutResult,
-	// ahead of the commit.
+	// inv-d alone in correlation D: a row that is one block.
 	recs, err = s.Append(ctx, storetest.Event("D", "completed", "inv-d"))
 	if err != nil {
 		t.Fatal(err)
