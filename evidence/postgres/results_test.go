@@ -39,14 +39,13 @@ func TestResultRidesWithItsBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	put("inv-a", 1)
-	recs, err := s.Append(ctx, storetest.Event("C", "completed", "inv-b"))
-	if err != nil {
+	if _, err := s.Append(ctx, storetest.Event("C", "completed", "inv-b")); err != nil {
 		t.Fatal(err)
 	}
 	put("inv-b", 3)
 	put("inv-lone", 2)
 	// inv-d alone in correlation D: a row that is one block.
-	recs, err = s.Append(ctx, storetest.Event("D", "completed", "inv-d"))
+	recs, err := s.Append(ctx, storetest.Event("D", "completed", "inv-d"))
 	if err != nil {
 		t.Fatal(err)
 	}
