@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
 
 // Address is a parsed capmesh endpoint address.
@@ -194,7 +195,7 @@ func Dial(ctx context.Context, addr string) (jsonrpc.Caller, error) {
 // transports.
 func DialAddress(ctx context.Context, a Address, opts *jsonrpc.ClientOptions) (jsonrpc.Caller, error) {
 	if a.Scheme == "http" || a.Scheme == "https" {
-		return jsonrpc.NewHTTPClient(a.String(), nil), nil
+		return jhttp.NewClient(a.String(), nil), nil
 	}
 	c, err := DialConn(ctx, a)
 	if err != nil {

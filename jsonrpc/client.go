@@ -17,7 +17,7 @@ import (
 )
 
 // Caller is what every capmesh client offers, whatever the transport: the
-// stream Client and the HTTPClient both implement it.
+// stream Client and jhttp.Client (the HTTP binding) both implement it.
 type Caller interface {
 	// Call sends a request and decodes its result into result (which may be
 	// nil to discard it, or a *json.RawMessage to keep the bytes). When the

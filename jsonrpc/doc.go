@@ -1,7 +1,8 @@
 // Package jsonrpc is capmesh's JSON-RPC 2.0 engine: the messages and error
 // codes of the specification, the newline framing of the Primal IPC
-// Protocol v3.1, a Server for stream connections (Unix sockets, TCP) with an
-// HTTP bridge, and a pipelined Client.
+// Protocol v3.1, a Server for stream connections (Unix sockets, TCP), and a
+// pipelined Client. Package jhttp is the HTTP binding: a bridge serving a
+// Server to one message per POST body, and a client for it.
 //
 // Every capmesh process — hosts, the node's registry and router, the audit
 // tool — speaks through this package. It follows JSON-RPC 2.0 to the letter
@@ -13,8 +14,8 @@
 // bounded number of calls in flight and a write deadline per 64 KiB, the
 // owner's Unix socket keeps a reserve of connections no remote peer can
 // take, handler panics become InternalError, and Shutdown drains calls in
-// flight within a bound. Server.HTTPServer and Server.HTTPListener give the
-// HTTP bridge the same budget and deadlines. docs/limits.md is the table
+// flight within a bound. jhttp.NewServer and jhttp.Listener give the HTTP
+// bridge the same budget and deadlines. docs/limits.md is the table
 // of limits; docs/errors.md the table of codes.
 //
 // A server:

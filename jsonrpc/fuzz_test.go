@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
+	"github.com/capmesh/capmesh/jsonrpc/internal/spectest"
 )
 
 // FuzzDecodeFrame checks the frame decoder against encoding/json: a frame
@@ -18,8 +19,8 @@ import (
 // (encoding/json accepts invalid UTF-8 inside strings; RFC 8259 does not), decoding never
 // panics, and whatever the server answers is itself valid JSON.
 func FuzzDecodeFrame(f *testing.F) {
-	for _, tc := range specCases {
-		f.Add([]byte(tc.req))
+	for _, tc := range spectest.Cases {
+		f.Add([]byte(tc.Req))
 	}
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"a\u0062c","params":{"x":[1,{"y":null}]},"id":"\ud83d\ude00"}`))
 	f.Add([]byte(`[{"jsonrpc":"2.0","method":"ping","id":1},{},3,{"a":[]}]`))
@@ -56,7 +57,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		} else if perr == nil {
 			check(single)
 		}
-		out := srv.processFrame(context.Background(), data)
+		out := srv.Answer(context.Background(), data)
 		if out != nil && (!json.Valid(out) || !utf8.Valid(out)) {
 			t.Fatalf("response %q to %q is not valid JSON", out, data)
 		}

@@ -29,7 +29,7 @@ type ServerOptions struct {
 	// responses cannot grow server memory. Default 64.
 	MaxInFlight int
 	// MaxConns bounds the connections of the server, all its listeners
-	// together (stream connections and, through HTTPListener, HTTP ones);
+	// together (stream connections and, through Listener, HTTP ones);
 	// one more is answered with ServerBusy and closed. It is lowered to fit
 	// the process's file descriptor limit (RLIMIT_NOFILE less 128 for
 	// everything else the process opens). Default 1024.
@@ -128,7 +128,7 @@ func positiveOr[T int | time.Duration](v, def T) T {
 var ErrServerClosed = errors.New("jsonrpc: server closed")
 
 // Server serves JSON-RPC 2.0 over stream connections (Unix sockets, TCP,
-// anything that is a net.Conn) and, through HTTPHandler, over HTTP.
+// anything that is a net.Conn) and, through package jhttp, over HTTP.
 //
 // The flow of a request on a stream connection:
 //
