@@ -6,6 +6,8 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+
+	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 )
 
 // This file is what a binding outside the package builds on: a transport
@@ -24,7 +26,7 @@ func (s *Server) Options() ServerOptions { return s.opts }
 // empty message is answered InvalidRequest. The caller bounds the size of
 // msg (MaxMessageBytes).
 func (s *Server) Answer(ctx context.Context, msg []byte) []byte {
-	if isBlank(msg) {
+	if jsontext.IsBlank(msg) {
 		return appendError(nil, nil, Errorf(InvalidRequest, "Invalid Request: empty body"))
 	}
 	single, batch, isBatch, perr := decodeFrame(msg, s.opts.MaxBatch)

@@ -12,13 +12,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc/channel"
+	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 )
 
 // ServerOptions configure a Server. A nil *ServerOptions, and every zero
 // field, means the default stated on the field.
 type ServerOptions struct {
-	// Framing of stream connections. Default Newline.
-	Framing Framing
+	// Framing of stream connections. Default channel.Newline.
+	Framing channel.Framing
 	// MaxMessageBytes bounds one incoming frame (a request or a batch).
 	// An over-long frame is answered with InvalidRequest naming the limit,
 	// then the connection is closed. Default 4 MiB.
@@ -91,7 +94,7 @@ func (o *ServerOptions) withDefaults() ServerOptions {
 		d = *o
 	}
 	if d.Framing == nil {
-		d.Framing = Newline
+		d.Framing = channel.Newline
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -350,7 +353,7 @@ type serverConn struct {
 	maxIn    int32
 	room     chan struct{}
 	wg       sync.WaitGroup // handler goroutines
-	frame    Framing
+	frame    channel.Framing
 
 	wmu     sync.Mutex
 	pending []byte // framed responses not yet written
@@ -501,7 +504,7 @@ func (c *serverConn) readLoop(peer Peer) {
 			c.wmu.Unlock()
 		}
 		if err != nil {
-			var tl *FrameTooLargeError
+			var tl *channel.FrameTooLargeError
 			switch {
 			case errors.As(err, &tl):
 				// Let earlier calls answer first, so that this reply is the
@@ -558,7 +561,7 @@ type lineClock struct {
 
 func (l *lineClock) Read(p []byte) (int, error) {
 	n, err := l.c.nc.Read(p)
-	if n > 0 && !l.armed && !isBlank(p[:n]) {
+	if n > 0 && !l.armed && !jsontext.IsBlank(p[:n]) {
 		l.arm()
 	}
 	return n, err
@@ -799,7 +802,7 @@ func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
 		e, result = c.s.replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.MaxReplyBytes), nil
 	}
 	n := len(c.pending)
-	if _, nl := c.frame.(newlineFraming); nl {
+	if channel.IsNewline(c.frame) {
 		// Build the message in place: no intermediate buffer.
 		if e != nil {
 			c.pending = appendError(c.pending, id, e)

@@ -44,6 +44,7 @@ var layers = map[string]layer{
 	"jsonrpc/internal/jsontext": foundation,
 	"jsonrpc/internal/spectest": foundation,
 	"jsonrpc/jhttp":             foundation,
+	"jsonrpc/channel":           foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
@@ -111,7 +112,7 @@ var layers = map[string]layer{
 // slim are the foundations every consumer links, and the evidence log's
 // read side (the proofs a verifier checks): none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "jsonrpc/jhttp", "canonical", "chp/boundary/evlog"}
+var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "jsonrpc/jhttp", "jsonrpc/channel", "canonical", "chp/boundary/evlog"}
 
 // verifier are the pure protocol packages a bundle or witness verifier
 // links: TestVerifierIsPure holds them to chpAllowed (and each other).
