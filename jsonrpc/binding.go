@@ -74,12 +74,12 @@ func (l *slotListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.s.admit(false) {
+		if l.s.budget.Admit(false) {
 			l.s.observeConn(l.transport, 1)
 			return &slotConn{Conn: c, s: l.s, transport: l.transport}, nil
 		}
 		l.s.refused(RefusedMaxConns)
-		go l.s.refuse(c, l.refusal(l.s.busyError()))
+		go l.s.budget.Refuse(c, l.refusal(l.s.busyError()))
 	}
 }
 
@@ -93,7 +93,7 @@ type slotConn struct {
 
 func (c *slotConn) Close() error {
 	c.once.Do(func() {
-		c.s.nconns.Add(-1)
+		c.s.budget.Release()
 		c.s.observeConn(c.transport, -1)
 	})
 	return c.Conn.Close()

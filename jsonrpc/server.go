@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/jsonrpc/channel"
+	"github.com/capmesh/capmesh/jsonrpc/internal/connbudget"
 	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
+	"github.com/capmesh/capmesh/jsonrpc/internal/workers"
 )
 
 // ServerOptions configure a Server. A nil *ServerOptions, and every zero
@@ -167,24 +169,16 @@ type Server struct {
 	log    *slog.Logger
 	obs    Observer
 
-	nconns  atomic.Int64 // connections holding a slot, all listeners
-	limit   int64        // MaxConns, lowered to fit the fd limit
-	reserve int64        // slots of limit only owner peers may take
-	euid    int
-	// lingering counts refused connections being closed gracefully.
-	lingering atomic.Int32
-	closed    atomic.Bool
-	mu        sync.Mutex
-	lns       map[net.Listener]struct{}
-	conns     map[*serverConn]struct{}
-	connsWG   sync.WaitGroup
-	shutdown  chan struct{}
-	workers   *workerPool
+	budget   *connbudget.Budget // MaxConns and OwnerReserve, all listeners
+	euid     int
+	closed   atomic.Bool
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	conns    map[*serverConn]struct{}
+	connsWG  sync.WaitGroup
+	shutdown chan struct{}
+	workers  *workers.Pool
 }
-
-// fdReserve is what the connection budget leaves of the process's file
-// descriptor limit for listeners, stores, logs and outgoing connections.
-const fdReserve = 128
 
 // NewServer returns a server that dispatches to a. opts may be nil.
 func NewServer(a Assigner, opts *ServerOptions) *Server {
@@ -198,14 +192,13 @@ func NewServer(a Assigner, opts *ServerOptions) *Server {
 		lns:      make(map[net.Listener]struct{}),
 		conns:    make(map[*serverConn]struct{}),
 		shutdown: make(chan struct{}),
-		workers:  newWorkerPool(),
+		workers:  workers.New(),
 	}
-	s.limit = int64(o.MaxConns)
-	if fds := fdLimit(); fds > 0 && s.limit > fds-fdReserve {
-		s.limit = max(fds-fdReserve, 2)
-		s.log.Warn("jsonrpc: connection limit lowered to fit the file descriptor limit", "max_conns", s.limit, "nofile", fds)
+	b, fds, lowered := connbudget.New(o.MaxConns, o.OwnerReserve)
+	if lowered {
+		s.log.Warn("jsonrpc: connection limit lowered to fit the file descriptor limit", "max_conns", b.Limit(), "nofile", fds)
 	}
-	s.reserve = min(int64(o.OwnerReserve), s.limit/2)
+	s.budget = b
 	return s
 }
 
@@ -215,26 +208,8 @@ func (s *Server) isOwner(p Peer) bool {
 	return p.Transport == "unix" && p.HasCred && int(p.UID) == s.euid
 }
 
-// admit takes a connection slot, or reports false when the budget of the
-// peer's class is spent: non-owner peers may not take the owner reserve.
-func (s *Server) admit(owner bool) bool {
-	limit := s.limit
-	if !owner {
-		limit -= s.reserve
-	}
-	for {
-		n := s.nconns.Load()
-		if n >= limit {
-			return false
-		}
-		if s.nconns.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
 func (s *Server) busyError() *Error {
-	return Errorf(ServerBusy, "Server busy: too many connections (limit %d); retry later", s.limit)
+	return Errorf(ServerBusy, "Server busy: too many connections (limit %d); retry later", s.budget.Limit())
 }
 
 // Serve accepts connections on l and serves each until it closes. It
@@ -324,7 +299,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) waitConns(ctx context.Context) error {
 	done := make(chan struct{})
-	go func() { s.connsWG.Wait(); s.workers.close(); close(done) }()
+	go func() { s.connsWG.Wait(); s.workers.Close(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -370,12 +345,12 @@ type serverConn struct {
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	peer := peerOf(nc)
-	if !s.admit(s.isOwner(peer)) {
+	if !s.budget.Admit(s.isOwner(peer)) {
 		s.refused(RefusedMaxConns)
-		s.refuse(nc, s.opts.Framing.AppendFrame(nil, appendError(nil, nil, s.busyError())))
+		s.budget.Refuse(nc, s.opts.Framing.AppendFrame(nil, appendError(nil, nil, s.busyError())))
 		return
 	}
-	defer s.nconns.Add(-1)
+	defer s.budget.Release()
 	s.observeConn(peer.Transport, 1)
 	defer s.observeConn(peer.Transport, -1)
 	if hs, ok := nc.(handshaker); ok {
@@ -421,41 +396,9 @@ func (c *serverConn) stopReading() {
 	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 }
 
-// maxLingering bounds the refused connections that linger at once: each
-// holds a descriptor for up to half a second, and a flood of connections
-// over the budget must not take the descriptors the budget leaves free.
-const maxLingering = 32
-
-// refuse writes msg to a connection over the budget and closes it,
-// lingering (see lingerClose) only while few refusals are lingering.
-func (s *Server) refuse(nc net.Conn, msg []byte) {
-	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = nc.Write(msg)
-	if s.lingering.Add(1) > maxLingering {
-		s.lingering.Add(-1)
-		_ = nc.Close()
-		return
-	}
-	defer s.lingering.Add(-1)
-	lingerClose(nc)
-}
-
 // lingerClose ends a connection we refuse to read further (after an
-// error reply): see lingerClose.
-func (c *serverConn) lingerClose() { lingerClose(c.nc) }
-
-// lingerClose half-closes nc and discards what the peer still sends for a
-// moment before closing it. Closing a socket with unread input makes the
-// kernel reset the connection, and a reset can destroy the error reply we
-// just wrote before the peer reads it.
-func lingerClose(nc net.Conn) {
-	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	_, _ = io.Copy(io.Discard, io.LimitReader(nc, 64<<20))
-	_ = nc.Close()
-}
+// error reply), letting the reply reach the peer (connbudget.LingerClose).
+func (c *serverConn) lingerClose() { connbudget.LingerClose(c.nc) }
 
 // abort closes the connection and cancels the handlers' context.
 func (c *serverConn) abort() {
@@ -651,7 +594,7 @@ func (c *serverConn) dispatch(line []byte) {
 	req := detach(&single.req)
 	c.acquire()
 	c.wg.Add(1)
-	c.s.workers.submit(func() {
+	c.s.workers.Submit(func() {
 		defer c.wg.Done()
 		result, e := c.s.run(c.ctx, h, req)
 		c.wmu.Lock()
