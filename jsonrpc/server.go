@@ -16,6 +16,7 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc/channel"
 	"github.com/capmesh/capmesh/jsonrpc/internal/connbudget"
 	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
+	"github.com/capmesh/capmesh/jsonrpc/internal/outbox"
 	"github.com/capmesh/capmesh/jsonrpc/internal/workers"
 )
 
@@ -320,26 +321,11 @@ type serverConn struct {
 	nc     net.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
-	// inflight counts calls being handled or whose replies are not yet
-	// written; only the reader increments it, flushes decrement it, and
-	// room wakes a reader waiting for it to drop below the bound.
-	ireq     Request // reused by inline calls (reader goroutine only)
-	inflight atomic.Int32
-	maxIn    int32
-	room     chan struct{}
-	wg       sync.WaitGroup // handler goroutines
-	frame    channel.Framing
-
-	wmu     sync.Mutex
-	pending []byte // framed responses not yet written
-	// held counts the reply bytes the connection holds against its
-	// MaxReplyBytes: pending, being written, or kept by running batches.
-	held     atomic.Int64
-	slots    int // in-flight slots to release once pending is written
-	writing  bool
-	active   bool // the reader is working through buffered input and will flush before it blocks
-	spare    []byte
-	werr     error
+	ireq   Request        // reused by inline calls (reader goroutine only)
+	wg     sync.WaitGroup // handler goroutines
+	frame  channel.Framing
+	out    *outbox.Outbox // replies, in-flight slots and their writes
+	// stopping makes the reader return at its next read.
 	stopping atomic.Bool
 }
 
@@ -364,7 +350,11 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		peer.Family = hs.PeerFamily()
 	}
 
-	c := &serverConn{s: s, nc: nc, maxIn: int32(s.opts.MaxInFlight), room: make(chan struct{}, 1), frame: s.opts.Framing}
+	c := &serverConn{s: s, nc: nc, frame: s.opts.Framing}
+	c.out = outbox.New(nc, s.opts.MaxInFlight, s.opts.WriteTimeout, func(err error) {
+		s.log.Debug("jsonrpc: write failed; closing connection", "err", err)
+		c.abort()
+	})
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.WithValue(ctx, peerKey, &peer), notifierKey, Notifier(c)))
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -385,7 +375,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	// No more requests: let the calls in flight finish and their responses
 	// go out, then close.
 	c.wg.Wait()
-	c.goIdle()
+	c.out.GoIdle()
 	c.cancel()
 	_ = nc.Close()
 }
@@ -412,7 +402,7 @@ func (c *serverConn) abort() {
 func (c *serverConn) readLoop(peer Peer) {
 	// However the loop ends, the reader stops deferring writes: replies of
 	// calls still running are written by their own goroutines.
-	defer c.goIdle()
+	defer c.out.GoIdle()
 	s := c.s
 	max := s.opts.MaxMessageBytes
 	clock := &lineClock{c: c, d: s.opts.LineTimeout}
@@ -427,7 +417,7 @@ func (c *serverConn) readLoop(peer Peer) {
 		if !fr.Ready() {
 			// About to wait for input (whatever partial input is
 			// buffered): write what was queued meanwhile.
-			c.goIdle()
+			c.out.GoIdle()
 			switch {
 			case clock.d > 0 && fr.Begun():
 				// A frame has begun: it has LineTimeout to complete.
@@ -441,10 +431,8 @@ func (c *serverConn) readLoop(peer Peer) {
 			}
 		}
 		line, err := fr.ReadFrame()
-		if err == nil && !c.active {
-			c.wmu.Lock()
-			c.active = true
-			c.wmu.Unlock()
+		if err == nil {
+			c.out.Activate()
 		}
 		if err != nil {
 			var tl *channel.FrameTooLargeError
@@ -453,21 +441,21 @@ func (c *serverConn) readLoop(peer Peer) {
 				// Let earlier calls answer first, so that this reply is the
 				// last thing written before the half-close.
 				s.refused(RefusedMessageTooLarge)
-				c.flushQueued()
+				c.out.FlushQueued()
 				c.wg.Wait()
-				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit; closing connection", tl.Limit), nil, 0)
+				c.send(Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit; closing connection", tl.Limit))
 				c.lingerClose()
 				return
 			case isTimeout(err) && !c.stopping.Load() && clock.armed:
 				s.log.Debug("jsonrpc: closing connection with a stalled message", "peer", peer.Addr, "transport", peer.Transport)
 				s.refused(RefusedLineTimeout)
-				c.flushQueued()
+				c.out.FlushQueued()
 				c.wg.Wait()
-				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message not completed within %s; closing connection", clock.d), nil, 0)
+				c.send(Errorf(InvalidRequest, "Invalid Request: message not completed within %s; closing connection", clock.d))
 				c.lingerClose()
 				return
 			case isTimeout(err) && !c.stopping.Load():
-				if c.inflight.Load() > 0 {
+				if c.out.InFlight() > 0 {
 					continue // calls still in flight: not idle
 				}
 				s.log.Debug("jsonrpc: closing idle connection", "peer", peer.Addr, "transport", peer.Transport)
@@ -481,8 +469,8 @@ func (c *serverConn) readLoop(peer Peer) {
 			first = false
 			if gate != nil {
 				if e := gate(c.ctx, peer, line); e != nil {
-					c.flushQueued()
-					c.send(nil, e, nil, 0)
+					c.out.FlushQueued()
+					c.send(e)
 					c.lingerClose()
 					return
 				}
@@ -544,27 +532,22 @@ func (c *serverConn) dispatch(line []byte) {
 		// to goroutines.
 		own := append([]byte(nil), line...)
 		_, batch, _, _ = decodeFrame(own, 0)
-		c.acquire()
+		c.out.Acquire(c.ctx.Done())
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			out, kept := c.s.runBatch(c.ctx, batch, c.s.opts.MaxReplyBytes, &c.held)
-			c.wmu.Lock()
-			switch {
-			case out == nil:
-				c.held.Add(-kept)
-			case c.held.Load()-kept+int64(len(out)) > int64(c.s.opts.MaxReplyBytes):
-				c.held.Add(-kept)
-				c.appendLocked(nil, c.s.replyTooLarge("a batch", len(out), c.s.opts.MaxReplyBytes), nil)
-			default:
-				// Trade the results' count for the response's in one step,
-				// so that other batches never see the bytes uncounted.
-				n := len(c.pending)
-				c.pending = c.frame.AppendFrame(c.pending, out)
-				c.held.Add(int64(len(c.pending)-n) - kept)
-			}
-			c.slots++
-			c.flushUnlessActive()
+			budget := c.s.opts.MaxReplyBytes
+			out, kept := c.s.runBatch(c.ctx, batch, budget, c.out.Held())
+			c.out.Add(func(pending []byte) ([]byte, int64) {
+				switch {
+				case out == nil:
+					return pending, kept
+				case c.out.OverBudget(len(out)-int(kept), budget):
+					return c.appendReply(pending, nil, c.s.replyTooLarge("a batch", len(out), budget), nil), kept
+				}
+				// Trade the results' count for the response's.
+				return c.frame.AppendFrame(pending, out), kept
+			}, 1, outbox.UnlessActive)
 		}()
 		return
 	}
@@ -592,17 +575,17 @@ func (c *serverConn) dispatch(line []byte) {
 		return
 	}
 	req := detach(&single.req)
-	c.acquire()
+	c.out.Acquire(c.ctx.Done())
 	c.wg.Add(1)
 	c.s.workers.Submit(func() {
 		defer c.wg.Done()
 		result, e := c.s.run(c.ctx, h, req)
-		c.wmu.Lock()
-		if req.ID != nil {
-			c.appendLocked(req.ID, e, result)
+		if req.ID == nil {
+			result, e = nil, nil // a notification: nothing to send
 		}
-		c.slots++
-		c.flushUnlessActive()
+		c.out.Add(func(pending []byte) ([]byte, int64) {
+			return c.appendReply(pending, req.ID, e, result), 0
+		}, 1, outbox.UnlessActive)
 	})
 }
 
@@ -624,104 +607,21 @@ func detach(r *Request) *Request {
 	return d
 }
 
-// acquire takes an in-flight slot on the reader goroutine. When every slot
-// is taken — possibly by replies the reader queued itself and has not
-// written yet — it writes those first, then waits.
-func (c *serverConn) acquire() {
-	for c.inflight.Load() >= c.maxIn {
-		// Going to wait: stop deferring writes to the reader, or the
-		// replies whose writes free the slots would never go out.
-		c.goIdle()
-		if c.inflight.Load() < c.maxIn {
-			break
-		}
-		select {
-		case <-c.room:
-		case <-c.ctx.Done():
-			// The connection is being torn down; the write that would free a
-			// slot may never come.
-			c.inflight.Add(1)
-			return
-		}
-	}
-	if !c.active {
-		c.wmu.Lock()
-		c.active = true
-		c.wmu.Unlock()
-	}
-	c.inflight.Add(1)
-}
-
-// release frees n slots and wakes the reader if it waits for one.
-func (c *serverConn) release(n int) {
-	if n == 0 {
-		return
-	}
-	c.inflight.Add(-int32(n))
-	select {
-	case c.room <- struct{}{}:
-	default:
-	}
-}
-
 // queue appends a reply produced on the reader goroutine, holding a slot
 // until it is written, without writing it yet.
 func (c *serverConn) queue(id []byte, e *Error, result []byte) {
-	c.acquire()
-	c.wmu.Lock()
-	c.appendLocked(id, e, result)
-	c.slots++
-	c.wmu.Unlock()
-}
-
-// goIdle marks the reader as about to block and writes everything
-// pending: from now on completing handlers write their own replies.
-func (c *serverConn) goIdle() {
-	c.wmu.Lock()
-	c.active = false
-	if len(c.pending) == 0 && c.slots == 0 {
-		c.wmu.Unlock()
-		return
-	}
-	c.flushLocked()
-}
-
-// flushUnlessActive is called with wmu held by a goroutine that queued a
-// reply. While the reader is busy with buffered input it leaves the write
-// to the reader (which flushes before it next blocks), so replies to a
-// pipelined burst share system calls; otherwise it writes at once.
-func (c *serverConn) flushUnlessActive() {
-	if c.active {
-		c.wmu.Unlock()
-		return
-	}
-	c.flushLocked()
-}
-
-// flushQueued writes the replies the reader queued. readLoop calls it
-// before it blocks for input.
-func (c *serverConn) flushQueued() {
-	c.wmu.Lock()
-	if len(c.pending) == 0 && c.slots == 0 {
-		c.wmu.Unlock()
-		return
-	}
-	c.flushLocked()
+	c.out.Acquire(c.ctx.Done())
+	c.out.Add(func(pending []byte) ([]byte, int64) {
+		return c.appendReply(pending, id, e, result), 0
+	}, 1, outbox.Later)
 }
 
 // send queues a reply and writes it at once (used for the last words on a
 // connection: oversize frames, a refused first message).
-func (c *serverConn) send(id []byte, e *Error, result []byte, slots int) {
-	c.wmu.Lock()
-	c.appendLocked(id, e, result)
-	c.slots += slots
-	c.flushLocked()
-}
-
-// overBudget reports whether n more reply bytes would take the bytes the
-// connection holds past MaxReplyBytes.
-func (c *serverConn) overBudget(n int) bool {
-	return c.held.Load()+int64(n) > int64(c.s.opts.MaxReplyBytes)
+func (c *serverConn) send(e *Error) {
+	c.out.Add(func(pending []byte) ([]byte, int64) {
+		return c.appendReply(pending, nil, e, nil), 0
+	}, 0, outbox.Now)
 }
 
 // replyOverhead is a generous bound on the bytes a response adds to its
@@ -734,90 +634,32 @@ func (s *Server) replyTooLarge(what string, n, budget int) *Error {
 	return Errorf(ResponseTooLarge, "Response too large: the reply to %s (%d bytes) exceeds the connection's reply budget of %d bytes", what, n, budget)
 }
 
-// appendLocked frames one reply (id with either e or result) into pending.
+// appendReply frames one reply (id with either e or result) onto pending.
 // A result that would exceed the reply budget is replaced by
-// ResponseTooLarge.
-func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
+// ResponseTooLarge. Called by the outbox with its lock held.
+func (c *serverConn) appendReply(pending, id []byte, e *Error, result []byte) []byte {
 	if e == nil && result == nil {
-		return
+		return pending
 	}
-	if e == nil && c.overBudget(len(result)+len(id)+replyOverhead) {
-		e, result = c.s.replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.MaxReplyBytes), nil
+	if n, budget := len(result)+len(id)+replyOverhead, c.s.opts.MaxReplyBytes; e == nil && c.out.OverBudget(n, budget) {
+		e, result = c.s.replyTooLarge("this call", n, budget), nil
 	}
-	n := len(c.pending)
 	if channel.IsNewline(c.frame) {
 		// Build the message in place: no intermediate buffer.
 		if e != nil {
-			c.pending = appendError(c.pending, id, e)
+			pending = appendError(pending, id, e)
 		} else {
-			c.pending = appendResult(c.pending, id, result)
+			pending = appendResult(pending, id, result)
 		}
-		c.pending = append(c.pending, '\n')
+		return append(pending, '\n')
+	}
+	var msg []byte
+	if e != nil {
+		msg = appendError(nil, id, e)
 	} else {
-		var msg []byte
-		if e != nil {
-			msg = appendError(nil, id, e)
-		} else {
-			msg = appendResult(nil, id, result)
-		}
-		c.pending = c.frame.AppendFrame(c.pending, msg)
+		msg = appendResult(nil, id, result)
 	}
-	c.held.Add(int64(len(c.pending) - n))
-}
-
-// flushLocked writes everything pending unless another goroutine is
-// already doing so. Called with wmu held; returns with it released.
-func (c *serverConn) flushLocked() {
-	if c.writing {
-		c.wmu.Unlock()
-		return
-	}
-	c.writing = true
-	wt := c.s.opts.WriteTimeout
-	for len(c.pending) > 0 || c.slots > 0 {
-		buf, n := c.pending, c.slots
-		c.pending, c.slots = c.spare[:0], 0
-		c.spare = nil
-		err := c.werr
-		c.wmu.Unlock()
-		if len(buf) > 0 && err == nil {
-			if err = c.write(buf, wt); err != nil {
-				c.s.log.Debug("jsonrpc: write failed; closing connection", "err", err)
-				c.abort()
-			}
-		}
-		c.held.Add(-int64(len(buf)))
-		c.release(n)
-		c.wmu.Lock()
-		if err != nil && c.werr == nil {
-			c.werr = err
-		}
-		if cap(buf) <= 1<<20 {
-			c.spare = buf[:0]
-		}
-	}
-	c.writing = false
-	c.wmu.Unlock()
-}
-
-// writeChunk is the most a single write carries; each write has its own
-// deadline, so a peer that reads slowly but steadily gets a long reply whole
-// while one that stops reading is cut off after WriteTimeout.
-const writeChunk = 64 << 10
-
-// write writes buf in chunks of at most writeChunk, each under its own
-// write deadline.
-func (c *serverConn) write(buf []byte, timeout time.Duration) error {
-	for len(buf) > 0 {
-		n := min(len(buf), writeChunk)
-		_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
-		k, err := c.nc.Write(buf[:n])
-		buf = buf[k:]
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.frame.AppendFrame(pending, msg)
 }
 
 // Notify sends a server-initiated notification on this connection. It
@@ -833,22 +675,14 @@ func (c *serverConn) Notify(ctx context.Context, method string, params any) erro
 		return err
 	}
 	msg := appendRequest(nil, method, p, nil)
-	c.wmu.Lock()
-	if c.werr != nil {
-		err := c.werr
-		c.wmu.Unlock()
-		return fmt.Errorf("jsonrpc: notify: connection failed: %w", err)
-	}
-	if len(c.pending) > c.s.opts.MaxMessageBytes {
-		c.werr = errSlowConsumer
-		c.wmu.Unlock()
+	failed, slow := c.out.Post(func(pending []byte) []byte { return c.frame.AppendFrame(pending, msg) }, c.s.opts.MaxMessageBytes, errSlowConsumer)
+	switch {
+	case failed != nil:
+		return fmt.Errorf("jsonrpc: notify: connection failed: %w", failed)
+	case slow:
 		c.abort()
 		return errSlowConsumer
 	}
-	n := len(c.pending)
-	c.pending = c.frame.AppendFrame(c.pending, msg)
-	c.held.Add(int64(len(c.pending) - n))
-	c.flushLocked()
 	return nil
 }
 

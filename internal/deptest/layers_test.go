@@ -47,6 +47,7 @@ var layers = map[string]layer{
 	"jsonrpc/channel":             foundation,
 	"jsonrpc/internal/connbudget": foundation,
 	"jsonrpc/internal/workers":    foundation,
+	"jsonrpc/internal/outbox":     foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
