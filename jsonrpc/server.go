@@ -151,7 +151,7 @@ var ErrServerClosed = errors.New("jsonrpc: server closed")
 //	       handler goroutine: Assign(method) ──► Handler.Handle(ctx, req)
 //	           │  (panics recovered as InternalError)
 //	           ▼
-//	       writer: responses appended to the connection's pending buffer as
+//	       writer (internal/outbox): responses appended to the pending buffer as
 //	       they complete (out of order; the id matches them up), each
 //	       replaced by ResponseTooLarge if it would take the unwritten
 //	       bytes past MaxReplyBytes. While the reader still holds a whole
