@@ -324,7 +324,7 @@ type serverConn struct {
 	ireq   Request        // reused by inline calls (reader goroutine only)
 	wg     sync.WaitGroup // handler goroutines
 	frame  channel.Framing
-	out    *outbox.Outbox // replies, in-flight slots and their writes
+	out    outbox.Outbox // replies, in-flight slots and their writes
 	// stopping makes the reader return at its next read.
 	stopping atomic.Bool
 }
@@ -351,7 +351,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	}
 
 	c := &serverConn{s: s, nc: nc, frame: s.opts.Framing}
-	c.out = outbox.New(nc, s.opts.MaxInFlight, s.opts.WriteTimeout, func(err error) {
+	c.out.Init(nc, s.opts.MaxInFlight, s.opts.WriteTimeout, func(err error) {
 		s.log.Debug("jsonrpc: write failed; closing connection", "err", err)
 		c.abort()
 	})

@@ -66,10 +66,13 @@ type Outbox struct {
 	werr    error
 }
 
-// New returns the outbox of nc: at most maxInFlight slots, each write
-// under timeout, onFail told of a failed write.
-func New(nc net.Conn, maxInFlight int, timeout time.Duration, onFail func(error)) *Outbox {
-	return &Outbox{nc: nc, timeout: timeout, onFail: onFail, maxIn: int32(maxInFlight), room: make(chan struct{}, 1)}
+// Init makes o, a zero Outbox, the outbox of nc: at most maxInFlight
+// slots, each write under timeout, onFail told of a failed write. (An
+// Outbox lives inside its connection's state, so it is not returned by a
+// constructor.)
+func (o *Outbox) Init(nc net.Conn, maxInFlight int, timeout time.Duration, onFail func(error)) {
+	o.nc, o.timeout, o.onFail = nc, timeout, onFail
+	o.maxIn, o.room = int32(maxInFlight), make(chan struct{}, 1)
 }
 
 // Held is the count of reply bytes the connection holds; batches running
@@ -104,13 +107,17 @@ func (o *Outbox) Acquire(done <-chan struct{}) {
 }
 
 // Activate marks the reader as working through buffered input (reader
-// goroutine only).
+// goroutine only, which alone sets active: its read needs no lock).
 func (o *Outbox) Activate() {
 	if !o.active {
-		o.mu.Lock()
-		o.active = true
-		o.mu.Unlock()
+		o.activate()
 	}
+}
+
+func (o *Outbox) activate() {
+	o.mu.Lock()
+	o.active = true
+	o.mu.Unlock()
 }
 
 // release frees n slots and wakes the reader if it waits for one.
