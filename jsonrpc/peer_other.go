@@ -16,6 +16,3 @@ func peerOf(c net.Conn) Peer {
 	}
 	return p
 }
-
-// fdLimit returns 0: the descriptor limit is not consulted here.
-func fdLimit() int64 { return 0 }

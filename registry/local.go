@@ -12,6 +12,7 @@ import (
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
 
 func currentUID() uint32 { return uint32(os.Getuid()) }
@@ -51,7 +52,7 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 		return nil, err
 	}
 	if a.Scheme == "http" || a.Scheme == "https" {
-		return jsonrpc.NewHTTPClient(u, routeHTTP), nil
+		return jhttp.NewClient(u, routeHTTP), nil
 	}
 	return endpoint.DialAddress(ctx, a, nil)
 }
