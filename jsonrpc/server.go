@@ -17,6 +17,7 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc/internal/connbudget"
 	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 	"github.com/capmesh/capmesh/jsonrpc/internal/outbox"
+	"github.com/capmesh/capmesh/jsonrpc/internal/sysconn"
 	"github.com/capmesh/capmesh/jsonrpc/internal/workers"
 )
 
@@ -245,7 +246,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 				return ErrServerClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscallEMFILE) {
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, sysconn.EMFILE) {
 				// Out of file descriptors or a transient failure: back off
 				// instead of spinning.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
@@ -260,7 +261,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			return fmt.Errorf("jsonrpc: accept: %w", err)
 		}
 		delay = 0
-		s.connsWG.Add(1)
+		if !s.track() {
+			_ = c.Close()
+			return ErrServerClosed
+		}
 		go func() {
 			defer s.connsWG.Done()
 			s.serveConn(ctx, c)
@@ -272,7 +276,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // server shuts down, then closes it. A server used only through ServeConn
 // should still be shut down when done, to release its worker goroutines.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
-	s.connsWG.Add(1)
+	if !s.track() {
+		_ = c.Close()
+		return
+	}
 	defer s.connsWG.Done()
 	s.serveConn(ctx, c)
 }
@@ -298,7 +305,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.waitConns(ctx)
 }
 
+// track counts a connection in connsWG unless the server is closed,
+// under mu, which waitConns passes before it waits: no Add races the Wait.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	open := !s.closed.Load()
+	if open {
+		s.connsWG.Add(1)
+	}
+	return open
+}
+
 func (s *Server) waitConns(ctx context.Context) error {
+	s.mu.Lock()
+	//lint:ignore SA2001 the barrier track relies on
+	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.connsWG.Wait(); s.workers.Close(); close(done) }()
 	select {

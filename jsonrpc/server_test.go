@@ -11,6 +11,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -544,5 +545,54 @@ func TestPeerCredentials(t *testing.T) {
 	p := <-got
 	if p.Transport != "unix" || !p.HasCred || int(p.UID) != geteuid() {
 		t.Fatalf("peer %+v", p)
+	}
+}
+
+// TestShutdownWhileAccepting: connections accepted (and served through
+// ServeConn) while Shutdown begins are either served and waited for or
+// closed; under -race, counting them must never race with Shutdown's
+// wait for a zero count (before, the accept loop's WaitGroup.Add could
+// run concurrently with that Wait: a data race seen in CI).
+func TestShutdownWhileAccepting(t *testing.T) {
+	for i := 0; i < 40; i++ {
+		l, err := net.Listen("unix", filepath.Join(t.TempDir(), "s.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := NewServer(specMethods(), nil)
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(context.Background(), l) }()
+		stop := make(chan struct{})
+		var dialers sync.WaitGroup
+		for d := 0; d < 4; d++ {
+			dialers.Add(1)
+			go func() {
+				defer dialers.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if c, err := net.Dial("unix", l.Addr().String()); err == nil {
+						_ = c.Close()
+					}
+					a, b := net.Pipe()
+					go srv.ServeConn(context.Background(), a)
+					_ = b.Close()
+				}
+			}()
+		}
+		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+		cancel()
+		close(stop)
+		dialers.Wait()
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
+			t.Fatalf("Serve returned %v, want ErrServerClosed", err)
+		}
 	}
 }

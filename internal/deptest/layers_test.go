@@ -53,6 +53,7 @@ var layers = map[string]layer{
 	"jsonrpc/internal/outbox":     foundation,
 	"jsonrpc/internal/spectest":   foundation,
 	"jsonrpc/internal/workers":    foundation,
+	"jsonrpc/internal/sysconn":    foundation,
 
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
