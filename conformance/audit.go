@@ -14,6 +14,7 @@ import (
 	"github.com/capmesh/capmesh/conformance/framing"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 	"github.com/capmesh/capmesh/wire"
 )
 
@@ -199,7 +200,7 @@ func (h *hostAudit) dial(ctx context.Context) error {
 		if path == "" || path == "/" {
 			path = "/jsonrpc"
 		}
-		h.caller = jsonrpc.NewHTTPClient(h.httpBase+path, h.hc)
+		h.caller = jhttp.NewClient(h.httpBase+path, h.hc)
 	default:
 		return fmt.Errorf("cannot audit a %q endpoint", addr.Scheme)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/capmesh/capmesh/access"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
 
 //go:embed templates/*.html static/*
@@ -230,7 +231,7 @@ func (d *Dashboard) call(ctx context.Context, r *http.Request, method string, pa
 	if c.key != "" {
 		hc = &http.Client{Transport: keyTransport{key: c.key, next: d.transport()}, Timeout: d.hc.Timeout}
 	}
-	cl := jsonrpc.NewHTTPClient(strings.TrimRight(d.cfg.Node(), "/")+"/jsonrpc", hc)
+	cl := jhttp.NewClient(strings.TrimRight(d.cfg.Node(), "/")+"/jsonrpc", hc)
 	err := cl.Call(ctx, method, params, result)
 	if err == nil {
 		return nil

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
 
 // Address is a parsed capmesh endpoint address.
@@ -196,7 +197,7 @@ func Dial(ctx context.Context, addr string) (jsonrpc.Caller, error) {
 // ctx, if any, takes its place.
 func DialAddress(ctx context.Context, a Address, opts *jsonrpc.ClientOptions) (jsonrpc.Caller, error) {
 	if a.Scheme == "http" || a.Scheme == "https" {
-		return jsonrpc.NewHTTPClient(a.String(), nil), nil
+		return jhttp.NewClient(a.String(), nil), nil
 	}
 	c, err := DialConn(ctx, a)
 	if err != nil {

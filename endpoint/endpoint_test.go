@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
 
 func TestParse(t *testing.T) {
@@ -256,7 +257,7 @@ func TestDialAllSchemes(t *testing.T) {
 	done := make(chan struct{}, 2)
 	go func() { _ = srv.Serve(ctx, ul); done <- struct{}{} }()
 	go func() { _ = srv.Serve(ctx, tl); done <- struct{}{} }()
-	hs := httptest.NewServer(http.StripPrefix("", srv.HTTPHandler()))
+	hs := httptest.NewServer(http.StripPrefix("", jhttp.Handler(srv)))
 	defer hs.Close()
 	for _, addr := range []string{"unix://" + ul.Path(), ul.Path(), "tcp://" + tl.Addr().String(), hs.URL} {
 		c, err := Dial(ctx, addr)

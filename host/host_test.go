@@ -22,6 +22,7 @@ import (
 	"github.com/capmesh/capmesh/chp/schema"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 	"github.com/capmesh/capmesh/wire"
 )
 
@@ -606,7 +607,7 @@ func TestHTTPServesBridgeAndCHPBinding(t *testing.T) {
 	h := newKVHost(t, cfg)
 	serve(t, h)
 	base := "http://" + h.Addr("http")
-	hc := jsonrpc.NewHTTPClient(base+"/jsonrpc", nil)
+	hc := jhttp.NewClient(base+"/jsonrpc", nil)
 	defer hc.Close()
 	var env wire.CapabilitiesList
 	must(t, hc.Call(context.Background(), "capabilities.list", nil, &env))

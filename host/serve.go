@@ -16,6 +16,7 @@ import (
 	"github.com/capmesh/capmesh/chp/chphttp"
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 	"github.com/capmesh/capmesh/registry/announce"
 	"github.com/capmesh/capmesh/wire"
 )
@@ -120,7 +121,7 @@ func (h *Host) start() (*servers, error) {
 		}
 		// The jsonrpc server's budget and deadlines: HTTP connections
 		// count against MaxConns and cannot take the owner's reserve.
-		s.hs = s.srv.HTTPServer(mux)
+		s.hs = jhttp.NewServer(s.srv, mux)
 	}
 	return s, nil
 }
@@ -133,7 +134,7 @@ func (s *servers) serve(ctx context.Context) <-chan error {
 		go func() { errc <- s.srv.Serve(ctx, l) }()
 	}
 	if s.hs != nil {
-		go func() { errc <- s.hs.Serve(s.srv.HTTPListener(s.ls.http)) }()
+		go func() { errc <- s.hs.Serve(jhttp.Listener(s.srv, s.ls.http)) }()
 	}
 	return errc
 }
@@ -298,7 +299,7 @@ func (h *Host) httpMux(srv *jsonrpc.Server) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	// The bridge passes the access layer like every other binding: a wrong
 	// X-CHP-Key is a 401 here, a missing one an anonymous caller.
-	mux.Handle("/jsonrpc", h.acc.HTTP(srv.HTTPHandler()))
+	mux.Handle("/jsonrpc", h.acc.HTTP(jhttp.Handler(srv)))
 	h.mu.Lock()
 	mounts := slices.Clone(h.https)
 	h.mu.Unlock()

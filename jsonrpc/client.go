@@ -13,11 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capmesh/capmesh/jsonrpc/channel"
 	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 )
 
 // Caller is what every capmesh client offers, whatever the transport: the
-// stream Client and the HTTPClient both implement it.
+// stream Client and jhttp.Client (the HTTP binding) both implement it.
 type Caller interface {
 	// Call sends a request and decodes its result into result (which may be
 	// nil to discard it, or a *json.RawMessage to keep the bytes). When the
@@ -31,8 +32,8 @@ type Caller interface {
 
 // ClientOptions configure a Client. A nil *ClientOptions means defaults.
 type ClientOptions struct {
-	// Framing of the connection. Default Newline.
-	Framing Framing
+	// Framing of the connection. Default channel.Newline.
+	Framing channel.Framing
 	// MaxMessageBytes bounds one incoming frame. Default 64 MiB.
 	MaxMessageBytes int
 	// OnNotify, when set, receives the notifications the server sends on
@@ -52,7 +53,7 @@ var ErrClientClosed = errors.New("jsonrpc: client closed")
 // server sends them.
 type Client struct {
 	nc       net.Conn
-	frame    Framing
+	frame    channel.Framing
 	log      *slog.Logger
 	onNotify func(string, json.RawMessage)
 
@@ -74,7 +75,7 @@ type Client struct {
 func NewClient(c net.Conn, opts *ClientOptions) *Client {
 	cl := &Client{
 		nc:      c,
-		frame:   Newline,
+		frame:   channel.Newline,
 		log:     slog.Default(),
 		pending: make(map[uint64]chan response),
 		done:    make(chan struct{}),
@@ -378,7 +379,7 @@ func (e *ConnectionLostError) Error() string {
 // Unwrap returns the error that ended the connection.
 func (e *ConnectionLostError) Unwrap() error { return e.Err }
 
-func (c *Client) readLoop(fr FrameReader) {
+func (c *Client) readLoop(fr channel.FrameReader) {
 	defer close(c.done)
 	for {
 		line, err := fr.ReadFrame()

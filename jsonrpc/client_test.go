@@ -200,19 +200,3 @@ func TestClientBatch(t *testing.T) {
 		t.Fatalf("foo.get: %v", calls[3].Err)
 	}
 }
-
-func TestHTTPClient(t *testing.T) {
-	hs, _ := startHTTP(t, specMethods(), nil)
-	c := NewHTTPClient(hs.URL+"/jsonrpc", nil)
-	defer c.Close()
-	var got int
-	if err := c.Call(context.Background(), "subtract", map[string]int{"minuend": 5, "subtrahend": 2}, &got); err != nil || got != 3 {
-		t.Fatalf("got %d %v", got, err)
-	}
-	if err := c.Call(context.Background(), "nope", nil, nil); !errors.Is(err, MethodNotFound) {
-		t.Fatalf("err %v", err)
-	}
-	if err := c.Notify(context.Background(), "update", []int{1}); err != nil {
-		t.Fatal(err)
-	}
-}

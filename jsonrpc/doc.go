@@ -1,7 +1,27 @@
 // Package jsonrpc is capmesh's JSON-RPC 2.0 engine: the messages and error
-// codes of the specification, the newline framing of the Primal IPC
-// Protocol v3.1, a Server for stream connections (Unix sockets, TCP) with an
-// HTTP bridge, and a pipelined Client.
+// codes of the specification, a Server for stream connections (Unix
+// sockets, TCP), and a pipelined Client.
+//
+// The engine and what surrounds it, as jrpc2 lays out its own:
+//
+//	jsonrpc            messages, codes, Handler/Assigner, Server, Client,
+//	  │                and the binding API (Server.Answer, Server.Listener,
+//	  │                Server.Options, EncodeRequest, ParseResponse)
+//	  ├─ channel       stream framing: Framing, FrameReader, Newline (the
+//	  │                Primal IPC Protocol v3.1's one message per line)
+//	  ├─ jhttp         the HTTP binding: Handler (a message per POST body),
+//	  │                NewServer and Listener (the server's timeouts and
+//	  │                connection budget), Client
+//	  └─ internal/
+//	       jsontext    the one-pass JSON scanner the decoders share
+//	       connbudget  MaxConns and the owner reserve, lingering refusals
+//	       outbox      a connection's write side: pending replies,
+//	                   in-flight slots, reply bytes, deferred writes
+//	       workers     the goroutine pool handlers run on
+//
+// Arrows point down: channel and the internal packages know nothing of
+// the engine; jhttp builds only on the exported binding API, as any other
+// binding would.
 //
 // Every capmesh process — hosts, the node's registry and router, the audit
 // tool — speaks through this package. It follows JSON-RPC 2.0 to the letter
@@ -13,8 +33,8 @@
 // bounded number of calls in flight and a write deadline per 64 KiB, the
 // owner's Unix socket keeps a reserve of connections no remote peer can
 // take, handler panics become InternalError, and Shutdown drains calls in
-// flight within a bound. Server.HTTPServer and Server.HTTPListener give the
-// HTTP bridge the same budget and deadlines. docs/limits.md is the table
+// flight within a bound. jhttp.NewServer and jhttp.Listener give the HTTP
+// bridge the same budget and deadlines. docs/limits.md is the table
 // of limits; docs/errors.md the table of codes.
 //
 // A server:

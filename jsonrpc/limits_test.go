@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -16,11 +15,11 @@ import (
 	"time"
 )
 
-// limitsServer is one Server serving a Unix socket, a TCP listener and,
-// through HTTPServer and HTTPListener, an HTTP listener.
+// limitsServer is one Server serving a Unix socket and a TCP listener
+// (package jhttp's tests add an HTTP listener to the same budget).
 type limitsServer struct {
-	srv              *Server
-	unix, tcp, httpA string
+	srv       *Server
+	unix, tcp string
 }
 
 func startLimitsServer(t *testing.T, a Assigner, opts *ServerOptions) *limitsServer {
@@ -37,28 +36,19 @@ func startLimitsServer(t *testing.T, a Assigner, opts *ServerOptions) *limitsSer
 	if err != nil {
 		t.Fatal(err)
 	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/jsonrpc", srv.HTTPHandler())
-	hs := srv.HTTPServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 3)
+	done := make(chan error, 2)
 	go func() { done <- srv.Serve(ctx, ul) }()
 	go func() { done <- srv.Serve(ctx, tl) }()
-	go func() { done <- hs.Serve(srv.HTTPListener(hl)) }()
 	t.Cleanup(func() {
-		_ = hs.Close()
 		cancel()
-		for range 3 {
-			if err := <-done; !errors.Is(err, ErrServerClosed) && !errors.Is(err, http.ErrServerClosed) {
+		for range 2 {
+			if err := <-done; !errors.Is(err, ErrServerClosed) {
 				t.Errorf("Serve returned %v", err)
 			}
 		}
 	})
-	return &limitsServer{srv: srv, unix: ul.Addr().String(), tcp: tl.Addr().String(), httpA: hl.Addr().String()}
+	return &limitsServer{srv: srv, unix: ul.Addr().String(), tcp: tl.Addr().String()}
 }
 
 // ownerAnswered dials the Unix socket as the owner, sends a ping and
@@ -103,14 +93,15 @@ func holdConn(t *testing.T, network, addr string, wait time.Duration) (net.Conn,
 	return c, l
 }
 
-// TestOwnerReserve fills the connection budget from TCP and HTTP with
-// idle connections: further TCP and HTTP clients are refused with
-// ServerBusy, but the owner's Unix socket stays reachable through the
-// reserve. With one shared counter (the old server) the owner was refused.
+// TestOwnerReserve fills the connection budget from TCP with idle
+// connections: further TCP clients are refused with ServerBusy, but the
+// owner's Unix socket stays reachable through the reserve. With one shared
+// counter (the old server) the owner was refused. (TestOwnerReserveHTTP in
+// package jhttp fills it from TCP and HTTP together.)
 func TestOwnerReserve(t *testing.T) {
 	ls := startLimitsServer(t, specMethods(), &ServerOptions{MaxConns: 12, OwnerReserve: 4})
-	// 8 = MaxConns - OwnerReserve non-owner slots: 5 TCP, 3 HTTP.
-	for range 5 {
+	// 8 = MaxConns - OwnerReserve non-owner slots.
+	for range 8 {
 		c, _ := holdConn(t, "tcp", ls.tcp, 0)
 		// A ping proves the slot is taken before the next dial.
 		_, _ = io.WriteString(c, sentinelReq)
@@ -118,22 +109,9 @@ func TestOwnerReserve(t *testing.T) {
 			t.Fatalf("tcp client before the budget is spent: %q", l)
 		}
 	}
-	for range 3 {
-		c, _ := holdConn(t, "tcp", ls.httpA, 0)
-		_, _ = io.WriteString(c, "GET /jsonrpc HTTP/1.1\r\nHost: x\r\n\r\n")
-		if l, _ := bufio.NewReader(c).ReadString('\n'); !strings.HasPrefix(l, "HTTP/1.1 405") {
-			t.Fatalf("http client before the budget is spent: %q", l)
-		}
-	}
 	busy := fmt.Sprintf(`"code":%d`, int(ServerBusy))
 	if _, l := holdConn(t, "tcp", ls.tcp, 10*time.Second); !strings.Contains(l, busy) {
 		t.Fatalf("tcp client over the budget: %q, want ServerBusy", l)
-	}
-	c, _ := holdConn(t, "tcp", ls.httpA, 0)
-	_, _ = io.WriteString(c, "GET /jsonrpc HTTP/1.1\r\nHost: x\r\n\r\n")
-	resp, err := io.ReadAll(c)
-	if err != nil || !strings.HasPrefix(string(resp), "HTTP/1.1 503") || !strings.Contains(string(resp), busy) {
-		t.Fatalf("http client over the budget: %q %v", resp, err)
 	}
 	ownerAnswered(t, ls.unix)
 	// The owner gets the reserve: all four slots, and no more.
@@ -166,10 +144,10 @@ func dialOwnerPing(t *testing.T, path string) net.Conn {
 }
 
 // TestLineTimeout holds connections that start a message and never finish
-// it — one that stalls after a byte, one that trickles a byte every 20 ms,
-// an HTTP request whose body never completes — and checks that each is
-// closed after LineTimeout, the stream ones with an InvalidRequest naming
-// the deadline, while the owner is answered meanwhile. The old reader only
+// it — one that stalls after a byte, one that trickles a byte every 20 ms —
+// and checks that each is closed after LineTimeout with an InvalidRequest
+// naming the deadline, while the owner is answered meanwhile
+// (TestLineTimeoutHTTP in package jhttp: an HTTP body that never ends). The old reader only
 // had the 5-minute idle timeout, which the trickle kept from firing.
 func TestLineTimeout(t *testing.T) {
 	ls := startLimitsServer(t, specMethods(), &ServerOptions{LineTimeout: 300 * time.Millisecond, HeaderTimeout: 200 * time.Millisecond})
@@ -192,8 +170,6 @@ func TestLineTimeout(t *testing.T) {
 			}
 		}
 	}()
-	slowBody, _ := holdConn(t, "tcp", ls.httpA, 0)
-	_, _ = io.WriteString(slowBody, "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	ownerAnswered(t, ls.unix)
 	for name, c := range map[string]net.Conn{"stalled": stall, "trickling": trickle} {
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -205,10 +181,6 @@ func TestLineTimeout(t *testing.T) {
 		if _, err := io.Copy(io.Discard, br); err != nil {
 			t.Fatalf("%s line: connection not closed: %v", name, err)
 		}
-	}
-	_ = slowBody.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.Copy(io.Discard, slowBody); err != nil {
-		t.Fatalf("slow HTTP body: connection not closed: %v", err)
 	}
 }
 
@@ -243,8 +215,9 @@ func TestBatchLimit(t *testing.T) {
 
 // TestReplyBudget checks MaxReplyBytes: a reply over it is answered
 // ResponseTooLarge with the call's id, a batch keeps the results that fit
-// and answers the others ResponseTooLarge, the HTTP bridge does the same,
-// and the connection stays usable. The old server built any reply.
+// and answers the others ResponseTooLarge, and the connection stays
+// usable (TestReplyBudgetHTTP in package jhttp: the HTTP bridge does the
+// same). The old server built any reply.
 func TestReplyBudget(t *testing.T) {
 	big := json.RawMessage(`"` + strings.Repeat("x", 100<<10) + `"`)
 	m := specMethods()
@@ -293,14 +266,6 @@ func TestReplyBudget(t *testing.T) {
 	rc.send(sentinelReq)
 	if got := rc.line(); got != sentinelResp {
 		t.Fatalf("connection unusable after a refused reply: %s", got)
-	}
-	hs, _ := startHTTP(t, m, opts)
-	m["big"] = HandlerFunc(func(context.Context, *Request) (any, error) {
-		return json.RawMessage(`"` + strings.Repeat("y", 300<<10) + `"`), nil
-	})
-	body, status, err := NewHTTPClient(hs.URL+"/jsonrpc", hs.Client()).Post(t.Context(), []byte(big2))
-	if err != nil || status != http.StatusOK || !strings.HasPrefix(string(body), tooLarge) {
-		t.Fatalf("HTTP reply over the budget: %d %.300s %v", status, body, err)
 	}
 }
 
@@ -382,33 +347,6 @@ func TestReplyBudgetSharedByBatches(t *testing.T) {
 		if kept != want {
 			t.Fatalf("batch %d: %d results of 3.5 MiB kept under an 8 MiB connection budget, want %d", i, kept, want)
 		}
-	}
-}
-
-// TestHTTPNonReaderDisconnected posts a call with a 4 MiB answer over the
-// HTTP bridge and never reads it: the write deadline (per 64 KiB, as on
-// streams) ends the connection and frees its slot, and the owner is
-// answered meanwhile. The old bridge wrote without a deadline, so the
-// peer held the response, its goroutine and its slot for as long as it
-// liked.
-func TestHTTPNonReaderDisconnected(t *testing.T) {
-	big := json.RawMessage(`"` + strings.Repeat("z", 4<<20) + `"`)
-	m := specMethods()
-	m["big"] = HandlerFunc(func(context.Context, *Request) (any, error) { return big, nil })
-	ls := startLimitsServer(t, m, &ServerOptions{WriteTimeout: 300 * time.Millisecond})
-	c, _ := holdConn(t, "tcp", ls.httpA, 0)
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(4 << 10)
-	}
-	body := `{"jsonrpc":"2.0","method":"big","id":1}`
-	_, _ = fmt.Fprintf(c, "POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	ownerAnswered(t, ls.unix)
-	deadline := time.Now().Add(20 * time.Second)
-	for ls.srv.nconns.Load() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("an HTTP peer that does not read its response still holds its connection")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -74,7 +74,7 @@ func (r *recorder) await(t *testing.T, what string, cond func(*recorder) bool) {
 }
 
 // TestObserverSeesRequestsConnsAndRefusals drives a server with an
-// Observer over TCP and HTTP: a known method is reported by name, an
+// Observer over TCP: a known method is reported by name, an
 // unknown one with an empty name (so that callers cannot mint metric
 // labels), connections by transport while open, and the connection and
 // message-size limits' refusals by reason. A malformed frame is not a
@@ -107,15 +107,9 @@ func TestObserverSeesRequestsConnsAndRefusals(t *testing.T) {
 	b.Close()
 	rec.await(t, "the connections close", func(r *recorder) bool { return r.conns["tcp"] == 0 })
 
-	var res string
-	if err := NewHTTPClient("http://"+ls.httpA+"/jsonrpc", nil).Call(t.Context(), "ping", nil, &res); err != nil || res != "pong" {
-		t.Fatalf("over HTTP: %q %v", res, err)
-	}
-	rec.await(t, "the HTTP connection", func(r *recorder) bool { return r.accepted["http"] == 1 })
-
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	want := map[string]int{"ping 0": 3, fmt.Sprintf(" %d", MethodNotFound): 1}
+	want := map[string]int{"ping 0": 2, fmt.Sprintf(" %d", MethodNotFound): 1}
 	for k, n := range want {
 		if rec.requests[k] != n {
 			t.Errorf("requests[%q] = %d, want %d (all: %v)", k, rec.requests[k], n, rec.requests)
@@ -124,7 +118,7 @@ func TestObserverSeesRequestsConnsAndRefusals(t *testing.T) {
 	if len(rec.requests) != len(want) {
 		t.Errorf("requests reported: %v, want %v", rec.requests, want)
 	}
-	if rec.inFlight != 0 || rec.started != 3 {
-		t.Errorf("in flight %d after %d starts, want 0 after 3", rec.inFlight, rec.started)
+	if rec.inFlight != 0 || rec.started != 2 {
+		t.Errorf("in flight %d after %d starts, want 0 after 2", rec.inFlight, rec.started)
 	}
 }

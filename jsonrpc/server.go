@@ -12,13 +12,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/capmesh/capmesh/jsonrpc/channel"
+	"github.com/capmesh/capmesh/jsonrpc/internal/connbudget"
+	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
+	"github.com/capmesh/capmesh/jsonrpc/internal/outbox"
+	"github.com/capmesh/capmesh/jsonrpc/internal/sysconn"
+	"github.com/capmesh/capmesh/jsonrpc/internal/workers"
 )
 
 // ServerOptions configure a Server. A nil *ServerOptions, and every zero
 // field, means the default stated on the field.
 type ServerOptions struct {
-	// Framing of stream connections. Default Newline.
-	Framing Framing
+	// Framing of stream connections. Default channel.Newline.
+	Framing channel.Framing
 	// MaxMessageBytes bounds one incoming frame (a request or a batch).
 	// An over-long frame is answered with InvalidRequest naming the limit,
 	// then the connection is closed. Default 4 MiB.
@@ -29,7 +36,7 @@ type ServerOptions struct {
 	// responses cannot grow server memory. Default 64.
 	MaxInFlight int
 	// MaxConns bounds the connections of the server, all its listeners
-	// together (stream connections and, through HTTPListener, HTTP ones);
+	// together (stream connections and, through Listener, HTTP ones);
 	// one more is answered with ServerBusy and closed. It is lowered to fit
 	// the process's file descriptor limit (RLIMIT_NOFILE less 128 for
 	// everything else the process opens). Default 1024.
@@ -91,7 +98,7 @@ func (o *ServerOptions) withDefaults() ServerOptions {
 		d = *o
 	}
 	if d.Framing == nil {
-		d.Framing = Newline
+		d.Framing = channel.Newline
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
@@ -128,7 +135,7 @@ func positiveOr[T int | time.Duration](v, def T) T {
 var ErrServerClosed = errors.New("jsonrpc: server closed")
 
 // Server serves JSON-RPC 2.0 over stream connections (Unix sockets, TCP,
-// anything that is a net.Conn) and, through HTTPHandler, over HTTP.
+// anything that is a net.Conn) and, through package jhttp, over HTTP.
 //
 // The flow of a request on a stream connection:
 //
@@ -145,7 +152,7 @@ var ErrServerClosed = errors.New("jsonrpc: server closed")
 //	       handler goroutine: Assign(method) ──► Handler.Handle(ctx, req)
 //	           │  (panics recovered as InternalError)
 //	           ▼
-//	       writer: responses appended to the connection's pending buffer as
+//	       writer (internal/outbox): responses appended to the pending buffer as
 //	       they complete (out of order; the id matches them up), each
 //	       replaced by ResponseTooLarge if it would take the unwritten
 //	       bytes past MaxReplyBytes. While the reader still holds a whole
@@ -164,24 +171,16 @@ type Server struct {
 	log    *slog.Logger
 	obs    Observer
 
-	nconns  atomic.Int64 // connections holding a slot, all listeners
-	limit   int64        // MaxConns, lowered to fit the fd limit
-	reserve int64        // slots of limit only owner peers may take
-	euid    int
-	// lingering counts refused connections being closed gracefully.
-	lingering atomic.Int32
-	closed    atomic.Bool
-	mu        sync.Mutex
-	lns       map[net.Listener]struct{}
-	conns     map[*serverConn]struct{}
-	connsWG   sync.WaitGroup
-	shutdown  chan struct{}
-	workers   *workerPool
+	budget   *connbudget.Budget // MaxConns and OwnerReserve, all listeners
+	euid     int
+	closed   atomic.Bool
+	mu       sync.Mutex
+	lns      map[net.Listener]struct{}
+	conns    map[*serverConn]struct{}
+	connsWG  sync.WaitGroup
+	shutdown chan struct{}
+	workers  *workers.Pool
 }
-
-// fdReserve is what the connection budget leaves of the process's file
-// descriptor limit for listeners, stores, logs and outgoing connections.
-const fdReserve = 128
 
 // NewServer returns a server that dispatches to a. opts may be nil.
 func NewServer(a Assigner, opts *ServerOptions) *Server {
@@ -195,14 +194,13 @@ func NewServer(a Assigner, opts *ServerOptions) *Server {
 		lns:      make(map[net.Listener]struct{}),
 		conns:    make(map[*serverConn]struct{}),
 		shutdown: make(chan struct{}),
-		workers:  newWorkerPool(),
+		workers:  workers.New(),
 	}
-	s.limit = int64(o.MaxConns)
-	if fds := fdLimit(); fds > 0 && s.limit > fds-fdReserve {
-		s.limit = max(fds-fdReserve, 2)
-		s.log.Warn("jsonrpc: connection limit lowered to fit the file descriptor limit", "max_conns", s.limit, "nofile", fds)
+	b, fds, lowered := connbudget.New(o.MaxConns, o.OwnerReserve)
+	if lowered {
+		s.log.Warn("jsonrpc: connection limit lowered to fit the file descriptor limit", "max_conns", b.Limit(), "nofile", fds)
 	}
-	s.reserve = min(int64(o.OwnerReserve), s.limit/2)
+	s.budget = b
 	return s
 }
 
@@ -212,26 +210,8 @@ func (s *Server) isOwner(p Peer) bool {
 	return p.Transport == "unix" && p.HasCred && int(p.UID) == s.euid
 }
 
-// admit takes a connection slot, or reports false when the budget of the
-// peer's class is spent: non-owner peers may not take the owner reserve.
-func (s *Server) admit(owner bool) bool {
-	limit := s.limit
-	if !owner {
-		limit -= s.reserve
-	}
-	for {
-		n := s.nconns.Load()
-		if n >= limit {
-			return false
-		}
-		if s.nconns.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
 func (s *Server) busyError() *Error {
-	return Errorf(ServerBusy, "Server busy: too many connections (limit %d); retry later", s.limit)
+	return Errorf(ServerBusy, "Server busy: too many connections (limit %d); retry later", s.budget.Limit())
 }
 
 // Serve accepts connections on l and serves each until it closes. It
@@ -266,7 +246,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 				return ErrServerClosed
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscallEMFILE) {
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, sysconn.EMFILE) {
 				// Out of file descriptors or a transient failure: back off
 				// instead of spinning.
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
@@ -281,7 +261,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			return fmt.Errorf("jsonrpc: accept: %w", err)
 		}
 		delay = 0
-		s.connsWG.Add(1)
+		if !s.track() {
+			_ = c.Close()
+			return ErrServerClosed
+		}
 		go func() {
 			defer s.connsWG.Done()
 			s.serveConn(ctx, c)
@@ -293,7 +276,10 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // server shuts down, then closes it. A server used only through ServeConn
 // should still be shut down when done, to release its worker goroutines.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) {
-	s.connsWG.Add(1)
+	if !s.track() {
+		_ = c.Close()
+		return
+	}
 	defer s.connsWG.Done()
 	s.serveConn(ctx, c)
 }
@@ -319,9 +305,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.waitConns(ctx)
 }
 
+// track counts a connection in connsWG unless the server is closed,
+// under mu, which waitConns passes before it waits: no Add races the Wait.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	open := !s.closed.Load()
+	if open {
+		s.connsWG.Add(1)
+	}
+	return open
+}
+
 func (s *Server) waitConns(ctx context.Context) error {
+	s.mu.Lock()
+	//lint:ignore SA2001 the barrier track relies on
+	s.mu.Unlock()
 	done := make(chan struct{})
-	go func() { s.connsWG.Wait(); s.workers.close(); close(done) }()
+	go func() { s.connsWG.Wait(); s.workers.Close(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -342,37 +343,22 @@ type serverConn struct {
 	nc     net.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
-	// inflight counts calls being handled or whose replies are not yet
-	// written; only the reader increments it, flushes decrement it, and
-	// room wakes a reader waiting for it to drop below the bound.
-	ireq     Request // reused by inline calls (reader goroutine only)
-	inflight atomic.Int32
-	maxIn    int32
-	room     chan struct{}
-	wg       sync.WaitGroup // handler goroutines
-	frame    Framing
-
-	wmu     sync.Mutex
-	pending []byte // framed responses not yet written
-	// held counts the reply bytes the connection holds against its
-	// MaxReplyBytes: pending, being written, or kept by running batches.
-	held     atomic.Int64
-	slots    int // in-flight slots to release once pending is written
-	writing  bool
-	active   bool // the reader is working through buffered input and will flush before it blocks
-	spare    []byte
-	werr     error
+	ireq   Request        // reused by inline calls (reader goroutine only)
+	wg     sync.WaitGroup // handler goroutines
+	frame  channel.Framing
+	out    outbox.Outbox // replies, in-flight slots and their writes
+	// stopping makes the reader return at its next read.
 	stopping atomic.Bool
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	peer := peerOf(nc)
-	if !s.admit(s.isOwner(peer)) {
+	if !s.budget.Admit(s.isOwner(peer)) {
 		s.refused(RefusedMaxConns)
-		s.refuse(nc, s.opts.Framing.AppendFrame(nil, appendError(nil, nil, s.busyError())))
+		s.budget.Refuse(nc, s.opts.Framing.AppendFrame(nil, appendError(nil, nil, s.busyError())))
 		return
 	}
-	defer s.nconns.Add(-1)
+	defer s.budget.Release()
 	s.observeConn(peer.Transport, 1)
 	defer s.observeConn(peer.Transport, -1)
 	if hs, ok := nc.(handshaker); ok {
@@ -386,7 +372,11 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		peer.Family = hs.PeerFamily()
 	}
 
-	c := &serverConn{s: s, nc: nc, maxIn: int32(s.opts.MaxInFlight), room: make(chan struct{}, 1), frame: s.opts.Framing}
+	c := &serverConn{s: s, nc: nc, frame: s.opts.Framing}
+	c.out.Init(nc, s.opts.MaxInFlight, s.opts.WriteTimeout, func(err error) {
+		s.log.Debug("jsonrpc: write failed; closing connection", "err", err)
+		c.abort()
+	})
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.WithValue(ctx, peerKey, &peer), notifierKey, Notifier(c)))
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -407,7 +397,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	// No more requests: let the calls in flight finish and their responses
 	// go out, then close.
 	c.wg.Wait()
-	c.goIdle()
+	c.out.GoIdle()
 	c.cancel()
 	_ = nc.Close()
 }
@@ -418,41 +408,9 @@ func (c *serverConn) stopReading() {
 	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 }
 
-// maxLingering bounds the refused connections that linger at once: each
-// holds a descriptor for up to half a second, and a flood of connections
-// over the budget must not take the descriptors the budget leaves free.
-const maxLingering = 32
-
-// refuse writes msg to a connection over the budget and closes it,
-// lingering (see lingerClose) only while few refusals are lingering.
-func (s *Server) refuse(nc net.Conn, msg []byte) {
-	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
-	_, _ = nc.Write(msg)
-	if s.lingering.Add(1) > maxLingering {
-		s.lingering.Add(-1)
-		_ = nc.Close()
-		return
-	}
-	defer s.lingering.Add(-1)
-	lingerClose(nc)
-}
-
 // lingerClose ends a connection we refuse to read further (after an
-// error reply): see lingerClose.
-func (c *serverConn) lingerClose() { lingerClose(c.nc) }
-
-// lingerClose half-closes nc and discards what the peer still sends for a
-// moment before closing it. Closing a socket with unread input makes the
-// kernel reset the connection, and a reset can destroy the error reply we
-// just wrote before the peer reads it.
-func lingerClose(nc net.Conn) {
-	if cw, ok := nc.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-	_, _ = io.Copy(io.Discard, io.LimitReader(nc, 64<<20))
-	_ = nc.Close()
-}
+// error reply), letting the reply reach the peer (connbudget.LingerClose).
+func (c *serverConn) lingerClose() { connbudget.LingerClose(c.nc) }
 
 // abort closes the connection and cancels the handlers' context.
 func (c *serverConn) abort() {
@@ -466,7 +424,7 @@ func (c *serverConn) abort() {
 func (c *serverConn) readLoop(peer Peer) {
 	// However the loop ends, the reader stops deferring writes: replies of
 	// calls still running are written by their own goroutines.
-	defer c.goIdle()
+	defer c.out.GoIdle()
 	s := c.s
 	max := s.opts.MaxMessageBytes
 	clock := &lineClock{c: c, d: s.opts.LineTimeout}
@@ -481,7 +439,7 @@ func (c *serverConn) readLoop(peer Peer) {
 		if !fr.Ready() {
 			// About to wait for input (whatever partial input is
 			// buffered): write what was queued meanwhile.
-			c.goIdle()
+			c.out.GoIdle()
 			switch {
 			case clock.d > 0 && fr.Begun():
 				// A frame has begun: it has LineTimeout to complete.
@@ -495,33 +453,31 @@ func (c *serverConn) readLoop(peer Peer) {
 			}
 		}
 		line, err := fr.ReadFrame()
-		if err == nil && !c.active {
-			c.wmu.Lock()
-			c.active = true
-			c.wmu.Unlock()
+		if err == nil {
+			c.out.Activate()
 		}
 		if err != nil {
-			var tl *FrameTooLargeError
+			var tl *channel.FrameTooLargeError
 			switch {
 			case errors.As(err, &tl):
 				// Let earlier calls answer first, so that this reply is the
 				// last thing written before the half-close.
 				s.refused(RefusedMessageTooLarge)
-				c.flushQueued()
+				c.out.FlushQueued()
 				c.wg.Wait()
-				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit; closing connection", tl.Limit), nil, 0)
+				c.send(Errorf(InvalidRequest, "Invalid Request: message exceeds the %d-byte limit; closing connection", tl.Limit))
 				c.lingerClose()
 				return
 			case isTimeout(err) && !c.stopping.Load() && clock.armed:
 				s.log.Debug("jsonrpc: closing connection with a stalled message", "peer", peer.Addr, "transport", peer.Transport)
 				s.refused(RefusedLineTimeout)
-				c.flushQueued()
+				c.out.FlushQueued()
 				c.wg.Wait()
-				c.send(nil, Errorf(InvalidRequest, "Invalid Request: message not completed within %s; closing connection", clock.d), nil, 0)
+				c.send(Errorf(InvalidRequest, "Invalid Request: message not completed within %s; closing connection", clock.d))
 				c.lingerClose()
 				return
 			case isTimeout(err) && !c.stopping.Load():
-				if c.inflight.Load() > 0 {
+				if c.out.InFlight() > 0 {
 					continue // calls still in flight: not idle
 				}
 				s.log.Debug("jsonrpc: closing idle connection", "peer", peer.Addr, "transport", peer.Transport)
@@ -535,8 +491,8 @@ func (c *serverConn) readLoop(peer Peer) {
 			first = false
 			if gate != nil {
 				if e := gate(c.ctx, peer, line); e != nil {
-					c.flushQueued()
-					c.send(nil, e, nil, 0)
+					c.out.FlushQueued()
+					c.send(e)
 					c.lingerClose()
 					return
 				}
@@ -558,7 +514,7 @@ type lineClock struct {
 
 func (l *lineClock) Read(p []byte) (int, error) {
 	n, err := l.c.nc.Read(p)
-	if n > 0 && !l.armed && !isBlank(p[:n]) {
+	if n > 0 && !l.armed && !jsontext.IsBlank(p[:n]) {
 		l.arm()
 	}
 	return n, err
@@ -598,27 +554,22 @@ func (c *serverConn) dispatch(line []byte) {
 		// to goroutines.
 		own := append([]byte(nil), line...)
 		_, batch, _, _ = decodeFrame(own, 0)
-		c.acquire()
+		c.out.Acquire(c.ctx.Done())
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			out, kept := c.s.runBatch(c.ctx, batch, c.s.opts.MaxReplyBytes, &c.held)
-			c.wmu.Lock()
-			switch {
-			case out == nil:
-				c.held.Add(-kept)
-			case c.held.Load()-kept+int64(len(out)) > int64(c.s.opts.MaxReplyBytes):
-				c.held.Add(-kept)
-				c.appendLocked(nil, c.s.replyTooLarge("a batch", len(out), c.s.opts.MaxReplyBytes), nil)
-			default:
-				// Trade the results' count for the response's in one step,
-				// so that other batches never see the bytes uncounted.
-				n := len(c.pending)
-				c.pending = c.frame.AppendFrame(c.pending, out)
-				c.held.Add(int64(len(c.pending)-n) - kept)
-			}
-			c.slots++
-			c.flushUnlessActive()
+			budget := c.s.opts.MaxReplyBytes
+			out, kept := c.s.runBatch(c.ctx, batch, budget, c.out.Held())
+			c.out.Add(func(pending []byte) ([]byte, int64) {
+				switch {
+				case out == nil:
+					return pending, kept
+				case c.out.OverBudget(len(out)-int(kept), budget):
+					return c.appendReply(pending, nil, c.s.replyTooLarge("a batch", len(out), budget), nil), kept
+				}
+				// Trade the results' count for the response's.
+				return c.frame.AppendFrame(pending, out), kept
+			}, 1, outbox.UnlessActive)
 		}()
 		return
 	}
@@ -646,17 +597,17 @@ func (c *serverConn) dispatch(line []byte) {
 		return
 	}
 	req := detach(&single.req)
-	c.acquire()
+	c.out.Acquire(c.ctx.Done())
 	c.wg.Add(1)
-	c.s.workers.submit(func() {
+	c.s.workers.Submit(func() {
 		defer c.wg.Done()
 		result, e := c.s.run(c.ctx, h, req)
-		c.wmu.Lock()
-		if req.ID != nil {
-			c.appendLocked(req.ID, e, result)
+		if req.ID == nil {
+			result, e = nil, nil // a notification: nothing to send
 		}
-		c.slots++
-		c.flushUnlessActive()
+		c.out.Add(func(pending []byte) ([]byte, int64) {
+			return c.appendReply(pending, req.ID, e, result), 0
+		}, 1, outbox.UnlessActive)
 	})
 }
 
@@ -678,104 +629,21 @@ func detach(r *Request) *Request {
 	return d
 }
 
-// acquire takes an in-flight slot on the reader goroutine. When every slot
-// is taken — possibly by replies the reader queued itself and has not
-// written yet — it writes those first, then waits.
-func (c *serverConn) acquire() {
-	for c.inflight.Load() >= c.maxIn {
-		// Going to wait: stop deferring writes to the reader, or the
-		// replies whose writes free the slots would never go out.
-		c.goIdle()
-		if c.inflight.Load() < c.maxIn {
-			break
-		}
-		select {
-		case <-c.room:
-		case <-c.ctx.Done():
-			// The connection is being torn down; the write that would free a
-			// slot may never come.
-			c.inflight.Add(1)
-			return
-		}
-	}
-	if !c.active {
-		c.wmu.Lock()
-		c.active = true
-		c.wmu.Unlock()
-	}
-	c.inflight.Add(1)
-}
-
-// release frees n slots and wakes the reader if it waits for one.
-func (c *serverConn) release(n int) {
-	if n == 0 {
-		return
-	}
-	c.inflight.Add(-int32(n))
-	select {
-	case c.room <- struct{}{}:
-	default:
-	}
-}
-
 // queue appends a reply produced on the reader goroutine, holding a slot
 // until it is written, without writing it yet.
 func (c *serverConn) queue(id []byte, e *Error, result []byte) {
-	c.acquire()
-	c.wmu.Lock()
-	c.appendLocked(id, e, result)
-	c.slots++
-	c.wmu.Unlock()
-}
-
-// goIdle marks the reader as about to block and writes everything
-// pending: from now on completing handlers write their own replies.
-func (c *serverConn) goIdle() {
-	c.wmu.Lock()
-	c.active = false
-	if len(c.pending) == 0 && c.slots == 0 {
-		c.wmu.Unlock()
-		return
-	}
-	c.flushLocked()
-}
-
-// flushUnlessActive is called with wmu held by a goroutine that queued a
-// reply. While the reader is busy with buffered input it leaves the write
-// to the reader (which flushes before it next blocks), so replies to a
-// pipelined burst share system calls; otherwise it writes at once.
-func (c *serverConn) flushUnlessActive() {
-	if c.active {
-		c.wmu.Unlock()
-		return
-	}
-	c.flushLocked()
-}
-
-// flushQueued writes the replies the reader queued. readLoop calls it
-// before it blocks for input.
-func (c *serverConn) flushQueued() {
-	c.wmu.Lock()
-	if len(c.pending) == 0 && c.slots == 0 {
-		c.wmu.Unlock()
-		return
-	}
-	c.flushLocked()
+	c.out.Acquire(c.ctx.Done())
+	c.out.Add(func(pending []byte) ([]byte, int64) {
+		return c.appendReply(pending, id, e, result), 0
+	}, 1, outbox.Later)
 }
 
 // send queues a reply and writes it at once (used for the last words on a
 // connection: oversize frames, a refused first message).
-func (c *serverConn) send(id []byte, e *Error, result []byte, slots int) {
-	c.wmu.Lock()
-	c.appendLocked(id, e, result)
-	c.slots += slots
-	c.flushLocked()
-}
-
-// overBudget reports whether n more reply bytes would take the bytes the
-// connection holds past MaxReplyBytes.
-func (c *serverConn) overBudget(n int) bool {
-	return c.held.Load()+int64(n) > int64(c.s.opts.MaxReplyBytes)
+func (c *serverConn) send(e *Error) {
+	c.out.Add(func(pending []byte) ([]byte, int64) {
+		return c.appendReply(pending, nil, e, nil), 0
+	}, 0, outbox.Now)
 }
 
 // replyOverhead is a generous bound on the bytes a response adds to its
@@ -788,90 +656,32 @@ func (s *Server) replyTooLarge(what string, n, budget int) *Error {
 	return Errorf(ResponseTooLarge, "Response too large: the reply to %s (%d bytes) exceeds the connection's reply budget of %d bytes", what, n, budget)
 }
 
-// appendLocked frames one reply (id with either e or result) into pending.
+// appendReply frames one reply (id with either e or result) onto pending.
 // A result that would exceed the reply budget is replaced by
-// ResponseTooLarge.
-func (c *serverConn) appendLocked(id []byte, e *Error, result []byte) {
+// ResponseTooLarge. Called by the outbox with its lock held.
+func (c *serverConn) appendReply(pending, id []byte, e *Error, result []byte) []byte {
 	if e == nil && result == nil {
-		return
+		return pending
 	}
-	if e == nil && c.overBudget(len(result)+len(id)+replyOverhead) {
-		e, result = c.s.replyTooLarge("this call", len(result)+len(id)+replyOverhead, c.s.opts.MaxReplyBytes), nil
+	if n, budget := len(result)+len(id)+replyOverhead, c.s.opts.MaxReplyBytes; e == nil && c.out.OverBudget(n, budget) {
+		e, result = c.s.replyTooLarge("this call", n, budget), nil
 	}
-	n := len(c.pending)
-	if _, nl := c.frame.(newlineFraming); nl {
+	if channel.IsNewline(c.frame) {
 		// Build the message in place: no intermediate buffer.
 		if e != nil {
-			c.pending = appendError(c.pending, id, e)
+			pending = appendError(pending, id, e)
 		} else {
-			c.pending = appendResult(c.pending, id, result)
+			pending = appendResult(pending, id, result)
 		}
-		c.pending = append(c.pending, '\n')
+		return append(pending, '\n')
+	}
+	var msg []byte
+	if e != nil {
+		msg = appendError(nil, id, e)
 	} else {
-		var msg []byte
-		if e != nil {
-			msg = appendError(nil, id, e)
-		} else {
-			msg = appendResult(nil, id, result)
-		}
-		c.pending = c.frame.AppendFrame(c.pending, msg)
+		msg = appendResult(nil, id, result)
 	}
-	c.held.Add(int64(len(c.pending) - n))
-}
-
-// flushLocked writes everything pending unless another goroutine is
-// already doing so. Called with wmu held; returns with it released.
-func (c *serverConn) flushLocked() {
-	if c.writing {
-		c.wmu.Unlock()
-		return
-	}
-	c.writing = true
-	wt := c.s.opts.WriteTimeout
-	for len(c.pending) > 0 || c.slots > 0 {
-		buf, n := c.pending, c.slots
-		c.pending, c.slots = c.spare[:0], 0
-		c.spare = nil
-		err := c.werr
-		c.wmu.Unlock()
-		if len(buf) > 0 && err == nil {
-			if err = c.write(buf, wt); err != nil {
-				c.s.log.Debug("jsonrpc: write failed; closing connection", "err", err)
-				c.abort()
-			}
-		}
-		c.held.Add(-int64(len(buf)))
-		c.release(n)
-		c.wmu.Lock()
-		if err != nil && c.werr == nil {
-			c.werr = err
-		}
-		if cap(buf) <= 1<<20 {
-			c.spare = buf[:0]
-		}
-	}
-	c.writing = false
-	c.wmu.Unlock()
-}
-
-// writeChunk is the most a single write carries; each write has its own
-// deadline, so a peer that reads slowly but steadily gets a long reply whole
-// while one that stops reading is cut off after WriteTimeout.
-const writeChunk = 64 << 10
-
-// write writes buf in chunks of at most writeChunk, each under its own
-// write deadline.
-func (c *serverConn) write(buf []byte, timeout time.Duration) error {
-	for len(buf) > 0 {
-		n := min(len(buf), writeChunk)
-		_ = c.nc.SetWriteDeadline(time.Now().Add(timeout))
-		k, err := c.nc.Write(buf[:n])
-		buf = buf[k:]
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.frame.AppendFrame(pending, msg)
 }
 
 // Notify sends a server-initiated notification on this connection. It
@@ -887,22 +697,14 @@ func (c *serverConn) Notify(ctx context.Context, method string, params any) erro
 		return err
 	}
 	msg := appendRequest(nil, method, p, nil)
-	c.wmu.Lock()
-	if c.werr != nil {
-		err := c.werr
-		c.wmu.Unlock()
-		return fmt.Errorf("jsonrpc: notify: connection failed: %w", err)
-	}
-	if len(c.pending) > c.s.opts.MaxMessageBytes {
-		c.werr = errSlowConsumer
-		c.wmu.Unlock()
+	failed, slow := c.out.Post(func(pending []byte) []byte { return c.frame.AppendFrame(pending, msg) }, c.s.opts.MaxMessageBytes, errSlowConsumer)
+	switch {
+	case failed != nil:
+		return fmt.Errorf("jsonrpc: notify: connection failed: %w", failed)
+	case slow:
 		c.abort()
 		return errSlowConsumer
 	}
-	n := len(c.pending)
-	c.pending = c.frame.AppendFrame(c.pending, msg)
-	c.held.Add(int64(len(c.pending) - n))
-	c.flushLocked()
 	return nil
 }
 

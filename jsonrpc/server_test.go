@@ -9,15 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/jsonrpc/internal/spectest"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 )
@@ -66,91 +65,6 @@ func specMethods() Map {
 		"echo.id": HandlerFunc(func(_ context.Context, r *Request) (any, error) { return json.RawMessage(r.ID), nil }),
 		"ping":    HandlerFunc(func(context.Context, *Request) (any, error) { return "pong", nil }),
 	}
-}
-
-// specCases are the examples of the JSON-RPC 2.0 specification, §7,
-// verbatim. An empty want means no reply at all.
-var specCases = []struct {
-	name, req, want string
-	batch           bool
-}{
-	{"positional 1", `{"jsonrpc": "2.0", "method": "subtract", "params": [42, 23], "id": 1}`, `{"jsonrpc": "2.0", "result": 19, "id": 1}`, false},
-	{"positional 2", `{"jsonrpc": "2.0", "method": "subtract", "params": [23, 42], "id": 2}`, `{"jsonrpc": "2.0", "result": -19, "id": 2}`, false},
-	{"named 1", `{"jsonrpc": "2.0", "method": "subtract", "params": {"subtrahend": 23, "minuend": 42}, "id": 3}`, `{"jsonrpc": "2.0", "result": 19, "id": 3}`, false},
-	{"named 2", `{"jsonrpc": "2.0", "method": "subtract", "params": {"minuend": 42, "subtrahend": 23}, "id": 4}`, `{"jsonrpc": "2.0", "result": 19, "id": 4}`, false},
-	{"notification 1", `{"jsonrpc": "2.0", "method": "update", "params": [1,2,3,4,5]}`, ``, false},
-	{"notification 2", `{"jsonrpc": "2.0", "method": "foobar"}`, ``, false},
-	{"unknown method", `{"jsonrpc": "2.0", "method": "foobar", "id": "1"}`, `{"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": "1"}`, false},
-	{"invalid JSON", `{"jsonrpc": "2.0", "method": "foobar, "params": "bar", "baz]`, `{"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": null}`, false},
-	{"invalid request", `{"jsonrpc": "2.0", "method": 1, "params": "bar"}`, `{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}`, false},
-	{"batch invalid JSON", `[
-  {"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},
-  {"jsonrpc": "2.0", "method"
-]`, `{"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}, "id": null}`, false},
-	{"empty batch", `[]`, `{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}`, false},
-	{"invalid batch of one", `[1]`, `[{"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}]`, true},
-	{"invalid batch", `[1,2,3]`, `[
-  {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
-  {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
-  {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null}
-]`, true},
-	{"mixed batch", `[
-  {"jsonrpc": "2.0", "method": "sum", "params": [1,2,4], "id": "1"},
-  {"jsonrpc": "2.0", "method": "notify_hello", "params": [7]},
-  {"jsonrpc": "2.0", "method": "subtract", "params": [42,23], "id": "2"},
-  {"foo": "boo"},
-  {"jsonrpc": "2.0", "method": "foo.get", "params": {"name": "myself"}, "id": "5"},
-  {"jsonrpc": "2.0", "method": "get_data", "id": "9"}
-]`, `[
-  {"jsonrpc": "2.0", "result": 7, "id": "1"},
-  {"jsonrpc": "2.0", "result": 19, "id": "2"},
-  {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid Request"}, "id": null},
-  {"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": "5"},
-  {"jsonrpc": "2.0", "result": ["hello", 5], "id": "9"}
-]`, true},
-	{"all-notification batch", `[
-  {"jsonrpc": "2.0", "method": "notify_sum", "params": [1,2,4]},
-  {"jsonrpc": "2.0", "method": "notify_hello", "params": [7]}
-]`, ``, true},
-}
-
-// normalize turns a response (or batch) into a comparable value: messages
-// are reduced to their jsonrpc/id/result/error code, since the
-// specification's messages are examples while codes are normative; batch
-// replies are sorted because their order is unspecified.
-func normalize(t *testing.T, raw string) any {
-	t.Helper()
-	var v any
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("response is not JSON: %v\n%s", err, raw)
-	}
-	norm := func(m any) any {
-		o, ok := m.(map[string]any)
-		if !ok {
-			return m
-		}
-		if e, ok := o["error"].(map[string]any); ok {
-			if msg, _ := e["message"].(string); msg == "" {
-				t.Errorf("error without message: %s", raw)
-			}
-			o["error"] = map[string]any{"code": e["code"]}
-		}
-		return o
-	}
-	if arr, ok := v.([]any); ok {
-		for i := range arr {
-			arr[i] = norm(arr[i])
-		}
-		sort.Slice(arr, func(i, j int) bool {
-			a, _ := json.Marshal(arr[i])
-			b, _ := json.Marshal(arr[j])
-			return string(a) < string(b)
-		})
-		return arr
-	}
-	return norm(v)
 }
 
 // testServer runs a server on a real listener and stops it at cleanup.
@@ -245,11 +159,11 @@ func TestSpecExamplesStream(t *testing.T) {
 		t.Run(network, func(t *testing.T) {
 			ts := startServer(t, network, specMethods(), nil)
 			rc := dialRaw(t, ts)
-			for _, tc := range specCases {
-				t.Run(tc.name, func(t *testing.T) {
+			for _, tc := range spectest.Cases {
+				t.Run(tc.Name, func(t *testing.T) {
 					rc.t = t
-					rc.send(compactLine(tc.req) + "\n")
-					if tc.want == "" {
+					rc.send(compactLine(tc.Req) + "\n")
+					if tc.Want == "" {
 						rc.send(sentinelReq)
 						if got := rc.line(); got != sentinelResp {
 							t.Fatalf("expected no reply, got %s", got)
@@ -257,91 +171,12 @@ func TestSpecExamplesStream(t *testing.T) {
 						return
 					}
 					got := rc.line()
-					if diff := cmp.Diff(normalize(t, tc.want), normalize(t, got)); diff != "" {
+					if diff := cmp.Diff(spectest.Normalize(t, tc.Want), spectest.Normalize(t, got)); diff != "" {
 						t.Errorf("reply mismatch (-want +got):\n%s\nraw: %s", diff, got)
 					}
 				})
 			}
 		})
-	}
-}
-
-func startHTTP(t *testing.T, a Assigner, opts *ServerOptions) (*httptest.Server, *Server) {
-	t.Helper()
-	srv := NewServer(a, opts)
-	mux := http.NewServeMux()
-	mux.Handle("/jsonrpc", srv.HTTPHandler())
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close)
-	return hs, srv
-}
-
-func TestSpecExamplesHTTP(t *testing.T) {
-	hs, _ := startHTTP(t, specMethods(), nil)
-	for _, tc := range specCases {
-		t.Run(tc.name, func(t *testing.T) {
-			resp, err := http.Post(hs.URL+"/jsonrpc", "application/json", strings.NewReader(tc.req))
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if tc.want == "" {
-				if resp.StatusCode != http.StatusNoContent || len(body) != 0 {
-					t.Fatalf("want 204 and no body, got %d %q", resp.StatusCode, body)
-				}
-				return
-			}
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("status %d, want 200 whatever the outcome", resp.StatusCode)
-			}
-			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-				t.Errorf("Content-Type %q", ct)
-			}
-			if diff := cmp.Diff(normalize(t, tc.want), normalize(t, string(body))); diff != "" {
-				t.Errorf("reply mismatch (-want +got):\n%s\nraw: %s", diff, body)
-			}
-		})
-	}
-}
-
-func TestHTTPBridgeStatuses(t *testing.T) {
-	hs, _ := startHTTP(t, specMethods(), &ServerOptions{MaxMessageBytes: 64})
-	get, err := http.Get(hs.URL + "/jsonrpc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	get.Body.Close()
-	if get.StatusCode != http.StatusMethodNotAllowed || get.Header.Get("Allow") != "POST" {
-		t.Errorf("GET: %d Allow=%q, want 405 Allow=POST", get.StatusCode, get.Header.Get("Allow"))
-	}
-	for _, ct := range []string{"text/plain", "", "application/xml"} {
-		resp, err := http.Post(hs.URL+"/jsonrpc", ct, strings.NewReader(`{"jsonrpc":"2.0","method":"ping","id":1}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnsupportedMediaType {
-			t.Errorf("Content-Type %q: status %d, want 415", ct, resp.StatusCode)
-		}
-	}
-	resp, err := http.Post(hs.URL+"/jsonrpc", "application/json; charset=utf-8", strings.NewReader(`{"jsonrpc":"2.0","method":"ping","id":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("charset parameter: status %d, want 200", resp.StatusCode)
-	}
-	big := `{"jsonrpc":"2.0","method":"ping","params":["` + strings.Repeat("x", 100) + `"],"id":1}`
-	resp, err = http.Post(hs.URL+"/jsonrpc", "application/json", strings.NewReader(big))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "-32600") || !strings.Contains(string(body), "64-byte limit") {
-		t.Errorf("oversize: %d %s", resp.StatusCode, body)
 	}
 }
 
@@ -351,22 +186,12 @@ func TestIDsEchoedByteForByte(t *testing.T) {
 	ids := []string{`1`, `0`, `-7`, `1.0`, `1e2`, `-0`, `12345678901234567890123`, `"abc"`, `"\u0041"`, `"é"`, `""`, `null`, `"a\"b"`}
 	ts := startServer(t, "unix", specMethods(), nil)
 	rc := dialRaw(t, ts)
-	hs, _ := startHTTP(t, specMethods(), nil)
 	for _, id := range ids {
 		req := `{"jsonrpc":"2.0","method":"ping","id":` + id + "}"
 		want := `{"jsonrpc":"2.0","result":"pong","id":` + id + `}`
 		rc.send(req + "\n")
 		if got := rc.line(); got != want {
 			t.Errorf("stream id %s: got %s, want %s", id, got, want)
-		}
-		resp, err := http.Post(hs.URL+"/jsonrpc", "application/json", strings.NewReader(req))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if string(body) != want {
-			t.Errorf("http id %s: got %s, want %s", id, body, want)
 		}
 	}
 	// Ids that are neither string, number nor null make the request invalid.
@@ -720,5 +545,54 @@ func TestPeerCredentials(t *testing.T) {
 	p := <-got
 	if p.Transport != "unix" || !p.HasCred || int(p.UID) != geteuid() {
 		t.Fatalf("peer %+v", p)
+	}
+}
+
+// TestShutdownWhileAccepting: connections accepted (and served through
+// ServeConn) while Shutdown begins are either served and waited for or
+// closed; under -race, counting them must never race with Shutdown's
+// wait for a zero count (before, the accept loop's WaitGroup.Add could
+// run concurrently with that Wait: a data race seen in CI).
+func TestShutdownWhileAccepting(t *testing.T) {
+	for i := 0; i < 40; i++ {
+		l, err := net.Listen("unix", filepath.Join(t.TempDir(), "s.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := NewServer(specMethods(), nil)
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(context.Background(), l) }()
+		stop := make(chan struct{})
+		var dialers sync.WaitGroup
+		for d := 0; d < 4; d++ {
+			dialers.Add(1)
+			go func() {
+				defer dialers.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if c, err := net.Dial("unix", l.Addr().String()); err == nil {
+						_ = c.Close()
+					}
+					a, b := net.Pipe()
+					go srv.ServeConn(context.Background(), a)
+					_ = b.Close()
+				}
+			}()
+		}
+		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+		cancel()
+		close(stop)
+		dialers.Wait()
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
+			t.Fatalf("Serve returned %v, want ErrServerClosed", err)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/capmesh/capmesh/jsonrpc/internal/jsontext"
 )
 
 // TestRepliesNotHeldBack splits request streams at every byte position and
@@ -58,7 +60,7 @@ func completeFrames(s string) int {
 		if i < 0 {
 			return n
 		}
-		if !isBlank([]byte(s[:i])) {
+		if !jsontext.IsBlank([]byte(s[:i])) {
 			n++
 		}
 		s = s[i+1:]

@@ -3,7 +3,6 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"testing"
 	"unicode/utf8"
 )
@@ -32,14 +31,6 @@ func TestInvalidUTF8IsParseError(t *testing.T) {
 		rc.send(sentinelReq)
 		if got := rc.line(); got != sentinelResp {
 			t.Fatalf("connection unusable after %q: %s", f, got)
-		}
-	}
-	hs, _ := startHTTP(t, specMethods(), nil)
-	hc := NewHTTPClient(hs.URL+"/jsonrpc", hs.Client())
-	for _, f := range frames {
-		body, status, err := hc.Post(t.Context(), []byte(f))
-		if err != nil || status != http.StatusOK || !utf8.Valid(body) || !bytes.HasPrefix(body, []byte(want)) {
-			t.Fatalf("HTTP reply to %q: %d %q %v", f, status, body, err)
 		}
 	}
 	// Valid multi-byte ids are still echoed byte for byte.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
 
 // Capability is one capmesh capability offered as an MCP tool.
@@ -43,7 +44,7 @@ type DialFunc func(ctx context.Context, endpoint string) (jsonrpc.Caller, error)
 func Dial(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 	switch {
 	case strings.HasPrefix(ep, "http://"), strings.HasPrefix(ep, "https://"):
-		return jsonrpc.NewHTTPClient(ep, nil), nil
+		return jhttp.NewClient(ep, nil), nil
 	case strings.HasPrefix(ep, "tcp://"):
 		return jsonrpc.Dial(ctx, "tcp", strings.TrimPrefix(ep, "tcp://"), nil)
 	case strings.HasPrefix(ep, "unix://"):

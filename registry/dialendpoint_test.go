@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
 
 // TestDialEndpointHTTPDefaultPath: a registration's http endpoint without
@@ -18,7 +19,7 @@ func TestDialEndpointHTTPDefaultPath(t *testing.T) {
 		return "pong", nil
 	})}, nil)
 	mux := http.NewServeMux()
-	mux.Handle("/jsonrpc", srv.HTTPHandler())
+	mux.Handle("/jsonrpc", jhttp.Handler(srv))
 	mux.Handle("/", http.NotFoundHandler())
 	ts := httptest.NewServer(mux)
 	defer ts.Close()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
@@ -51,7 +52,7 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 		return nil, err
 	}
 	if a.Scheme == "http" || a.Scheme == "https" {
-		return jsonrpc.NewHTTPClient(u, routeHTTP), nil
+		return jhttp.NewClient(u, routeHTTP), nil
 	}
 	return endpoint.DialAddress(ctx, a, nil)
 }

@@ -64,7 +64,7 @@ type Config struct {
 	ProbeTimeout time.Duration
 	// Dial connects to a provider or a registering host's endpoint
 	// ("unix:///path", "tcp://host:port", "http://host:port/path").
-	// Default: jsonrpc.Dial / jsonrpc.NewHTTPClient.
+	// Default: jsonrpc.Dial / jhttp.NewClient.
 	Dial func(ctx context.Context, endpoint string) (jsonrpc.Caller, error)
 	// UID is the node's own user id, the only one whose Unix-socket peers
 	// may register unsigned. Default os.Getuid().

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/capmesh/capmesh/host"
-	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 	"github.com/capmesh/capmesh/telemetry"
 )
 
@@ -35,7 +35,7 @@ func Example() {
 	<-h.Ready()
 
 	base := "http://" + h.Addr("http")
-	if err := jsonrpc.NewHTTPClient(base+"/jsonrpc", nil).Call(ctx, "health.liveness", nil, nil); err != nil {
+	if err := jhttp.NewClient(base+"/jsonrpc", nil).Call(ctx, "health.liveness", nil, nil); err != nil {
 		panic(err)
 	}
 	resp, err := http.Get(base + "/metrics")

@@ -6,7 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -34,7 +37,21 @@ import (
 // every block against the columns the database constrains (prev_seq and
 // last_seq). A result body is the format byte and, compressed, a ref to
 // the invocation id within the result, then the result.
-const formatV1 = 1
+//
+// Format 2 is format 1 with the results the block carries (those of its
+// invocations, recorded with them): after ref prev,
+//
+//	uvarint m
+//	m × (uvarint µs-before, uvarint len(data), ref invocation id)
+//
+// and after the records' data, m × result data, where µs-before is how
+// many microseconds the result was recorded before the row's res_at (the
+// newest of them). One compression per block, and the results' evidence
+// ids and names match the events' bytes.
+const (
+	formatV1 = 1
+	formatV2 = 2
+)
 
 // dictV1 is the zstd dictionary of body format 1, trained on the bodies
 // and results of governed invocations (TestGenerateDict). Evidence
@@ -66,7 +83,10 @@ var (
 )
 
 // compress appends the format byte and raw compressed to dst.
-func compress(dst, raw []byte) ([]byte, error) {
+func compress(dst, raw []byte) ([]byte, error) { return compressAs(dst, formatV1, raw) }
+
+// compressAs appends format and raw compressed to dst.
+func compressAs(dst []byte, format byte, raw []byte) ([]byte, error) {
 	if len(raw) > maxBody {
 		return nil, fmt.Errorf("%w: %d bytes in one block, over %d", evidence.ErrInvalid, len(raw), maxBody)
 	}
@@ -74,12 +94,12 @@ func compress(dst, raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return enc.EncodeAll(raw, append(dst, formatV1)), nil
+	return enc.EncodeAll(raw, append(dst, format)), nil
 }
 
-// decompress undoes compress.
+// decompress undoes compress and compressAs.
 func decompress(body []byte) ([]byte, error) {
-	if len(body) == 0 || body[0] != formatV1 {
+	if len(body) == 0 || (body[0] != formatV1 && body[0] != formatV2) {
 		return nil, fmt.Errorf("%w: unknown format", errCorrupt)
 	}
 	dec, err := decoder()
@@ -94,18 +114,42 @@ func decompress(body []byte) ([]byte, error) {
 }
 
 // encodeBlock renders recs — consecutive records of one correlation, the
-// first after prev — as a body.
-func encodeBlock(prev string, prevSeq uint64, recs []evidence.Record) ([]byte, error) {
-	return compress(nil, rawBlock(prev, prevSeq, recs))
+// first after prev — and the results they carry as a body; resAt is the
+// newest result's time (the row's res_at).
+func encodeBlock(prev string, prevSeq uint64, recs []evidence.Record, results []evidence.Result, resAt time.Time) ([]byte, error) {
+	buf := rawPool.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= 64<<10 { // a rare large block's buffer is not kept
+			rawPool.Put(buf)
+		}
+	}()
+	format := byte(formatV2)
+	if len(results) == 0 {
+		format, results = formatV1, nil
+	}
+	*buf = appendRawBlock((*buf)[:0], prev, prevSeq, recs, results, resAt)
+	return compressAs(nil, format, *buf)
 }
 
-// rawBlock is a block's body before compression.
-func rawBlock(prev string, prevSeq uint64, recs []evidence.Record) []byte {
+// rawPool holds the buffers of raw bodies being compressed.
+var rawPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// rawBlock is a block's body before compression: format 1 when results
+// is nil, else format 2.
+func rawBlock(prev string, prevSeq uint64, recs []evidence.Record, results []evidence.Result, resAt time.Time) []byte {
+	return appendRawBlock(nil, prev, prevSeq, recs, results, resAt)
+}
+
+// appendRawBlock appends rawBlock's bytes to raw.
+func appendRawBlock(raw []byte, prev string, prevSeq uint64, recs []evidence.Record, results []evidence.Result, resAt time.Time) []byte {
 	n := 16 + len(prev)
 	for i := range recs {
 		n += 32 + len(recs[i].Data)
 	}
-	raw := make([]byte, 0, n)
+	for i := range results {
+		n += 32 + len(results[i].Data)
+	}
+	raw = slices.Grow(raw, n)
 	raw = binary.AppendUvarint(raw, uint64(len(recs)))
 	for i := range recs {
 		r := &recs[i]
@@ -116,8 +160,20 @@ func rawBlock(prev string, prevSeq uint64, recs []evidence.Record) []byte {
 		raw = appendRef(raw, r.Data, r.ContentHash)
 	}
 	raw = appendRef(raw, recs[0].Data, prev)
+	if results != nil {
+		raw = binary.AppendUvarint(raw, uint64(len(results)))
+		for i := range results {
+			r := &results[i]
+			raw = binary.AppendUvarint(raw, uint64(max(0, resAt.Sub(r.At).Microseconds())))
+			raw = binary.AppendUvarint(raw, uint64(len(r.Data)))
+			raw = appendRef(raw, r.Data, r.InvocationID)
+		}
+	}
 	for i := range recs {
 		raw = append(raw, recs[i].Data...)
+	}
+	for i := range results {
+		raw = append(raw, results[i].Data...)
 	}
 	return raw
 }
@@ -138,15 +194,35 @@ func appendRef(b, data []byte, s string) []byte {
 type blockRow struct {
 	prev, last uint64
 	body       []byte
+	resAt      time.Time // the newest result's time; zero when the row has none
 }
 
 // decodeBlock returns the records of a row of correlation corr, checking
 // them against the row's columns: sequences ascending from above prev to
 // last.
 func decodeBlock(corr string, row blockRow) ([]evidence.Record, error) {
+	recs, _, err := decodeBody(corr, row)
+	return recs, err
+}
+
+// recMeta is a record's header in a body.
+type recMeta struct {
+	seq, size uint64
+	typ, hash ref
+}
+
+// resMeta is a result's header in a body.
+type resMeta struct {
+	before, size uint64
+	id           ref
+}
+
+// decodeBody returns the records of a row of correlation corr, as
+// decodeBlock, and the results it carries.
+func decodeBody(corr string, row blockRow) ([]evidence.Record, []evidence.Result, error) {
 	raw, err := decompress(row.body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	bad := func(what string) error {
 		return fmt.Errorf("%w: block (%d, %d] of %q: %s", errCorrupt, row.prev, row.last, corr, what)
@@ -154,26 +230,28 @@ func decodeBlock(corr string, row blockRow) ([]evidence.Record, error) {
 	d := reader{b: raw}
 	n := d.uvarint()
 	if d.err || n == 0 || n > uint64(len(raw))/4 { // each record takes 4 bytes or more of the header
-		return nil, bad("header")
+		return nil, nil, bad("header")
 	}
-	type meta struct {
-		seq, size uint64
-		typ, hash ref
-	}
-	var metas []meta // grown as read: n is believed once the header holds n records
+	var metas []recMeta // grown as read: n is believed once the header holds n records
 	seq := row.prev
 	for i := range n {
-		metas = append(metas, meta{})
+		metas = append(metas, recMeta{})
 		m := &metas[i]
 		delta := d.uvarint()
 		seq += delta
 		m.seq, m.size = seq, d.uvarint()
 		m.typ, m.hash = d.ref(), d.ref()
 		if d.err || delta == 0 || seq < delta || seq > row.last {
-			return nil, bad(fmt.Sprint("record ", i))
+			return nil, nil, bad(fmt.Sprint("record ", i))
 		}
 	}
 	prevRef := d.ref()
+	var rmetas []resMeta
+	if row.body[0] == formatV2 {
+		if rmetas = d.resultMetas(); d.err {
+			return nil, nil, bad("results")
+		}
+	}
 	recs := make([]evidence.Record, n)
 	for i, m := range metas {
 		data := d.next(m.size)
@@ -181,14 +259,40 @@ func decodeBlock(corr string, row blockRow) ([]evidence.Record, error) {
 		recs[i].EventType, recs[i].ContentHash = d.resolve(m.typ, data), d.resolve(m.hash, data)
 	}
 	prev := d.resolve(prevRef, recs[0].Data)
-	if d.err || len(d.b) != 0 || recs[n-1].Sequence != row.last {
-		return nil, bad("does not match its columns")
+	results := make([]evidence.Result, len(rmetas))
+	for i, m := range rmetas {
+		data := d.next(m.size)
+		results[i] = evidence.Result{InvocationID: d.resolve(m.id, data), At: row.resAt.Add(-time.Duration(m.before) * time.Microsecond), Data: data}
+		if results[i].InvocationID == "" || m.before > math.MaxInt64/1000 {
+			d.err = true
+		}
+	}
+	if d.err || len(d.b) != 0 || recs[n-1].Sequence != row.last || (!row.resAt.IsZero() && len(results) == 0) {
+		return nil, nil, bad("does not match its columns")
 	}
 	for i := range recs {
 		recs[i].PrevHash = prev
 		prev = recs[i].ContentHash
 	}
-	return recs, nil
+	return recs, results, nil
+}
+
+// resultMetas reads a format 2 body's result headers: at least one.
+func (r *reader) resultMetas() []resMeta {
+	m := r.uvarint()
+	if r.err || m == 0 || m > uint64(len(r.b))/3 { // each result takes 3 bytes or more of the header
+		r.err = true
+		return nil
+	}
+	var out []resMeta
+	for range m {
+		x := resMeta{before: r.uvarint(), size: r.uvarint(), id: r.ref()}
+		if r.err {
+			return nil
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // reader reads a raw body; err is set once anything is out of bounds.

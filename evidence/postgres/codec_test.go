@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/capmesh/capmesh/evidence"
 )
@@ -31,7 +32,7 @@ func chpLike(n int, first uint64) []evidence.Record {
 func TestBlockRoundTrip(t *testing.T) {
 	recs := chpLike(5, 10)
 	recs[3].EventType = "not in the data" // a literal, not a ref
-	body, err := encodeBlock("", 9, recs)
+	body, err := encodeBlock("", 9, recs, nil, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +64,36 @@ func TestBlockRoundTrip(t *testing.T) {
 	}
 }
 
+// TestBlockCarriesResults: a block with the results of its invocations
+// (format 2) decodes to the same records and to each result — id, data,
+// time to the microsecond — and a row whose res_at says it carries
+// results but whose body has none is refused.
+func TestBlockCarriesResults(t *testing.T) {
+	recs := chpLike(3, 10)
+	at := time.Date(2026, 11, 27, 6, 0, 0, 123456000, time.UTC)
+	results := []evidence.Result{
+		{InvocationID: "inv_1", At: at.Add(-1500 * time.Microsecond), Data: []byte(`{"invocation_id":"inv_1","n":1}`)},
+		{InvocationID: "not in the data", At: at, Data: []byte(`{"n":2}`)},
+	}
+	body := must(encodeBlock("", 9, recs, results, at))
+	if body[0] != formatV2 {
+		t.Fatalf("format %d, want %d", body[0], formatV2)
+	}
+	got, gotRes, err := decodeBody("corr_1", blockRow{prev: 9, last: 14, body: body, resAt: at})
+	if err != nil || len(got) != 3 || !bytes.Equal(got[2].Data, recs[2].Data) || got[2].PrevHash != recs[1].ContentHash {
+		t.Fatalf("records: %+v %v", got, err)
+	}
+	for i, w := range results {
+		if g := gotRes[i]; g.InvocationID != w.InvocationID || !g.At.Equal(w.At) || !bytes.Equal(g.Data, w.Data) {
+			t.Errorf("result %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	v1 := must(encodeBlock("", 9, recs, nil, time.Time{}))
+	if _, _, err := decodeBody("corr_1", blockRow{prev: 9, last: 14, body: v1, resAt: at}); !errors.Is(err, errCorrupt) {
+		t.Errorf("res_at on a block without results: %v, want errCorrupt", err)
+	}
+}
+
 func must(b []byte, err error) []byte {
 	if err != nil {
 		panic(err)
@@ -73,11 +104,12 @@ func must(b []byte, err error) []byte {
 // FuzzDecodeBlock: any body, against any columns, decodes to records
 // that match the columns, or to errCorrupt; never a panic.
 func FuzzDecodeBlock(f *testing.F) {
-	f.Add(must(encodeBlock("", 9, chpLike(3, 10))), uint64(9), uint64(14))
+	f.Add(must(encodeBlock("", 9, chpLike(3, 10), nil, time.Time{})), uint64(9), uint64(14))
+	f.Add(must(encodeBlock("", 9, chpLike(3, 10), []evidence.Result{{InvocationID: "i", At: time.Unix(5, 0), Data: []byte(`{"i":1}`)}}, time.Unix(6, 0))), uint64(9), uint64(14))
 	f.Add(must(encodeResult("i", []byte("{}"))), uint64(0), uint64(1))
 	f.Add([]byte{formatV1}, uint64(0), uint64(1))
 	f.Fuzz(func(t *testing.T, body []byte, prev, last uint64) {
-		recs, err := decodeBlock("c", blockRow{prev: prev, last: last, body: body})
+		recs, results, err := decodeBody("c", blockRow{prev: prev, last: last, body: body, resAt: time.Unix(1e9, 0)})
 		if err != nil {
 			if !errors.Is(err, errCorrupt) {
 				t.Fatalf("error %v is not errCorrupt", err)
@@ -93,6 +125,11 @@ func FuzzDecodeBlock(f *testing.F) {
 		}
 		if seq != last {
 			t.Fatalf("last record %d, row says %d", seq, last)
+		}
+		for _, r := range results {
+			if r.InvocationID == "" || r.At.After(time.Unix(1e9, 0)) {
+				t.Fatalf("result %+v: no id, or after the row's res_at", r)
+			}
 		}
 		_, _, _ = decodeResult(body)
 	})

@@ -54,7 +54,7 @@ func TestGenerateDict(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			samples = append(samples, rawBlock("", 0, recs))
+			samples = append(samples, rawBlock("", 0, recs, nil, time.Time{}))
 		}
 		if err := s.Results(ctx, time.Time{}, func(r evidence.Result) bool {
 			samples = append(samples, append(appendRef(nil, r.Data, r.InvocationID), r.Data...))

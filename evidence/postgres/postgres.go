@@ -15,12 +15,16 @@
 // is flushed; later callers wait for that commit or the next. A commit
 // writes one row per correlation — all the records it carries of that
 // correlation, compressed together (zstd with a built-in dictionary,
-// codec.go: an invocation's events share most of their bytes) — and one
-// row per recorded result.
+// codec.go: an invocation's events share most of their bytes) with the
+// results recorded for its invocations (PutResult finds the queued block
+// whose last record names the invocation id), and one row per result no
+// such block carries.
 //
 // Schema (created on first Open, in the DSN's search_path):
 //
-//	evidence_blocks(corr, prev_seq, last_seq, body) -- records (prev_seq, last_seq]
+//	evidence_blocks(corr, prev_seq, last_seq, body, res_at)
+//	  -- records (prev_seq, last_seq], and results when res_at (the newest
+//	  -- of them) is set; index (res_at) where set
 //	  UNIQUE (corr, prev_seq)  -- no two blocks extend one block (0: none);
 //	                           -- the replay, export and head index
 //	  CHECK (0 <= prev_seq < last_seq)
@@ -34,8 +38,9 @@
 // sequence) can be stored twice: a writer that extends a stale head
 // collides on the no-fork constraint and its commit fails; its callers'
 // Syncs return the error, never a false promise. Recorded results are a
-// log too: every PutResult is a new row, none is ever overwritten (the
-// newest of an invocation id wins when they are read back). Triggers
+// log too: every PutResult is a new row or rides in a new row, none is
+// ever overwritten (the newest of an invocation id wins when they are
+// read back). Triggers
 // refuse UPDATE, DELETE and TRUNCATE of both; a deployment should also
 // give hosts a role with only SELECT and INSERT (docs/operations.md).
 //
@@ -48,6 +53,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +64,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/capmesh/capmesh/evidence"
@@ -80,10 +87,13 @@ CREATE TABLE IF NOT EXISTS evidence_blocks (
 	prev_seq  bigint NOT NULL,
 	last_seq  bigint NOT NULL,
 	body      bytea  NOT NULL,
+	res_at    timestamptz,
 	CONSTRAINT evidence_blocks_no_fork UNIQUE (corr, prev_seq),
 	CONSTRAINT evidence_blocks_order CHECK (prev_seq >= 0 AND prev_seq < last_seq)
 );
 ALTER TABLE evidence_blocks ALTER COLUMN body SET STORAGE EXTERNAL;
+ALTER TABLE evidence_blocks ADD COLUMN IF NOT EXISTS res_at timestamptz;
+CREATE INDEX IF NOT EXISTS evidence_blocks_res_at ON evidence_blocks (res_at) WHERE res_at IS NOT NULL;
 CREATE OR REPLACE FUNCTION evidence_append_only() RETURNS trigger LANGUAGE plpgsql AS
 	$$BEGIN RAISE EXCEPTION 'evidence is append-only'; END$$;
 CREATE OR REPLACE FUNCTION evidence_blocks_chain() RETURNS trigger LANGUAGE plpgsql AS
@@ -125,8 +135,8 @@ WITH r AS (
 	INSERT INTO evidence_result_log (at, body)
 	SELECT * FROM unnest($5::timestamptz[], $6::bytea[])
 )
-INSERT INTO evidence_blocks (corr, prev_seq, last_seq, body)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[])`
+INSERT INTO evidence_blocks (corr, prev_seq, last_seq, body, res_at)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $7::timestamptz[])`
 
 // Options configures Open. A nil *Options means defaults.
 type Options struct {
@@ -169,6 +179,7 @@ type Store struct {
 	heads    map[string]head
 	gen      uint64 // bumped whenever cached heads are dropped
 	resolved uint64 // items up to this position are committed or failed
+	taken    uint64 // items up to this position are being committed (or resolved)
 	syncing  bool   // a leader is committing
 	done     chan struct{}
 	failures []failure // the latest failed commits
@@ -181,16 +192,18 @@ type item struct {
 	res *result
 }
 
-// block is the records one Append adds to one correlation.
+// block is the records one Append adds to one correlation, and the
+// results that ride with them.
 type block struct {
 	recs    []evidence.Record // in sequence order, chained
 	prevSeq uint64            // the record before the first (0: none)
+	results []evidence.Result // recorded after the records, their data copied
 }
 
-// result is one queued result, compressed.
+// result is one queued result that no queued block carries; its data is
+// copied.
 type result struct {
-	at   time.Time
-	body []byte
+	r evidence.Result
 }
 
 // head is a correlation's newest record as this store knows it; pos is the
@@ -265,7 +278,8 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 // whose role may only read and insert can open an existing schema.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	const present = `SELECT to_regclass('evidence_blocks') IS NOT NULL AND to_regclass('evidence_result_log') IS NOT NULL
-		AND to_regclass('evidence_meta') IS NOT NULL, to_regclass('evidence_events') IS NOT NULL`
+		AND to_regclass('evidence_meta') IS NOT NULL AND to_regclass('evidence_blocks_res_at') IS NOT NULL,
+		to_regclass('evidence_events') IS NOT NULL`
 	var ok, old bool
 	if err := s.pool.QueryRow(ctx, present).Scan(&ok, &old); err != nil || ok {
 		return err
@@ -542,24 +556,45 @@ func (s *Store) pruneHeads() {
 	}
 }
 
+// carryScan bounds how many queued items PutResult searches for the block
+// of its invocation.
+const carryScan = 256
+
 // PutResult implements evidence.ResultStore: the result is queued like an
-// append and committed with the next Sync, as a new row: a result is
-// never overwritten, not even by another result for its invocation id.
+// append and committed with the next Sync, as a new row or within a new
+// row: a result is never overwritten, not even by another result for its
+// invocation id. When a queued block that no commit has taken yet ends
+// with a record naming the invocation id (its invocation's last event),
+// that block carries the result: one row and one compression for both.
 func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 	if r.InvocationID == "" {
 		return fmt.Errorf("%w: result without invocation id", evidence.ErrInvalid)
 	}
-	body, err := encodeResult(r.InvocationID, r.Data) // a copy: the caller may reuse its buffer
-	if err != nil {
-		return fmt.Errorf("evidence postgres: result: %w", err)
+	if len(r.Data) > maxBody {
+		return fmt.Errorf("evidence postgres: result: %w: %d bytes, over %d", evidence.ErrInvalid, len(r.Data), maxBody)
 	}
+	r.Data = slices.Clone(r.Data) // the caller may reuse its buffer
+	r.At = r.At.Truncate(time.Microsecond)
+	id := []byte(r.InvocationID)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return evidence.ErrClosed
 	}
+	for i := len(s.queue) - 1; i >= max(0, len(s.queue)-carryScan); i-- {
+		it := s.queue[i]
+		if it.pos <= s.taken {
+			break
+		}
+		if b := it.blk; b != nil && bytes.Contains(b.recs[len(b.recs)-1].Data, id) {
+			b.results = append(b.results, r)
+			s.mu.Unlock()
+			return nil
+		}
+	}
 	s.pos++
-	s.queue = append(s.queue, item{pos: s.pos, res: &result{at: r.At, body: body}})
+	s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r}})
+	s.mu.Unlock()
 	return nil
 }
 
@@ -613,6 +648,7 @@ func (s *Store) commit() {
 	s.mu.Lock()
 	batch := s.queue
 	end := s.pos
+	s.taken = end // no result may ride with what this commit writes
 	s.mu.Unlock()
 	if len(batch) == 0 {
 		s.mu.Lock()
@@ -668,59 +704,89 @@ func (s *Store) commit() {
 
 // columns lays a batch out as insertSQL's parameters: one row per
 // correlation (its blocks in the batch merged, as they are consecutive in
-// its chain) and one per result. The rows are compressed here, on every
-// processor.
+// its chain, with the results they carry) and one per result no block
+// carries. The rows are compressed here, on every processor.
 func columns(batch []item) ([]any, error) {
 	var (
-		rows    []*block
-		open    = map[string]*block{} // the row of each correlation so far
-		ats     []time.Time
-		results [][]byte
+		rows  []*block
+		open  = map[string]*block{} // the row of each correlation so far
+		alone []*result
 	)
 	for _, it := range batch {
 		if r := it.res; r != nil {
-			ats, results = append(ats, r.at), append(results, r.body)
+			alone = append(alone, r)
 			continue
 		}
 		b := it.blk
 		corr := b.recs[0].CorrelationID
 		if m := open[corr]; m != nil && m.recs[len(m.recs)-1].Sequence == b.prevSeq {
 			m.recs = append(m.recs, b.recs...)
+			m.results = append(m.results, b.results...)
 			continue
 		}
-		m := &block{recs: slices.Clip(b.recs), prevSeq: b.prevSeq}
+		m := &block{recs: slices.Clip(b.recs), prevSeq: b.prevSeq, results: slices.Clip(b.results)}
 		open[corr] = m
 		rows = append(rows, m)
 	}
-	bodies, err := compressAll(rows)
+	bodies, results, err := compressAll(rows, alone)
 	if err != nil {
 		return nil, err
 	}
 	corrs := make([]string, len(rows))
 	lasts, prevs := make([]int64, len(rows)), make([]int64, len(rows))
+	resAts := make([]pgtype.Timestamptz, len(rows))
 	for i, b := range rows {
 		corrs[i] = b.recs[0].CorrelationID
 		lasts[i], prevs[i] = int64(b.recs[len(b.recs)-1].Sequence), int64(b.prevSeq)
+		if len(b.results) > 0 {
+			resAts[i] = pgtype.Timestamptz{Time: newest(b.results), Valid: true}
+		}
 	}
-	return []any{corrs, prevs, lasts, bodies, ats, results}, nil
+	ats := make([]time.Time, len(alone))
+	for i, r := range alone {
+		ats[i] = r.r.At
+	}
+	return []any{corrs, prevs, lasts, bodies, ats, results, resAts}, nil
 }
 
-// compressAll encodes the rows' bodies on up to GOMAXPROCS goroutines.
-func compressAll(rows []*block) ([][]byte, error) {
-	bodies := make([][]byte, len(rows))
-	errs := make([]error, len(rows))
-	workers := min(runtime.GOMAXPROCS(0), (len(rows)+7)/8)
+// newest is the latest time of results, at least one.
+func newest(results []evidence.Result) time.Time {
+	t := results[0].At
+	for _, r := range results[1:] {
+		if r.At.After(t) {
+			t = r.At
+		}
+	}
+	return t
+}
+
+// compressAll encodes the rows' bodies and the lone results' on up to
+// GOMAXPROCS goroutines.
+func compressAll(rows []*block, alone []*result) (bodies, results [][]byte, err error) {
+	bodies, results = make([][]byte, len(rows)), make([][]byte, len(alone))
+	n := len(rows) + len(alone)
+	errs := make([]error, n)
+	workers := min(runtime.GOMAXPROCS(0), (n+7)/8)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			for i := w; i < len(rows); i += workers {
-				b := rows[i]
-				bodies[i], errs[i] = encodeBlock(b.recs[0].PrevHash, b.prevSeq, b.recs)
+			for i := w; i < n; i += workers {
+				if i < len(rows) {
+					b := rows[i]
+					var at time.Time
+					if len(b.results) > 0 {
+						at = newest(b.results)
+					}
+					bodies[i], errs[i] = encodeBlock(b.recs[0].PrevHash, b.prevSeq, b.recs, b.results, at)
+					continue
+				}
+				r := alone[i-len(rows)].r
+				results[i-len(rows)], errs[i] = encodeResult(r.InvocationID, r.Data)
 			}
 		})
 	}
 	wg.Wait()
-	return bodies, errors.Join(errs...)
+	return bodies, results, errors.Join(errs...)
 }
 
 // Replay implements evidence.Store: committed records from the database,
@@ -839,29 +905,72 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 	if err := s.Sync(ctx, 0); err != nil {
 		return err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT at, body FROM evidence_result_log WHERE at >= $1 ORDER BY at DESC`, since)
+	// Lone results' rows and the rows of blocks carrying results, by the
+	// newest result of each: a row's results are never newer than its key,
+	// so those at or after the next row's key can be given out.
+	rows, err := s.pool.Query(ctx, `SELECT at, body, '', 0, 0 FROM evidence_result_log WHERE at >= $1
+		UNION ALL SELECT res_at, body, corr, prev_seq, last_seq FROM evidence_blocks WHERE res_at >= $1
+		ORDER BY 1 DESC`, since)
 	if err != nil {
 		return fmt.Errorf("evidence postgres: results: %w", err)
 	}
 	defer rows.Close()
+	var pending []evidence.Result // newest first
+	give := func(key time.Time) bool {
+		for len(pending) > 0 && !pending[0].At.Before(key) {
+			r := pending[0]
+			pending = pending[1:]
+			if !fn(r) {
+				return false
+			}
+		}
+		return true
+	}
 	for rows.Next() {
-		var r evidence.Result
-		var body []byte
-		if err := rows.Scan(&r.At, &body); err != nil {
+		got, key, err := scanResults(rows)
+		if err != nil {
 			return fmt.Errorf("evidence postgres: results: %w", err)
 		}
-		if r.InvocationID, r.Data, err = decodeResult(body); err != nil {
-			return fmt.Errorf("evidence postgres: result recorded at %v: %w", r.At, err)
-		}
-		r.At = r.At.UTC()
-		if !fn(r) {
+		if !give(key) {
 			return nil
 		}
+		for _, r := range got {
+			if !r.At.Before(since) {
+				pending = append(pending, r)
+			}
+		}
+		slices.SortStableFunc(pending, func(a, b evidence.Result) int { return b.At.Compare(a.At) })
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("evidence postgres: results: %w", err)
 	}
+	give(time.Time{})
 	return nil
+}
+
+// scanResults reads one row of Results' query: a lone result, or a block
+// and the results it carries; key is the row's time.
+func scanResults(rows pgx.Rows) ([]evidence.Result, time.Time, error) {
+	var (
+		corr       string
+		key        time.Time
+		row        blockRow
+		prev, last int64
+	)
+	if err := rows.Scan(&key, &row.body, &corr, &prev, &last); err != nil {
+		return nil, key, err
+	}
+	key = key.UTC()
+	if corr == "" {
+		id, data, err := decodeResult(row.body)
+		if err != nil {
+			return nil, key, fmt.Errorf("result recorded at %v: %w", key, err)
+		}
+		return []evidence.Result{{InvocationID: id, At: key, Data: data}}, key, nil
+	}
+	row.prev, row.last, row.resAt = uint64(prev), uint64(last), key
+	_, results, err := decodeBody(corr, row)
+	return results, key, err
 }
 
 // LastSequence implements evidence.Store: the highest sequence this store

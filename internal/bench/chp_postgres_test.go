@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/capmesh/capmesh/chp"
@@ -34,8 +35,8 @@ func openPostgres(b *testing.B) *postgres.Store {
 // evidence (Boundary.Invoke in process, 64 callers) beside their floor:
 // bare pgx batched inserts of the same rows at the same durability. The
 // floor's 64 callers hand the rows one invocation writes (read back from
-// the tables after a governed invocation: its compressed block and its
-// recorded result, under a fresh random correlation id as the boundary
+// the tables after a governed invocation: its compressed block, carrying
+// its recorded result, under a fresh random correlation id as the boundary
 // draws one) to one writer that inserts everything waiting in one
 // statement — the same multi-row INSERT … SELECT FROM unnest into the
 // same tables, synchronous_commit on — and answers each caller when it
@@ -49,8 +50,14 @@ func BenchmarkCHPPostgres(b *testing.B) {
 			benchBarePgx(b, callers, rows)
 		})
 		b.Run(fmt.Sprintf("callers%d/governed", callers), func(b *testing.B) {
-			bd := governed(b, "postgres")
 			ctx := context.Background()
+			dsn := pgtest.FreshDSN(b)
+			s, err := postgres.Open(ctx, dsn, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			bd := governedOn(b, s)
 			payload := json.RawMessage(`{"key":"k1"}`)
 			measurePG(b, func() {
 				split(b, callers, func(int) error {
@@ -61,8 +68,29 @@ func BenchmarkCHPPostgres(b *testing.B) {
 					return err
 				})
 			})
+			b.StopTimer()
+			reportLoneResults(b, dsn)
 		})
 	}
+}
+
+// reportLoneResults reports the share of governed invocations whose result
+// did not ride with its block (lone-results/inv): each is one row and one
+// compression more than the floor's rows.
+func reportLoneResults(b *testing.B, dsn string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var lone, carried int64
+	err = conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM evidence_result_log),
+		(SELECT count(*) FROM evidence_blocks WHERE res_at IS NOT NULL)`).Scan(&lone, &carried)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(lone)/float64(lone+carried), "lone-results/inv")
 }
 
 // measurePG is measure adding the server's CPU time per operation
@@ -76,12 +104,15 @@ func measurePG(b *testing.B, fn func()) {
 }
 
 // pgRows is what one governed invocation stores: its evidence block (the
-// span of sequences it covers and its body) and its result row.
+// span of sequences it covers, its body, and res_at when the block carries
+// the invocation's result) and its result rows, if the result did not
+// ride with the block.
 type pgRows struct {
-	span       int64
-	block      []byte
-	at         time.Time
-	resultBody []byte
+	span    int64
+	block   []byte
+	resAt   pgtype.Timestamptz
+	ats     []time.Time
+	results [][]byte
 }
 
 // invocationRows returns the rows one governed kv.get invocation writes,
@@ -105,13 +136,26 @@ func invocationRows(b *testing.B) pgRows {
 	}
 	defer conn.Close(ctx)
 	var r pgRows
-	err = conn.QueryRow(ctx, `SELECT last_seq - prev_seq, body FROM evidence_blocks`).Scan(&r.span, &r.block)
-	if err == nil {
-		err = conn.QueryRow(ctx, `SELECT at, body FROM evidence_result_log`).Scan(&r.at, &r.resultBody)
-	}
+	err = conn.QueryRow(ctx, `SELECT last_seq - prev_seq, body, res_at FROM evidence_blocks`).Scan(&r.span, &r.block, &r.resAt)
 	if err != nil {
-		b.Fatalf("reading the invocation's rows (one block, one result): %v", err)
+		b.Fatalf("reading the invocation's block (one): %v", err)
 	}
+	rows, err := conn.Query(ctx, `SELECT at, body FROM evidence_result_log`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var at time.Time
+		var body []byte
+		if err := rows.Scan(&at, &body); err != nil {
+			b.Fatal(err)
+		}
+		r.ats, r.results = append(r.ats, at), append(r.results, body)
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("one invocation: a block of %d B (carrying its result: %v), %d result rows", len(r.block), r.resAt.Valid, len(r.results))
 	return r
 }
 
@@ -161,8 +205,8 @@ WITH r AS (
 	INSERT INTO evidence_result_log (at, body)
 	SELECT * FROM unnest($5::timestamptz[], $6::bytea[])
 )
-INSERT INTO evidence_blocks (corr, prev_seq, last_seq, body)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[])`
+INSERT INTO evidence_blocks (corr, prev_seq, last_seq, body, res_at)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $7::timestamptz[])`
 	var batch []barePending
 	for {
 		batch = batch[:0]
@@ -186,12 +230,14 @@ SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[])`
 			prevs, lasts  []int64
 			bodies, bodyR [][]byte
 			ats           []time.Time
+			resAts        []pgtype.Timestamptz
 		)
 		for _, p := range batch {
 			corrs, prevs, lasts = append(corrs, p.corr), append(prevs, 0), append(lasts, p.seq)
-			bodies, ats, bodyR = append(bodies, rows.block), append(ats, rows.at), append(bodyR, rows.resultBody)
+			bodies, resAts = append(bodies, rows.block), append(resAts, rows.resAt)
+			ats, bodyR = append(ats, rows.ats...), append(bodyR, rows.results...)
 		}
-		_, err := pool.Exec(ctx, insert, corrs, prevs, lasts, bodies, ats, bodyR)
+		_, err := pool.Exec(ctx, insert, corrs, prevs, lasts, bodies, ats, bodyR, resAts)
 		for _, p := range batch {
 			p.done <- err
 		}

@@ -7,7 +7,7 @@
 //   - a package imports one of a higher layer: arrows point down only
 //     (cmd → node → services → mechanisms → foundations);
 //   - a foundation every consumer links — the pure protocol packages chp and
-//     chp/witnessing, identity, wire, jsonrpc, canonical — pulls in a heavy
+//     chp/witnessing, identity, wire, jsonrpc (and jhttp), canonical — pulls in a heavy
 //     dependency (CEL, protobuf, ANTLR, a SQLite, etcd, PostgreSQL, the
 //     OpenTelemetry SDK, Prometheus), or chp or chp/witnessing anything
 //     beyond the standard library, canonical, identity and crypto: a bundle

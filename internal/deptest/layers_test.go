@@ -47,6 +47,14 @@ var layers = map[string]layer{
 	"canonical/govalue":         foundation,
 	"canonical/pydantic":        foundation,
 
+	"jsonrpc/channel":             foundation,
+	"jsonrpc/jhttp":               foundation,
+	"jsonrpc/internal/connbudget": foundation,
+	"jsonrpc/internal/outbox":     foundation,
+	"jsonrpc/internal/spectest":   foundation,
+	"jsonrpc/internal/workers":    foundation,
+	"jsonrpc/internal/sysconn":    foundation,
+
 	"chp/boundary":                      mechanism,
 	"chp/boundary/internal/replaycache": mechanism,
 	"chp/boundary/evlog":                mechanism,
@@ -119,7 +127,7 @@ var layers = map[string]layer{
 // slim are the foundations every consumer links, and the evidence log's
 // read side (the proofs a verifier checks): none may pull in a heavy
 // dependency.
-var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "canonical", "canonical/govalue", "canonical/pydantic", "chp/boundary/evlog", "tracing"}
+var slim = []string{"chp", "chp/witnessing", "identity", "wire", "jsonrpc", "jsonrpc/jhttp", "jsonrpc/channel", "canonical", "canonical/govalue", "canonical/pydantic", "chp/boundary/evlog", "tracing"}
 
 // verifier are the pure protocol packages a bundle or witness verifier
 // links: TestVerifierIsPure holds them to chpAllowed (and each other).

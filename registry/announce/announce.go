@@ -76,7 +76,7 @@ type Config struct {
 	MaxBackoff time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
-	// Dial connects to the node. Default: jsonrpc.Dial / NewHTTPClient.
+	// Dial connects to the node. Default: jsonrpc.Dial / jhttp.NewClient.
 	Dial func(ctx context.Context, addr string) (jsonrpc.Caller, error)
 
 	// timeScale > 1 runs the session's clock that many times faster

@@ -21,6 +21,7 @@ import (
 	"github.com/capmesh/capmesh/chp/chprpc"
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/api"
 )
@@ -537,7 +538,7 @@ func checkRoutedStream(t *testing.T, nodeSock, method string, params any, corr s
 func TestRelayHTTPBridgeUnchanged(t *testing.T) {
 	_, srv, nodeSock := relayNode(t, nil)
 	register(t, nodeSock, "worker", progressProvider(t), "work")
-	ts := httptest.NewServer(srv.HTTPHandler())
+	ts := httptest.NewServer(jhttp.Handler(srv))
 	defer ts.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -554,7 +555,7 @@ func TestRelayHTTPBridgeUnchanged(t *testing.T) {
 	}
 	checkProgress(t, col.snapshot())
 
-	hc := jsonrpc.NewHTTPClient(ts.URL, nil)
+	hc := jhttp.NewClient(ts.URL, nil)
 	defer hc.Close()
 	for _, tc := range []struct {
 		method string

@@ -364,3 +364,13 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// IsBlank reports whether b holds only JSON whitespace.
+func IsBlank(b []byte) bool {
+	for _, c := range b {
+		if !IsSpace(c) {
+			return false
+		}
+	}
+	return true
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/capmesh/capmesh/cmd/capmesh/internal/cli"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 
 	"github.com/spf13/cobra"
 
@@ -167,7 +168,7 @@ func callRaw(ctx context.Context, a cli.Env, addr endpoint.Address, arg string) 
 	}
 	errReplies := 0
 	if addr.Scheme == "http" || addr.Scheme == "https" {
-		hc := jsonrpc.NewHTTPClient(addr.Scheme+"://"+addr.Host+addr.Path, nil)
+		hc := jhttp.NewClient(addr.Scheme+"://"+addr.Host+addr.Path, nil)
 		for _, l := range lines {
 			body, status, err := hc.Post(ctx, []byte(l))
 			if err != nil {

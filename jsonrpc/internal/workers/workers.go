@@ -1,18 +1,20 @@
-package jsonrpc
+// Package workers is the goroutine pool package jsonrpc's Server runs
+// handler calls on.
+package workers
 
 import (
 	"sync"
 	"time"
 )
 
-// workerPool runs handler calls on reused goroutines. A goroutine started
+// Pool runs handler calls on reused goroutines. A goroutine started
 // per call begins with a small stack and, for any handler that encodes JSON
 // or runs a governed pipeline, grows and copies it on every call; a worker
 // that has served a call keeps its grown stack for the next. Idle workers
 // wait on an unbuffered channel, so a submit succeeds only when one is
 // free; otherwise a new worker is started. Workers exit after idleWorker
 // without work, and all of them when the pool is closed.
-type workerPool struct {
+type Pool struct {
 	work chan func()
 	stop chan struct{}
 	once sync.Once
@@ -21,12 +23,13 @@ type workerPool struct {
 
 const idleWorker = 10 * time.Second
 
-func newWorkerPool() *workerPool {
-	return &workerPool{work: make(chan func()), stop: make(chan struct{})}
+// New returns an empty pool.
+func New() *Pool {
+	return &Pool{work: make(chan func()), stop: make(chan struct{})}
 }
 
-// submit runs f on an idle worker, or on a new one.
-func (p *workerPool) submit(f func()) {
+// Submit runs f on an idle worker, or on a new one.
+func (p *Pool) Submit(f func()) {
 	select {
 	case p.work <- f:
 		return
@@ -43,7 +46,7 @@ func (p *workerPool) submit(f func()) {
 	go p.worker(f)
 }
 
-func (p *workerPool) worker(f func()) {
+func (p *Pool) worker(f func()) {
 	defer p.wg.Done()
 	t := time.NewTimer(idleWorker)
 	defer t.Stop()
@@ -61,9 +64,9 @@ func (p *workerPool) worker(f func()) {
 	}
 }
 
-// close stops idle workers; busy ones exit after their call. It waits for
+// Close stops idle workers; busy ones exit after their call. It waits for
 // all of them.
-func (p *workerPool) close() {
+func (p *Pool) Close() {
 	p.once.Do(func() { close(p.stop) })
 	p.wg.Wait()
 }

@@ -1,4 +1,9 @@
-package jsonrpc
+// Package channel is the framing of package jsonrpc's stream transports:
+// how a byte stream is cut into whole JSON-RPC messages and how a message
+// is framed onto it. Newline, the Primal IPC Protocol v3.1's one JSON
+// value per line, is the framing capmesh speaks on every stream; the
+// Framing interface keeps jsonrpc's Server and Client independent of it.
+package channel
 
 import (
 	"bufio"
@@ -13,7 +18,7 @@ import (
 // Framing turns a byte stream into whole JSON-RPC messages and back. The
 // Primal IPC Protocol's newline framing is the one capmesh speaks on every
 // stream; the interface keeps the server and client independent of it, as
-// the HTTP bridge (a message per HTTP body) shows.
+// the HTTP binding (a message per HTTP body) shows.
 type Framing interface {
 	// NewReader returns a reader of the frames arriving on r, each at most
 	// max bytes.
@@ -60,6 +65,13 @@ var Newline Framing = newlineFraming{}
 
 type newlineFraming struct{}
 
+// IsNewline reports whether f is Newline, whose frame is the message and a
+// '\n': a writer may then build messages in place in its output buffer.
+func IsNewline(f Framing) bool {
+	_, ok := f.(newlineFraming)
+	return ok
+}
+
 // readBufferSize is the per-connection read buffer. Frames longer than it
 // are accumulated up to the frame limit.
 const readBufferSize = 32 << 10
@@ -90,7 +102,7 @@ func (r *lineReader) Begun() bool {
 	if !r.started && len(b) >= 2 && b[0] == preamble[0] && b[1] == preamble[1] {
 		b = b[2:]
 	}
-	return !isBlank(b) && !r.Ready()
+	return !jsontext.IsBlank(b) && !r.Ready()
 }
 
 func (r *lineReader) Ready() bool {
@@ -109,7 +121,7 @@ func (r *lineReader) Ready() bool {
 		if i < 0 {
 			return false
 		}
-		if !isBlank(b[:i]) {
+		if !jsontext.IsBlank(b[:i]) {
 			return true
 		}
 		b = b[i+1:]
@@ -143,7 +155,7 @@ func (r *lineReader) ReadFrame() ([]byte, error) {
 		if len(line) > r.max {
 			return nil, &FrameTooLargeError{Limit: r.max}
 		}
-		if isBlank(line) {
+		if jsontext.IsBlank(line) {
 			if err != nil {
 				return nil, err
 			}
@@ -164,13 +176,4 @@ func trimEOL(b []byte) []byte {
 		b = b[:n-1]
 	}
 	return b
-}
-
-func isBlank(b []byte) bool {
-	for _, c := range b {
-		if !jsontext.IsSpace(c) {
-			return false
-		}
-	}
-	return true
 }
