@@ -151,9 +151,6 @@ func (r *repo) hasFile(name string) bool {
 // that now names its tests (remove it from the list) or no longer exists.
 // Pin each by naming the test that would fail if the decision changed.
 var knownUnpinned = map[string]string{
-	"`\"params\": null`": "jsonrpc",
-	"Duplicate members":  "jsonrpc",
-	"Idle timeout":       "jsonrpc",
 	"Host keys reach the boundary as `ed25519.PrivateKey`.":              "host",
 	"Ids: 128-bit CSPRNG output from pooled ChaCha8 generators":          "chp",
 	"JSON-RPC invocations run on reused goroutines.":                     "chp/jsonrpc: TestWorkers went with the worker pool (a10e3df)",
