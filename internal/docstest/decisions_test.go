@@ -151,19 +151,14 @@ func (r *repo) hasFile(name string) bool {
 // that now names its tests (remove it from the list) or no longer exists.
 // Pin each by naming the test that would fail if the decision changed.
 var knownUnpinned = map[string]string{
-	"Host keys reach the boundary as `ed25519.PrivateKey`.":              "host",
-	"Ids: 128-bit CSPRNG output from pooled ChaCha8 generators":          "chp",
-	"JSON-RPC invocations run on reused goroutines.":                     "chp/jsonrpc: TestWorkers went with the worker pool (a10e3df)",
-	"A handler runs on the caller's goroutine unless it has `timeout_s`": "chp/boundary",
-	"Action-limit scope = the correlation, all capabilities.":            "chp/boundary",
-	"Key scope is checked before gate 0":                                 "chp/boundary",
-	"Every event is `chp-event-hash-v2`":                                 "chp/boundary",
-	"Handler timeouts.":                                                  "chp/boundary",
-	"DID anchors are not verified yet":                                   "chp",
-	"Schemes.":                                                           "registry",
-	"HTTP bodies":                                                        "registry",
-	"Watch history.":                                                     "registry",
-	"Connection timeouts.":                                               "conformance",
+	"Host keys reach the boundary as `ed25519.PrivateKey`.":     "host",
+	"Ids: 128-bit CSPRNG output from pooled ChaCha8 generators": "chp",
+	"JSON-RPC invocations run on reused goroutines.":            "chp/jsonrpc: TestWorkers went with the worker pool (a10e3df)",
+	"DID anchors are not verified yet":                          "chp",
+	"Schemes.":                                                  "registry",
+	"HTTP bodies":                                               "registry",
+	"Watch history.":                                            "registry",
+	"Connection timeouts.":                                      "conformance",
 }
 
 // check returns one problem per entry that names no test and per test an
