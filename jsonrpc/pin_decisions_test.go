@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -96,4 +97,34 @@ func TestIdleTimeoutSparesCallsInFlight(t *testing.T) {
 	if _, err := rc.br.ReadByte(); err == nil {
 		t.Fatal("idle connection not closed after the call ended")
 	}
+}
+
+// TestCallsRunOnReusedGoroutines: calls that are not inline run on pooled
+// workers, which keep their grown stacks: consecutive calls on a
+// connection soon run on a goroutine an earlier call ran on (goroutine ids
+// are never reused by the runtime, so an equal id is the same goroutine).
+func TestCallsRunOnReusedGoroutines(t *testing.T) {
+	m := specMethods()
+	m["goid"] = HandlerFunc(func(context.Context, *Request) (any, error) {
+		buf := make([]byte, 64)
+		f := strings.Fields(string(buf[:runtime.Stack(buf, false)]))
+		return f[1], nil
+	})
+	ts := startServer(t, "unix", m, nil)
+	rc := dialRaw(t, ts)
+	seen := map[string]bool{}
+	for i := range 200 {
+		rc.send(`{"jsonrpc":"2.0","method":"goid","id":1}` + "\n")
+		got := rc.line()
+		if seen[got] {
+			return
+		}
+		seen[got] = true
+		if i%10 == 9 {
+			// Give the worker time to park before the next call; a
+			// pool never needs more than a few.
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Fatalf("200 consecutive calls ran on %d distinct goroutines", len(seen))
 }

@@ -153,7 +153,6 @@ func (r *repo) hasFile(name string) bool {
 var knownUnpinned = map[string]string{
 	"Host keys reach the boundary as `ed25519.PrivateKey`.":     "host",
 	"Ids: 128-bit CSPRNG output from pooled ChaCha8 generators": "chp",
-	"JSON-RPC invocations run on reused goroutines.":            "chp/jsonrpc: TestWorkers went with the worker pool (a10e3df)",
 	"DID anchors are not verified yet":                          "chp",
 	"Schemes.":                                                  "registry",
 	"HTTP bodies":                                               "registry",
