@@ -151,13 +151,11 @@ func (r *repo) hasFile(name string) bool {
 // that now names its tests (remove it from the list) or no longer exists.
 // Pin each by naming the test that would fail if the decision changed.
 var knownUnpinned = map[string]string{
-	"Host keys reach the boundary as `ed25519.PrivateKey`.":     "host",
-	"Ids: 128-bit CSPRNG output from pooled ChaCha8 generators": "chp",
-	"DID anchors are not verified yet":                          "chp",
-	"Schemes.":                                                  "registry",
-	"HTTP bodies":                                               "registry",
-	"Watch history.":                                            "registry",
-	"Connection timeouts.":                                      "conformance",
+	"Host keys reach the boundary as `ed25519.PrivateKey`.": "host",
+	"Schemes.":             "registry",
+	"HTTP bodies":          "registry",
+	"Watch history.":       "registry",
+	"Connection timeouts.": "conformance",
 }
 
 // check returns one problem per entry that names no test and per test an
