@@ -146,13 +146,10 @@ func (r *repo) hasFile(name string) bool {
 }
 
 // knownUnpinned are decisions, by heading, that named no existing test when
-// this check was added, in packages whose owners were changing them at the
-// time. The list may only shrink: the check fails for an entry listed here
-// that now names its tests (remove it from the list) or no longer exists.
-// Pin each by naming the test that would fail if the decision changed.
-var knownUnpinned = map[string]string{
-	"Watch history.": "registry",
-}
+// this check was added. The list may only shrink, and is empty now: every
+// decision names its tests. The check fails for an entry listed here that
+// now names its tests (remove it from the list) or no longer exists.
+var knownUnpinned = map[string]string{}
 
 // check returns one problem per entry that names no test and per test an
 // entry names that does not exist, except for the entries of unpinned,
