@@ -54,7 +54,7 @@ func TestIDsAreRandom128Bit(t *testing.T) {
 		t.Errorf("consecutive ids differ in %.1f bits on average, want about 64", mean)
 	}
 	a, b := idPool.New().(*mrand.ChaCha8), idPool.New().(*mrand.ChaCha8)
-	if a.Uint64() == b.Uint64() && a.Uint64() == b.Uint64() {
+	if [2]uint64{a.Uint64(), a.Uint64()} == [2]uint64{b.Uint64(), b.Uint64()} {
 		t.Error("two new generators produce the same stream: not seeded from crypto/rand")
 	}
 }
