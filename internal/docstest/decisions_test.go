@@ -146,28 +146,10 @@ func (r *repo) hasFile(name string) bool {
 }
 
 // knownUnpinned are decisions, by heading, that named no existing test when
-// this check was added, in packages whose owners were changing them at the
-// time. The list may only shrink: the check fails for an entry listed here
-// that now names its tests (remove it from the list) or no longer exists.
-// Pin each by naming the test that would fail if the decision changed.
-var knownUnpinned = map[string]string{
-	"`\"params\": null`": "jsonrpc",
-	"Duplicate members":  "jsonrpc",
-	"Idle timeout":       "jsonrpc",
-	"Host keys reach the boundary as `ed25519.PrivateKey`.":              "host",
-	"Ids: 128-bit CSPRNG output from pooled ChaCha8 generators":          "chp",
-	"JSON-RPC invocations run on reused goroutines.":                     "chp/jsonrpc: TestWorkers went with the worker pool (a10e3df)",
-	"A handler runs on the caller's goroutine unless it has `timeout_s`": "chp/boundary",
-	"Action-limit scope = the correlation, all capabilities.":            "chp/boundary",
-	"Key scope is checked before gate 0":                                 "chp/boundary",
-	"Every event is `chp-event-hash-v2`":                                 "chp/boundary",
-	"Handler timeouts.":                                                  "chp/boundary",
-	"DID anchors are not verified yet":                                   "chp",
-	"Schemes.":                                                           "registry",
-	"HTTP bodies":                                                        "registry",
-	"Watch history.":                                                     "registry",
-	"Connection timeouts.":                                               "conformance",
-}
+// this check was added. The list may only shrink, and is empty now: every
+// decision names its tests. The check fails for an entry listed here that
+// now names its tests (remove it from the list) or no longer exists.
+var knownUnpinned = map[string]string{}
 
 // check returns one problem per entry that names no test and per test an
 // entry names that does not exist, except for the entries of unpinned,
