@@ -163,15 +163,6 @@ func (v *BundleVerification) add(name string, ok bool, detail string) {
 	v.Checks = append(v.Checks, BundleCheck{Name: name, OK: ok, Detail: detail})
 }
 
-// VerifyBundle verifies an exported evidence bundle offline (chp-v0.2.md §2,
-// §3, §12, §14): each event's content hash under the scheme it declares,
-// chain continuity from genesis, disclosed payloads against their
-// commitments, the root hash, the completeness claim, and for the signed
-// tier the header signature and the host-identity attestation. It also checks
-// capmesh's attribution binding on events that carry one and reports, per
-// event, whether its attribution is bound (Attribution, Warnings). It fails closed: any
-// malformed input yields Valid=false, never a panic. The error is non-nil
-// only when data is not a JSON object at all.
 // structureDetail names what a bundle lacks to be one: an events array, a
 // host_id, a root_hash ("" when it has them all).
 func structureDetail(events, hostID, rootHash bool) string {
@@ -191,6 +182,15 @@ func structureDetail(events, hostID, rootHash bool) string {
 	return "not a CHP evidence bundle: missing " + strings.Join(missing, ", ")
 }
 
+// VerifyBundle verifies an exported evidence bundle offline (chp-v0.2.md §2,
+// §3, §12, §14): each event's content hash under the scheme it declares,
+// chain continuity from genesis, disclosed payloads against their
+// commitments, the root hash, the completeness claim, and for the signed
+// tier the header signature and the host-identity attestation. It also checks
+// capmesh's attribution binding on events that carry one and reports, per
+// event, whether its attribution is bound (Attribution, Warnings). It fails closed: any
+// malformed input yields Valid=false, never a panic. The error is non-nil
+// only when data is not a JSON object at all.
 func VerifyBundle(data []byte, opts *VerifyOptions) (*BundleVerification, error) {
 	if opts == nil {
 		opts = &VerifyOptions{}
