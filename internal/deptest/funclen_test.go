@@ -4,10 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -53,31 +49,8 @@ func TestFunctionLength(t *testing.T) {
 func longFunctions(root string) (map[string]int, error) {
 	long := map[string]int{}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path == root {
-				return nil
-			}
-			name := d.Name()
-			if name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // a nested module
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	err := walkSources(root, func(path, rel string) error {
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return err
 		}
@@ -87,7 +60,7 @@ func longFunctions(root string) (map[string]int, error) {
 				continue
 			}
 			if n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line; n > maxFuncLines {
-				long[filepath.ToSlash(rel)+": "+funcName(fd)] = n
+				long[rel+": "+funcName(fd)] = n
 			}
 		}
 		return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,7 +56,23 @@ func TestPackageSize(t *testing.T) {
 // root itself).
 func packageSizes(root string) (map[string]int, error) {
 	sizes := map[string]int{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := walkSources(root, func(path, rel string) error {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		sizes[pathpkg.Dir(rel)] += bytes.Count(data, []byte("\n"))
+		return nil
+	})
+	return sizes, err
+}
+
+// walkSources calls fn for every non-test .go file of the module at root,
+// with its path relative to root in slash form; nested modules, testdata
+// and hidden or underscore directories are skipped, as the go command
+// skips them.
+func walkSources(root string, fn func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -75,16 +92,10 @@ func packageSizes(root string) (map[string]int, error) {
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
-		data, err := os.ReadFile(path)
+		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(root, filepath.Dir(path))
-		if err != nil {
-			return err
-		}
-		sizes[filepath.ToSlash(rel)] += bytes.Count(data, []byte("\n"))
-		return nil
+		return fn(path, filepath.ToSlash(rel))
 	})
-	return sizes, err
 }
