@@ -28,13 +28,6 @@ type LocalRegistration struct {
 	Token string
 }
 
-// NormalizeEndpoint is endpoint.Normalize: the canonical form of a
-// registration's endpoint ("/path/x.sock", "unix:///path",
-// "tcp://host:port", "host:port", "http://host:port/path").
-//
-// Deprecated: use endpoint.Normalize, the one parser of endpoints.
-func NormalizeEndpoint(s string) (string, error) { return endpoint.Normalize(s) }
-
 // routeHTTP bounds a whole call routed over the HTTP bridge.
 var routeHTTP = &http.Client{Timeout: 30 * time.Second}
 

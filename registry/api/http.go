@@ -16,6 +16,7 @@ import (
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
+	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 // maxBody bounds an HTTP request body.
@@ -94,7 +95,7 @@ func writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	rid := r.Header.Get("X-Request-ID")
 	if rid == "" {
-		rid = newRequestID()
+		rid = state.NewUUID()
 	}
 	writeJSON(w, e.Status, map[string]any{"error": map[string]any{"code": e.Code, "message": e.Message, "details": details, "request_id": rid}})
 }
@@ -284,13 +285,10 @@ func (n *server) httpRenew(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, registry.RefuseWithStatus("missing_certificate_identity", 400, -32602, "cert_id and node_public_key required"))
 		return
 	}
+	// Present roles (even []) must match the certificate's; absent is nil.
 	var roles []string
 	if rs, ok := o["roles"].([]any); ok {
-		roles = make([]string, 0, len(rs))
-		for _, x := range rs {
-			s, _ := x.(string)
-			roles = append(roles, s)
-		}
+		roles = append(make([]string, 0, len(rs)), stringsOf(rs)...)
 	}
 	c, err := n.Renew(r.Context(), o, certID, key, roles, hours)
 	if err != nil {
@@ -340,11 +338,7 @@ func (n *server) httpInvite(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, r, err)
 		return
 	}
-	var roles []string
-	for _, x := range asSlice(o["roles"]) {
-		s, _ := x.(string)
-		roles = append(roles, s)
-	}
+	roles := stringsOf(asSlice(o["roles"]))
 	maxH, err1 := intField(o, "max_validity_hours", 168, registry.MaxValidityHours)
 	expH, err2 := intField(o, "token_expiry_hours", 24, registry.MaxTokenExpiryHours)
 	if err := errors.Join(err1, err2); err != nil {

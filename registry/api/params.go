@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -38,12 +36,12 @@ func nonEmpty(s, def string) string {
 // asSlice is v as a JSON array, or nil.
 func asSlice(v any) []any { s, _ := v.([]any); return s }
 
-// newRequestID is a random (version 4) UUID for an error's request_id.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+// stringsOf is a JSON array's members as strings (a non-string is "").
+func stringsOf(vs []any) []string {
+	var out []string
+	for _, v := range vs {
+		s, _ := v.(string)
+		out = append(out, s)
+	}
+	return out
 }
