@@ -1,0 +1,149 @@
+// Package hexpack halves the lowercase hex in evidence before it is
+// compressed. CHP evidence is canonical JSON in which most of what is not
+// structure is lowercase hex: SHA-256 hashes (64 digits) and random ids
+// (32). A general-purpose compressor stores each digit in a byte unless it
+// entropy-codes its literals; packed, each pair of digits is one byte, so
+// a fast compressor without entropy coding (S2) stores them as well as
+// zstd does, in a fraction of the time.
+//
+// The packed form is a byte stream in which
+//
+//	0x01 uvarint(n) n bytes   stands for the 2n lowercase hex digits of those bytes
+//	0x02 b                    stands for the byte b itself
+//	any other byte            stands for itself
+//
+// Append packs every run of at least MinRun lowercase hex digits (its
+// longest even-length prefix) and escapes the input's own 0x01 and 0x02
+// bytes, so any byte string packs and unpacks to itself. Canonical JSON
+// holds no raw bytes below 0x20, so evidence needs no escapes; binary
+// headers in front of it may. Unpack checks every code and bounds what it
+// writes, so a damaged or hostile stream is an error, never a panic or an
+// unbounded allocation.
+package hexpack
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+const (
+	codeRun    = 0x01
+	codeEscape = 0x02
+)
+
+// MinRun is the shortest run of hex digits Append packs: shorter runs
+// (dates, counters, small numbers) gain nothing.
+const MinRun = 16
+
+// ErrCorrupt reports a packed stream that does not unpack.
+var ErrCorrupt = errors.New("hexpack: corrupt stream")
+
+// class of each byte for Append: 0 plain, 1 lowercase hex, 2 escaped.
+var class = func() (t [256]byte) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = 1
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = 1
+	}
+	t[codeRun], t[codeEscape] = 2, 2
+	return t
+}()
+
+// nibble is each lowercase hex digit's value.
+var nibble = func() (t [256]byte) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c-'a') + 10
+	}
+	return t
+}()
+
+// Append appends the packed form of src to dst. The packed form is never
+// longer than twice src (every byte escaped) and is shorter whenever src
+// holds hex runs and no bytes to escape.
+func Append(dst, src []byte) []byte {
+	plain := 0 // start of the bytes not yet written
+	for i := 0; i < len(src); {
+		switch class[src[i]] {
+		case 0:
+			i++
+		case 2:
+			dst = append(dst, src[plain:i]...)
+			dst = append(dst, codeEscape, src[i])
+			i++
+			plain = i
+		default:
+			j := i + 1
+			for j < len(src) && class[src[j]] == 1 {
+				j++
+			}
+			n := (j - i) &^ 1
+			if n < MinRun {
+				i = j
+				continue
+			}
+			dst = append(dst, src[plain:i]...)
+			dst = append(dst, codeRun)
+			dst = binary.AppendUvarint(dst, uint64(n/2))
+			for k := i; k < i+n; k += 2 {
+				dst = append(dst, nibble[src[k]]<<4|nibble[src[k+1]])
+			}
+			i += n
+			plain = i
+		}
+	}
+	return append(dst, src[plain:]...)
+}
+
+// Unpack appends what packed stands for to dst, refusing to write more
+// than limit bytes: ErrCorrupt for a stream Append cannot have written
+// (a truncated code, a run longer than the stream) or one that would
+// exceed limit.
+func Unpack(dst, packed []byte, limit int) ([]byte, error) {
+	start := len(dst)
+	over := func() error {
+		return fmt.Errorf("%w: unpacks to more than %d bytes", ErrCorrupt, limit)
+	}
+	for i := 0; i < len(packed); {
+		j := i
+		for j < len(packed) && packed[j]-1 > 1 { // neither code
+			j++
+		}
+		if len(dst)-start+j-i > limit {
+			return nil, over()
+		}
+		dst = append(dst, packed[i:j]...)
+		i = j
+		if i == len(packed) {
+			break
+		}
+		switch packed[i] {
+		case codeEscape:
+			if i+1 == len(packed) {
+				return nil, fmt.Errorf("%w: escape at the end", ErrCorrupt)
+			}
+			if len(dst)-start+1 > limit {
+				return nil, over()
+			}
+			dst = append(dst, packed[i+1])
+			i += 2
+		case codeRun:
+			n, w := binary.Uvarint(packed[i+1:])
+			if w <= 0 || n == 0 || n > uint64(len(packed)-i-1-w) {
+				return nil, fmt.Errorf("%w: run at byte %d", ErrCorrupt, i)
+			}
+			if uint64(len(dst)-start)+2*n > uint64(limit) {
+				return nil, over()
+			}
+			i += 1 + w
+			dst = hex.AppendEncode(dst, packed[i:i+int(n)])
+			i += int(n)
+		}
+	}
+	return dst, nil
+}
