@@ -76,6 +76,7 @@ var layers = map[string]layer{
 	"evidence/postgres/pgtest":          mechanism,
 	"evidence/storetest":                mechanism,
 	"evidence/internal/groupcommit":     mechanism,
+	"evidence/internal/hexpack":         mechanism,
 	"registry/descriptor":               mechanism,
 	"registry/internal/pyjson":          mechanism,
 	"registry/internal/state":           mechanism,
