@@ -22,6 +22,7 @@
 package hexpack
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -110,10 +111,7 @@ func Unpack(dst, packed []byte, limit int) ([]byte, error) {
 		return fmt.Errorf("%w: unpacks to more than %d bytes", ErrCorrupt, limit)
 	}
 	for i := 0; i < len(packed); {
-		j := i
-		for j < len(packed) && packed[j]-1 > 1 { // neither code
-			j++
-		}
+		j := nextCode(packed, i)
 		if len(dst)-start+j-i > limit {
 			return nil, over()
 		}
@@ -146,4 +144,18 @@ func Unpack(dst, packed []byte, limit int) ([]byte, error) {
 		}
 	}
 	return dst, nil
+}
+
+// nextCode is the index of the first code byte of packed at or after i,
+// or len(packed). Escapes are rare (canonical JSON needs none), so runs
+// are found by a vectorised search and escapes only before the run.
+func nextCode(packed []byte, i int) int {
+	j := len(packed)
+	if k := bytes.IndexByte(packed[i:], codeRun); k >= 0 {
+		j = i + k
+	}
+	if k := bytes.IndexByte(packed[i:j], codeEscape); k >= 0 {
+		j = i + k
+	}
+	return j
 }
