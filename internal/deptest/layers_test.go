@@ -157,8 +157,8 @@ var heavy = []struct{ prefix, what string }{
 
 // chpAllowed are the only packages outside the standard library the pure
 // protocol package chp may depend on: canonical, identity (and what those
-// need), and Ed25519 arithmetic.
-var chpAllowed = []string{"canonical", "canonical/collate", "canonical/govalue", "identity", "internal/xdg", "filippo.io/edwards25519"}
+// need), and Ed25519 arithmetic (edwards25519, curve25519-voi).
+var chpAllowed = []string{"canonical", "canonical/collate", "canonical/govalue", "identity", "internal/xdg", "filippo.io/edwards25519", "github.com/oasisprotocol/curve25519-voi"}
 
 // hostForbidden are what the host library must not pull in, besides the
 // heavy dependencies of a node's distributed backends and dashboards.
