@@ -37,6 +37,7 @@ import (
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 // Config configures a Gateway. Zero values take the documented defaults.
@@ -298,6 +299,9 @@ func (g *Gateway) memberDo(ctx context.Context, method, base, path string, body 
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if sc, ok := tracing.FromContext(ctx); ok {
+		req.Header.Set("Traceparent", sc.Traceparent())
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {

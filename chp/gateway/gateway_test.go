@@ -660,3 +660,60 @@ func TestCachedResultOnlyForTheSameRequest(t *testing.T) {
 		t.Errorf("another request with the same invocation_id got the first one's result: %v", other)
 	}
 }
+
+// TestTraceparentPassesThrough: the caller's traceparent header reaches
+// the member unchanged, so the member's evidence carries the caller's
+// trace id, and the gateway's own events of a traced invocation carry it
+// too; a malformed header is dropped.
+func TestTraceparentPassesThrough(t *testing.T) {
+	ms := newMesh(t)
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	post := func(body, tp string) map[string]any {
+		req, err := http.NewRequest("POST", ms.url+"/invoke", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Traceparent", tp)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	traceOf := func(ev map[string]any) any { return ev["correlation"].(map[string]any)["trace_id"] }
+	post(`{"capability_id":"mesh.only-a","correlation":{"correlation_id":"c-traced"}}`, "00-"+trace+"-00f067aa0ba902b7-01")
+	evs := ms.a.events(t, "c-traced")
+	if len(evs) == 0 {
+		t.Fatal("the member recorded nothing")
+	}
+	for _, ev := range evs {
+		if traceOf(ev) != trace {
+			t.Fatalf("member event %v: trace_id %v, want %s", ev["event_type"], traceOf(ev), trace)
+		}
+	}
+	// A denial the gateway records itself.
+	post(`{"capability_id":"mesh.nowhere","correlation":{"correlation_id":"c-traced-denied"}}`, "00-"+trace+"-00f067aa0ba902b7-01")
+	recs, err := ms.store.Replay(context.Background(), evidence.Query{CorrelationID: "c-traced-denied"})
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("gateway evidence: %d records, %v", len(recs), err)
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(recs[0].Data, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if traceOf(ev) != trace {
+		t.Errorf("gateway denial trace_id %v, want %s", traceOf(ev), trace)
+	}
+	// A malformed header is dropped: no trace id anywhere.
+	post(`{"capability_id":"mesh.only-a","correlation":{"correlation_id":"c-bad-trace"}}`, "00-"+trace+"-0000000000000000-01")
+	for _, ev := range ms.a.events(t, "c-bad-trace") {
+		if traceOf(ev) != nil {
+			t.Fatalf("a malformed traceparent set trace_id %v", traceOf(ev))
+		}
+	}
+}

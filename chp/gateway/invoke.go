@@ -15,6 +15,7 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/tracing"
 )
 
 // routed is one invocation as the gateway routes it: the caller's envelope
@@ -50,6 +51,7 @@ func (g *Gateway) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	r = withTrace(r, inv)
 	if inv.env.Mode == "stream" {
 		// Streams are not relayed: the binding's rule for a mode a target
 		// cannot serve is the ordinary processed denial.
@@ -320,4 +322,23 @@ func (g *Gateway) remember(ctx context.Context, id string, resp []byte) {
 	if err != nil {
 		g.log.Error("CHP gateway: result not made durable", "invocation_id", id, "err", err)
 	}
+}
+
+// withTrace carries the caller's W3C traceparent header (a malformed one
+// is dropped, as W3C Trace Context says) in r's context, so that every
+// member request of the invocation passes it on unchanged (memberDo), and
+// records its trace id in the correlation of the gateway's own events
+// when the envelope names none — what a member's boundary does with the
+// same header. The gateway takes part in no trace itself: it forwards the
+// caller's parent span as a proxy that records no span of its own.
+func withTrace(r *http.Request, inv *routed) *http.Request {
+	sc, err := tracing.ParseTraceparent(r.Header.Get("Traceparent"))
+	if err != nil {
+		return r
+	}
+	if inv.env.Correlation.TraceID == nil {
+		id := sc.TraceID.String()
+		inv.env.Correlation.TraceID = &id
+	}
+	return r.WithContext(tracing.ContextWith(r.Context(), sc))
 }
