@@ -506,12 +506,18 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 	}
 	rl := newRelay(ctx, n.cfg.Logger) // the provider's notifications, to a stream caller
 	defer rl.close()
-	var lastErr error
+	var lastErr, elsewhere error
+	dialled := false
 	for _, e := range cands {
 		if !routableEndpoint(e.Endpoint) || n.IsSelf(e.Endpoint) {
 			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint of another host", e.Name, e.Endpoint)
 			continue
 		}
+		if err := n.MayDial(e); err != nil {
+			lastErr, elsewhere = err, err // local to another machine: listed, never dialled here
+			continue
+		}
+		dialled = true
 		c, err := n.cfg.Dial(rl.dialContext(ctx), e.Endpoint)
 		if err != nil {
 			n.DropIfGone(ctx, e, err) // the host stopped without unregistering
@@ -529,6 +535,9 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 		if rl.started() {
 			break // the caller saw this provider begin: another would repeat it
 		}
+	}
+	if !dialled && elsewhere != nil {
+		return nil, hops, registry.RouteRefused, registry.RPCError(elsewhere)
 	}
 	return nil, hops, registry.RouteUnreachable, jsonrpc.Errorf(registry.CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
 }

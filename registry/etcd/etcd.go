@@ -4,7 +4,9 @@
 //
 // Layout: every record is one key, <prefix><kind>/<key>, whose value is
 // the record's expiry (8 bytes, big-endian Unix nanoseconds, 0 for none)
-// followed by its value. Local registrations are <prefix>local/<node>/<key>:
+// followed by its value; a record that names the machine that admitted
+// it (registry.Record.Machine) sets the top bit of those 8 bytes and
+// puts the machine (a length byte, then its bytes) before the value. Local registrations are <prefix>local/<node>/<key>:
 // they belong to the node that made them. Expiry is etcd's: a record with
 // an expiry is attached to a lease that ends at or shortly after it
 // (leases are shared by records expiring in the same 10 s bucket), so no
@@ -239,21 +241,50 @@ func (s *Store) parseKey(k string) (kind, key, node string, ok bool) {
 	return kind, rest, node, ok
 }
 
-func encode(r registry.Record) string {
-	b := make([]byte, 8, 8+len(r.Value))
-	if !r.ExpiresAt.IsZero() {
-		binary.BigEndian.PutUint64(b, uint64(r.ExpiresAt.UnixNano()))
+// withMachine, set in a value's first 8 bytes, says that the record's
+// machine (registry.Record.Machine) follows them: one length byte and
+// the machine's identity, before the record's value. Only records that
+// name a machine carry it, so every other value is framed as before; a
+// node that predates it reads such a record as expired long ago and
+// unreadable, and so never dials its local-only endpoint.
+const withMachine = 1 << 63
+
+// maxMachine is the longest machine identity a value can carry.
+const maxMachine = 255
+
+func encode(r registry.Record) (string, error) {
+	if len(r.Machine) > maxMachine {
+		return "", fmt.Errorf("registry/etcd: machine identity of %d bytes: at most %d", len(r.Machine), maxMachine)
 	}
-	return string(append(b, r.Value...))
+	b := make([]byte, 8, 9+len(r.Machine)+len(r.Value))
+	var head uint64
+	if !r.ExpiresAt.IsZero() {
+		head = uint64(max(r.ExpiresAt.UnixNano(), 1)) // before 1970: expired all the same
+	}
+	if r.Machine != "" {
+		head |= withMachine
+		b = append(append(b, byte(len(r.Machine))), r.Machine...)
+	}
+	binary.BigEndian.PutUint64(b, head)
+	return string(append(b, r.Value...)), nil
 }
 
 func decode(v []byte) (registry.Record, bool) {
 	if len(v) < 8 {
 		return registry.Record{}, false
 	}
-	r := registry.Record{Value: append([]byte{}, v[8:]...)}
-	if n := binary.BigEndian.Uint64(v[:8]); n != 0 {
-		r.ExpiresAt = time.Unix(0, int64(n)).UTC()
+	head, rest := binary.BigEndian.Uint64(v[:8]), v[8:]
+	var r registry.Record
+	if head&withMachine != 0 {
+		if len(rest) == 0 || len(rest) < 1+int(rest[0]) || rest[0] == 0 {
+			return registry.Record{}, false
+		}
+		r.Machine, rest = string(rest[1:1+int(rest[0])]), rest[1+int(rest[0]):]
+		head &^= withMachine
+	}
+	r.Value = append([]byte{}, rest...)
+	if head != 0 {
+		r.ExpiresAt = time.Unix(0, int64(head)).UTC()
 	}
 	return r, true
 }
@@ -366,7 +397,11 @@ func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []regist
 		if err != nil {
 			return nil, err
 		}
-		p.ops = append(p.ops, clientv3.OpPut(k, encode(op.Record), clientv3.WithLease(lease)))
+		v, err := encode(op.Record)
+		if err != nil {
+			return nil, err
+		}
+		p.ops = append(p.ops, clientv3.OpPut(k, v, clientv3.WithLease(lease)))
 	}
 	return p, nil
 }
@@ -469,7 +504,7 @@ func (s *Store) change(kv *mvccKV, del bool, prev *mvccKV) (registry.Change, boo
 		if !ok {
 			return registry.Change{}, false
 		}
-		ch.Value, ch.ExpiresAt = r.Value, r.ExpiresAt
+		ch.Value, ch.ExpiresAt, ch.Machine = r.Value, r.ExpiresAt, r.Machine
 		ch.Created = kv.Version == 1
 	}
 	if prev != nil {
