@@ -17,6 +17,11 @@
 //
 // Writes are single transactions; ApplyIf adds compare-and-swap on the
 // mod revisions of records. Revisions are etcd revisions.
+//
+// Connection: plaintext (etcd://) on loopback only; beyond it TLS
+// (etcds://) with the node authenticated by a client certificate or
+// etcd's user and password, unless Options.Insecure (secure.go,
+// ParseURL).
 package etcd
 
 import (
@@ -27,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -56,6 +60,26 @@ type Options struct {
 	// NodeTTL is the lifetime of the node's lease without keep-alives: how
 	// long a killed node's local registrations outlive it. Default 10 s.
 	NodeTTL time.Duration
+	// TLS connects over TLS (etcds://), verifying the servers against
+	// CAFile, or the system's roots when CAFile is empty.
+	TLS bool
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// etcd servers' certificates (TLS only).
+	CAFile string
+	// CertFile and KeyFile are PEM files of the node's client certificate
+	// and its key, for etcd's --client-cert-auth (TLS only; both or
+	// neither).
+	CertFile, KeyFile string
+	// Username authenticates the node to etcd's authentication (etcdctl
+	// user add), with Password, else the first line of PasswordFile, else
+	// the environment variable EnvPassword.
+	Username, Password, PasswordFile string
+	// Insecure allows what Open refuses otherwise beyond loopback: a
+	// plaintext connection to an etcd endpoint that is not a loopback
+	// address or localhost, or TLS without a client certificate or a
+	// user. Default false: the node never sends unauthenticated
+	// traffic beyond loopback unless told.
+	Insecure bool
 	// DialTimeout bounds connecting; RequestTimeout bounds each request
 	// whose context has no deadline. Defaults 5 s.
 	DialTimeout    time.Duration
@@ -125,8 +149,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: opts.Endpoints, DialTimeout: opts.DialTimeout, Logger: quietLogger()})
+	ccfg, err := opts.clientConfig()
 	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(ccfg)
+	if refused(err) {
+		return nil, fmt.Errorf("registry/etcd: etcd refused the node's credentials (user %q): %w", opts.Username, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("registry/etcd: %w: %w", registry.ErrUnavailable, err)
 	}
 	s := &Store{c: c, opts: opts, log: opts.Logger, buckets: map[int64]clientv3.LeaseID{}, kaDone: make(chan struct{})}
@@ -191,6 +221,13 @@ func (s *Store) keepAlive() {
 func ttlSeconds(d time.Duration) int64 {
 	s := int64((d + time.Second - 1) / time.Second)
 	return max(s, 2)
+}
+
+// refused reports whether err is etcd refusing the client's
+// credentials or permissions: not an outage, no use retrying.
+func refused(err error) bool {
+	return errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrPermissionDenied) ||
+		status.Code(err) == codes.Unauthenticated || status.Code(err) == codes.PermissionDenied
 }
 
 // reqCtx bounds a request by RequestTimeout unless ctx has a deadline.
@@ -625,61 +662,4 @@ func (s *Store) Close() error {
 		return s.wrap("close", err)
 	}
 	return nil
-}
-
-// ParseURL reads a registry URL, etcd://host:port[,host:port…][/prefix],
-// into Options: the endpoints (a host without a port gets 2379) and,
-// when the URL has a path, the key prefix (the path with a trailing /).
-// Query parameters: node=<id> sets NodeID, node_ttl=<duration> NodeTTL.
-func ParseURL(raw string) (Options, error) {
-	rest, ok := strings.CutPrefix(raw, "etcd://")
-	if !ok {
-		return Options{}, fmt.Errorf("registry/etcd: %q: want etcd://host:2379[,host:2379…][/prefix]", raw)
-	}
-	hosts, path, _ := strings.Cut(rest, "/")
-	path, query, _ := strings.Cut(path, "?")
-	if h, q, ok := strings.Cut(hosts, "?"); ok {
-		hosts, query = h, q
-	}
-	var o Options
-	for _, h := range strings.Split(hosts, ",") {
-		if h == "" {
-			return Options{}, fmt.Errorf("registry/etcd: %q: an empty host", raw)
-		}
-		if !strings.Contains(h, ":") || strings.HasSuffix(h, "]") {
-			h += ":2379"
-		}
-		o.Endpoints = append(o.Endpoints, h)
-	}
-	if path != "" {
-		o.Prefix = "/" + strings.TrimSuffix(path, "/") + "/"
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return Options{}, fmt.Errorf("registry/etcd: %q: %w", raw, err)
-	}
-	for k := range q {
-		switch k {
-		case "node":
-			o.NodeID = q.Get(k)
-		case "node_ttl":
-			if o.NodeTTL, err = time.ParseDuration(q.Get(k)); err != nil || o.NodeTTL <= 0 {
-				return Options{}, fmt.Errorf("registry/etcd: %q: node_ttl: want a positive duration", raw)
-			}
-		default:
-			return Options{}, fmt.Errorf("registry/etcd: %q: unknown parameter %q (node, node_ttl)", raw, k)
-		}
-	}
-	return o, nil
-}
-
-func init() {
-	registry.RegisterStore("etcd", func(ctx context.Context, url string, log *slog.Logger) (registry.Store, error) {
-		o, err := ParseURL(url)
-		if err != nil {
-			return nil, err
-		}
-		o.Logger = log
-		return Open(ctx, o)
-	})
 }
