@@ -43,7 +43,7 @@ func TestMachineID(t *testing.T) {
 	if fromEtc == "0123456789abcdef0123456789abcdef" {
 		t.Error("the raw machine id is exposed")
 	}
-	if MachineID() != MachineID() || MachineID() == "" {
+	if first := MachineID(); first == "" || MachineID() != first {
 		t.Error("MachineID is not stable within a process")
 	}
 }

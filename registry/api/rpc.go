@@ -56,6 +56,18 @@ func (a *rpcAssigner) Names() []string {
 	return out
 }
 
+// resolveFirst answers ipc.resolve with the first of es this node may
+// dial, else with the refusal of the last.
+func (n *server) resolveFirst(es []registry.Entry) (any, error) {
+	var err error
+	for _, e := range es {
+		if err = n.MayDial(e); err == nil {
+			return resolved(e), nil
+		}
+	}
+	return nil, err
+}
+
 // isNoProvider reports whether err is the router's "no live, trusted
 // provider" refusal (not a provider's own error passed through).
 func isNoProvider(err error) bool {
@@ -206,14 +218,18 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 		nameParams
 		Capability string `json:"capability"`
 	}) (any, error) {
+		// The caller connects to what it resolves: never to an endpoint
+		// local to another machine (Node.MayDial), which it would reach
+		// on its own.
 		if p.Capability != "" {
-			if es := n.Find(p.Capability, registry.FindOptions{Limit: 1}); len(es) > 0 {
-				return resolved(es[0]), nil
-			}
+			es := n.Find(p.Capability, registry.FindOptions{})
 			if e, ok := n.ResolveName(p.Capability); ok {
-				return resolved(e), nil
+				es = append(es, e)
 			}
-			return nil, registry.Refuse(registry.CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
+			if len(es) == 0 {
+				return nil, registry.Refuse(registry.CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
+			}
+			return n.resolveFirst(es)
 		}
 		if p.name() == "" {
 			return nil, registry.Refuse(registry.CodeWordInvalidParams, "ipc.resolve requires primal_id (or name) or capability")
@@ -222,7 +238,7 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 		if !ok {
 			return nil, registry.Refuse(registry.CodeWordNotRegistered, "primal %q is not registered", p.name())
 		}
-		return resolved(e), nil
+		return n.resolveFirst([]registry.Entry{e})
 	})
 	return jsonrpc.Map{
 		"ipc.resolve":        resolve,

@@ -108,7 +108,8 @@ func (l countListener) Accept() (net.Conn, error) {
 // on machine 1 are listed by node b on machine 2, but b's router refuses
 // to call them (−32003 endpoint_is_local) without connecting to them,
 // while a and c (another node of machine 1) route them; so do nodes of
-// either machine started afterwards (from etcd's snapshot). Before, b would
+// either machine started afterwards (from etcd's snapshot). ipc.resolve,
+// whose caller connects to what it gets, follows the same rule. Before, b would
 // have dialled its own machine's socket and loopback port: anyone who may
 // register on machine 1 could point b's router at machine 2's services.
 func TestLocalEndpointDialledOnlyOnItsMachine(t *testing.T) {
@@ -151,6 +152,22 @@ func TestLocalEndpointDialledOnlyOnItsMachine(t *testing.T) {
 			}
 			if after := sockConns.Load() + tcpConns.Load(); after != before {
 				t.Errorf("%s through %s on machine 2: the provider saw %d connections", method, name, after-before)
+			}
+		}
+		// ipc.resolve answers where to connect: not there, on machine 2.
+		resolves := []map[string]any{{"capability": method}}
+		if method == "kv.get" {
+			resolves = append(resolves, map[string]any{"primal_id": "agent-1"}) // the descriptor's agent_id
+		}
+		for _, params := range resolves {
+			err := cb.Call(ctx, "ipc.resolve", params, nil)
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) || !hasWord(je, registry.CodeWordLocalEndpoint) {
+				t.Errorf("ipc.resolve %v on machine 2: %v, want %s", params, err, registry.CodeWordLocalEndpoint)
+			}
+			var res map[string]any
+			if err := ca.Call(ctx, "ipc.resolve", params, &res); err != nil || res["endpoint"] == nil {
+				t.Errorf("ipc.resolve %v on machine 1: %v, %v", params, res, err)
 			}
 		}
 		for name, c := range map[string]*jsonrpc.Client{"a": ca, "c": cc, "c2": cc2} {
