@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,7 +92,8 @@ func TestRegistryOverTLS(t *testing.T) {
 
 // TestRegistryWithEtcdAuth: with etcd's authentication on, a node given
 // a user (etcds://user@…) and its password (password_file=) works within
-// the prefix its role grants; a wrong password is refused.
+// the prefix its role grants, and not outside it; a wrong password is
+// refused. Neither refusal reads as a retryable outage.
 func TestRegistryWithEtcdAuth(t *testing.T) {
 	srv := etcdtest.StartTLS(t)
 	f := srv.TLS()
@@ -107,6 +109,11 @@ func TestRegistryWithEtcdAuth(t *testing.T) {
 	withUser := func(pwFile string) string {
 		q := url.Values{"ca": {f.CA}, "cert": {f.ClientCert}, "key": {f.ClientKey}, "password_file": {pwFile}}
 		return "etcds://capmesh@" + srv.Endpoints()[0] + "/authz?" + q.Encode()
+	}
+	// The role is what etcd enforces: another prefix is out of bounds.
+	outside := strings.Replace(withUser(good), "/authz?", "/elsewhere?", 1)
+	if _, err := nodeAt(t, outside); err == nil || errors.Is(err, registry.ErrUnavailable) {
+		t.Errorf("a node outside its role's prefix: %v, want a permission refusal", err)
 	}
 	a, err := nodeAt(t, withUser(good))
 	if err != nil {
