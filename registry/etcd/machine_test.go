@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/capmesh/capmesh/internal/etcdtest"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
@@ -185,4 +187,43 @@ func hasWord(je *jsonrpc.Error, word string) bool {
 		Code string `json:"code"`
 	}
 	return json.Unmarshal(je.Data, &d) == nil && d.Code == word
+}
+
+// TestUnstampedLocalEndpointOnSharedStore: a record naming a local-only
+// endpoint without a machine — written by a node that predates machine
+// stamps — is listed but not routed, even by a node of the machine it
+// may well have come from: nothing says where it was admitted.
+func TestUnstampedLocalEndpointOnSharedStore(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, ca := joinOn(t, srv, "/unstamped/", "machine-1")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	tcpL := listen(t, "tcp", "127.0.0.1:0")
+	conns := countingHost(t, "kv", tcpL)
+	priv, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := signedAt(t, priv, []string{"kv.get"}, time.Now(), tcpL.Addr().(*net.TCPAddr).Port).VerifyAndMarshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), DialTimeout: deadline})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The framing of an older node: 8 bytes of expiry (none), the value.
+	if _, err := c.Put(ctx, "/unstamped/descriptor/"+key, string(make([]byte, 8))+string(raw)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(a.Find("kv.get", registry.FindOptions{})) == 1 })
+	err = ca.Call(ctx, "kv.get", map[string]any{}, nil)
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || !hasWord(je, registry.CodeWordLocalEndpoint) {
+		t.Errorf("routing an unstamped loopback record: %v, want %s", err, registry.CodeWordLocalEndpoint)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the provider saw %d connections", n)
+	}
 }
