@@ -110,7 +110,7 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	if live {
 		kind = EventReplaced
 	}
-	if err := n.commit(ctx, []Op{{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt}}},
+	if err := n.commit(ctx, []Op{{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt, Machine: state.Stamp(e, n.cfg.Machine)}}},
 		Event{Kind: kind, Key: e.Key, Name: e.Name, Capabilities: e.Capabilities, Endpoint: e.Endpoint, Source: e.Source}); err != nil {
 		return Entry{}, "", err
 	}
@@ -185,11 +185,12 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name, token str
 	// On a shared store the node's lease keeps the record: a heartbeat
 	// touches only memory.
 	if n.shared == nil {
-		if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt}}); err != nil {
+		if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindLocal, Key: e.Key, Value: raw, ExpiresAt: lr.ExpiresAt, Machine: e.Machine}}); err != nil {
 			return time.Time{}, fmt.Errorf("registry: %w", err)
 		}
 	}
 	ne := state.FromLocal(lr, raw)
+	ne.Machine = e.Machine
 	n.publish(func() { n.state.Index(ne) })
 	return lr.ExpiresAt, nil
 }

@@ -2,11 +2,11 @@ package registry
 
 import (
 	"context"
-	"net"
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 // Routing-loop protection (docs/routing.md): every routed request carries
@@ -50,26 +50,16 @@ func (n *Node) refuseSelf(ep string) error {
 }
 
 // CodeWordLocalEndpoint refuses a signed descriptor from another machine
-// that names an endpoint only this machine can reach.
+// that names an endpoint only this machine can reach (refuseForeignLocal),
+// and a routed call to an endpoint local to another machine (MayDial).
 const CodeWordLocalEndpoint = "endpoint_is_local"
 
 // fromThisMachine reports whether the request in ctx came from this
-// machine: a Unix-socket peer, or a TCP or HTTP peer at a loopback
-// address. A call without a peer is the program's own (the Go API).
+// machine (endpoint.OnThisMachine). A call without a peer is the
+// program's own (the Go API).
 func fromThisMachine(ctx context.Context) bool {
 	p, ok := jsonrpc.PeerFromContext(ctx)
-	if !ok {
-		return true
-	}
-	if p.Transport == "unix" {
-		return true
-	}
-	host, _, err := net.SplitHostPort(p.Addr)
-	if err != nil {
-		host = p.Addr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return !ok || endpoint.OnThisMachine(p)
 }
 
 // refuseForeignLocal is the registration-time check that a descriptor
@@ -78,6 +68,17 @@ func fromThisMachine(ctx context.Context) bool {
 func refuseForeignLocal(ctx context.Context, ep string) error {
 	if endpoint.LocalOnly(ep) && !fromThisMachine(ctx) {
 		return refuse(CodeWordLocalEndpoint, "endpoint %s reaches only the machine it is dialled from; a registration from another machine may not name it", ep)
+	}
+	return nil
+}
+
+// MayDial refuses (CodeWordLocalEndpoint) to dial e's endpoint from this
+// node when it reaches only the machine it is dialled from and e was
+// admitted on another machine (state.LocalElsewhere): the router lists
+// such a provider but never connects to it.
+func (n *Node) MayDial(e Entry) error {
+	if state.LocalElsewhere(e, n.cfg.Machine, n.shared != nil) {
+		return refuse(CodeWordLocalEndpoint, "%s: endpoint %s reaches only the machine it is dialled from, and was registered on another machine (%s) than this node's (%s): call it through a node of that machine", e.Name, e.Endpoint, nonEmpty(e.Machine, "not recorded"), n.cfg.Machine)
 	}
 	return nil
 }

@@ -66,6 +66,11 @@ type Config struct {
 	// ("unix:///path", "tcp://host:port", "http://host:port/path").
 	// Default: jsonrpc.Dial / jhttp.NewClient.
 	Dial func(ctx context.Context, endpoint string) (jsonrpc.Caller, error)
+	// Machine identifies the machine the node runs on; a shared store
+	// keeps it with each registration naming an endpoint only its own
+	// machine reaches, which the router then dials only on that machine
+	// (MayDial). Default endpoint.MachineID().
+	Machine string
 	// UID is the node's own user id, the only one whose Unix-socket peers
 	// may register unsigned. Default os.Getuid().
 	UID *uint32
@@ -185,6 +190,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	if cfg.Dial == nil {
 		cfg.Dial = DialEndpoint
+	}
+	if cfg.Machine == "" {
+		cfg.Machine = endpoint.MachineID()
 	}
 	if cfg.UID == nil {
 		u := currentUID()
@@ -438,7 +446,7 @@ func (n *Node) admitLocked(d *descriptor.Descriptor, raw []byte, now time.Time) 
 	}
 	markVal, _ := json.Marshal(reg)
 	ops := []Op{
-		{Record: Record{Kind: kindDescriptor, Key: e.Key, Value: raw, ExpiresAt: e.ExpiresAt}},
+		{Record: Record{Kind: kindDescriptor, Key: e.Key, Value: raw, ExpiresAt: e.ExpiresAt, Machine: state.Stamp(e, n.cfg.Machine)}},
 		{Record: Record{Kind: kindMark, Key: e.Key, Value: markVal, ExpiresAt: markExp.Add(n.cfg.Skew)}},
 	}
 	kind := EventRegistered

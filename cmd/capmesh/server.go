@@ -135,7 +135,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.StringVar(&f.rootKey, "root-key", "", "key file of the root key that signs the genesis block (default: keys/root.pem beside the node key, created on first start; never the network-authority key)")
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
-	fl.StringVar(&f.registryURL, "registry", "", "keep the registry (registrations, trust, the genesis and authority keys) in this etcd cluster (etcd://host:2379[,host:2379…][/prefix]), shared by every node started with it; wins over --memory for the registry")
+	fl.StringVar(&f.registryURL, "registry", "", "keep the registry (registrations, trust, the genesis and authority keys) in this etcd cluster (etcd://host:2379[,host:2379…][/prefix] on loopback, etcds://[user@]host:2379…?ca=&cert=&key=&password_file= beyond it; docs/operations.md), shared by every node started with it; wins over --memory for the registry")
 	fl.StringVar(&f.evidence, "evidence", "", "keep CHP evidence in this PostgreSQL database (postgres://user@host/db), which many nodes and hosts may share; wins over --memory for the evidence")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
 	fl.StringSliceVar(&f.chpGateway, "chp-gateway", nil, "serve the CHP HTTP routes (--http) as a routing gateway in front of these member CHP hosts (URL[,URL…]); start the members first")

@@ -56,6 +56,7 @@ type Server struct {
 	cmd        *exec.Cmd
 	exited     chan struct{}
 	log        *lockedBuffer
+	tls        *TLSFiles // StartTLS's; nil: plaintext
 }
 
 // Start starts a private etcd for t and stops it when t ends. It skips t
@@ -80,8 +81,14 @@ func Start(t testing.TB) *Server {
 // Endpoints are the client endpoints (host:port) for clientv3.Config.
 func (s *Server) Endpoints() []string { return []string{s.clientAddr} }
 
-// URL is the server as a capmesh registry URL: etcd://host:port.
-func (s *Server) URL() string { return "etcd://" + s.clientAddr }
+// URL is the server as a capmesh registry URL: etcd://host:port, or
+// etcds://host:port for a TLS server (whose files TLS names).
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "etcds://" + s.clientAddr
+	}
+	return "etcd://" + s.clientAddr
+}
 
 // Stop stops the server (SIGTERM, then SIGKILL after 10 s) and removes
 // its directory. It may be called more than once.
@@ -188,9 +195,14 @@ func start(bin string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var last error
+	return startIn(bin, dir, nil)
+}
+
+// startIn is start in dir, serving TLS with files when they are set.
+func startIn(bin, dir string, files *TLSFiles) (*Server, error) {
+	var last, err error
 	for range 3 {
-		s := &Server{dir: dir, bin: bin}
+		s := &Server{dir: dir, bin: bin, tls: files}
 		if s.clientAddr, err = freePort(); err != nil {
 			break
 		}
@@ -212,12 +224,17 @@ func start(bin string) (*Server, error) {
 // run starts the process on the server's ports and waits for /health;
 // the caller holds mu (or owns s alone).
 func (s *Server) run() error {
-	client, peer := "http://"+s.clientAddr, "http://"+s.peerAddr
-	cmd := exec.Command(s.bin,
-		"--name", "capmesh-test", "--data-dir", filepath.Join(s.dir, "data"),
+	_, scheme := s.httpClient()
+	client, peer := scheme+s.clientAddr, "http://"+s.peerAddr
+	args := []string{"--name", "capmesh-test", "--data-dir", filepath.Join(s.dir, "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "capmesh-test="+peer, "--log-level", "error")
+		"--initial-cluster", "capmesh-test=" + peer, "--log-level", "error"}
+	if s.tls != nil {
+		args = append(args, "--cert-file", s.tls.serverCert, "--key-file", s.tls.serverKey,
+			"--trusted-ca-file", s.tls.CA, "--client-cert-auth")
+	}
+	cmd := exec.Command(s.bin, args...)
 	s.log = &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
@@ -237,9 +254,9 @@ func (s *Server) run() error {
 }
 
 func (s *Server) waitHealthy(ctx context.Context) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
+	hc, scheme := s.httpClient()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.clientAddr+"/health", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+s.clientAddr+"/health", nil)
 		resp, err := hc.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
@@ -292,7 +309,9 @@ func (l *lockedBuffer) String() string {
 // answer into out.
 func (s *Server) gateway(path string, body, out any) error {
 	b, _ := json.Marshal(body)
-	resp, err := http.Post("http://"+s.clientAddr+path, "application/json", bytes.NewReader(b))
+	hc, scheme := s.httpClient()
+	hc.Timeout = 30 * time.Second // a compaction may take a while on a loaded machine
+	resp, err := hc.Post(scheme+s.clientAddr+path, "application/json", bytes.NewReader(b))
 	if err != nil {
 		return err
 	}

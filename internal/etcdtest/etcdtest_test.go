@@ -2,11 +2,15 @@ package etcdtest
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
+	"time"
 )
 
 // kv puts or reads a key through etcd's JSON gateway (/v3/kv/*).
@@ -58,5 +62,48 @@ func TestBinaryFromEnv(t *testing.T) {
 	t.Setenv(EnvBin, "/nonexistent/etcd")
 	if _, err := Binary(); err == nil || !bytes.Contains([]byte(err.Error()), []byte(EnvBin)) {
 		t.Errorf("Binary() = %v, want an error naming %s", err, EnvBin)
+	}
+}
+
+// TestStartTLS: a TLS server answers a client holding the client
+// certificate its CA signed, and no one else: not plaintext HTTP, not
+// TLS without a client certificate, not a client that trusts another CA.
+func TestStartTLS(t *testing.T) {
+	s := StartTLS(t)
+	f := s.TLS()
+	if f == nil || !strings.HasPrefix(s.URL(), "etcds://") {
+		t.Fatalf("TLS() = %v, URL() = %s", f, s.URL())
+	}
+	if s.Revision(t) == 0 {
+		t.Error("revision 0")
+	}
+	if resp, err := http.Get("http://" + s.Endpoints()[0] + "/health"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plaintext /health answered 200")
+		}
+	}
+	pool := x509.NewCertPool()
+	b, _ := os.ReadFile(f.CA)
+	pool.AppendCertsFromPEM(b)
+	other := x509.NewCertPool()
+	b, _ = os.ReadFile(f.Other)
+	other.AppendCertsFromPEM(b)
+	kp, err := tls.LoadX509KeyPair(f.ClientCert, f.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]*tls.Config{
+		"no client certificate": {RootCAs: pool},
+		"another CA":            {RootCAs: other, Certificates: []tls.Certificate{kp}},
+	} {
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+		resp, err := hc.Get("https://" + s.Endpoints()[0] + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Errorf("%s: /health answered 200", name)
+			}
+		}
 	}
 }

@@ -56,6 +56,18 @@ func (a *rpcAssigner) Names() []string {
 	return out
 }
 
+// resolveFirst answers ipc.resolve with the first of es this node may
+// dial, else with the refusal of the last.
+func (n *server) resolveFirst(es []registry.Entry) (any, error) {
+	var err error
+	for _, e := range es {
+		if err = n.MayDial(e); err == nil {
+			return resolved(e), nil
+		}
+	}
+	return nil, err
+}
+
 // isNoProvider reports whether err is the router's "no live, trusted
 // provider" refusal (not a provider's own error passed through).
 func isNoProvider(err error) bool {
@@ -206,14 +218,18 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 		nameParams
 		Capability string `json:"capability"`
 	}) (any, error) {
+		// The caller connects to what it resolves: never to an endpoint
+		// local to another machine (Node.MayDial), which it would reach
+		// on its own.
 		if p.Capability != "" {
-			if es := n.Find(p.Capability, registry.FindOptions{Limit: 1}); len(es) > 0 {
-				return resolved(es[0]), nil
-			}
+			es := n.Find(p.Capability, registry.FindOptions{})
 			if e, ok := n.ResolveName(p.Capability); ok {
-				return resolved(e), nil
+				es = append(es, e)
 			}
-			return nil, registry.Refuse(registry.CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
+			if len(es) == 0 {
+				return nil, registry.Refuse(registry.CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
+			}
+			return n.resolveFirst(es)
 		}
 		if p.name() == "" {
 			return nil, registry.Refuse(registry.CodeWordInvalidParams, "ipc.resolve requires primal_id (or name) or capability")
@@ -222,7 +238,7 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 		if !ok {
 			return nil, registry.Refuse(registry.CodeWordNotRegistered, "primal %q is not registered", p.name())
 		}
-		return resolved(e), nil
+		return n.resolveFirst([]registry.Entry{e})
 	})
 	return jsonrpc.Map{
 		"ipc.resolve":        resolve,
@@ -506,12 +522,18 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 	}
 	rl := newRelay(ctx, n.cfg.Logger) // the provider's notifications, to a stream caller
 	defer rl.close()
-	var lastErr error
+	var lastErr, elsewhere error
+	dialled := false
 	for _, e := range cands {
 		if !routableEndpoint(e.Endpoint) || n.IsSelf(e.Endpoint) {
 			lastErr = fmt.Errorf("%s: endpoint %s is not a JSON-RPC endpoint of another host", e.Name, e.Endpoint)
 			continue
 		}
+		if err := n.MayDial(e); err != nil {
+			lastErr, elsewhere = err, err // local to another machine: listed, never dialled here
+			continue
+		}
+		dialled = true
 		c, err := n.cfg.Dial(rl.dialContext(ctx), e.Endpoint)
 		if err != nil {
 			n.DropIfGone(ctx, e, err) // the host stopped without unregistering
@@ -529,6 +551,9 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 		if rl.started() {
 			break // the caller saw this provider begin: another would repeat it
 		}
+	}
+	if !dialled && elsewhere != nil {
+		return nil, hops, registry.RouteRefused, registry.RPCError(elsewhere)
 	}
 	return nil, hops, registry.RouteUnreachable, jsonrpc.Errorf(registry.CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
 }

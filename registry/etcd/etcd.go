@@ -4,7 +4,9 @@
 //
 // Layout: every record is one key, <prefix><kind>/<key>, whose value is
 // the record's expiry (8 bytes, big-endian Unix nanoseconds, 0 for none)
-// followed by its value. Local registrations are <prefix>local/<node>/<key>:
+// followed by its value; a record that names the machine that admitted
+// it (registry.Record.Machine) sets the top bit of those 8 bytes and
+// puts the machine (a length byte, then its bytes) before the value. Local registrations are <prefix>local/<node>/<key>:
 // they belong to the node that made them. Expiry is etcd's: a record with
 // an expiry is attached to a lease that ends at or shortly after it
 // (leases are shared by records expiring in the same 10 s bucket), so no
@@ -15,6 +17,11 @@
 //
 // Writes are single transactions; ApplyIf adds compare-and-swap on the
 // mod revisions of records. Revisions are etcd revisions.
+//
+// Connection: plaintext (etcd://) on loopback only; beyond it TLS
+// (etcds://) with the node authenticated by a client certificate or
+// etcd's user and password, unless Options.Insecure (secure.go,
+// ParseURL).
 package etcd
 
 import (
@@ -25,7 +32,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -54,6 +60,26 @@ type Options struct {
 	// NodeTTL is the lifetime of the node's lease without keep-alives: how
 	// long a killed node's local registrations outlive it. Default 10 s.
 	NodeTTL time.Duration
+	// TLS connects over TLS (etcds://), verifying the servers against
+	// CAFile, or the system's roots when CAFile is empty.
+	TLS bool
+	// CAFile is a PEM file of the certificate authorities that sign the
+	// etcd servers' certificates (TLS only).
+	CAFile string
+	// CertFile and KeyFile are PEM files of the node's client certificate
+	// and its key, for etcd's --client-cert-auth (TLS only; both or
+	// neither).
+	CertFile, KeyFile string
+	// Username authenticates the node to etcd's authentication (etcdctl
+	// user add), with Password, else the first line of PasswordFile, else
+	// the environment variable EnvPassword.
+	Username, Password, PasswordFile string
+	// Insecure allows what Open refuses otherwise beyond loopback: a
+	// plaintext connection to an etcd endpoint that is not a loopback
+	// address or localhost, or TLS without a client certificate or a
+	// user. Default false: the node never sends unauthenticated
+	// traffic beyond loopback unless told.
+	Insecure bool
 	// DialTimeout bounds connecting; RequestTimeout bounds each request
 	// whose context has no deadline. Defaults 5 s.
 	DialTimeout    time.Duration
@@ -123,8 +149,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: opts.Endpoints, DialTimeout: opts.DialTimeout, Logger: quietLogger()})
+	ccfg, err := opts.clientConfig()
 	if err != nil {
+		return nil, err
+	}
+	c, err := clientv3.New(ccfg)
+	if refused(err) {
+		return nil, fmt.Errorf("registry/etcd: etcd refused the node's credentials (user %q): %w", opts.Username, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("registry/etcd: %w: %w", registry.ErrUnavailable, err)
 	}
 	s := &Store{c: c, opts: opts, log: opts.Logger, buckets: map[int64]clientv3.LeaseID{}, kaDone: make(chan struct{})}
@@ -191,6 +223,13 @@ func ttlSeconds(d time.Duration) int64 {
 	return max(s, 2)
 }
 
+// refused reports whether err is etcd refusing the client's
+// credentials or permissions: not an outage, no use retrying.
+func refused(err error) bool {
+	return errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrPermissionDenied) ||
+		status.Code(err) == codes.Unauthenticated || status.Code(err) == codes.PermissionDenied
+}
+
 // reqCtx bounds a request by RequestTimeout unless ctx has a deadline.
 func (s *Store) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
@@ -239,21 +278,50 @@ func (s *Store) parseKey(k string) (kind, key, node string, ok bool) {
 	return kind, rest, node, ok
 }
 
-func encode(r registry.Record) string {
-	b := make([]byte, 8, 8+len(r.Value))
-	if !r.ExpiresAt.IsZero() {
-		binary.BigEndian.PutUint64(b, uint64(r.ExpiresAt.UnixNano()))
+// withMachine, set in a value's first 8 bytes, says that the record's
+// machine (registry.Record.Machine) follows them: one length byte and
+// the machine's identity, before the record's value. Only records that
+// name a machine carry it, so every other value is framed as before; a
+// node that predates it reads such a record as expired long ago and
+// unreadable, and so never dials its local-only endpoint.
+const withMachine = 1 << 63
+
+// maxMachine is the longest machine identity a value can carry.
+const maxMachine = 255
+
+func encode(r registry.Record) (string, error) {
+	if len(r.Machine) > maxMachine {
+		return "", fmt.Errorf("registry/etcd: machine identity of %d bytes: at most %d", len(r.Machine), maxMachine)
 	}
-	return string(append(b, r.Value...))
+	b := make([]byte, 8, 9+len(r.Machine)+len(r.Value))
+	var head uint64
+	if !r.ExpiresAt.IsZero() {
+		head = uint64(max(r.ExpiresAt.UnixNano(), 1)) // before 1970: expired all the same
+	}
+	if r.Machine != "" {
+		head |= withMachine
+		b = append(append(b, byte(len(r.Machine))), r.Machine...)
+	}
+	binary.BigEndian.PutUint64(b, head)
+	return string(append(b, r.Value...)), nil
 }
 
 func decode(v []byte) (registry.Record, bool) {
 	if len(v) < 8 {
 		return registry.Record{}, false
 	}
-	r := registry.Record{Value: append([]byte{}, v[8:]...)}
-	if n := binary.BigEndian.Uint64(v[:8]); n != 0 {
-		r.ExpiresAt = time.Unix(0, int64(n)).UTC()
+	head, rest := binary.BigEndian.Uint64(v[:8]), v[8:]
+	var r registry.Record
+	if head&withMachine != 0 {
+		if len(rest) == 0 || len(rest) < 1+int(rest[0]) || rest[0] == 0 {
+			return registry.Record{}, false
+		}
+		r.Machine, rest = string(rest[1:1+int(rest[0])]), rest[1+int(rest[0]):]
+		head &^= withMachine
+	}
+	r.Value = append([]byte{}, rest...)
+	if head != 0 {
+		r.ExpiresAt = time.Unix(0, int64(head)).UTC()
 	}
 	return r, true
 }
@@ -366,7 +434,11 @@ func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []regist
 		if err != nil {
 			return nil, err
 		}
-		p.ops = append(p.ops, clientv3.OpPut(k, encode(op.Record), clientv3.WithLease(lease)))
+		v, err := encode(op.Record)
+		if err != nil {
+			return nil, err
+		}
+		p.ops = append(p.ops, clientv3.OpPut(k, v, clientv3.WithLease(lease)))
 	}
 	return p, nil
 }
@@ -469,7 +541,7 @@ func (s *Store) change(kv *mvccKV, del bool, prev *mvccKV) (registry.Change, boo
 		if !ok {
 			return registry.Change{}, false
 		}
-		ch.Value, ch.ExpiresAt = r.Value, r.ExpiresAt
+		ch.Value, ch.ExpiresAt, ch.Machine = r.Value, r.ExpiresAt, r.Machine
 		ch.Created = kv.Version == 1
 	}
 	if prev != nil {
@@ -590,61 +662,4 @@ func (s *Store) Close() error {
 		return s.wrap("close", err)
 	}
 	return nil
-}
-
-// ParseURL reads a registry URL, etcd://host:port[,host:port…][/prefix],
-// into Options: the endpoints (a host without a port gets 2379) and,
-// when the URL has a path, the key prefix (the path with a trailing /).
-// Query parameters: node=<id> sets NodeID, node_ttl=<duration> NodeTTL.
-func ParseURL(raw string) (Options, error) {
-	rest, ok := strings.CutPrefix(raw, "etcd://")
-	if !ok {
-		return Options{}, fmt.Errorf("registry/etcd: %q: want etcd://host:2379[,host:2379…][/prefix]", raw)
-	}
-	hosts, path, _ := strings.Cut(rest, "/")
-	path, query, _ := strings.Cut(path, "?")
-	if h, q, ok := strings.Cut(hosts, "?"); ok {
-		hosts, query = h, q
-	}
-	var o Options
-	for _, h := range strings.Split(hosts, ",") {
-		if h == "" {
-			return Options{}, fmt.Errorf("registry/etcd: %q: an empty host", raw)
-		}
-		if !strings.Contains(h, ":") || strings.HasSuffix(h, "]") {
-			h += ":2379"
-		}
-		o.Endpoints = append(o.Endpoints, h)
-	}
-	if path != "" {
-		o.Prefix = "/" + strings.TrimSuffix(path, "/") + "/"
-	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return Options{}, fmt.Errorf("registry/etcd: %q: %w", raw, err)
-	}
-	for k := range q {
-		switch k {
-		case "node":
-			o.NodeID = q.Get(k)
-		case "node_ttl":
-			if o.NodeTTL, err = time.ParseDuration(q.Get(k)); err != nil || o.NodeTTL <= 0 {
-				return Options{}, fmt.Errorf("registry/etcd: %q: node_ttl: want a positive duration", raw)
-			}
-		default:
-			return Options{}, fmt.Errorf("registry/etcd: %q: unknown parameter %q (node, node_ttl)", raw, k)
-		}
-	}
-	return o, nil
-}
-
-func init() {
-	registry.RegisterStore("etcd", func(ctx context.Context, url string, log *slog.Logger) (registry.Store, error) {
-		o, err := ParseURL(url)
-		if err != nil {
-			return nil, err
-		}
-		o.Logger = log
-		return Open(ctx, o)
-	})
 }

@@ -1,5 +1,7 @@
 package etcd
 
+import clientv3 "go.etcd.io/etcd/client/v3"
+
 // Kill stops the store as a killed process does: no more keep-alives, no
 // revocation of the node's lease, the connection dropped.
 func (s *Store) Kill() {
@@ -11,3 +13,7 @@ func (s *Store) Kill() {
 	s.batch.wait()
 	_ = s.c.Close()
 }
+
+// ClientConfig is the etcd client configuration Open would use, after
+// its checks.
+func (o Options) ClientConfig() (clientv3.Config, error) { return o.clientConfig() }

@@ -32,6 +32,15 @@ type Record struct {
 	// ExpiresAt, when not zero, is the instant from which the record is
 	// dead: List never returns it and Purge deletes it.
 	ExpiresAt time.Time
+	// Machine identifies the machine that admitted the record
+	// (endpoint.MachineID), when the registry records it: for a
+	// registration naming an endpoint that only its own machine reaches
+	// (endpoint.LocalOnly), which no node of another machine may dial. It
+	// is kept beside Value, never in it (a descriptor's Value is its
+	// signed bytes). A SharedStore must keep it and report it in its
+	// changes; a store of one node (SQLite) may drop it: every record it
+	// holds was admitted on its machine.
+	Machine string
 }
 
 // Op is one write in an atomic Apply: a Put when Delete is false, else a

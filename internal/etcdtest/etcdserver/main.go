@@ -31,6 +31,10 @@ func main() {
 	ap := flag.String("initial-advertise-peer-urls", "", "peer URLs to advertise")
 	cluster := flag.String("initial-cluster", "", "name=peerURL,… of the initial cluster")
 	level := flag.String("log-level", "warn", "log level")
+	certFile := flag.String("cert-file", "", "client server TLS certificate (PEM)")
+	keyFile := flag.String("key-file", "", "client server TLS key (PEM)")
+	caFile := flag.String("trusted-ca-file", "", "CA of the client certificates (PEM)")
+	clientCertAuth := flag.Bool("client-cert-auth", false, "require client certificates signed by --trusted-ca-file")
 	flag.Parse()
 	if *dir == "" || *lc == "" || *lp == "" {
 		log.Fatal("etcdserver: --data-dir, --listen-client-urls and --listen-peer-urls are required")
@@ -49,6 +53,8 @@ func main() {
 	if cfg.AdvertisePeerUrls, err = urls(or(*ap, *lp)); err != nil {
 		log.Fatal(err)
 	}
+	cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = *certFile, *keyFile
+	cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = *caFile, *clientCertAuth
 	cfg.InitialCluster = or(*cluster, *name+"="+or(*ap, *lp))
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

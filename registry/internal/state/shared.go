@@ -103,13 +103,16 @@ func (s *State) FromChange(ch store.Change) (*Registration, error) {
 		if err != nil {
 			return nil, err
 		}
-		return FromDescriptor(d, ch.Value), nil
+		e := FromDescriptor(d, ch.Value)
+		e.Machine = ch.Machine
+		return e, nil
 	}
 	var lr LocalRecord
 	if err := json.Unmarshal(ch.Value, &lr); err != nil {
 		return nil, err
 	}
 	e := FromLocal(lr, ch.Value)
+	e.Machine = ch.Machine
 	if o := s.Owner(ch); o != "" {
 		e.Key += "@" + o
 		e.ExpiresAt = FarFuture
@@ -164,7 +167,7 @@ func (s *State) applyRegistration(ch store.Change, owner string, fresh bool, why
 		return RegEvent(ch, cur, why, now), true, nil
 	}
 	e := cur
-	if e == nil || string(e.Raw) != string(ch.Value) {
+	if e == nil || string(e.Raw) != string(ch.Value) || e.Machine != ch.Machine {
 		var err error
 		if e, err = s.FromChange(ch); err != nil {
 			return Event{}, false, err

@@ -53,6 +53,10 @@ type Entry struct {
 	// GET /agents serves); descriptor.Parse reads it. It shares the
 	// registry's copy: do not modify it.
 	Descriptor json.RawMessage `json:"descriptor,omitempty"`
+	// Machine identifies the machine that admitted a registration naming
+	// an endpoint only its own machine reaches (endpoint.LocalOnly), as
+	// the store recorded it ("" when none was): see LocalElsewhere.
+	Machine string `json:"-"`
 }
 
 // Registration is the indexed form of an entry.
@@ -430,14 +434,18 @@ func (s *State) Restore(kind string, rs []store.Record) []error {
 				errs = append(errs, fmt.Errorf("stored descriptor %s: %w", r.Key, err))
 				continue
 			}
-			s.Index(FromDescriptor(d, r.Value))
+			e := FromDescriptor(d, r.Value)
+			e.Machine = r.Machine
+			s.Index(e)
 		case KindLocal:
 			var lr LocalRecord
 			if err := json.Unmarshal(r.Value, &lr); err != nil {
 				errs = append(errs, fmt.Errorf("local registration %s: %w", r.Key, err))
 				continue
 			}
-			s.Index(FromLocal(lr, r.Value))
+			e := FromLocal(lr, r.Value)
+			e.Machine = r.Machine
+			s.Index(e)
 		}
 	}
 	return errs
