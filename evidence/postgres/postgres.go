@@ -14,8 +14,9 @@
 // synchronous_commit on, so the commit returns after the write-ahead log
 // is flushed; later callers wait for that commit or the next. A commit
 // writes one row per correlation — all the records it carries of that
-// correlation, compressed together (zstd with a built-in dictionary,
-// codec.go: an invocation's events share most of their bytes) with the
+// correlation, compressed together (hex runs packed, then S2 with a
+// built-in dictionary, codec.go: an invocation's events share most of
+// their bytes) with the
 // results recorded for its invocations (PutResult finds the queued block
 // whose last record names the invocation id), and one row per result no
 // such block carries.
