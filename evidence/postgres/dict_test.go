@@ -86,7 +86,17 @@ func rand8() string { return fmt.Sprint(time.Now().UnixNano() % 1e8) }
 // (five events and the recorded result riding with them) of a
 // safety-gated capability, or of an ungated one when safety is nil, each
 // invocation under its own random correlation as the boundary draws one.
-func governedBodies(t *testing.T, n int, safety governance.SafetyEvaluator) [][]byte {
+func governedBodies(t testing.TB, n int, safety governance.SafetyEvaluator) [][]byte {
+	var out [][]byte
+	for _, b := range governedBlocks(t, n, safety) {
+		out = append(out, rawBlock("", 0, b.recs, b.results, b.results[0].At))
+	}
+	return out
+}
+
+// governedBlocks is governedBodies' records and results, one block per
+// invocation.
+func governedBlocks(t testing.TB, n int, safety governance.SafetyEvaluator) []block {
 	ctx := context.Background()
 	s, err := sqlite.Open(t.TempDir()+"/e.db", nil)
 	if err != nil {
@@ -116,7 +126,7 @@ func governedBodies(t *testing.T, n int, safety governance.SafetyEvaluator) [][]
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var out [][]byte
+	var out []block
 	for _, c := range corrs {
 		recs, err := s.Replay(ctx, evidence.Query{CorrelationID: c})
 		if err != nil {
@@ -128,9 +138,38 @@ func governedBodies(t *testing.T, n int, safety governance.SafetyEvaluator) [][]
 				res = append(res, r)
 			}
 		}
-		out = append(out, rawBlock("", 0, recs, res, res[0].At))
+		out = append(out, block{recs: recs, results: res})
 	}
 	return out
+}
+
+// BenchmarkEncodeBlock encodes the block of one governed invocation of a
+// safety-gated capability (five events and its result), as a commit does.
+func BenchmarkEncodeBlock(b *testing.B) {
+	blocks := governedBlocks(b, 64, boundary.FixtureSafety())
+	b.ResetTimer()
+	for i := range b.N {
+		blk := &blocks[i%len(blocks)]
+		if _, err := encodeBlock("", 0, blk.recs, blk.results, blk.results[0].At); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeBlock decodes what BenchmarkEncodeBlock encodes.
+func BenchmarkDecodeBlock(b *testing.B) {
+	blocks := governedBlocks(b, 64, boundary.FixtureSafety())
+	rows := make([]blockRow, len(blocks))
+	for i, blk := range blocks {
+		at := blk.results[0].At
+		rows[i] = blockRow{last: blk.recs[len(blk.recs)-1].Sequence, resAt: at, body: must(encodeBlock("", 0, blk.recs, blk.results, at))}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, _, err := decodeBody("c", rows[i%len(rows)]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // TestGenerateS2Dict wrote dict-v3.s2dict, with CAPMESH_GEN_DICT=3: an S2
