@@ -262,7 +262,8 @@ func appendRef(b, data []byte, s string) []byte {
 	if s == "" {
 		return b
 	}
-	if i := bytes.Index(data, []byte(s)); i >= 0 {
+	var buf [128]byte // the needle on the stack: hashes and ids are longer than a conversion's 32 bytes
+	if i := bytes.Index(data, append(buf[:0], s...)); i >= 0 {
 		return binary.AppendUvarint(b, uint64(i)+1)
 	}
 	return append(binary.AppendUvarint(b, 0), s...)
