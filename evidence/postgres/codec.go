@@ -88,7 +88,7 @@ var dictV1 []byte
 var dictV3Bytes []byte
 
 // dictV3 is dictV3Bytes parsed; nil only if the embedded file is damaged,
-// which TestDictV3 catches.
+// which TestDictsFrozen catches.
 var dictV3 = s2.NewDict(dictV3Bytes)
 
 // maxBody bounds a block's or a result's uncompressed bytes: larger
