@@ -45,6 +45,16 @@ type Pending struct {
 	// into its own memory. A Pending needs Seal or Sealer; with both, they
 	// must produce the same bytes. A store seals each Pending at most once.
 	Sealer Sealer
+	// NewChain is a hint: the caller drew CorrelationID itself, at random,
+	// for this very call, so no record of it can exist anywhere. A store
+	// whose chain heads live elsewhere (a shared database) may then skip
+	// reading the correlation's head and start the chain — when it holds
+	// nothing of the correlation itself. A store that trusts the hint must
+	// still never fork a chain: if the hint is wrong, its own constraint
+	// refuses the write and Sync returns that error. Stores that know
+	// every head locally ignore it. Set it only on the first Append of the
+	// chain: a later one's hint could meet a head the store has forgotten.
+	NewChain bool
 }
 
 // A Sealer renders one record at its place, appending its bytes to dst (as

@@ -28,6 +28,10 @@ type invocation struct {
 	ids     []string
 	started *string
 	last    uint64
+	// newChain: the correlation id was drawn for this call and nothing
+	// of it is appended yet, so the next append's pendings carry
+	// evidence.Pending.NewChain; flush clears it.
+	newChain bool
 	// recorded is the encoded result written to a durable store; the
 	// replay cache keeps it instead of a copy of the result.
 	recorded []byte
@@ -155,6 +159,9 @@ func (b *Boundary) invokeEnv(ctx context.Context, inv *invocation, env *chp.Invo
 	// bits), so its claim skips the replay index. Once invoked it is an id
 	// like any other: invoking the same envelope again replays its result.
 	fresh := env.InvocationID == ""
+	// A correlation id drawn here (or by Normalize) is new: the first
+	// append of its chain tells the store so (newChain).
+	inv.newChain = env.Correlation.CorrelationID == ""
 	switch {
 	case fresh && env.Correlation.CorrelationID == "":
 		// The common direct call: its two ids and the ids of its first two
@@ -483,6 +490,10 @@ func (b *Boundary) flush(ctx context.Context, inv *invocation) error {
 	}
 	sp := inv.appendSpan(len(inv.pending))
 	last, err := evidence.AppendSeq(ctx, b.store, inv.pending...)
+	// Only the chain's first append is new: a later one's hint could
+	// meet a head the store has dropped from its cache. After a failed
+	// append the chain is not known to be empty either.
+	inv.newChain = false
 	sp.End(err)
 	clear(inv.pending) // the sealers, now spent
 	inv.pending = inv.pending[:0]

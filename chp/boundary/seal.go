@@ -231,7 +231,7 @@ func (s *sealer) SealTo(dst []byte, seq uint64, prev string) ([]byte, []byte, er
 func (b *Boundary) pendingEvent(inv *invocation, id string, idx int, e evt) evidence.Pending {
 	s := inv.newSealer()
 	s.inv, s.unique, s.idx = inv, id, idx
-	pending := evidence.Pending{CorrelationID: inv.env.Correlation.CorrelationID, EventType: e.typ, Sealer: s}
+	pending := evidence.Pending{CorrelationID: inv.env.Correlation.CorrelationID, EventType: e.typ, Sealer: s, NewChain: inv.newChain}
 	inv.lastTS = b.now()
 	var f staged
 	if s.err = f.members(&e); s.err != nil {

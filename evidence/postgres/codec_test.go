@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -76,8 +77,8 @@ func TestBlockCarriesResults(t *testing.T) {
 		{InvocationID: "not in the data", At: at, Data: []byte(`{"n":2}`)},
 	}
 	body := must(encodeBlock("", 9, recs, results, at))
-	if body[0] != formatV2 {
-		t.Fatalf("format %d, want %d", body[0], formatV2)
+	if body[0] != formatV3 {
+		t.Fatalf("format %d, want %d", body[0], formatV3)
 	}
 	got, gotRes, err := decodeBody("corr_1", blockRow{prev: 9, last: 14, body: body, resAt: at})
 	if err != nil || len(got) != 3 || !bytes.Equal(got[2].Data, recs[2].Data) || got[2].PrevHash != recs[1].ContentHash {
@@ -108,6 +109,12 @@ func FuzzDecodeBlock(f *testing.F) {
 	f.Add(must(encodeBlock("", 9, chpLike(3, 10), []evidence.Result{{InvocationID: "i", At: time.Unix(5, 0), Data: []byte(`{"i":1}`)}}, time.Unix(6, 0))), uint64(9), uint64(14))
 	f.Add(must(encodeResult("i", []byte("{}"))), uint64(0), uint64(1))
 	f.Add([]byte{formatV1}, uint64(0), uint64(1))
+	f.Add([]byte{formatV3}, uint64(0), uint64(1))
+	for _, name := range []string{"format1-block.bin", "format2-block.bin", "format1-result.bin"} {
+		if b, err := os.ReadFile("testdata/" + name); err == nil {
+			f.Add(b, uint64(9), uint64(14))
+		}
+	}
 	f.Fuzz(func(t *testing.T, body []byte, prev, last uint64) {
 		recs, results, err := decodeBody("c", blockRow{prev: prev, last: last, body: body, resAt: time.Unix(1e9, 0)})
 		if err != nil {

@@ -7,15 +7,17 @@
 // Data flow: Append seals the records under the store lock at sequences
 // taken from a block the store reserved in the database, chaining each to
 // its correlation's head (cached, or read from the (corr, prev_seq)
-// index), and queues them in memory, visible to Replay and Count at once.
+// index, or none for a chain the caller says is new), and queues them in
+// memory, visible to Replay and Count at once.
 // Sync(seq) makes them durable with group commit: the first caller becomes
 // the leader and inserts everything queued by anyone so far in one
 // statement (one round trip, one transaction), committed with
 // synchronous_commit on, so the commit returns after the write-ahead log
 // is flushed; later callers wait for that commit or the next. A commit
 // writes one row per correlation — all the records it carries of that
-// correlation, compressed together (zstd with a built-in dictionary,
-// codec.go: an invocation's events share most of their bytes) with the
+// correlation, compressed together (hex runs packed, then S2 with a
+// built-in dictionary, codec.go: an invocation's events share most of
+// their bytes) with the
 // results recorded for its invocations (PutResult finds the queued block
 // whose last record names the invocation id), and one row per result no
 // such block carries.
@@ -302,7 +304,10 @@ func (s *Store) Name() string { return "postgres" }
 
 // Append implements evidence.Store. It reads the database only for a
 // correlation whose head is not cached and when its block of sequences is
-// used up.
+// used up. A correlation whose pendings all carry evidence.Pending.NewChain
+// and whose head is not cached starts a chain without reading: if the hint
+// was wrong, the block collides on the no-fork constraint (the chain's
+// first block has prev_seq 0) and its commit fails like any stale head's.
 func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]evidence.Record, error) {
 	if err := evidence.Validate(batch); err != nil {
 		return nil, err
@@ -323,8 +328,8 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 		}
 		for i := range batch {
 			c := batch[i].CorrelationID
-			if _, ok := s.heads[c]; ok {
-				continue
+			if _, ok := s.heads[c]; ok || batch[i].NewChain {
+				continue // cached, or new: a chain no one has (hinted)
 			}
 			if seen != nil {
 				if !seen[c] {
