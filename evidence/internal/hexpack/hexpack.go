@@ -27,6 +27,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 const (
@@ -41,7 +42,7 @@ const MinRun = 16
 // ErrCorrupt reports a packed stream that does not unpack.
 var ErrCorrupt = errors.New("hexpack: corrupt stream")
 
-// class of each byte for Append: 0 plain, 1 lowercase hex, 2 escaped.
+// class of each byte for Append: 1 for a lowercase hex digit.
 var class = func() (t [256]byte) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = 1
@@ -49,7 +50,6 @@ var class = func() (t [256]byte) {
 	for c := 'a'; c <= 'f'; c++ {
 		t[c] = 1
 	}
-	t[codeRun], t[codeEscape] = 2, 2
 	return t
 }()
 
@@ -67,38 +67,53 @@ var nibble = func() (t [256]byte) {
 // Append appends the packed form of src to dst. The packed form is never
 // longer than twice src (every byte escaped) and is shorter whenever src
 // holds hex runs and no bytes to escape.
+//
+// It packs each maximal run of at least MinRun hex digits, without
+// looking at most bytes: a run that long covers one of every MinRun
+// consecutive positions, so only those positions are tested, and the run
+// around a hex digit found there is measured in both directions.
 func Append(dst, src []byte) []byte {
 	plain := 0 // start of the bytes not yet written
-	for i := 0; i < len(src); {
-		switch class[src[i]] {
-		case 0:
-			i++
-		case 2:
-			dst = append(dst, src[plain:i]...)
-			dst = append(dst, codeEscape, src[i])
-			i++
-			plain = i
-		default:
-			j := i + 1
-			for j < len(src) && class[src[j]] == 1 {
-				j++
-			}
-			n := (j - i) &^ 1
-			if n < MinRun {
-				i = j
+	for seg := 0; seg <= len(src); {
+		esc := nextCode(src, seg) // the segment ends at a byte to escape
+		for p := seg + MinRun - 1; p < esc; {
+			if class[src[p]] != 1 {
+				p += MinRun
 				continue
 			}
-			dst = append(dst, src[plain:i]...)
-			dst = append(dst, codeRun)
-			dst = binary.AppendUvarint(dst, uint64(n/2))
-			for k := i; k < i+n; k += 2 {
-				dst = append(dst, nibble[src[k]]<<4|nibble[src[k+1]])
+			l, r := p, p+1
+			for l > seg && class[src[l-1]] == 1 {
+				l--
 			}
-			i += n
-			plain = i
+			for r < esc && class[src[r]] == 1 {
+				r++
+			}
+			if n := (r - l) &^ 1; n >= MinRun {
+				dst = appendRun(append(dst, src[plain:l]...), src[l:l+n])
+				plain = l + n
+			}
+			p = r + MinRun // a later run starts past r, which is no digit
 		}
+		if esc == len(src) {
+			break
+		}
+		dst = append(append(dst, src[plain:esc]...), codeEscape, src[esc])
+		plain, seg = esc+1, esc+1
 	}
 	return append(dst, src[plain:]...)
+}
+
+// appendRun appends the code of a run of an even number of hex digits.
+func appendRun(dst, digits []byte) []byte {
+	dst = append(dst, codeRun)
+	dst = binary.AppendUvarint(dst, uint64(len(digits)/2))
+	n := len(dst)
+	dst = slices.Grow(dst, len(digits)/2)[:n+len(digits)/2]
+	out := dst[n:]
+	for k := range out {
+		out[k] = nibble[digits[2*k]]<<4 | nibble[digits[2*k+1]]
+	}
+	return dst
 }
 
 // Unpack appends what packed stands for to dst, refusing to write more

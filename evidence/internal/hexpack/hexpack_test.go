@@ -100,7 +100,12 @@ func TestUnpackRefusesDamage(t *testing.T) {
 func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte(`{"h":"b98eab24137d6380517ef17efd6d1b9798cb4a612f30543779503eff8dfd890e"}`))
 	f.Add([]byte("\x01\x02\x03 0123456789abcdef0"))
-	f.Fuzz(func(t *testing.T, src []byte) { roundTrip(t, src) })
+	f.Fuzz(func(t *testing.T, src []byte) {
+		p := roundTrip(t, src)
+		if want := simpleAppend(nil, src); !bytes.Equal(p, want) {
+			t.Fatalf("Append(%q) = %q, the simple packing %q", src, p, want)
+		}
+	})
 }
 
 func FuzzUnpack(f *testing.F) {
@@ -165,4 +170,60 @@ func evidenceSample() []byte {
 			`,"timestamp":"2026-11-27T07:50:34.502599Z"}`)
 	}
 	return []byte(b.String())
+}
+
+// simpleAppend is Append written the obvious way, one byte at a time: the
+// oracle the skipping Append must match byte for byte.
+func simpleAppend(dst, src []byte) []byte {
+	isHex := func(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+	for i := 0; i < len(src); {
+		switch c := src[i]; {
+		case c == codeRun || c == codeEscape:
+			dst = append(dst, codeEscape, c)
+			i++
+		case isHex(c):
+			j := i
+			for j < len(src) && isHex(src[j]) {
+				j++
+			}
+			if n := (j - i) &^ 1; n >= MinRun {
+				dst = appendRun(dst, src[i:i+n])
+				i += n
+			}
+			dst = append(dst, src[i:j]...)
+			i = j
+		default:
+			dst = append(dst, c)
+			i++
+		}
+	}
+	return dst
+}
+
+func TestAppendMatchesSimple(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	alphabet := []byte("0123456789abcdef\x01\x02\"xg")
+	for range 50000 {
+		b := make([]byte, r.IntN(120))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+			if r.IntN(8) == 0 { // long runs are rare at random
+				for j := i; j < len(b) && j < i+20+r.IntN(30); j++ {
+					b[j] = alphabet[r.IntN(16)]
+				}
+			}
+		}
+		if got, want := Append(nil, b), simpleAppend(nil, b); !bytes.Equal(got, want) {
+			t.Fatalf("Append(%q)\n = %q\nwant %q", b, got, want)
+		}
+	}
+}
+
+func BenchmarkAppendSimple(b *testing.B) {
+	src := evidenceSample()
+	dst := make([]byte, 0, len(src))
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		dst = simpleAppend(dst[:0], src)
+	}
 }
