@@ -74,8 +74,9 @@ var nibble = func() (t [256]byte) {
 // around a hex digit found there is measured in both directions.
 func Append(dst, src []byte) []byte {
 	plain := 0 // start of the bytes not yet written
+	cs := newCodes(src)
 	for seg := 0; seg <= len(src); {
-		esc := nextCode(src, seg) // the segment ends at a byte to escape
+		esc := cs.next(seg) // the segment ends at a byte to escape
 		for p := seg + MinRun - 1; p < esc; {
 			if class[src[p]] != 1 {
 				p += MinRun
@@ -117,16 +118,18 @@ func appendRun(dst, digits []byte) []byte {
 }
 
 // Unpack appends what packed stands for to dst, refusing to write more
-// than limit bytes: ErrCorrupt for a stream Append cannot have written
-// (a truncated code, a run longer than the stream) or one that would
-// exceed limit.
+// than limit bytes: ErrCorrupt for a stream that is not well formed (a
+// truncated code, a run shorter than MinRun digits or longer than the
+// stream, an escape of a byte that needs none) or one that would exceed
+// limit. Its time is linear in packed.
 func Unpack(dst, packed []byte, limit int) ([]byte, error) {
 	start := len(dst)
 	over := func() error {
 		return fmt.Errorf("%w: unpacks to more than %d bytes", ErrCorrupt, limit)
 	}
+	cs := newCodes(packed)
 	for i := 0; i < len(packed); {
-		j := nextCode(packed, i)
+		j := cs.next(i)
 		if len(dst)-start+j-i > limit {
 			return nil, over()
 		}
@@ -137,8 +140,8 @@ func Unpack(dst, packed []byte, limit int) ([]byte, error) {
 		}
 		switch packed[i] {
 		case codeEscape:
-			if i+1 == len(packed) {
-				return nil, fmt.Errorf("%w: escape at the end", ErrCorrupt)
+			if i+1 == len(packed) || packed[i+1]-1 > 1 {
+				return nil, fmt.Errorf("%w: escape at byte %d escapes no code", ErrCorrupt, i)
 			}
 			if len(dst)-start+1 > limit {
 				return nil, over()
@@ -147,7 +150,7 @@ func Unpack(dst, packed []byte, limit int) ([]byte, error) {
 			i += 2
 		case codeRun:
 			n, w := binary.Uvarint(packed[i+1:])
-			if w <= 0 || n == 0 || n > uint64(len(packed)-i-1-w) {
+			if w <= 0 || n < MinRun/2 || n > uint64(len(packed)-i-1-w) {
 				return nil, fmt.Errorf("%w: run at byte %d", ErrCorrupt, i)
 			}
 			if uint64(len(dst)-start)+2*n > uint64(limit) {
@@ -161,16 +164,32 @@ func Unpack(dst, packed []byte, limit int) ([]byte, error) {
 	return dst, nil
 }
 
-// nextCode is the index of the first code byte of packed at or after i,
-// or len(packed). Escapes are rare (canonical JSON needs none), so runs
-// are found by a vectorised search and escapes only before the run.
-func nextCode(packed []byte, i int) int {
-	j := len(packed)
-	if k := bytes.IndexByte(packed[i:], codeRun); k >= 0 {
-		j = i + k
+// codes finds a stream's code bytes in order. Each code is searched for
+// again only once the position has passed its last find, so finding every
+// code of a stream reads each byte at most once per code (a vectorised
+// search): linear in the stream, however its codes are spread.
+type codes struct {
+	b        []byte
+	run, esc int // the next position of each code, as last found
+}
+
+func newCodes(b []byte) codes { return codes{b: b, run: -1, esc: -1} }
+
+// next is the position of the first code byte at or after i, or len(b).
+func (c *codes) next(i int) int {
+	if c.run < i {
+		c.run = find(c.b, i, codeRun)
 	}
-	if k := bytes.IndexByte(packed[i:j], codeEscape); k >= 0 {
-		j = i + k
+	if c.esc < i {
+		c.esc = find(c.b, i, codeEscape)
 	}
-	return j
+	return min(c.run, c.esc)
+}
+
+// find is the position of the first x in b at or after i, or len(b).
+func find(b []byte, i int, x byte) int {
+	if k := bytes.IndexByte(b[i:], x); k >= 0 {
+		return i + k
+	}
+	return len(b)
 }

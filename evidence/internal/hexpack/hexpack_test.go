@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 func roundTrip(t testing.TB, src []byte) []byte {
@@ -82,6 +83,8 @@ func TestUnpackRefusesDamage(t *testing.T) {
 		{"escape at the end", []byte("abc\x02"), 100},
 		{"run without length", []byte("\x01"), 100},
 		{"run of zero bytes", []byte("\x01\x00"), 100},
+		{"run shorter than MinRun", []byte("\x01\x01\xab"), 100},
+		{"escape of a plain byte", []byte("\x02A"), 100},
 		{"run longer than the stream", []byte("\x01\x05abcd"), 100},
 		{"length overflow", []byte("\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"), 100},
 		{"over the limit by a run", good, len(good)},
@@ -225,5 +228,45 @@ func BenchmarkAppendSimple(b *testing.B) {
 	b.SetBytes(int64(len(src)))
 	for b.Loop() {
 		dst = simpleAppend(dst[:0], src)
+	}
+}
+
+// TestLinearTime: packing and unpacking 2 MiB full of escapes, with and
+// without a run after them, end long before a generous deadline. Each
+// code is searched for once, not once per escape: a search of the rest of
+// the stream at every escape would read ~2^41 bytes here, minutes;
+// the linear scan reads ~2^22, well under a second.
+func TestLinearTime(t *testing.T) {
+	// Streams with many of one code and none of the other after them: a
+	// search for the missing code would read to the end at every step.
+	for _, tail := range []string{"", `"` + strings.Repeat("ab", 16) + `"`, "\x01", "\x02"} {
+		for _, unit := range [][]byte{{codeEscape, 'x'}, {codeRun, 'x'}} {
+			src := append(bytes.Repeat(unit, 1<<20), tail...)
+			roundTripBefore(t, src, 30*time.Second)
+		}
+	}
+}
+
+// roundTripBefore fails unless src packs and unpacks to itself before
+// the deadline.
+func roundTripBefore(t *testing.T, src []byte, deadline time.Duration) {
+	t.Helper()
+	{
+		done := make(chan error, 1)
+		go func() {
+			got, err := Unpack(nil, Append(nil, src), len(src))
+			if err == nil && !bytes.Equal(got, src) {
+				err = errors.New("round trip changed the bytes")
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(deadline):
+			t.Fatalf("%d bytes of %q… did not round-trip in %s: quadratic", len(src), src[:4], deadline)
+		}
 	}
 }
