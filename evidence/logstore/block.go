@@ -8,78 +8,79 @@ import (
 	"hash/crc32"
 	"sync"
 
+	"github.com/capmesh/capmesh/evidence/internal/hexpack"
+	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
 
-// Compression at rest (format version 2). Commit writes what was appended
-// as blocks: runs of whole records, each run in its exact version 1
-// encoding (header, CRC-32C, body), compressed together with zstd and
-// framed like a record:
+// Compression at rest. Commit writes what was appended as blocks: runs of
+// whole records, compressed together and framed like a record:
 //
 //	u32 body length | u32 CRC-32C(body) | body
-//	block body = u64 0 | u8 3 | u8 dictionary | u32 raw length | zstd frame
+//	block body = u64 0 | u8 3 | u8 codec | u32 raw length | compressed records
 //
-// Records inside keep their own checksums, and content hashes are over
-// the canonical bytes the block gives back unchanged, so verification is
-// the same as for a version 1 log. A block holds records up to blockTarget
-// raw bytes (one record more at most); a record too large for a block is
-// written as a plain version 1 frame.
+// The raw length is that of the records' exact version 1 encoding
+// (header, CRC-32C, body), the logical space records are indexed in. The
+// codec byte says how they are compressed:
+//
+//	0, 1  format version 2: the version 1 encoding, one zstd frame (1:
+//	      with dictionary 1); read, never written
+//	2, 3  format version 3: packed records, one S2 block (3: with
+//	      dictionary 3)
+//
+// Packed records are, for each record,
+//
+//	u32 body length | u32 CRC-32C(body) | uvarint n | n bytes: hexpack(body)
+//
+// — its version 1 header as it is and its body with the lowercase hex
+// halved (evidence/internal/hexpack) — so a read S2-decodes the block
+// (fast: no entropy coding) and then unpacks and checks only the records
+// it returns. Records keep their own checksums, and content hashes are
+// over the canonical bytes each record unpacks to, byte for byte, so
+// verification is the same as for a version 1 log. A block holds records
+// up to blockTarget raw bytes (one record more at most); a record too
+// large for a block is written as a plain version 1 frame.
 
 const (
 	// blockKind tags a block frame (sequence 0).
 	blockKind = 3
-	// blockHeader is the block body before the zstd frame.
+	// blockHeader is the block body before the compressed records.
 	blockHeader = 8 + 1 + 1 + 4
-	// dictBelow is the raw size under which a block is compressed with
-	// the dictionary: what a commit leaves after its full blocks (a lone
-	// invocation, say), which alone compresses to too little. Full
-	// blocks (blockTarget) find their own matches, and skip the
-	// dictionary's cost (its tables and history are loaded for every
-	// block, compressing and decompressing).
-	dictBelow = 16 << 10
 	// maxBlockRaw bounds the raw length of a block (a record whose frame
 	// would not fit is written uncompressed): what decoding a block may
-	// allocate, whatever its header claims.
+	// allocate, whatever its header claims (packed records take at most
+	// twice their raw length, see maxPacked).
 	maxBlockRaw = 256 << 10
-	// blockTarget is the raw size at which a block is closed: about two
-	// governed invocations. A full block is compressed without the
-	// dictionary: loading it (a 256 KiB table copy per block) was a
-	// quarter of compression's CPU, and a 16 KiB block without it
-	// compresses as well as an 8 KiB block with it, costs 40 % less CPU
-	// per byte to compress, and decodes in the same time as one 8 KiB
-	// block with it. 32 KiB cut compression by a further quarter but
-	// made each block's decompression 40 % slower (a replay decompresses
-	// every block holding one of its records).
-	blockTarget = 16 << 10
-	// dictNone and dictV1 name the dictionary a block is compressed with.
-	dictNone = 0
-	dictV1   = 1
+	// blockTarget is the raw size at which a block is closed: about one
+	// governed invocation (5 events and a result, ~7 KB). A read decodes
+	// the whole block holding a record it returns: 8 KiB with the
+	// dictionary decodes in ~2.4 µs and stores a governed invocation in
+	// ~1,220 bytes; 16 KiB without it in ~3.8 µs and ~1,300 bytes, with
+	// it ~5.6 µs and ~1,070; 4 KiB with it ~1.5 µs, but ~1,430 bytes.
+	blockTarget = 8 << 10
+	// Codecs (the byte after the block kind).
+	dictNone    = 0 // zstd (version 2)
+	dictV1      = 1 // zstd with dictionary 1 (version 2)
+	codecS2     = 2 // S2 of packed records (version 3)
+	codecS2Dict = 3 // S2 of packed records with dictionary 3 (version 3)
 )
 
-// dictionaryV1 is raw content zstd starts each block's history from: the
-// records of one safety-gated invocation of a conformance fixture.
-// Its bytes are frozen (TestDictionaryFrozen): every block written with it
-// needs exactly them.
+// dictionaryV1 is raw content zstd starts each version 2 block's history
+// from: the records of one safety-gated invocation of a conformance
+// fixture. Its bytes are frozen (TestDictionaryFrozen): every block
+// written with it needs exactly them.
 //
 //go:embed dict/events-v1.bin
 var dictionaryV1 []byte
 
+// dictionaryV3 is the S2 dictionary of codec 3 (s2.Dict's serialized
+// form): dictionaryV1's records packed. Frozen like it
+// (TestDictionaryV3Frozen).
+//
+//go:embed dict/events-v3.s2
+var dictionaryV3 []byte
+
 var (
-	encoder = sync.OnceValue(func() *zstd.Encoder {
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false))
-		if err != nil {
-			panic(fmt.Sprintf("logstore: zstd encoder: %v", err))
-		}
-		return e
-	})
-	dictEncoder = sync.OnceValue(func() *zstd.Encoder {
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false),
-			zstd.WithEncoderDictRaw(dictV1, dictionaryV1))
-		if err != nil {
-			panic(fmt.Sprintf("logstore: zstd encoder: %v", err))
-		}
-		return e
-	})
 	decoder = sync.OnceValue(func() *zstd.Decoder {
 		d, err := zstd.NewReader(nil, zstd.WithDecoderDictRaw(dictV1, dictionaryV1),
 			zstd.WithDecoderMaxMemory(maxBlockRaw), zstd.WithDecoderMaxWindow(1<<20), zstd.WithDecodeAllCapLimit(true))
@@ -88,23 +89,81 @@ var (
 		}
 		return d
 	})
+	dictV3 = sync.OnceValue(func() *s2.Dict {
+		d := s2.NewDict(dictionaryV3)
+		if d == nil {
+			panic("logstore: dict/events-v3.s2 is not an S2 dictionary")
+		}
+		return d
+	})
+	// packBufs hold a block's packed records while it is compressed.
+	packBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*blockTarget); return &b }}
 )
 
 // appendBlock appends to dst a block frame holding raw, a run of whole
-// records.
-func appendBlock(dst, raw []byte) []byte {
+// records, in format version 3 (with the dictionary).
+func appendBlock(dst, raw []byte) []byte { return appendS2Block(dst, raw, true) }
+
+// appendS2Block appends to dst a version 3 block frame holding raw, with
+// dictionary 3 or without.
+func appendS2Block(dst, raw []byte, dict bool) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, headerSize)...)
 	dst = binary.BigEndian.AppendUint64(dst, 0)
-	enc, dict := encoder(), byte(dictNone)
-	if len(raw) < dictBelow {
-		enc, dict = dictEncoder(), dictV1
+	codec := byte(codecS2)
+	if dict {
+		codec = codecS2Dict
 	}
-	dst = append(dst, blockKind, dict)
+	dst = append(dst, blockKind, codec)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(raw)))
-	dst = enc.EncodeAll(raw, dst)
+	pb := packBufs.Get().(*[]byte)
+	packed := packRecords((*pb)[:0], raw)
+	need := s2.MaxEncodedLen(len(packed))
+	if cap(dst)-len(dst) < need {
+		dst = append(make([]byte, 0, len(dst)+need+len(dst)/4), dst...)
+	}
+	if dict {
+		dst = append(dst, dictV3().Encode(dst[len(dst):len(dst)+need], packed)...)
+	} else {
+		dst = append(dst, s2.Encode(dst[len(dst):len(dst)+need], packed)...)
+	}
+	if cap(packed) <= 4*maxBlockRaw {
+		*pb = packed[:0]
+		packBufs.Put(pb)
+	}
 	seal(dst[start:])
 	return dst
+}
+
+// packRecords appends to dst the packed form of raw, whole records.
+func packRecords(dst, raw []byte) []byte {
+	for p := 0; p < len(raw); {
+		n := int(binary.BigEndian.Uint32(raw[p:]))
+		body := raw[p+headerSize : p+headerSize+n]
+		dst = append(dst, raw[p:p+headerSize]...)
+		// The packed body's length goes before it: reserve the room of
+		// the largest uvarint it can take, then move the body back.
+		at := len(dst)
+		w := uvarintLen(uint64(2 * n))
+		dst = append(dst, make([]byte, w)...)
+		dst = hexpack.Append(dst, body)
+		k := len(dst) - at - w
+		m := binary.PutUvarint(dst[at:], uint64(k))
+		if m < w {
+			copy(dst[at+m:], dst[at+w:])
+			dst = dst[:len(dst)-(w-m)]
+		}
+		p += headerSize + n
+	}
+	return dst
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
 }
 
 // isBlock reports whether the frame body b is a block's.
@@ -112,47 +171,195 @@ func isBlock(b []byte) bool { return isResult(b) && len(b) > 8 && b[8] == blockK
 
 var errBlock = errors.New("malformed block")
 
-// decodeBlock returns the raw records of the block body b (its frame's
-// checksum already verified). It allocates at most the raw length the
-// header claims, itself bounded by maxBlockRaw.
-func decodeBlock(b []byte) ([]byte, error) { return decodeBlockInto(nil, b) }
-
-// decodeBlockInto is decodeBlock decoding into buf when it has room.
-func decodeBlockInto(buf, b []byte) ([]byte, error) {
+// blockRawLen checks the header of the block body b and returns its raw
+// length.
+func blockRawLen(b []byte) (int, error) {
 	if len(b) < blockHeader || !isBlock(b) {
-		return nil, errBlock
+		return 0, errBlock
 	}
-	if b[9] != dictV1 && b[9] != dictNone {
-		return nil, fmt.Errorf("%w: unknown dictionary %d", errBlock, b[9])
+	if b[9] > codecS2Dict {
+		return 0, fmt.Errorf("%w: unknown codec %d", errBlock, b[9])
 	}
 	n := binary.BigEndian.Uint32(b[10:])
 	if n < minRecord || n > maxBlockRaw {
-		return nil, fmt.Errorf("%w: raw length %d", errBlock, n)
+		return 0, fmt.Errorf("%w: raw length %d", errBlock, n)
 	}
-	if uint32(cap(buf)) < n {
+	return int(n), nil
+}
+
+// isPacked reports whether the block body b (its header checked) holds
+// packed records (format version 3).
+func isPacked(b []byte) bool { return b[9] >= codecS2 }
+
+// maxPacked bounds the packed form of n raw bytes of records: a record's
+// header and the uvarint of its packed length (at most 8+5 bytes) and its
+// body packed (at most twice) take at most twice its version 1 encoding.
+func maxPacked(n int) int { return 2 * n }
+
+// decodeBlock returns the raw records of the block body b (its frame's
+// checksum already verified), in their version 1 encoding, whatever the
+// block's format. It allocates at most the raw length the header claims,
+// itself bounded by maxBlockRaw (and, for packed records, twice that).
+func decodeBlock(b []byte) ([]byte, error) {
+	n, err := blockRawLen(b)
+	if err != nil {
+		return nil, err
+	}
+	if !isPacked(b) {
+		return decodeZstd(nil, b, n)
+	}
+	packed, err := decodePacked(nil, b, n)
+	if err != nil {
+		return nil, err
+	}
+	raw := make([]byte, 0, n)
+	err = walkPacked(packed, n, func(_ int, hdr, body []byte) error {
+		raw = append(raw, hdr...)
+		bn := int(binary.BigEndian.Uint32(hdr))
+		var err error
+		if raw, err = unpackBody(raw, body, bn); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// unpackBody appends to dst the body packed unpacks to, which must be n
+// bytes long.
+func unpackBody(dst, packed []byte, n int) ([]byte, error) {
+	start := len(dst)
+	dst, err := hexpack.Unpack(dst, packed, n)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBlock, err)
+	}
+	if len(dst)-start != n {
+		return nil, fmt.Errorf("%w: a record unpacks to %d bytes, its header says %d", errBlock, len(dst)-start, n)
+	}
+	return dst, nil
+}
+
+// decodeZstd decodes the version 2 block body b of raw length n into buf
+// when it has room.
+func decodeZstd(buf, b []byte, n int) ([]byte, error) {
+	if cap(buf) < n {
 		buf = make([]byte, 0, n)
 	}
 	raw, err := decoder().DecodeAll(b[blockHeader:], buf[:0:n])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBlock, err)
 	}
-	if len(raw) != int(n) {
+	if len(raw) != n {
 		return nil, fmt.Errorf("%w: %d raw bytes, the header says %d", errBlock, len(raw), n)
 	}
 	return raw, nil
 }
 
+// decodePacked S2-decodes the version 3 block body b of raw length n into
+// buf when it has room, and checks that its packed records add up to n.
+func decodePacked(buf, b []byte, n int) ([]byte, error) {
+	src := b[blockHeader:]
+	m, err := s2.DecodedLen(src)
+	if err != nil || m > maxPacked(n) || m < minRecord {
+		return nil, fmt.Errorf("%w: S2 block of %d bytes for %d raw (%v)", errBlock, m, n, err)
+	}
+	if cap(buf) < m {
+		buf = make([]byte, 0, m)
+	}
+	var packed []byte
+	if b[9] == codecS2Dict {
+		packed, err = dictV3().Decode(buf[:m], src)
+	} else {
+		packed, err = s2.Decode(buf[:m], src)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBlock, err)
+	}
+	if err := walkPacked(packed, n, nil); err != nil {
+		return nil, err
+	}
+	return packed, nil
+}
+
+// walkPacked calls fn (if not nil) for each record of packed, the packed
+// records of a block of raw length n, with its raw offset, its version 1
+// header and its packed body, stopping at the first error; it fails
+// unless the records add up to n raw bytes.
+func walkPacked(packed []byte, n int, fn func(off int, hdr, body []byte) error) error {
+	off := 0
+	for p := 0; p < len(packed); {
+		if len(packed)-p < headerSize+1 {
+			return fmt.Errorf("%w: short packed record", errBlock)
+		}
+		bn := int(binary.BigEndian.Uint32(packed[p:]))
+		k, w := binary.Uvarint(packed[p+headerSize:])
+		if w <= 0 || bn > n || k > uint64(len(packed)-p-headerSize-w) || k > 2*uint64(bn) {
+			return fmt.Errorf("%w: packed record overruns its block", errBlock)
+		}
+		if off+headerSize+bn > n {
+			return fmt.Errorf("%w: records exceed the raw length %d", errBlock, n)
+		}
+		body := p + headerSize + w
+		if fn != nil {
+			if err := fn(off, packed[p:p+headerSize], packed[body:body+int(k)]); err != nil {
+				return err
+			}
+		}
+		off += headerSize + bn
+		p = body + int(k)
+	}
+	if off != n {
+		return fmt.Errorf("%w: records of %d raw bytes, the header says %d", errBlock, off, n)
+	}
+	return nil
+}
+
+// packedRecord returns the record (header and body) of raw length size
+// at raw offset at of the packed records of a block of raw length n,
+// unpacked into a new buffer. Only that record is unpacked; its checksum
+// is the caller's to verify.
+func packedRecord(packed []byte, n int, at int64, size uint32) ([]byte, error) {
+	var rec []byte
+	errFound := errors.New("found")
+	err := walkPacked(packed, n, func(off int, hdr, body []byte) error {
+		if int64(off) < at {
+			return nil
+		}
+		bn := binary.BigEndian.Uint32(hdr)
+		if int64(off) > at || headerSize+bn != size {
+			return fmt.Errorf("%w: no record of %d bytes at %d", errBlock, size, at)
+		}
+		rec = append(make([]byte, 0, size), hdr...)
+		var err error
+		if rec, err = unpackBody(rec, body, int(bn)); err != nil {
+			return err
+		}
+		return errFound
+	})
+	if err == errFound {
+		return rec, nil
+	}
+	if err == nil {
+		err = fmt.Errorf("%w: no record at %d", errBlock, at)
+	}
+	return nil, err
+}
+
 // compress appends to dst the records of raw (whole records, as Append
-// encodes them) as frames: blocks of up to about blockTarget raw bytes, a
-// record too large for a block as itself. place is called for each frame
-// with its raw offset in raw, raw length, and offset and length in dst.
-func compress(dst, raw []byte, place func(rawOff, rawLen, off, n int, block bool)) []byte {
+// encodes them) as frames: blocks of up to about blockTarget raw bytes
+// made by block, a record too large for a block as itself. place is
+// called for each frame with its raw offset in raw, raw length, and
+// offset and length in dst.
+func compress(dst, raw []byte, block func(dst, raw []byte) []byte, place func(rawOff, rawLen, off, n int, block bool)) []byte {
 	flush := func(from, to int) {
 		if from == to {
 			return
 		}
 		at := len(dst)
-		dst = appendBlock(dst, raw[from:to])
+		dst = block(dst, raw[from:to])
 		place(from, to-from, at, len(dst)-at, true)
 	}
 	from := 0

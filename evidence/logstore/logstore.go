@@ -139,6 +139,9 @@ type Store struct {
 	writers   atomic.Int32 // writes waiting for cmu: precompress stands aside
 	ready     []byte
 	readySegs []segment // file offsets relative to ready's start
+	// block writes a block frame (cmu); nil: appendBlock. Tests set it
+	// to write other formats.
+	block func(dst, raw []byte) []byte
 
 	extend     chan struct{} // asks the extender for more preallocated space (sent under wmu)
 	extStopped bool          // extend is closed (wmu)
@@ -546,7 +549,11 @@ func (s *Store) givePend(buf []byte) {
 // frame compresses buf, whole records from logical offset start, into
 // the ready frames; call with cmu held.
 func (s *Store) frame(buf []byte, start int64) {
-	s.ready = compress(s.ready, buf, func(rawOff, rawLen, off, n int, block bool) {
+	block := s.block
+	if block == nil {
+		block = appendBlock
+	}
+	s.ready = compress(s.ready, buf, block, func(rawOff, rawLen, off, n int, block bool) {
 		g := segment{l: start + int64(rawOff), p: int64(off), n: int64(rawLen)}
 		if block {
 			g.frame = int64(n)

@@ -44,10 +44,11 @@ func (s *Store) segmentAt(l int64) (segment, bool) {
 // reader reads records by logical offset for one call, keeping the last
 // block it decompressed in a buffer from blockBufs; close returns it.
 type reader struct {
-	s     *Store
-	blkAt int64 // file offset of the block in raw; -1 none
-	raw   []byte
-	buf   *[]byte
+	s      *Store
+	blkAt  int64  // file offset of the block in raw; -1 none
+	raw    []byte // its records: version 1 encoding, or packed
+	packed bool
+	buf    *[]byte
 }
 
 // blockBufs are buffers blocks are decompressed into by reads: a replay
@@ -65,7 +66,8 @@ func (r *reader) close() {
 }
 
 // record returns the body of the record of size n at logical loc in g,
-// verified.
+// verified. Of a packed block (format version 3) only that record is
+// unpacked.
 func (r *reader) record(g segment, loc int64, n uint32) ([]byte, error) {
 	if !g.block() {
 		buf := make([]byte, n)
@@ -76,33 +78,64 @@ func (r *reader) record(g segment, loc int64, n uint32) ([]byte, error) {
 		return r.s.verified(buf, off)
 	}
 	if r.blkAt != g.p {
-		frame := make([]byte, g.frame)
-		if _, err := r.s.f.ReadAt(frame, g.p); err != nil {
-			return nil, fmt.Errorf("logstore: read at %d: %w", g.p, err)
-		}
-		body, err := r.s.verified(frame, g.p)
-		if err != nil {
+		if err := r.load(g); err != nil {
 			return nil, err
 		}
-		if r.buf == nil {
-			r.buf = blockBufs.Get().(*[]byte)
-		}
-		raw, err := decodeBlockInto(*r.buf, body)
-		if err == nil && cap(raw) > cap(*r.buf) && cap(raw) <= maxBlockRaw {
-			*r.buf = raw[:0]
-		}
-		if err == nil && int64(len(raw)) != g.n {
-			err = fmt.Errorf("%d raw bytes where %d were indexed", len(raw), g.n)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: the block at offset %d of %s does not decode (%v); stop the host and run `capmesh evidence check %s`",
-				ErrDamaged, g.p, filepath.Join(r.s.dir, FileName), err, r.s.dir)
-		}
-		r.blkAt, r.raw = g.p, raw
 	}
 	at := loc - g.l
+	if r.packed {
+		rec, err := packedRecord(r.raw, int(g.n), at, n)
+		if err != nil {
+			return nil, r.damaged(g, err)
+		}
+		return r.s.verified(rec, g.p)
+	}
 	if at < 0 || at+int64(n) > int64(len(r.raw)) {
 		return nil, fmt.Errorf("%w: no record at %d of the block at offset %d", ErrDamaged, at, g.p)
 	}
 	return r.s.verified(append([]byte(nil), r.raw[at:at+int64(n)]...), g.p)
+}
+
+// load reads the block of g and decodes it: a version 2 block to its
+// records, a version 3 block to its packed records.
+func (r *reader) load(g segment) error {
+	frame := make([]byte, g.frame)
+	if _, err := r.s.f.ReadAt(frame, g.p); err != nil {
+		return fmt.Errorf("logstore: read at %d: %w", g.p, err)
+	}
+	body, err := r.s.verified(frame, g.p)
+	if err != nil {
+		return err
+	}
+	if r.buf == nil {
+		r.buf = blockBufs.Get().(*[]byte)
+	}
+	n, err := blockRawLen(body)
+	if err == nil && int64(n) != g.n {
+		err = fmt.Errorf("%d raw bytes where %d were indexed", n, g.n)
+	}
+	var raw []byte
+	if err == nil {
+		if r.packed = isPacked(body); r.packed {
+			raw, err = decodePacked(*r.buf, body, n)
+		} else {
+			raw, err = decodeZstd(*r.buf, body, n)
+		}
+	}
+	if err != nil {
+		r.blkAt = -1
+		return r.damaged(g, err)
+	}
+	if cap(raw) > cap(*r.buf) && cap(raw) <= 2*maxBlockRaw {
+		*r.buf = raw[:0]
+	}
+	r.blkAt, r.raw = g.p, raw
+	return nil
+}
+
+// damaged is the error for the block of g, whose frame verified, not
+// decoding (err).
+func (r *reader) damaged(g segment, err error) error {
+	return fmt.Errorf("%w: the block at offset %d of %s does not decode (%v); stop the host and run `capmesh evidence check %s`",
+		ErrDamaged, g.p, filepath.Join(r.s.dir, FileName), err, r.s.dir)
 }
