@@ -58,6 +58,9 @@ const (
 	// ~1,220 bytes; 16 KiB without it in ~3.8 µs and ~1,300 bytes, with
 	// it ~5.6 µs and ~1,070; 4 KiB with it ~1.5 µs, but ~1,430 bytes.
 	blockTarget = 8 << 10
+	// blockMin is the raw size from which a block closes after a result
+	// (see closeBlock).
+	blockMin = 4 << 10
 	// Codecs (the byte after the block kind).
 	dictNone    = 0 // zstd (version 2)
 	dictV1      = 1 // zstd with dictionary 1 (version 2)
@@ -349,10 +352,10 @@ func packedRecord(packed []byte, n int, at int64, size uint32) ([]byte, error) {
 }
 
 // compress appends to dst the records of raw (whole records, as Append
-// encodes them) as frames: blocks of up to about blockTarget raw bytes
-// made by block, a record too large for a block as itself. place is
-// called for each frame with its raw offset in raw, raw length, and
-// offset and length in dst.
+// encodes them) as frames: blocks made by block, closed where closeBlock
+// says; a record too large for a block as itself. place is called
+// for each frame with its raw offset in raw, raw length, and offset and
+// length in dst.
 func compress(dst, raw []byte, block func(dst, raw []byte) []byte, place func(rawOff, rawLen, off, n int, block bool)) []byte {
 	flush := func(from, to int) {
 		if from == to {
@@ -377,13 +380,26 @@ func compress(dst, raw []byte, block func(dst, raw []byte) []byte, place func(ra
 			from = p
 		}
 		p += n
-		if p-from >= blockTarget {
+		if closeBlock(raw, p, from, p-n) {
 			flush(from, p)
 			from = p
 		}
 	}
 	flush(from, len(raw))
 	return dst
+}
+
+// closeBlock says whether a block of raw started at from closes at p,
+// the end of the record at q: once it holds blockTarget, or blockMin if
+// that record is a result — an invocation records its result after its
+// events, so its records tend to share a block, which a replay of them
+// decodes alone.
+func closeBlock(raw []byte, p, from, q int) bool {
+	if p-from >= blockTarget {
+		return true
+	}
+	rec := raw[q+headerSize : p]
+	return p-from >= blockMin && len(rec) > 8 && isResult(rec) && rec[8] == resultKind
 }
 
 // records calls fn for each record of raw (a block's contents): its

@@ -7,3 +7,4 @@ func (s *Store) PhysicalSize() int64 {
 	defer s.wmu.Unlock()
 	return s.phys
 }
+

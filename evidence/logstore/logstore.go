@@ -519,12 +519,13 @@ func (s *Store) precompress() {
 // blockCut is the length of the longest run of whole blocks at the start
 // of buf (whole records): where compress would close its last full block.
 func blockCut(buf []byte) int {
-	cut, from := 0, 0
+	cut, from, q := 0, 0, 0
 	for p := 0; p < len(buf); {
 		p += headerSize + int(binary.BigEndian.Uint32(buf[p:]))
-		if p-from >= blockTarget {
+		if closeBlock(buf, p, from, q) {
 			cut, from = p, p
 		}
+		q = p
 	}
 	return cut
 }
