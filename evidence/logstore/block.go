@@ -323,32 +323,28 @@ func walkPacked(packed []byte, n int, fn func(off int, hdr, body []byte) error) 
 // packedRecord returns the record (header and body) of raw length size
 // at raw offset at of the packed records of a block of raw length n,
 // unpacked into a new buffer. Only that record is unpacked; its checksum
-// is the caller's to verify.
+// is the caller's to verify. The block's records were checked to add up
+// to n when it was decoded (decodePacked).
 func packedRecord(packed []byte, n int, at int64, size uint32) ([]byte, error) {
-	var rec []byte
-	errFound := errors.New("found")
-	err := walkPacked(packed, n, func(off int, hdr, body []byte) error {
-		if int64(off) < at {
-			return nil
+	off := int64(0)
+	for p := 0; p+headerSize < len(packed) && off <= at; {
+		bn := binary.BigEndian.Uint32(packed[p:])
+		k, w := binary.Uvarint(packed[p+headerSize:])
+		body := p + headerSize + w
+		if w <= 0 || k > uint64(len(packed)-body) {
+			break
 		}
-		bn := binary.BigEndian.Uint32(hdr)
-		if int64(off) > at || headerSize+bn != size {
-			return fmt.Errorf("%w: no record of %d bytes at %d", errBlock, size, at)
+		if off == at {
+			if headerSize+bn != size {
+				break
+			}
+			rec := append(make([]byte, 0, size), packed[p:p+headerSize]...)
+			return unpackBody(rec, packed[body:body+int(k)], int(bn))
 		}
-		rec = append(make([]byte, 0, size), hdr...)
-		var err error
-		if rec, err = unpackBody(rec, body, int(bn)); err != nil {
-			return err
-		}
-		return errFound
-	})
-	if err == errFound {
-		return rec, nil
+		off += headerSize + int64(bn)
+		p = body + int(k)
 	}
-	if err == nil {
-		err = fmt.Errorf("%w: no record at %d", errBlock, at)
-	}
-	return nil, err
+	return nil, fmt.Errorf("%w: no record of %d bytes at %d of %d", errBlock, size, at, n)
 }
 
 // compress appends to dst the records of raw (whole records, as Append

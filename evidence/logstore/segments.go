@@ -49,6 +49,7 @@ type reader struct {
 	raw    []byte // its records: version 1 encoding, or packed
 	packed bool
 	buf    *[]byte
+	frame  []byte // the last block frame read; raw does not alias it
 }
 
 // blockBufs are buffers blocks are decompressed into by reads: a replay
@@ -99,7 +100,10 @@ func (r *reader) record(g segment, loc int64, n uint32) ([]byte, error) {
 // load reads the block of g and decodes it: a version 2 block to its
 // records, a version 3 block to its packed records.
 func (r *reader) load(g segment) error {
-	frame := make([]byte, g.frame)
+	if cap(r.frame) < int(g.frame) {
+		r.frame = make([]byte, g.frame)
+	}
+	frame := r.frame[:g.frame]
 	if _, err := r.s.f.ReadAt(frame, g.p); err != nil {
 		return fmt.Errorf("logstore: read at %d: %w", g.p, err)
 	}
