@@ -320,31 +320,32 @@ func walkPacked(packed []byte, n int, fn func(off int, hdr, body []byte) error) 
 	return nil
 }
 
-// packedRecord returns the record (header and body) of raw length size
-// at raw offset at of the packed records of a block of raw length n,
-// unpacked into a new buffer. Only that record is unpacked; its checksum
-// is the caller's to verify. The block's records were checked to add up
-// to n when it was decoded (decodePacked).
-func packedRecord(packed []byte, n int, at int64, size uint32) ([]byte, error) {
-	off := int64(0)
-	for p := 0; p+headerSize < len(packed) && off <= at; {
+// packedRecord appends to dst the record (header and body) of raw
+// length size at raw offset at of packed, the packed records of a block,
+// unpacked; its checksum is the caller's to verify. The walk to it starts
+// at the record at p in packed, raw offset off (0, 0: the first), and
+// packedRecord returns where the record after it starts, for the next
+// call. Only that record is unpacked.
+func packedRecord(dst, packed []byte, p int, off, at int64, size uint32) ([]byte, int, int64, error) {
+	for p+headerSize < len(packed) && off <= at {
 		bn := binary.BigEndian.Uint32(packed[p:])
 		k, w := binary.Uvarint(packed[p+headerSize:])
 		body := p + headerSize + w
 		if w <= 0 || k > uint64(len(packed)-body) {
 			break
 		}
+		next, nextOff := body+int(k), off+headerSize+int64(bn)
 		if off == at {
 			if headerSize+bn != size {
 				break
 			}
-			rec := append(make([]byte, 0, size), packed[p:p+headerSize]...)
-			return unpackBody(rec, packed[body:body+int(k)], int(bn))
+			dst = append(dst, packed[p:p+headerSize]...)
+			dst, err := unpackBody(dst, packed[body:next], int(bn))
+			return dst, next, nextOff, err
 		}
-		off += headerSize + int64(bn)
-		p = body + int(k)
+		p, off = next, nextOff
 	}
-	return nil, fmt.Errorf("%w: no record of %d bytes at %d of %d", errBlock, size, at, n)
+	return dst, p, off, fmt.Errorf("%w: no record of %d bytes at %d", errBlock, size, at)
 }
 
 // compress appends to dst the records of raw (whole records, as Append

@@ -919,16 +919,20 @@ func (s *Store) segmentsOf(ents []evidence.ChainEntry) ([]segment, error) {
 	return segs, nil
 }
 
-// readRun reads, verified, the body of ents[i] and, from an uncompressed
-// run, of the entries after it adjacent in the file (one pread, up to
-// 1 MiB); it returns them and the index after them.
+// readRun reads, verified, the body of ents[i] and of the entries after
+// it in the same block, or, from an uncompressed run, adjacent in the
+// file (one pread, up to 1 MiB); it returns them and the index after
+// them.
 func (s *Store) readRun(rd *reader, ents []evidence.ChainEntry, segs []segment, i int) ([][]byte, int, error) {
-	if segs[i].block() {
-		body, err := rd.record(segs[i], ents[i].Loc, ents[i].Size)
-		return [][]byte{body}, i + 1, err
-	}
 	g := segs[i]
 	j := i + 1
+	if g.block() {
+		for j < len(ents) && segs[j] == g {
+			j++
+		}
+		bodies, err := rd.blockRecords(g, ents[i:j])
+		return bodies, j, err
+	}
 	end := ents[i].Loc + int64(ents[i].Size)
 	for j < len(ents) && segs[j] == g && ents[j].Loc == end && end-ents[i].Loc < 1<<20 {
 		end += int64(ents[j].Size)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/capmesh/capmesh/evidence"
 )
 
 // Records are indexed by their logical offset: the place of their
@@ -67,34 +69,62 @@ func (r *reader) close() {
 }
 
 // record returns the body of the record of size n at logical loc in g,
-// verified. Of a packed block (format version 3) only that record is
-// unpacked.
+// verified.
 func (r *reader) record(g segment, loc int64, n uint32) ([]byte, error) {
-	if !g.block() {
-		buf := make([]byte, n)
-		off := g.p + loc - g.l
-		if _, err := r.s.f.ReadAt(buf, off); err != nil {
-			return nil, fmt.Errorf("logstore: read at %d: %w", off, err)
+	if g.block() {
+		bodies, err := r.blockRecords(g, []evidence.ChainEntry{{Loc: loc, Size: n}})
+		if err != nil {
+			return nil, err
 		}
-		return r.s.verified(buf, off)
+		return bodies[0], nil
 	}
+	buf := make([]byte, n)
+	off := g.p + loc - g.l
+	if _, err := r.s.f.ReadAt(buf, off); err != nil {
+		return nil, fmt.Errorf("logstore: read at %d: %w", off, err)
+	}
+	return r.s.verified(buf, off)
+}
+
+// blockRecords returns the bodies of the records ents (ascending logical
+// offsets, all in the block of g), verified, copied out into one new
+// buffer. Of a packed block (format version 3) only those records are
+// unpacked, in one walk.
+func (r *reader) blockRecords(g segment, ents []evidence.ChainEntry) ([][]byte, error) {
 	if r.blkAt != g.p {
 		if err := r.load(g); err != nil {
 			return nil, err
 		}
 	}
-	at := loc - g.l
-	if r.packed {
-		rec, err := packedRecord(r.raw, int(g.n), at, n)
+	total := 0
+	for _, e := range ents {
+		total += int(e.Size)
+	}
+	buf := make([]byte, 0, total)
+	bodies := make([][]byte, 0, len(ents))
+	var p int
+	var off int64
+	for _, e := range ents {
+		at, start := e.Loc-g.l, len(buf)
+		var err error
+		switch {
+		case r.packed:
+			buf, p, off, err = packedRecord(buf, r.raw, p, off, at, e.Size)
+		case at < 0 || at+int64(e.Size) > int64(len(r.raw)):
+			err = fmt.Errorf("%w: no record at %d", errBlock, at)
+		default:
+			buf = append(buf, r.raw[at:at+int64(e.Size)]...)
+		}
 		if err != nil {
 			return nil, r.damaged(g, err)
 		}
-		return r.s.verified(rec, g.p)
+		body, err := r.s.verified(buf[start:len(buf):len(buf)], g.p)
+		if err != nil {
+			return nil, err
+		}
+		bodies = append(bodies, body)
 	}
-	if at < 0 || at+int64(n) > int64(len(r.raw)) {
-		return nil, fmt.Errorf("%w: no record at %d of the block at offset %d", ErrDamaged, at, g.p)
-	}
-	return r.s.verified(append([]byte(nil), r.raw[at:at+int64(n)]...), g.p)
+	return bodies, nil
 }
 
 // load reads the block of g and decodes it: a version 2 block to its
