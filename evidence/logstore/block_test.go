@@ -159,16 +159,22 @@ func TestBlockBounds(t *testing.T) {
 }
 
 // FuzzDecodeBlock: whatever a block body holds (its frame checksum
-// verified: a crafted block), decoding neither panics nor allocates more
-// than maxBlockRaw for the records, and what decodes is what the header
-// says; the scanner's block parser reports it as verifying or not, never
-// a panic.
+// verified: a crafted block), in either format, decoding neither panics
+// nor allocates more than maxBlockRaw for the records (twice that for
+// packed ones), and what decodes is what the header says; a read of each
+// record of a packed block (which unpacks that record alone) gives back
+// exactly the bytes the whole block decodes to; the scanner's block
+// parser reports it as verifying or not, never a panic.
 func FuzzDecodeBlock(f *testing.F) {
 	raw := someRecords(f, 20)
+	first := raw[:headerSize+binary.BigEndian.Uint32(raw)]
 	good := appendBlock(nil, raw)[headerSize:]
 	f.Add(good)
 	f.Add(good[:len(good)/2])
-	f.Add(appendBlock(nil, raw[:headerSize+binary.BigEndian.Uint32(raw)])[headerSize:])
+	f.Add(appendBlock(nil, first)[headerSize:])
+	f.Add(appendS2Block(nil, raw, false)[headerSize:])
+	f.Add(appendZstdBlock(nil, raw)[headerSize:])
+	f.Add(appendZstdBlock(nil, first)[headerSize:])
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, err := decodeBlock(body)
 		if err == nil {
@@ -176,6 +182,9 @@ func FuzzDecodeBlock(f *testing.F) {
 				t.Fatalf("decoded %d bytes", len(out))
 			}
 			records(out, func(int, []byte, string) bool { return true })
+			if isPacked(body) {
+				readsAsDecoded(t, body, out)
+			}
 		}
 		rec := append(make([]byte, headerSize), body...)
 		seal(rec)
@@ -188,4 +197,23 @@ func FuzzDecodeBlock(f *testing.F) {
 			t.Fatal("a block that verifies with no records")
 		}
 	})
+}
+
+// readsAsDecoded checks that reading each record of the packed block body
+// (decoded whole to raw) as a replay does gives its bytes in raw.
+func readsAsDecoded(t *testing.T, body, raw []byte) {
+	packed, err := decodePacked(nil, body, len(raw))
+	if err != nil {
+		t.Fatalf("the block decodes, its packed records do not: %v", err)
+	}
+	p, off := 0, int64(0)
+	for at := 0; at+headerSize <= len(raw); {
+		n := uint32(headerSize + binary.BigEndian.Uint32(raw[at:]))
+		var rec []byte
+		rec, p, off, err = packedRecord(nil, packed, p, off, int64(at), n)
+		if err != nil || !bytes.Equal(rec, raw[at:at+int(n)]) {
+			t.Fatalf("record at %d reads as %q (%v), decodes as %q", at, rec, err, raw[at:at+int(n)])
+		}
+		at += int(n)
+	}
 }

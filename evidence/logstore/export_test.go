@@ -7,4 +7,3 @@ func (s *Store) PhysicalSize() int64 {
 	defer s.wmu.Unlock()
 	return s.phys
 }
-
