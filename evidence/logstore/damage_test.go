@@ -3,9 +3,7 @@ package logstore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -1022,19 +1020,11 @@ func TestReadsVersion2Log(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkChains(t, s)
 	for c, want := range map[string]int{"c0": 17, "c1": 14, "c2": 13} {
 		recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: c})
-		if err != nil || len(recs) != want {
+		if err != nil || len(recs) != want || c == "c0" && len(recs[16].ContentHash) != 8 {
 			t.Fatalf("%s: %v, %d records, want %d", c, err, len(recs), want)
-		}
-		prev := ""
-		for _, r := range recs { // storetest's hashes (the last, short one: its first 8 digits)
-			parts := strings.SplitN(string(r.Data), ":", 3)
-			sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%s", prev, r.Sequence, parts[2]))
-			if r.PrevHash != prev || len(r.ContentHash) < 8 || !strings.HasPrefix(hex.EncodeToString(sum[:]), r.ContentHash) {
-				t.Fatalf("%s: chain broken at sequence %d", c, r.Sequence)
-			}
-			prev = r.ContentHash
 		}
 	}
 	if recs, err := s.Append(context.Background(), storetest.Event("c0", "e", "version 3")); err != nil || recs[0].Sequence != 45 {
