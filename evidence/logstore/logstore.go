@@ -30,14 +30,16 @@
 //	                u8 len + content hash | u8 len + prev hash | data
 //	result body   = u64 0 | u8 1 | i64 unix µs | u16 len + invocation id | data
 //	gap body      = u64 0 | u8 2 | u64 next sequence | i64 unix µs | note
-//	block body    = u64 0 | u8 3 | u8 dictionary | u32 raw length | zstd frame
+//	block body    = u64 0 | u8 3 | u8 codec | u32 raw length | compressed records
 //
-// all integers big-endian. A block (format version 2, see block.go) holds
-// whole evidence and result records — frames of the kinds above, exactly
-// as version 1 writes them, each with its own CRC — compressed together;
-// content hashes are over the data the block gives back byte for byte.
-// Version 1 logs hold no blocks and read unchanged; Options.Uncompressed
-// still writes them. Evidence sequences are contiguous from 1, except
+// all integers big-endian. A block (see block.go) holds whole evidence and
+// result records — frames of the kinds above, exactly as version 1 writes
+// them, each with its own CRC — compressed together: format version 3
+// packs each record's hex (evidence/internal/hexpack) and compresses the
+// block with S2, version 2 compressed it with zstd; content hashes are
+// over the data each record gives back byte for byte. Version 1 logs hold
+// no blocks and, like version 2 logs, read unchanged; Options.Uncompressed
+// still writes version 1. Evidence sequences are contiguous from 1, except
 // after a gap record (written only by Repair, where damaged records were
 // moved aside), after which the sequence resumes at its next sequence; a
 // result record (sequence 0: an idempotent-replay result, serving state that
@@ -103,7 +105,8 @@ type Options struct {
 	NoSync bool
 	// Uncompressed writes records as version 1 frames, without
 	// compression, as releases before format version 2 did (comparison
-	// benchmarks and tests). A store holding both reads the same.
+	// benchmarks and tests). A store holding several formats reads the
+	// same.
 	Uncompressed bool
 }
 
