@@ -8,7 +8,7 @@ import (
 	"hash/crc32"
 	"sync"
 
-	"github.com/capmesh/capmesh/evidence/internal/hexpack"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
@@ -25,18 +25,13 @@ import (
 //
 //	0, 1  format version 2: the version 1 encoding, one zstd frame (1:
 //	      with dictionary 1); read, never written
-//	2, 3  format version 3: packed records, one S2 block (3: with
-//	      dictionary 3)
+//	3     format version 3: packed records, one S2 block with dictionary 3
 //
-// Packed records are, for each record,
-//
-//	u32 body length | u32 CRC-32C(body) | uvarint n | n bytes: hexpack(body)
-//
-// — its version 1 header as it is and its body with the lowercase hex
-// halved (evidence/internal/hexpack) — so a read S2-decodes the block
-// (fast: no entropy coding) and then unpacks and checks only the records
-// it returns. Records keep their own checksums, and content hashes are
-// over the canonical bytes each record unpacks to, byte for byte, so
+// Packed records (see package packed) keep each record's version 1 header
+// and halve the hex of its body, so a read S2-decodes the block (fast: no
+// entropy coding) and then unpacks and checks only the records it
+// returns. Records keep their own checksums, and content hashes are over
+// the canonical bytes each record unpacks to, byte for byte, so
 // verification is the same as for a version 1 log. A block holds records
 // up to blockTarget raw bytes (one record more at most); a record too
 // large for a block is written as a plain version 1 frame.
@@ -49,7 +44,7 @@ const (
 	// maxBlockRaw bounds the raw length of a block (a record whose frame
 	// would not fit is written uncompressed): what decoding a block may
 	// allocate, whatever its header claims (packed records take at most
-	// twice their raw length, see maxPacked).
+	// twice their raw length, see packed.MaxLen).
 	maxBlockRaw = 256 << 10
 	// blockTarget is the raw size at which a block is closed: about one
 	// governed invocation (5 events and a result, ~7 KB). A read decodes
@@ -62,10 +57,9 @@ const (
 	// (see closeBlock).
 	blockMin = 4 << 10
 	// Codecs (the byte after the block kind).
-	dictNone    = 0 // zstd (version 2)
-	dictV1      = 1 // zstd with dictionary 1 (version 2)
-	codecS2     = 2 // S2 of packed records (version 3)
-	codecS2Dict = 3 // S2 of packed records with dictionary 3 (version 3)
+	dictNone = 0 // zstd (version 2)
+	dictV1   = 1 // zstd with dictionary 1 (version 2)
+	codecS2  = 3 // S2 of packed records with dictionary 3 (version 3)
 )
 
 // dictionaryV1 is raw content zstd starts each version 2 block's history
@@ -76,7 +70,7 @@ const (
 //go:embed dict/events-v1.bin
 var dictionaryV1 []byte
 
-// dictionaryV3 is the S2 dictionary of codec 3 (s2.Dict's serialized
+// dictionaryV3 is the S2 dictionary of version 3 (s2.Dict's serialized
 // form): dictionaryV1's records packed. Frozen like it
 // (TestDictionaryV3Frozen).
 //
@@ -104,69 +98,26 @@ var (
 )
 
 // appendBlock appends to dst a block frame holding raw, a run of whole
-// records, in format version 3 (with the dictionary).
-func appendBlock(dst, raw []byte) []byte { return appendS2Block(dst, raw, true) }
-
-// appendS2Block appends to dst a version 3 block frame holding raw, with
-// dictionary 3 or without.
-func appendS2Block(dst, raw []byte, dict bool) []byte {
+// records, in format version 3.
+func appendBlock(dst, raw []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, headerSize)...)
 	dst = binary.BigEndian.AppendUint64(dst, 0)
-	codec := byte(codecS2)
-	if dict {
-		codec = codecS2Dict
-	}
-	dst = append(dst, blockKind, codec)
+	dst = append(dst, blockKind, codecS2)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(raw)))
 	pb := packBufs.Get().(*[]byte)
-	packed := packRecords((*pb)[:0], raw)
-	need := s2.MaxEncodedLen(len(packed))
+	p := packed.Append((*pb)[:0], raw)
+	need := s2.MaxEncodedLen(len(p))
 	if cap(dst)-len(dst) < need {
 		dst = append(make([]byte, 0, len(dst)+need+len(dst)/4), dst...)
 	}
-	if dict {
-		dst = append(dst, dictV3().Encode(dst[len(dst):len(dst)+need], packed)...)
-	} else {
-		dst = append(dst, s2.Encode(dst[len(dst):len(dst)+need], packed)...)
-	}
-	if cap(packed) <= 4*maxBlockRaw {
-		*pb = packed[:0]
+	dst = append(dst, dictV3().Encode(dst[len(dst):len(dst)+need], p)...)
+	if cap(p) <= 4*maxBlockRaw {
+		*pb = p[:0]
 		packBufs.Put(pb)
 	}
 	seal(dst[start:])
 	return dst
-}
-
-// packRecords appends to dst the packed form of raw, whole records.
-func packRecords(dst, raw []byte) []byte {
-	for p := 0; p < len(raw); {
-		n := int(binary.BigEndian.Uint32(raw[p:]))
-		body := raw[p+headerSize : p+headerSize+n]
-		dst = append(dst, raw[p:p+headerSize]...)
-		// The packed body's length goes before it: reserve the room of
-		// the largest uvarint it can take, then move the body back.
-		at := len(dst)
-		w := uvarintLen(uint64(2 * n))
-		dst = append(dst, make([]byte, w)...)
-		dst = hexpack.Append(dst, body)
-		k := len(dst) - at - w
-		m := binary.PutUvarint(dst[at:], uint64(k))
-		if m < w {
-			copy(dst[at+m:], dst[at+w:])
-			dst = dst[:len(dst)-(w-m)]
-		}
-		p += headerSize + n
-	}
-	return dst
-}
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for ; v >= 0x80; v >>= 7 {
-		n++
-	}
-	return n
 }
 
 // isBlock reports whether the frame body b is a block's.
@@ -180,7 +131,7 @@ func blockRawLen(b []byte) (int, error) {
 	if len(b) < blockHeader || !isBlock(b) {
 		return 0, errBlock
 	}
-	if b[9] > codecS2Dict {
+	if b[9] != dictNone && b[9] != dictV1 && b[9] != codecS2 {
 		return 0, fmt.Errorf("%w: unknown codec %d", errBlock, b[9])
 	}
 	n := binary.BigEndian.Uint32(b[10:])
@@ -192,12 +143,7 @@ func blockRawLen(b []byte) (int, error) {
 
 // isPacked reports whether the block body b (its header checked) holds
 // packed records (format version 3).
-func isPacked(b []byte) bool { return b[9] >= codecS2 }
-
-// maxPacked bounds the packed form of n raw bytes of records: a record's
-// header and the uvarint of its packed length (at most 8+5 bytes) and its
-// body packed (at most twice) take at most twice its version 1 encoding.
-func maxPacked(n int) int { return 2 * n }
+func isPacked(b []byte) bool { return b[9] == codecS2 }
 
 // decodeBlock returns the raw records of the block body b (its frame's
 // checksum already verified), in their version 1 encoding, whatever the
@@ -211,38 +157,15 @@ func decodeBlock(b []byte) ([]byte, error) {
 	if !isPacked(b) {
 		return decodeZstd(nil, b, n)
 	}
-	packed, err := decodePacked(nil, b, n)
+	p, err := decodePacked(nil, b, n)
 	if err != nil {
 		return nil, err
 	}
-	raw := make([]byte, 0, n)
-	err = walkPacked(packed, n, func(_ int, hdr, body []byte) error {
-		raw = append(raw, hdr...)
-		bn := int(binary.BigEndian.Uint32(hdr))
-		var err error
-		if raw, err = unpackBody(raw, body, bn); err != nil {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return raw, nil
-}
-
-// unpackBody appends to dst the body packed unpacks to, which must be n
-// bytes long.
-func unpackBody(dst, packed []byte, n int) ([]byte, error) {
-	start := len(dst)
-	dst, err := hexpack.Unpack(dst, packed, n)
+	raw, err := packed.Unpack(make([]byte, 0, n), p, n)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBlock, err)
 	}
-	if len(dst)-start != n {
-		return nil, fmt.Errorf("%w: a record unpacks to %d bytes, its header says %d", errBlock, len(dst)-start, n)
-	}
-	return dst, nil
+	return raw, nil
 }
 
 // decodeZstd decodes the version 2 block body b of raw length n into buf
@@ -266,86 +189,20 @@ func decodeZstd(buf, b []byte, n int) ([]byte, error) {
 func decodePacked(buf, b []byte, n int) ([]byte, error) {
 	src := b[blockHeader:]
 	m, err := s2.DecodedLen(src)
-	if err != nil || m > maxPacked(n) || m < minRecord {
+	if err != nil || m > packed.MaxLen(n) || m < minRecord {
 		return nil, fmt.Errorf("%w: S2 block of %d bytes for %d raw (%v)", errBlock, m, n, err)
 	}
 	if cap(buf) < m {
 		buf = make([]byte, 0, m)
 	}
-	var packed []byte
-	if b[9] == codecS2Dict {
-		packed, err = dictV3().Decode(buf[:m], src)
-	} else {
-		packed, err = s2.Decode(buf[:m], src)
+	p, err := dictV3().Decode(buf[:m], src)
+	if err == nil {
+		err = packed.Walk(p, n, nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBlock, err)
 	}
-	if err := walkPacked(packed, n, nil); err != nil {
-		return nil, err
-	}
-	return packed, nil
-}
-
-// walkPacked calls fn (if not nil) for each record of packed, the packed
-// records of a block of raw length n, with its raw offset, its version 1
-// header and its packed body, stopping at the first error; it fails
-// unless the records add up to n raw bytes.
-func walkPacked(packed []byte, n int, fn func(off int, hdr, body []byte) error) error {
-	off := 0
-	for p := 0; p < len(packed); {
-		if len(packed)-p < headerSize+1 {
-			return fmt.Errorf("%w: short packed record", errBlock)
-		}
-		bn := int(binary.BigEndian.Uint32(packed[p:]))
-		k, w := binary.Uvarint(packed[p+headerSize:])
-		if w <= 0 || bn > n || k > uint64(len(packed)-p-headerSize-w) || k > 2*uint64(bn) {
-			return fmt.Errorf("%w: packed record overruns its block", errBlock)
-		}
-		if off+headerSize+bn > n {
-			return fmt.Errorf("%w: records exceed the raw length %d", errBlock, n)
-		}
-		body := p + headerSize + w
-		if fn != nil {
-			if err := fn(off, packed[p:p+headerSize], packed[body:body+int(k)]); err != nil {
-				return err
-			}
-		}
-		off += headerSize + bn
-		p = body + int(k)
-	}
-	if off != n {
-		return fmt.Errorf("%w: records of %d raw bytes, the header says %d", errBlock, off, n)
-	}
-	return nil
-}
-
-// packedRecord appends to dst the record (header and body) of raw
-// length size at raw offset at of packed, the packed records of a block,
-// unpacked; its checksum is the caller's to verify. The walk to it starts
-// at the record at p in packed, raw offset off (0, 0: the first), and
-// packedRecord returns where the record after it starts, for the next
-// call. Only that record is unpacked.
-func packedRecord(dst, packed []byte, p int, off, at int64, size uint32) ([]byte, int, int64, error) {
-	for p+headerSize < len(packed) && off <= at {
-		bn := binary.BigEndian.Uint32(packed[p:])
-		k, w := binary.Uvarint(packed[p+headerSize:])
-		body := p + headerSize + w
-		if w <= 0 || k > uint64(len(packed)-body) {
-			break
-		}
-		next, nextOff := body+int(k), off+headerSize+int64(bn)
-		if off == at {
-			if headerSize+bn != size {
-				break
-			}
-			dst = append(dst, packed[p:p+headerSize]...)
-			dst, err := unpackBody(dst, packed[body:next], int(bn))
-			return dst, next, nextOff, err
-		}
-		p, off = next, nextOff
-	}
-	return dst, p, off, fmt.Errorf("%w: no record of %d bytes at %d", errBlock, size, at)
+	return p, nil
 }
 
 // compress appends to dst the records of raw (whole records, as Append

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
 	"github.com/capmesh/capmesh/evidence/storetest"
 )
 
@@ -876,14 +877,14 @@ func repacked(t *testing.T, edit func(i, n int, body []byte) []byte) func(b []by
 			}
 			var recs [][]byte
 			records(raw, func(_ int, rec []byte, _ string) bool { recs = append(recs, rec); return true })
-			var packed []byte
+			var pk []byte
 			for i, rec := range recs {
-				one := packRecords(nil, rec)
+				one := packed.Append(nil, rec)
 				_, w := binary.Uvarint(one[headerSize:])
 				pb := edit(i, len(recs), one[headerSize+w:])
-				packed = append(append(append(packed, one[:headerSize]...), binary.AppendUvarint(nil, uint64(len(pb)))...), pb...)
+				pk = append(append(append(pk, one[:headerSize]...), binary.AppendUvarint(nil, uint64(len(pb)))...), pb...)
 			}
-			return append(body[:blockHeader:blockHeader], dictV3().Encode(nil, packed)...)
+			return append(body[:blockHeader:blockHeader], dictV3().Encode(nil, pk)...)
 		})
 	}
 }

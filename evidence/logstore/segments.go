@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
 )
 
 // Records are indexed by their logical offset: the place of their
@@ -109,7 +110,7 @@ func (r *reader) blockRecords(g segment, ents []evidence.ChainEntry) ([][]byte, 
 		var err error
 		switch {
 		case r.packed:
-			buf, p, off, err = packedRecord(buf, r.raw, p, off, at, e.Size)
+			buf, p, off, err = packed.Record(buf, r.raw, p, off, at, e.Size)
 		case at < 0 || at+int64(e.Size) > int64(len(r.raw)):
 			err = fmt.Errorf("%w: no record at %d", errBlock, at)
 		default:
