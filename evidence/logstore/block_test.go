@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,6 +138,13 @@ func TestBlockBounds(t *testing.T) {
 	}
 	if !bytes.Equal(got, all) || len(frames) < 3 {
 		t.Fatalf("%d frames do not give the records back", len(frames))
+	}
+	// A block of one record near the bound: S2 dictionaries reach 64 KiB
+	// back, its records go on past that.
+	hexNote := strings.Repeat("0123456789abcdef", (maxBlockRaw-200)/32) + strings.Repeat("x", (maxBlockRaw-200)/2)
+	large := appendGap(nil, 7, time.Unix(1, 0), hexNote)
+	if r, err := decodeBlock(appendBlock(nil, large)[headerSize:]); err != nil || !bytes.Equal(r, large) {
+		t.Fatalf("a block of %d raw bytes does not give its record back: %v", len(large), err)
 	}
 	hostile := appendBlock(nil, first)[headerSize:]
 	binary.BigEndian.PutUint32(hostile[10:], maxBlockRaw+1)
