@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
 	"github.com/capmesh/capmesh/evidence/storetest"
 	"github.com/klauspost/compress/s2"
@@ -226,5 +227,47 @@ func readsAsDecoded(t *testing.T, body, raw []byte) {
 			t.Fatalf("record at %d reads as %q (%v), decodes as %q", at, rec, err, raw[at:at+int(n)])
 		}
 		at += int(n)
+	}
+}
+
+// TestBlockClosesAfterResult: a block closes after a result record once
+// it holds blockMin raw bytes (an invocation's events and its result
+// share a block), not after a result before that, and at blockTarget
+// wherever it is.
+func TestBlockClosesAfterResult(t *testing.T) {
+	s, err := Open(t.TempDir(), &Options{NoSync: true, Logger: quiet, Uncompressed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	body := strings.Repeat("e", 900)
+	var resultEnds []int
+	put := func(i int) {
+		if err := s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprint("inv-", i), At: time.Unix(1, 0), Data: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		resultEnds = append(resultEnds, len(s.pend))
+		s.mu.Unlock()
+	}
+	for i := range 20 {
+		if _, err := s.Append(ctx, storetest.Event("c", "e", body)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 || i == 5 { // under blockMin, then past it
+			put(i)
+		}
+	}
+	s.mu.Lock()
+	raw := append([]byte(nil), s.pend...)
+	s.mu.Unlock()
+	var lens []int
+	compress(nil, raw, appendBlock, func(_, rawLen, _, _ int, _ bool) { lens = append(lens, rawLen) })
+	if resultEnds[0] >= blockMin || resultEnds[1] < blockMin || resultEnds[1] >= blockTarget {
+		t.Fatalf("results end at %v: not the case under test", resultEnds)
+	}
+	if len(lens) < 2 || lens[0] != resultEnds[1] || lens[1] < blockTarget {
+		t.Fatalf("blocks of %v raw bytes, want the first to end after the second result (%d), the next at %d", lens, resultEnds[1], blockTarget)
 	}
 }
