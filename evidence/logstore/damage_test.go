@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
 	"github.com/capmesh/capmesh/evidence/storetest"
 )
 
@@ -24,16 +25,17 @@ var quiet = slog.New(slog.DiscardHandler)
 // realLog builds a log through the store API: writers appending
 // started/completed pairs to many correlations, recorded results, every
 // pair made durable with Sync (group commits, zeros prepared ahead),
-// compressed unless uncompressed. It returns the file's bytes up to the
-// end of the data plus 4 KiB of the zeros after it, and the frames in
-// file order.
-func realLog(t testing.TB, writers, pairs int, uncompressed bool) ([]byte, []frame) {
+// compressed unless uncompressed (in blocks made by block; nil: the
+// store's own). It returns the file's bytes up to the end of the data
+// plus 4 KiB of the zeros after it, and the frames in file order.
+func realLog(t testing.TB, writers, pairs int, uncompressed bool, block func(dst, raw []byte) []byte) ([]byte, []frame) {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := Open(dir, &Options{Logger: quiet, Uncompressed: uncompressed})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.block = block
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -127,8 +129,8 @@ func evidenceIn(fr frame) (first, last uint64) {
 }
 
 // TestDamageRandomPositions flips or zeroes one byte of a real log at
-// random positions, one per trial, in both formats: compressed blocks and
-// uncompressed records. Every time the check reports the damage at
+// random positions, one per trial, in every format: compressed blocks
+// (version 3, and version 2's zstd blocks) and uncompressed records. Every time the check reports the damage at
 // exactly the damaged frame (a block, or a record), and the repaired log
 // holds every record and result except that frame's. Damage before the
 // last frame makes Open refuse the store (ErrDamaged) and Repair moves
@@ -141,17 +143,18 @@ func TestDamageRandomPositions(t *testing.T) {
 	for _, format := range []struct {
 		name         string
 		uncompressed bool
-	}{{"compressed", false}, {"uncompressed", true}} {
-		t.Run(format.name, func(t *testing.T) { damageRandomPositions(t, format.uncompressed) })
+		block        func(dst, raw []byte) []byte
+	}{{"compressed", false, nil}, {"compressed-v2", false, appendZstdBlock}, {"uncompressed", true, nil}} {
+		t.Run(format.name, func(t *testing.T) { damageRandomPositions(t, format.uncompressed, format.block) })
 	}
 }
 
-func damageRandomPositions(t *testing.T, uncompressed bool) {
+func damageRandomPositions(t *testing.T, uncompressed bool, block func(dst, raw []byte) []byte) {
 	trials := 1000
 	if testing.Short() {
 		trials = 100
 	}
-	data, frames := realLog(t, 4, 40, uncompressed)
+	data, frames := realLog(t, 4, 40, uncompressed, block)
 	end := frames[len(frames)-1].off + frames[len(frames)-1].size
 	rng := rand.New(rand.NewPCG(15, 5))
 	dir := t.TempDir()
@@ -624,21 +627,24 @@ func TestRepairNeverOverwrites(t *testing.T) {
 
 // TestDamageUnderAnOpenStore: a frame damaged on disk after Open is never
 // served: Replay and Results of what it holds fail with ErrDamaged, the
-// rest is still served. In both formats: the damaged frames are the
-// record and result of the first commit (uncompressed), or its block.
+// rest is still served. In every format: the damaged frames are the
+// record and result of the first commit (uncompressed), or its block
+// (version 3, or version 2).
 func TestDamageUnderAnOpenStore(t *testing.T) {
 	for _, uncompressed := range []bool{false, true} {
-		t.Run(fmt.Sprint("uncompressed=", uncompressed), func(t *testing.T) { damageUnderAnOpenStore(t, uncompressed) })
+		t.Run(fmt.Sprint("uncompressed=", uncompressed), func(t *testing.T) { damageUnderAnOpenStore(t, uncompressed, nil) })
 	}
+	t.Run("v2", func(t *testing.T) { damageUnderAnOpenStore(t, false, appendZstdBlock) })
 }
 
-func damageUnderAnOpenStore(t *testing.T, uncompressed bool) {
+func damageUnderAnOpenStore(t *testing.T, uncompressed bool, block func(dst, raw []byte) []byte) {
 	dir := t.TempDir()
 	s, err := Open(dir, &Options{Logger: quiet, Uncompressed: uncompressed})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	s.block = block
 	ctx := context.Background()
 	recs, err := s.Append(ctx, storetest.Event("a", "e", "first"))
 	if err == nil {
@@ -736,16 +742,18 @@ func TestDamagedGapRecordHidesNothing(t *testing.T) {
 }
 
 // blockLog writes n commits of three records each (the first two commits
-// with a result too), compressed, and returns the store directory, the
-// log's bytes up to the end of the data and its frames: one block per
-// commit.
-func blockLog(t *testing.T, n int) (string, []byte, []frame) {
+// with a result too), compressed by block (appendBlock, or
+// appendZstdBlock for format version 2), and returns the store
+// directory, the log's bytes up to the end of the data and its frames:
+// one block per commit.
+func blockLog(t *testing.T, n int, block func(dst, raw []byte) []byte) (string, []byte, []frame) {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := Open(dir, &Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.block = block
 	ctx := context.Background()
 	for i := range n {
 		c := fmt.Sprint("c", i%3)
@@ -777,78 +785,145 @@ func blockLog(t *testing.T, n int) (string, []byte, []frame) {
 }
 
 // TestDamagedBlockMidLog: a damaged block in the middle of a compressed
-// log — a flipped byte in its compressed bytes, the whole block zeroed (a
-// lost write), or a block whose checksum verifies but whose contents do
-// not decompress (or decompress to records that do not verify) — is
-// reported as damage holding its three sequences, never read as the clean
-// end of the log; Open refuses the store, Repair keeps every other record.
+// log, in either block format — a flipped byte in its compressed bytes,
+// the whole block zeroed (a lost write), the block cut short, or a block
+// whose checksum verifies but whose contents do not decompress (a
+// corrupt zstd frame or S2 block, a packed record that does not unpack,
+// unpacks past or short of its length, a raw length that lies) or
+// decompress to records that do not verify — is reported as damage
+// holding its three sequences, never read as the clean end of the log;
+// Open refuses the store, Repair keeps every other record.
 func TestDamagedBlockMidLog(t *testing.T) {
-	reseal := func(b []byte, fr frame, edit func(body []byte) []byte) []byte {
-		body := edit(append([]byte(nil), b[fr.off+headerSize:fr.off+fr.size]...))
-		rec := append(make([]byte, headerSize), body...)
-		seal(rec)
-		out := append(append(append([]byte(nil), b[:fr.off]...), rec...), b[fr.off+fr.size:]...)
-		return out
-	}
-	for name, c := range map[string]struct {
+	type damage struct {
 		damage func(b []byte, fr frame) []byte
 		reason string
-	}{
+	}
+	both := map[string]damage{
 		"flipped byte": {func(b []byte, fr frame) []byte { b[fr.off+fr.size/2] ^= 0x40; return b }, "checksum mismatch"},
 		"zeroed block": {func(b []byte, fr frame) []byte { clear(b[fr.off : fr.off+fr.size]); return b }, whyZero},
-		"undecodable, resealed": {func(b []byte, fr frame) []byte {
-			return reseal(b, fr, func(body []byte) []byte { body[len(body)-3] ^= 0xff; return body })
-		}, "malformed block: "},
+		"cut short": {func(b []byte, fr frame) []byte {
+			return append(append([]byte(nil), b[:fr.off+fr.size-5]...), b[fr.off+fr.size:]...)
+		}, "checksum mismatch"},
 		"raw length lies, resealed": {func(b []byte, fr frame) []byte {
-			return reseal(b, fr, func(body []byte) []byte { binary.BigEndian.PutUint32(body[10:], maxBlockRaw); return body })
+			return resealBlock(b, fr, func(body []byte) []byte { binary.BigEndian.PutUint32(body[10:], maxBlockRaw); return body })
 		}, "malformed block: "},
 		"inner record damaged, resealed": {func(b []byte, fr frame) []byte {
-			return reseal(b, fr, func(body []byte) []byte {
+			return resealBlock(b, fr, func(body []byte) []byte {
 				raw, err := decodeBlock(body)
 				if err != nil {
 					t.Fatal(err)
 				}
 				raw[len(raw)-1] ^= 1 // the last record's data
+				if body[9] < codecS2 {
+					return appendZstdBlock(nil, raw)[headerSize:]
+				}
 				return appendBlock(nil, raw)[headerSize:]
 			})
 		}, "block: checksum mismatch in block"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			dir, data, frames := blockLog(t, 6)
-			k := 3
-			bad := c.damage(data, frames[k])
-			if err := os.WriteFile(filepath.Join(dir, FileName), bad, 0o600); err != nil {
+	}
+	v2 := map[string]damage{
+		"zstd frame corrupt, resealed": {func(b []byte, fr frame) []byte {
+			return resealBlock(b, fr, func(body []byte) []byte { body[len(body)-3] ^= 0xff; return body })
+		}, "malformed block: "},
+	}
+	last := func(edit func(body []byte) []byte) func(i, n int, body []byte) []byte {
+		return func(i, n int, body []byte) []byte {
+			if i == n-1 {
+				return edit(body)
+			}
+			return body
+		}
+	}
+	v3 := map[string]damage{
+		"S2 block cut short, resealed": {func(b []byte, fr frame) []byte {
+			return resealBlock(b, fr, func(body []byte) []byte { return body[:len(body)-3] })
+		}, "malformed block: "},
+		"packed record corrupt, resealed":                 {repacked(t, last(func(body []byte) []byte { return append(body, 0x01) })), "malformed block: "},
+		"packed record unpacks past its length, resealed": {repacked(t, last(func(body []byte) []byte { return append(body, 'x') })), "malformed block: "},
+		"packed record unpacks short, resealed":           {repacked(t, last(func(body []byte) []byte { return body[:len(body)-1] })), "malformed block: "},
+	}
+	for _, format := range []struct {
+		name  string
+		block func(dst, raw []byte) []byte
+		cases map[string]damage
+	}{{"v2", appendZstdBlock, v2}, {"v3", appendBlock, v3}} {
+		for name, c := range both {
+			format.cases[name] = c
+		}
+		for name, c := range format.cases {
+			t.Run(format.name+"/"+name, func(t *testing.T) { damagedBlockMidLog(t, format.block, c.damage, c.reason) })
+		}
+	}
+}
+
+// resealBlock returns b with the block fr's body edited by edit, its
+// frame resealed (its checksum verifies).
+func resealBlock(b []byte, fr frame, edit func(body []byte) []byte) []byte {
+	body := edit(append([]byte(nil), b[fr.off+headerSize:fr.off+fr.size]...))
+	rec := append(make([]byte, headerSize), body...)
+	seal(rec)
+	return append(append(append([]byte(nil), b[:fr.off]...), rec...), b[fr.off+fr.size:]...)
+}
+
+// repacked returns a damage that rewrites a version 3 block with each of
+// its n records' packed body edited by edit, the S2 block and frame made
+// anew: only the packed records are wrong.
+func repacked(t *testing.T, edit func(i, n int, body []byte) []byte) func(b []byte, fr frame) []byte {
+	return func(b []byte, fr frame) []byte {
+		return resealBlock(b, fr, func(body []byte) []byte {
+			raw, err := decodeBlock(body)
+			if err != nil {
 				t.Fatal(err)
 			}
-			_, err := Open(dir, &Options{Logger: quiet})
-			if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "sequences 10-12 lost") {
-				t.Fatalf("Open: %v, want ErrDamaged with sequences 10-12 lost", err)
+			var recs [][]byte
+			records(raw, func(_ int, rec []byte, _ string) bool { recs = append(recs, rec); return true })
+			var pk []byte
+			for i, rec := range recs {
+				one := packed.Append(nil, rec)
+				_, w := binary.Uvarint(one[headerSize:])
+				pb := edit(i, len(recs), one[headerSize+w:])
+				pk = append(append(append(pk, one[:headerSize]...), binary.AppendUvarint(nil, uint64(len(pb)))...), pb...)
 			}
-			r, err := Check(dir)
-			if err != nil || len(r.Damaged) != 1 || r.Tail != nil || r.Records != 15 {
-				t.Fatalf("Check = %v, %+v", err, r)
-			}
-			if d := r.Damaged[0]; d.Offset != frames[k].off || d.After != 9 || d.Next != 13 || !strings.HasPrefix(d.Reason, c.reason) {
-				t.Fatalf("damage %+v, want at %d, sequences 10-12, reason %q", d, frames[k].off, c.reason)
-			}
-			if r, err := Repair(dir, nil); err != nil || !r.Repaired || len(r.Preserved) != 1 {
-				t.Fatalf("Repair = %v, %+v", err, r)
-			}
-			s, err := Open(dir, &Options{Logger: quiet})
-			if err != nil {
-				t.Fatalf("Open after Repair: %v", err)
-			}
-			defer s.Close()
-			if s.LastSequence() != 18 {
-				t.Fatalf("LastSequence %d", s.LastSequence())
-			}
-			for corr, want := range map[string]int{"c0": 6 - 3, "c1": 6, "c2": 6} { // block 3 held c0's
-				recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: corr})
-				if err != nil || len(recs) != want {
-					t.Fatalf("%s: %v, %d records, want %d", corr, err, len(recs), want)
-				}
-			}
+			return append(body[:blockHeader:blockHeader], dictV3().Encode(nil, pk)...)
 		})
+	}
+}
+
+func damagedBlockMidLog(t *testing.T, block func(dst, raw []byte) []byte, damage func(b []byte, fr frame) []byte, reason string) {
+	dir, data, frames := blockLog(t, 6, block)
+	k := 3
+	bad := damage(data, frames[k])
+	if err := os.WriteFile(filepath.Join(dir, FileName), bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, &Options{Logger: quiet})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "sequences 10-12 lost") {
+		t.Fatalf("Open: %v, want ErrDamaged with sequences 10-12 lost", err)
+	}
+	r, err := Check(dir)
+	if err != nil || len(r.Damaged) != 1 || r.Tail != nil || r.Records != 15 {
+		t.Fatalf("Check = %v, %+v", err, r)
+	}
+	if d := r.Damaged[0]; d.Offset != frames[k].off || d.After != 9 || d.Next != 13 || !strings.HasPrefix(d.Reason, reason) {
+		t.Fatalf("damage %+v, want at %d, sequences 10-12, reason %q", d, frames[k].off, reason)
+	}
+	t.Logf("damage: %s", r.Damaged[0].Reason)
+	if r, err := Repair(dir, nil); err != nil || !r.Repaired || len(r.Preserved) != 1 {
+		t.Fatalf("Repair = %v, %+v", err, r)
+	}
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("Open after Repair: %v", err)
+	}
+	defer s.Close()
+	if s.LastSequence() != 18 {
+		t.Fatalf("LastSequence %d", s.LastSequence())
+	}
+	for corr, want := range map[string]int{"c0": 6 - 3, "c1": 6, "c2": 6} { // block 3 held c0's
+		recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: corr})
+		if err != nil || len(recs) != want {
+			t.Fatalf("%s: %v, %d records, want %d", corr, err, len(recs), want)
+		}
 	}
 }
 
@@ -911,4 +986,61 @@ func TestMixedFormats(t *testing.T) {
 	if err := s.Results(ctx, time.Time{}, func(evidence.Result) bool { n++; return true }); err != nil || n != 20 {
 		t.Fatalf("%d results: %v", n, err)
 	}
+}
+
+// TestReadsVersion2Log: a log written by format version 2 (testdata/v2,
+// made by the zstd writer: a block with the dictionary, a full block
+// without it, two more with it; 44 records and a result) reads, checks
+// and takes appends unchanged; one flipped byte in its second block is
+// damage that Repair moves aside, keeping the other blocks.
+func TestReadsVersion2Log(t *testing.T) {
+	data, err := os.ReadFile("testdata/v2/evidence.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []frame
+	var codecs []byte
+	if _, err := scanLog(bytes.NewReader(data), int64(len(data)), func(fr *frame) error {
+		frames = append(frames, *fr)
+		codecs = append(codecs, fr.raw[headerSize+9])
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if countBlocks(frames) != 4 || !bytes.Equal(codecs, []byte{dictV1, dictNone, dictV1, dictV1}) {
+		t.Fatalf("%d frames, %d blocks, codecs %v: not the version 2 fixture", len(frames), countBlocks(frames), codecs)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Tail != nil || r.Records != 44 || r.Results != 1 || len(r.Broken) != 0 {
+		t.Fatalf("Check: %v %+v", err, r)
+	}
+	s, err := Open(dir, &Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChains(t, s)
+	for c, want := range map[string]int{"c0": 17, "c1": 14, "c2": 13} {
+		recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: c})
+		if err != nil || len(recs) != want || c == "c0" && len(recs[16].ContentHash) != 8 {
+			t.Fatalf("%s: %v, %d records, want %d", c, err, len(recs), want)
+		}
+	}
+	if recs, err := s.Append(context.Background(), storetest.Event("c0", "e", "version 3")); err != nil || recs[0].Sequence != 45 {
+		t.Fatalf("append: %v", err)
+	}
+	s.Close()
+	if r, err := Check(dir); err != nil || r.IsDamaged() || r.Records != 45 || len(r.Broken) != 0 {
+		t.Fatalf("Check after an append: %v %+v", err, r)
+	}
+	bad := append([]byte(nil), data...)
+	bad[frames[1].off+frames[1].size/2] ^= 0x10
+	r, err := check(bytes.NewReader(bad), int64(len(bad)), FileName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, "version 2, second block flipped", r, frames[1])
+	checkInMemory(t, "version 2, second block flipped", bad, frames, 1)
 }

@@ -31,7 +31,17 @@ import (
 var formats = []struct {
 	name         string
 	uncompressed bool
-}{{"v1-uncompressed", true}, {"v2-compressed", false}}
+}{{"v1-uncompressed", true}, {"v3-compressed", false}}
+
+// openFormat opens a store in dir writing format f.
+func openFormat(tb testing.TB, dir string, f int, noSync bool) *logstore.Store {
+	tb.Helper()
+	s, err := logstore.Open(dir, &logstore.Options{NoSync: noSync, Uncompressed: formats[f].uncompressed, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
 
 type echoIn struct {
 	Key   string `json:"key"`
@@ -101,13 +111,10 @@ func runInvocations(tb testing.TB, c *jsonrpc.Client, callers, n int, prefix str
 // callers, whose invocations share commits — against ~7 KB uncompressed.
 func TestBytesPerInvocation(t *testing.T) {
 	const n = 200
-	for _, f := range formats {
+	for fi, f := range formats {
 		for _, callers := range []int{1, 16} {
 			t.Run(fmt.Sprintf("%s/callers%d", f.name, callers), func(t *testing.T) {
-				s, err := logstore.Open(t.TempDir(), &logstore.Options{Uncompressed: f.uncompressed, Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := openFormat(t, t.TempDir(), fi, false)
 				defer s.Close()
 				c := governedHost(t, s)
 				runInvocations(t, c, callers, n, "corr-")
@@ -138,12 +145,9 @@ func TestBytesPerInvocation(t *testing.T) {
 //	go test ./evidence/logstore -run '^$' -bench GovernedDurable -benchtime 2s -count 3
 func BenchmarkGovernedDurable(b *testing.B) {
 	for _, callers := range []int{1, 64} {
-		for _, f := range formats {
+		for fi, f := range formats {
 			b.Run(fmt.Sprintf("callers%d/%s", callers, f.name), func(b *testing.B) {
-				s, err := logstore.Open(b.TempDir(), &logstore.Options{Uncompressed: f.uncompressed, Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					b.Fatal(err)
-				}
+				s := openFormat(b, b.TempDir(), fi, false)
 				defer s.Close()
 				c := governedHost(b, s)
 				ctx := context.Background()
@@ -190,15 +194,11 @@ func BenchmarkReplayGoverned(b *testing.B) {
 			s.Close()
 		}
 	}()
-	for _, f := range formats {
+	for fi, f := range formats {
 		b.Run(f.name, func(b *testing.B) {
 			s := filled[f.name]
 			if s == nil {
-				var err error
-				s, err = logstore.Open(filepath.Join(root, f.name), &logstore.Options{Uncompressed: f.uncompressed, Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					b.Fatal(err)
-				}
+				s = openFormat(b, filepath.Join(root, f.name), fi, false)
 				filled[f.name] = s
 				runInvocations(b, governedHost(b, s), 64, invocations, "corr-")
 			}
@@ -223,11 +223,11 @@ func BenchmarkReplayInterleaved(b *testing.B) {
 			s.Close()
 		}
 	}()
-	for _, f := range formats {
+	for fi, f := range formats {
 		b.Run(f.name, func(b *testing.B) {
 			s := filled[f.name]
 			if s == nil {
-				s = fillInterleaved(b, filepath.Join(root, f.name), f.uncompressed, corrs, per)
+				s = fillInterleaved(b, filepath.Join(root, f.name), fi, corrs, per)
 				filled[f.name] = s
 			}
 			replayLatency(b, s, func() string { return fmt.Sprint("corr-", rand.IntN(corrs)) }, per)
@@ -235,11 +235,8 @@ func BenchmarkReplayInterleaved(b *testing.B) {
 	}
 }
 
-func fillInterleaved(b *testing.B, dir string, uncompressed bool, corrs, per int) *logstore.Store {
-	s, err := logstore.Open(dir, &logstore.Options{NoSync: true, Uncompressed: uncompressed, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
+func fillInterleaved(b *testing.B, dir string, format, corrs, per int) *logstore.Store {
+	s := openFormat(b, dir, format, true)
 	ctx := context.Background()
 	body := string(make([]byte, 600))
 	batch := make([]evidence.Pending, 0, 1000)

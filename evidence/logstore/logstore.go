@@ -30,14 +30,16 @@
 //	                u8 len + content hash | u8 len + prev hash | data
 //	result body   = u64 0 | u8 1 | i64 unix µs | u16 len + invocation id | data
 //	gap body      = u64 0 | u8 2 | u64 next sequence | i64 unix µs | note
-//	block body    = u64 0 | u8 3 | u8 dictionary | u32 raw length | zstd frame
+//	block body    = u64 0 | u8 3 | u8 codec | u32 raw length | compressed records
 //
-// all integers big-endian. A block (format version 2, see block.go) holds
-// whole evidence and result records — frames of the kinds above, exactly
-// as version 1 writes them, each with its own CRC — compressed together;
-// content hashes are over the data the block gives back byte for byte.
-// Version 1 logs hold no blocks and read unchanged; Options.Uncompressed
-// still writes them. Evidence sequences are contiguous from 1, except
+// all integers big-endian. A block (see block.go) holds whole evidence and
+// result records — frames of the kinds above, exactly as version 1 writes
+// them, each with its own CRC — compressed together: format version 3
+// packs each record's hex (evidence/internal/hexpack) and compresses the
+// block with S2, version 2 compressed it with zstd; content hashes are
+// over the data each record gives back byte for byte. Version 1 logs hold
+// no blocks and, like version 2 logs, read unchanged; Options.Uncompressed
+// still writes version 1. Evidence sequences are contiguous from 1, except
 // after a gap record (written only by Repair, where damaged records were
 // moved aside), after which the sequence resumes at its next sequence; a
 // result record (sequence 0: an idempotent-replay result, serving state that
@@ -103,7 +105,8 @@ type Options struct {
 	NoSync bool
 	// Uncompressed writes records as version 1 frames, without
 	// compression, as releases before format version 2 did (comparison
-	// benchmarks and tests). A store holding both reads the same.
+	// benchmarks and tests). A store holding several formats reads the
+	// same.
 	Uncompressed bool
 }
 
@@ -139,6 +142,9 @@ type Store struct {
 	writers   atomic.Int32 // writes waiting for cmu: precompress stands aside
 	ready     []byte
 	readySegs []segment // file offsets relative to ready's start
+	// block writes a block frame (cmu); nil: appendBlock. Tests set it
+	// to write other formats.
+	block func(dst, raw []byte) []byte
 
 	extend     chan struct{} // asks the extender for more preallocated space (sent under wmu)
 	extStopped bool          // extend is closed (wmu)
@@ -516,12 +522,13 @@ func (s *Store) precompress() {
 // blockCut is the length of the longest run of whole blocks at the start
 // of buf (whole records): where compress would close its last full block.
 func blockCut(buf []byte) int {
-	cut, from := 0, 0
+	cut, from, q := 0, 0, 0
 	for p := 0; p < len(buf); {
 		p += headerSize + int(binary.BigEndian.Uint32(buf[p:]))
-		if p-from >= blockTarget {
+		if closeBlock(buf, p, from, q) {
 			cut, from = p, p
 		}
+		q = p
 	}
 	return cut
 }
@@ -546,7 +553,11 @@ func (s *Store) givePend(buf []byte) {
 // frame compresses buf, whole records from logical offset start, into
 // the ready frames; call with cmu held.
 func (s *Store) frame(buf []byte, start int64) {
-	s.ready = compress(s.ready, buf, func(rawOff, rawLen, off, n int, block bool) {
+	block := s.block
+	if block == nil {
+		block = appendBlock
+	}
+	s.ready = compress(s.ready, buf, block, func(rawOff, rawLen, off, n int, block bool) {
 		g := segment{l: start + int64(rawOff), p: int64(off), n: int64(rawLen)}
 		if block {
 			g.frame = int64(n)
@@ -911,16 +922,20 @@ func (s *Store) segmentsOf(ents []evidence.ChainEntry) ([]segment, error) {
 	return segs, nil
 }
 
-// readRun reads, verified, the body of ents[i] and, from an uncompressed
-// run, of the entries after it adjacent in the file (one pread, up to
-// 1 MiB); it returns them and the index after them.
+// readRun reads, verified, the body of ents[i] and of the entries after
+// it in the same block, or, from an uncompressed run, adjacent in the
+// file (one pread, up to 1 MiB); it returns them and the index after
+// them.
 func (s *Store) readRun(rd *reader, ents []evidence.ChainEntry, segs []segment, i int) ([][]byte, int, error) {
-	if segs[i].block() {
-		body, err := rd.record(segs[i], ents[i].Loc, ents[i].Size)
-		return [][]byte{body}, i + 1, err
-	}
 	g := segs[i]
 	j := i + 1
+	if g.block() {
+		for j < len(ents) && segs[j] == g {
+			j++
+		}
+		bodies, err := rd.blockRecords(g, ents[i:j])
+		return bodies, j, err
+	}
 	end := ents[i].Loc + int64(ents[i].Size)
 	for j < len(ents) && segs[j] == g && ents[j].Loc == end && end-ents[i].Loc < 1<<20 {
 		end += int64(ents[j].Size)

@@ -28,7 +28,8 @@ func TestSuite(t *testing.T) {
 }
 
 // checkChains verifies every correlation's chain in s from the record data
-// written by storetest.Event ("seq:prev:body").
+// written by storetest.Event ("seq:prev:body"); a short content hash
+// (storetest.EventTo's) is the full one's first 8 digits.
 func checkChains(t *testing.T, s *Store) {
 	t.Helper()
 	ctx := context.Background()
@@ -47,7 +48,7 @@ func checkChains(t *testing.T, s *Store) {
 		for _, r := range recs {
 			parts := strings.SplitN(string(r.Data), ":", 3)
 			sum := sha256.Sum256(fmt.Appendf(nil, "%s|%d|%s", prev, r.Sequence, parts[2]))
-			if r.PrevHash != prev || hex.EncodeToString(sum[:]) != r.ContentHash {
+			if h := hex.EncodeToString(sum[:]); r.PrevHash != prev || h != r.ContentHash && (len(r.ContentHash) != 8 || h[:8] != r.ContentHash) {
 				t.Fatalf("correlation %s broken at sequence %d", c, r.Sequence)
 			}
 			prev = r.ContentHash

@@ -53,7 +53,7 @@ const (
 )
 
 // frame is one frame of the file that verifies: a record, or a block of
-// records (format version 2).
+// records (format version 2 or 3).
 type frame struct {
 	off, size int64  // in the file
 	raw       []byte // the frame, header included, valid during the visit only

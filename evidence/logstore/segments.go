@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
 )
 
 // Records are indexed by their logical offset: the place of their
@@ -44,10 +47,12 @@ func (s *Store) segmentAt(l int64) (segment, bool) {
 // reader reads records by logical offset for one call, keeping the last
 // block it decompressed in a buffer from blockBufs; close returns it.
 type reader struct {
-	s     *Store
-	blkAt int64 // file offset of the block in raw; -1 none
-	raw   []byte
-	buf   *[]byte
+	s      *Store
+	blkAt  int64  // file offset of the block in raw; -1 none
+	raw    []byte // its records: version 1 encoding, or packed
+	packed bool
+	buf    *[]byte
+	frame  []byte // the last block frame read; raw does not alias it
 }
 
 // blockBufs are buffers blocks are decompressed into by reads: a replay
@@ -67,42 +72,105 @@ func (r *reader) close() {
 // record returns the body of the record of size n at logical loc in g,
 // verified.
 func (r *reader) record(g segment, loc int64, n uint32) ([]byte, error) {
-	if !g.block() {
-		buf := make([]byte, n)
-		off := g.p + loc - g.l
-		if _, err := r.s.f.ReadAt(buf, off); err != nil {
-			return nil, fmt.Errorf("logstore: read at %d: %w", off, err)
-		}
-		return r.s.verified(buf, off)
-	}
-	if r.blkAt != g.p {
-		frame := make([]byte, g.frame)
-		if _, err := r.s.f.ReadAt(frame, g.p); err != nil {
-			return nil, fmt.Errorf("logstore: read at %d: %w", g.p, err)
-		}
-		body, err := r.s.verified(frame, g.p)
+	if g.block() {
+		bodies, err := r.blockRecords(g, []evidence.ChainEntry{{Loc: loc, Size: n}})
 		if err != nil {
 			return nil, err
 		}
-		if r.buf == nil {
-			r.buf = blockBufs.Get().(*[]byte)
+		return bodies[0], nil
+	}
+	buf := make([]byte, n)
+	off := g.p + loc - g.l
+	if _, err := r.s.f.ReadAt(buf, off); err != nil {
+		return nil, fmt.Errorf("logstore: read at %d: %w", off, err)
+	}
+	return r.s.verified(buf, off)
+}
+
+// blockRecords returns the bodies of the records ents (ascending logical
+// offsets, all in the block of g), verified, copied out into one new
+// buffer. Of a packed block (format version 3) only those records are
+// unpacked, in one walk.
+func (r *reader) blockRecords(g segment, ents []evidence.ChainEntry) ([][]byte, error) {
+	if r.blkAt != g.p {
+		if err := r.load(g); err != nil {
+			return nil, err
 		}
-		raw, err := decodeBlockInto(*r.buf, body)
-		if err == nil && cap(raw) > cap(*r.buf) && cap(raw) <= maxBlockRaw {
-			*r.buf = raw[:0]
-		}
-		if err == nil && int64(len(raw)) != g.n {
-			err = fmt.Errorf("%d raw bytes where %d were indexed", len(raw), g.n)
+	}
+	total := 0
+	for _, e := range ents {
+		total += int(e.Size)
+	}
+	buf := make([]byte, 0, total)
+	bodies := make([][]byte, 0, len(ents))
+	var p int
+	var off int64
+	for _, e := range ents {
+		at, start := e.Loc-g.l, len(buf)
+		var err error
+		switch {
+		case r.packed:
+			buf, p, off, err = packed.Record(buf, r.raw, p, off, at, e.Size)
+		case at < 0 || at+int64(e.Size) > int64(len(r.raw)):
+			err = fmt.Errorf("%w: no record at %d", errBlock, at)
+		default:
+			buf = append(buf, r.raw[at:at+int64(e.Size)]...)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: the block at offset %d of %s does not decode (%v); stop the host and run `capmesh evidence check %s`",
-				ErrDamaged, g.p, filepath.Join(r.s.dir, FileName), err, r.s.dir)
+			return nil, r.damaged(g, err)
 		}
-		r.blkAt, r.raw = g.p, raw
+		body, err := r.s.verified(buf[start:len(buf):len(buf)], g.p)
+		if err != nil {
+			return nil, err
+		}
+		bodies = append(bodies, body)
 	}
-	at := loc - g.l
-	if at < 0 || at+int64(n) > int64(len(r.raw)) {
-		return nil, fmt.Errorf("%w: no record at %d of the block at offset %d", ErrDamaged, at, g.p)
+	return bodies, nil
+}
+
+// load reads the block of g and decodes it: a version 2 block to its
+// records, a version 3 block to its packed records.
+func (r *reader) load(g segment) error {
+	if cap(r.frame) < int(g.frame) {
+		r.frame = make([]byte, g.frame)
 	}
-	return r.s.verified(append([]byte(nil), r.raw[at:at+int64(n)]...), g.p)
+	frame := r.frame[:g.frame]
+	if _, err := r.s.f.ReadAt(frame, g.p); err != nil {
+		return fmt.Errorf("logstore: read at %d: %w", g.p, err)
+	}
+	body, err := r.s.verified(frame, g.p)
+	if err != nil {
+		return err
+	}
+	if r.buf == nil {
+		r.buf = blockBufs.Get().(*[]byte)
+	}
+	n, err := blockRawLen(body)
+	if err == nil && int64(n) != g.n {
+		err = fmt.Errorf("%d raw bytes where %d were indexed", n, g.n)
+	}
+	var raw []byte
+	if err == nil {
+		if r.packed = isPacked(body); r.packed {
+			raw, err = decodePacked(*r.buf, body, n)
+		} else {
+			raw, err = decodeZstd(*r.buf, body, n)
+		}
+	}
+	if err != nil {
+		r.blkAt = -1
+		return r.damaged(g, err)
+	}
+	if cap(raw) > cap(*r.buf) && cap(raw) <= 2*maxBlockRaw {
+		*r.buf = raw[:0]
+	}
+	r.blkAt, r.raw = g.p, raw
+	return nil
+}
+
+// damaged is the error for the block of g, whose frame verified, not
+// decoding (err).
+func (r *reader) damaged(g segment, err error) error {
+	return fmt.Errorf("%w: the block at offset %d of %s does not decode (%v); stop the host and run `capmesh evidence check %s`",
+		ErrDamaged, g.p, filepath.Join(r.s.dir, FileName), err, r.s.dir)
 }
