@@ -28,8 +28,8 @@ type LocalRegistration struct {
 	Token string
 }
 
-// routeHTTP bounds a whole call routed over the HTTP bridge.
-var routeHTTP = &http.Client{Timeout: 30 * time.Second}
+// routeHTTP bounds a whole call routed over the HTTP bridge and follows no redirect.
+var routeHTTP = &http.Client{Timeout: 30 * time.Second, CheckRedirect: jhttp.NoRedirect}
 
 // DialEndpoint is the default Config.Dial: the endpoint package's dialer
 // (newline JSON-RPC over a Unix socket or TCP, speaking BTSP to the
