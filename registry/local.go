@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -28,8 +27,8 @@ type LocalRegistration struct {
 	Token string
 }
 
-// routeHTTP bounds a whole call routed over the HTTP bridge and follows no redirect.
-var routeHTTP = &http.Client{Timeout: 30 * time.Second, CheckRedirect: jhttp.NoRedirect}
+// routeHTTP bounds a whole routed call over the HTTP bridge, follows no redirect, honours endpoint.RefuseLocal.
+var routeHTTP = endpoint.NewHTTPClients(30 * time.Second)
 
 // DialEndpoint is the default Config.Dial: the endpoint package's dialer
 // (newline JSON-RPC over a Unix socket or TCP, speaking BTSP to the
@@ -45,7 +44,7 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 		return nil, err
 	}
 	if a.Scheme == "http" || a.Scheme == "https" {
-		return jhttp.NewClient(u, routeHTTP), nil
+		return jhttp.NewClient(u, routeHTTP.For(ctx)), nil
 	}
 	return endpoint.DialAddress(ctx, a, nil)
 }
