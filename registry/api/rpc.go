@@ -159,7 +159,25 @@ type providerView struct {
 	RegisteredAt    time.Time        `json:"registered_at"`
 	ExpiresAt       time.Time        `json:"expires_at"`
 	Trust           registry.Verdict `json:"trust"`
-	Descriptor      any              `json:"descriptor,omitempty"`
+	// Dialable is false for an entry this node may not dial (Node.MayDial:
+	// local to another machine), absent otherwise; an answer's reader must
+	// not connect to such an entry either (additive: older readers ignore
+	// it, older nodes never send it).
+	Dialable   *bool `json:"dialable,omitempty"`
+	Descriptor any   `json:"descriptor,omitempty"`
+}
+
+// undialable is the Dialable of an entry this node may not dial.
+var undialable = new(bool)
+
+// view is toProvider for an answer of this node: marked Dialable false
+// when the node may not dial e.
+func (n *server) view(e registry.Entry) providerView {
+	p := toProvider(e)
+	if n.MayDial(e) != nil {
+		p.Dialable = undialable
+	}
+	return p
 }
 
 func toProvider(e registry.Entry) providerView {
@@ -215,7 +233,7 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 				b = append(b, ',')
 			}
 			first = false
-			b = appendProvider(b, toProvider(e))
+			b = appendProvider(b, n.view(e))
 			return true
 		})
 		b = strconv.AppendUint(append(b, `],"revision":`...), n.Version(), 10)
@@ -264,7 +282,7 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 			es := n.List(p.IncludeUntrusted)
 			b := append(make([]byte, 0, 64+len(es)*900), `{"revision":`...)
 			b = strconv.AppendUint(b, n.Version(), 10)
-			b = appendProviders(append(b, `,"services":`...), es)
+			b = appendProviders(append(b, `,"services":`...), es, n.view)
 			return json.RawMessage(append(b, '}')), nil
 		}),
 		"ipc.watch": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
