@@ -80,7 +80,9 @@ func fromEndpoint(ctx context.Context, a endpoint.Address, o *LiveOptions) *Host
 // FromRegistry lists the registry's entries (ipc.list, untrusted ones
 // included so they can be reported as such), then asks each entry's
 // endpoint for its capabilities.list. An entry whose endpoint does not
-// answer keeps its registered capabilities but is not live.
+// answer keeps its registered capabilities but is not live; so does one
+// the registry marks "dialable": false (local to another machine), which
+// is not dialled.
 func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*Host, error) {
 	var list struct {
 		Services []struct {
@@ -91,6 +93,7 @@ func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*H
 			Trust        struct {
 				Trusted bool `json:"trusted"`
 			} `json:"trust"`
+			Dialable *bool `json:"dialable"`
 		} `json:"services"`
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.call())
@@ -112,7 +115,9 @@ func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*H
 					h.Tokens = union(h.Tokens, []string{c})
 				}
 			}
-			if a, err := endpoint.Parse(s.Endpoint); err == nil && a.Network() != "" {
+			// "dialable": false: local to another machine, where this
+			// machine would reach a service of its own
+			if a, err := endpoint.Parse(s.Endpoint); err == nil && a.Network() != "" && (s.Dialable == nil || *s.Dialable) {
 				if live := fromEndpoint(ctx, a, o); live.Live {
 					live.Name, live.Source, live.Trusted = s.Name, "registry", s.Trust.Trusted
 					live.Methods = union(live.Methods, h.Methods)

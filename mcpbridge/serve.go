@@ -34,6 +34,10 @@ type Provider struct {
 		Trusted bool   `json:"trusted"`
 		Reason  string `json:"reason"`
 	} `json:"trust"`
+	// Dialable is false when the node may not dial the provider (local to
+	// another machine: here it would reach this machine's own service);
+	// nil when the node does not say.
+	Dialable *bool `json:"dialable,omitempty"`
 }
 
 // DialFunc connects to a provider's endpoint ("unix:///path", a bare socket
@@ -61,8 +65,8 @@ func Dial(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 
 // NodeCapabilities returns the capabilities of every provider a node trusts:
 // ipc.list (which leaves untrusted providers out), every entry whose verdict
-// is not trusted dropped again, then chp.describe of each provider's
-// endpoint. A provider that cannot be reached or described is skipped and
+// is not trusted or that the node marks "dialable": false dropped, then
+// chp.describe of each provider's endpoint. A provider that cannot be reached or described is skipped and
 // logged. A method two providers offer is listed once (the node routes it).
 // The result is in method order.
 func NodeCapabilities(ctx context.Context, node jsonrpc.Caller, dial DialFunc, log *slog.Logger) ([]Capability, error) {
@@ -83,6 +87,10 @@ func NodeCapabilities(ctx context.Context, node jsonrpc.Caller, dial DialFunc, l
 	for _, p := range list.Services {
 		if !p.Trust.Trusted {
 			log.Warn("mcpbridge: skipping an untrusted provider", "provider", p.PrimalID, "reason", p.Trust.Reason)
+			continue
+		}
+		if p.Dialable != nil && !*p.Dialable {
+			log.Warn("mcpbridge: skipping a provider local to another machine", "provider", p.PrimalID, "endpoint", p.Endpoint)
 			continue
 		}
 		c, err := dial(ctx, p.Endpoint)
