@@ -31,9 +31,9 @@ type LocalRegistration struct {
 var routeHTTP = endpoint.NewHTTPClients(30 * time.Second)
 
 // DialEndpoint is the default Config.Dial: the endpoint package's dialer
-// (newline JSON-RPC over a Unix socket or TCP, speaking BTSP to the
-// endpoints of this node's family), or the HTTP bridge for http(s) URLs
-// with each call bounded as a whole.
+// (newline JSON-RPC over a Unix socket or TCP, BTSP to this node's family),
+// or the HTTP bridge for http(s) URLs, each call bounded as a whole; both
+// refuse to reach this machine under endpoint.RefuseLocal (the router's).
 func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 	u, err := endpoint.Normalize(ep)
 	if err != nil {
