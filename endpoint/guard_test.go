@@ -186,3 +186,27 @@ func TestRefuseLocalLetsRoutableThrough(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestReachesLocal: an endpoint whose text is local-only, or whose host
+// name resolves to a local address, reaches this machine; a routable
+// address or a name that does not resolve does not.
+func TestReachesLocal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	local := []string{"tcp://localhost:1", "unix:///run/x.sock", "tcp://[::ffff:127.0.0.1%lo]:1"}
+	if h, err := os.Hostname(); err == nil {
+		if addrs, err := net.LookupHost(h); err == nil && len(addrs) > 0 && net.ParseIP(addrs[0]).IsLoopback() {
+			local = append(local, "tcp://"+h+":1")
+		}
+	}
+	for _, ep := range local {
+		if !ReachesLocal(ctx, ep) {
+			t.Errorf("ReachesLocal(%s) = false", ep)
+		}
+	}
+	for _, ep := range []string{"tcp://192.0.2.7:1", "tcp://[2001:db8::1]:1", "tcp://no-such-host.invalid:1", "nonsense"} {
+		if ReachesLocal(ctx, ep) {
+			t.Errorf("ReachesLocal(%s) = true", ep)
+		}
+	}
+}
