@@ -85,10 +85,12 @@ func dialer(ctx context.Context) *net.Dialer {
 }
 
 // HTTPClients are the http.Clients of JSON-RPC calls over HTTP to
-// registered endpoints: they never follow a redirect (jhttp.NoRedirect),
-// use no proxy, and connect through this package's guarded dialler. One
-// transport refuses local destinations and the other does not, so that a
-// pooled connection made for one kind of dial never serves the other.
+// registered endpoints: http.DefaultTransport's settings, but they never
+// follow a redirect (jhttp.NoRedirect) and connect through this package's
+// guarded dialler. One transport refuses local destinations (and uses no
+// proxy, which would connect in its place) and the other does not, so
+// that a pooled connection made for one kind of dial never serves the
+// other.
 type HTTPClients struct {
 	open, guarded *http.Client
 }
@@ -97,17 +99,15 @@ type HTTPClients struct {
 // timeout (0: none).
 func NewHTTPClients(timeout time.Duration) *HTTPClients {
 	mk := func(refuse bool) *http.Client {
-		tr := &http.Transport{
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if refuse {
-					ctx = RefuseLocal(ctx)
-				}
-				return dialer(ctx).DialContext(ctx, network, addr)
-			},
-			ForceAttemptHTTP2:   true,
-			MaxIdleConnsPerHost: 8,
-			IdleConnTimeout:     90 * time.Second,
-			TLSHandshakeTimeout: 10 * time.Second,
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if refuse {
+				ctx = RefuseLocal(ctx)
+			}
+			return dialer(ctx).DialContext(ctx, network, addr)
+		}
+		if refuse {
+			tr.Proxy = nil // a proxy would connect in our place, anywhere
 		}
 		return &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: jhttp.NoRedirect}
 	}
