@@ -82,7 +82,9 @@ func fromEndpoint(ctx context.Context, a endpoint.Address, o *LiveOptions) *Host
 // endpoint for its capabilities.list. An entry whose endpoint does not
 // answer keeps its registered capabilities but is not live; so does one
 // the registry marks "dialable": false (local to another machine), which
-// is not dialled.
+// is not dialled, and one whose endpoint is not local-only by its text
+// but leads to this machine (a name resolving to loopback:
+// endpoint.RefuseLocal), which is not connected to.
 func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*Host, error) {
 	var list struct {
 		Services []struct {
@@ -118,7 +120,13 @@ func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*H
 			// "dialable": false: local to another machine, where this
 			// machine would reach a service of its own
 			if a, err := endpoint.Parse(s.Endpoint); err == nil && a.Network() != "" && (s.Dialable == nil || *s.Dialable) {
-				if live := fromEndpoint(ctx, a, o); live.Live {
+				dctx := ctx
+				if !endpoint.LocalOnly(s.Endpoint) {
+					// dialable, but nothing says it was registered on this
+					// machine: never connect to this machine through a name
+					dctx = endpoint.RefuseLocal(ctx)
+				}
+				if live := fromEndpoint(dctx, a, o); live.Live {
 					live.Name, live.Source, live.Trusted = s.Name, "registry", s.Trust.Trusted
 					live.Methods = union(live.Methods, h.Methods)
 					live.Tokens = union(live.Tokens, h.Tokens)
