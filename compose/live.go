@@ -80,7 +80,11 @@ func fromEndpoint(ctx context.Context, a endpoint.Address, o *LiveOptions) *Host
 // FromRegistry lists the registry's entries (ipc.list, untrusted ones
 // included so they can be reported as such), then asks each entry's
 // endpoint for its capabilities.list. An entry whose endpoint does not
-// answer keeps its registered capabilities but is not live.
+// answer keeps its registered capabilities but is not live; so does one
+// the registry marks "dialable": false (local to another machine), which
+// is not dialled, and one whose endpoint is not local-only by its text
+// but leads to this machine (a name resolving to loopback:
+// endpoint.RefuseLocal), which is not connected to.
 func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*Host, error) {
 	var list struct {
 		Services []struct {
@@ -91,6 +95,7 @@ func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*H
 			Trust        struct {
 				Trusted bool `json:"trusted"`
 			} `json:"trust"`
+			Dialable *bool `json:"dialable"`
 		} `json:"services"`
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.call())
@@ -112,8 +117,16 @@ func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*H
 					h.Tokens = union(h.Tokens, []string{c})
 				}
 			}
-			if a, err := endpoint.Parse(s.Endpoint); err == nil && a.Network() != "" {
-				if live := fromEndpoint(ctx, a, o); live.Live {
+			// "dialable": false: local to another machine, where this
+			// machine would reach a service of its own
+			if a, err := endpoint.Parse(s.Endpoint); err == nil && a.Network() != "" && (s.Dialable == nil || *s.Dialable) {
+				dctx := ctx
+				if !endpoint.LocalOnly(s.Endpoint) {
+					// dialable, but nothing says it was registered on this
+					// machine: never connect to this machine through a name
+					dctx = endpoint.RefuseLocal(ctx)
+				}
+				if live := fromEndpoint(dctx, a, o); live.Live {
 					live.Name, live.Source, live.Trusted = s.Name, "registry", s.Trust.Trusted
 					live.Methods = union(live.Methods, h.Methods)
 					live.Tokens = union(live.Tokens, h.Tokens)

@@ -408,7 +408,9 @@ func (d *discovery) resolve(ctx context.Context, c jsonrpc.Caller) (string, erro
 			return ep, nil
 		}
 	}
-	if d.q.Primal != "" {
+	if d.q.Primal != "" || refusedAsLocal(err) {
+		// A registry that refused the provider as local to another machine
+		// would list it all the same: asking again would connect to it.
 		return "", fmt.Errorf("ipc.resolve: %v", errOr(err, "no endpoint in the answer"))
 	}
 	for _, capName := range []string{d.q.Method, d.domain} {
@@ -420,12 +422,41 @@ func (d *discovery) resolve(ctx context.Context, c jsonrpc.Caller) (string, erro
 			continue
 		}
 		for _, p := range append(res.Providers, res.Services...) {
-			if ep := EndpointOf(p); ep != "" {
+			if ep := EndpointOf(p); ep != "" && Dialable(p) {
 				return ep, nil
 			}
 		}
 	}
 	return "", fmt.Errorf("the registry knows no provider: %v", errOr(err, "none listed"))
+}
+
+// codeWordLocalEndpoint is the registry's refusal of an endpoint local
+// to another machine (registry.CodeWordLocalEndpoint).
+const codeWordLocalEndpoint = "endpoint_is_local"
+
+// refusedAsLocal reports whether err is a registry's endpoint_is_local
+// refusal.
+func refusedAsLocal(err error) bool {
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		return false
+	}
+	var d struct {
+		Code string `json:"code"`
+	}
+	return json.Unmarshal(je.Data, &d) == nil && d.Code == codeWordLocalEndpoint
+}
+
+// Dialable reports whether a provider record of a registry's answer
+// (ipc.list, ipc.discover, ipc.find_capability) may be dialled from the
+// registry's machine: false when the registry marks it "dialable": false
+// (local to another machine), true otherwise — also for a registry that
+// does not send the field.
+func Dialable(raw json.RawMessage) bool {
+	var rec struct {
+		Dialable *bool `json:"dialable"`
+	}
+	return json.Unmarshal(raw, &rec) != nil || rec.Dialable == nil || *rec.Dialable
 }
 
 func errOr(err error, s string) any {

@@ -151,16 +151,16 @@ const DefaultDialTimeout = 5 * time.Second
 
 // DialConn opens a stream connection to a unix or tcp address: raw, or
 // secured with BTSP when the endpoint is of this process's family (see
-// secure).
+// secure). Under RefuseLocal it refuses a Unix socket and a local TCP
+// destination (ErrLocalDestination).
 func DialConn(ctx context.Context, a Address) (net.Conn, error) {
 	if a.Network() == "" {
 		return nil, fmt.Errorf("endpoint: %s is not a stream address", a)
 	}
-	var d net.Dialer
-	if _, ok := ctx.Deadline(); !ok {
-		d.Timeout = DefaultDialTimeout
+	if a.Scheme == "unix" && LocalRefused(ctx) {
+		return nil, &DialError{Addr: a, Err: ErrLocalDestination}
 	}
-	c, err := d.DialContext(ctx, a.Network(), a.DialAddr())
+	c, err := dialer(ctx).DialContext(ctx, a.Network(), a.DialAddr())
 	if err != nil {
 		return nil, &DialError{Addr: a, Err: err}
 	}
@@ -197,7 +197,7 @@ func Dial(ctx context.Context, addr string) (jsonrpc.Caller, error) {
 // ctx, if any, takes its place.
 func DialAddress(ctx context.Context, a Address, opts *jsonrpc.ClientOptions) (jsonrpc.Caller, error) {
 	if a.Scheme == "http" || a.Scheme == "https" {
-		return jhttp.NewClient(a.String(), nil), nil
+		return jhttp.NewClient(a.String(), httpClients.For(ctx)), nil
 	}
 	c, err := DialConn(ctx, a)
 	if err != nil {

@@ -3,6 +3,7 @@ package endpoint
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -95,20 +96,32 @@ func (s *SelfSet) Contains(ep string) bool {
 
 // LocalOnly reports whether ep (a normalized endpoint) names an address
 // that reaches the machine it is dialled from, whichever machine that is:
-// a Unix socket, a loopback or unspecified IP, or "localhost".
+// a Unix socket, an empty host (tcp://:PORT), a loopback, unspecified or
+// link-local IP in any spelling (IPv4-mapped, with a zone: LocalAddr), or
+// a localhost name. It reads the text only: a name that resolves to
+// loopback is caught when it is dialled (RefuseLocal).
 func LocalOnly(ep string) bool {
 	if strings.HasPrefix(ep, "unix://") {
 		return true
 	}
 	host, _, ok := hostPort(ep)
-	if !ok {
-		return false
-	}
-	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") || strings.HasSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), ".localhost") {
+	return ok && localHost(host)
+}
+
+// localNames are host names that resolve to loopback by convention.
+var localNames = map[string]bool{"localhost": true, "localhost.localdomain": true, "ip6-localhost": true, "ip6-loopback": true}
+
+// localHost is LocalOnly for a host of an endpoint.
+func localHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "" || localNames[h] || strings.HasSuffix(h, ".localhost") {
 		return true
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && (ip.IsLoopback() || ip.IsUnspecified())
+	if i := strings.IndexByte(h, '%'); i >= 0 {
+		h = h[:i] // a zone: the address is the same on every interface
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && LocalAddr(a)
 }
 
 // hostPort splits a tcp://, http:// or https:// endpoint.

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
@@ -34,6 +35,10 @@ type Provider struct {
 		Trusted bool   `json:"trusted"`
 		Reason  string `json:"reason"`
 	} `json:"trust"`
+	// Dialable is false when the node may not dial the provider (local to
+	// another machine: here it would reach this machine's own service);
+	// nil when the node does not say.
+	Dialable *bool `json:"dialable,omitempty"`
 }
 
 // DialFunc connects to a provider's endpoint ("unix:///path", a bare socket
@@ -61,8 +66,9 @@ func Dial(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 
 // NodeCapabilities returns the capabilities of every provider a node trusts:
 // ipc.list (which leaves untrusted providers out), every entry whose verdict
-// is not trusted dropped again, then chp.describe of each provider's
-// endpoint. A provider that cannot be reached or described is skipped and
+// is not trusted or that the node marks "dialable": false dropped (and
+// one whose endpoint's name leads to this machine: nameToHere), then
+// chp.describe of each provider's endpoint. A provider that cannot be reached or described is skipped and
 // logged. A method two providers offer is listed once (the node routes it).
 // The result is in method order.
 func NodeCapabilities(ctx context.Context, node jsonrpc.Caller, dial DialFunc, log *slog.Logger) ([]Capability, error) {
@@ -85,6 +91,10 @@ func NodeCapabilities(ctx context.Context, node jsonrpc.Caller, dial DialFunc, l
 			log.Warn("mcpbridge: skipping an untrusted provider", "provider", p.PrimalID, "reason", p.Trust.Reason)
 			continue
 		}
+		if p.Dialable != nil && !*p.Dialable || nameToHere(ctx, p.Endpoint) {
+			log.Warn("mcpbridge: skipping a provider local to another machine", "provider", p.PrimalID, "endpoint", p.Endpoint)
+			continue
+		}
 		c, err := dial(ctx, p.Endpoint)
 		if err != nil {
 			log.Warn("mcpbridge: provider unreachable", "provider", p.PrimalID, "err", err)
@@ -105,6 +115,16 @@ func NodeCapabilities(ctx context.Context, node jsonrpc.Caller, dial DialFunc, l
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Descriptor.ID < out[j].Descriptor.ID })
 	return out, nil
+}
+
+// nameToHere reports whether ep is not local-only by its text but leads
+// to this machine (a name resolving to loopback): nothing in ipc.list
+// says it was registered here, so the bridge does not connect to it.
+func nameToHere(ctx context.Context, ep string) bool {
+	if n, err := endpoint.Normalize(ep); err == nil {
+		ep = n
+	}
+	return !endpoint.LocalOnly(ep) && endpoint.ReachesLocal(ctx, ep)
 }
 
 // HostCapabilities returns the enabled capabilities of one host, from its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -28,13 +27,13 @@ type LocalRegistration struct {
 	Token string
 }
 
-// routeHTTP bounds a whole call routed over the HTTP bridge.
-var routeHTTP = &http.Client{Timeout: 30 * time.Second}
+// routeHTTP bounds a whole routed call over the HTTP bridge, follows no redirect, honours endpoint.RefuseLocal.
+var routeHTTP = endpoint.NewHTTPClients(30 * time.Second)
 
 // DialEndpoint is the default Config.Dial: the endpoint package's dialer
-// (newline JSON-RPC over a Unix socket or TCP, speaking BTSP to the
-// endpoints of this node's family), or the HTTP bridge for http(s) URLs
-// with each call bounded as a whole.
+// (newline JSON-RPC over a Unix socket or TCP, BTSP to this node's family),
+// or the HTTP bridge for http(s) URLs, each call bounded as a whole; both
+// refuse to reach this machine under endpoint.RefuseLocal (the router's).
 func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 	u, err := endpoint.Normalize(ep)
 	if err != nil {
@@ -45,7 +44,7 @@ func DialEndpoint(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 		return nil, err
 	}
 	if a.Scheme == "http" || a.Scheme == "https" {
-		return jhttp.NewClient(u, routeHTTP), nil
+		return jhttp.NewClient(u, routeHTTP.For(ctx)), nil
 	}
 	return endpoint.DialAddress(ctx, a, nil)
 }

@@ -78,7 +78,7 @@ func refuseForeignLocal(ctx context.Context, ep string) error {
 // such a provider but never connects to it.
 func (n *Node) MayDial(e Entry) error {
 	if state.LocalElsewhere(e, n.cfg.Machine, n.shared != nil) {
-		return refuse(CodeWordLocalEndpoint, "%s: endpoint %s reaches only the machine it is dialled from, and was registered on another machine (%s) than this node's (%s): call it through a node of that machine", e.Name, e.Endpoint, nonEmpty(e.Machine, "not recorded"), n.cfg.Machine)
+		return refuse(CodeWordLocalEndpoint, "%s: endpoint %s reaches only the machine it is dialled from, and was registered on another machine than this node's: call it through a node of that machine", e.Name, e.Endpoint)
 	}
 	return nil
 }

@@ -300,7 +300,9 @@ func (g *Gateway) memberDo(ctx context.Context, method, base, path string, body 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if sc, ok := tracing.FromContext(ctx); ok {
+	if sc, ok := tracing.FromContext(ctx); ok && path == "/invoke" {
+		// the caller's trace, on its invocation only: not on a discovery
+		// probe (GET /host) the invocation happened to trigger
 		req.Header.Set("Traceparent", sc.Traceparent())
 	}
 	resp, err := g.client.Do(req)

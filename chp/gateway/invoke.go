@@ -325,8 +325,9 @@ func (g *Gateway) remember(ctx context.Context, id string, resp []byte) {
 }
 
 // withTrace carries the caller's W3C traceparent header (a malformed one
-// is dropped, as W3C Trace Context says) in r's context, so that every
-// member request of the invocation passes it on unchanged (memberDo), and
+// is dropped, as W3C Trace Context says) in r's context, so that the
+// member requests of the invocation (POST /invoke, not the discovery
+// probes it may trigger) pass it on unchanged (memberDo), and
 // records its trace id in the correlation of the gateway's own events
 // when the envelope names none — what a member's boundary does with the
 // same header. The gateway takes part in no trace itself: it forwards the

@@ -120,11 +120,22 @@ type Client struct {
 
 var _ jsonrpc.Caller = (*Client)(nil)
 
+// DefaultHTTPClient is the http.Client of a Client made without one:
+// http.DefaultClient's transport, but a redirect is never followed — the
+// call fails with the redirect's status (NoRedirect).
+var DefaultHTTPClient = &http.Client{CheckRedirect: NoRedirect}
+
+// NoRedirect is an http.Client CheckRedirect that follows no redirect: a
+// JSON-RPC call is posted to the endpoint it was addressed to and nowhere
+// else (a server's redirect could name a service that only the caller's
+// machine reaches).
+func NoRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
 // NewClient returns a client that POSTs to url. hc may be nil for
-// http.DefaultClient.
+// DefaultHTTPClient.
 func NewClient(url string, hc *http.Client) *Client {
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = DefaultHTTPClient
 	}
 	return &Client{url: url, hc: hc}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/internal/state"
 	"github.com/capmesh/capmesh/tracing"
 )
 
@@ -57,11 +58,17 @@ func (a *rpcAssigner) Names() []string {
 }
 
 // resolveFirst answers ipc.resolve with the first of es this node may
-// dial, else with the refusal of the last.
-func (n *server) resolveFirst(es []registry.Entry) (any, error) {
+// dial, else with the refusal of the last. The caller dials the answer
+// itself, out of reach of endpoint.RefuseLocal: an entry not admitted on
+// this machine whose host name resolves to it now is refused too.
+func (n *server) resolveFirst(ctx context.Context, es []registry.Entry) (any, error) {
 	var err error
 	for _, e := range es {
 		if err = n.MayDial(e); err == nil {
+			if !n.mayReachHere(e) && endpoint.ReachesLocal(ctx, e.Endpoint) {
+				err = localDestination(e)
+				continue
+			}
 			return resolved(e), nil
 		}
 	}
@@ -152,7 +159,25 @@ type providerView struct {
 	RegisteredAt    time.Time        `json:"registered_at"`
 	ExpiresAt       time.Time        `json:"expires_at"`
 	Trust           registry.Verdict `json:"trust"`
-	Descriptor      any              `json:"descriptor,omitempty"`
+	// Dialable is false for an entry this node may not dial (Node.MayDial:
+	// local to another machine), absent otherwise; an answer's reader must
+	// not connect to such an entry either (additive: older readers ignore
+	// it, older nodes never send it).
+	Dialable   *bool `json:"dialable,omitempty"`
+	Descriptor any   `json:"descriptor,omitempty"`
+}
+
+// undialable is the Dialable of an entry this node may not dial.
+var undialable = new(bool)
+
+// view is toProvider for an answer of this node: marked Dialable false
+// when the node may not dial e.
+func (n *server) view(e registry.Entry) providerView {
+	p := toProvider(e)
+	if n.MayDial(e) != nil {
+		p.Dialable = undialable
+	}
+	return p
 }
 
 func toProvider(e registry.Entry) providerView {
@@ -208,7 +233,7 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 				b = append(b, ',')
 			}
 			first = false
-			b = appendProvider(b, toProvider(e))
+			b = appendProvider(b, n.view(e))
 			return true
 		})
 		b = strconv.AppendUint(append(b, `],"revision":`...), n.Version(), 10)
@@ -229,7 +254,7 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 			if len(es) == 0 {
 				return nil, registry.Refuse(registry.CodeWordNoProvider, "no live, trusted provider for capability %q", p.Capability)
 			}
-			return n.resolveFirst(es)
+			return n.resolveFirst(ctx, es)
 		}
 		if p.name() == "" {
 			return nil, registry.Refuse(registry.CodeWordInvalidParams, "ipc.resolve requires primal_id (or name) or capability")
@@ -238,7 +263,7 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 		if !ok {
 			return nil, registry.Refuse(registry.CodeWordNotRegistered, "primal %q is not registered", p.name())
 		}
-		return n.resolveFirst([]registry.Entry{e})
+		return n.resolveFirst(ctx, []registry.Entry{e})
 	})
 	return jsonrpc.Map{
 		"ipc.resolve":        resolve,
@@ -257,7 +282,7 @@ func (n *server) discoveryMethods() jsonrpc.Map {
 			es := n.List(p.IncludeUntrusted)
 			b := append(make([]byte, 0, 64+len(es)*900), `{"revision":`...)
 			b = strconv.AppendUint(b, n.Version(), 10)
-			b = appendProviders(append(b, `,"services":`...), es)
+			b = appendProviders(append(b, `,"services":`...), es, n.view)
 			return json.RawMessage(append(b, '}')), nil
 		}),
 		"ipc.watch": handler(func(ctx context.Context, _ jsonrpc.Peer, p struct {
@@ -533,8 +558,12 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 			lastErr, elsewhere = err, err // local to another machine: listed, never dialled here
 			continue
 		}
+		c, err := n.cfg.Dial(n.entryDialContext(rl.dialContext(ctx), e), e.Endpoint)
+		if errors.Is(err, endpoint.ErrLocalDestination) {
+			lastErr, elsewhere = localDestination(e), localDestination(e) // it resolved to this machine
+			continue
+		}
 		dialled = true
-		c, err := n.cfg.Dial(rl.dialContext(ctx), e.Endpoint)
 		if err != nil {
 			n.DropIfGone(ctx, e, err) // the host stopped without unregistering
 			lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
@@ -556,6 +585,31 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 		return nil, hops, registry.RouteRefused, registry.RPCError(elsewhere)
 	}
 	return nil, hops, registry.RouteUnreachable, jsonrpc.Errorf(registry.CodeUnavailable, "no provider of %q could be reached: %v", capability, lastErr).WithData(map[string]any{"code": "provider_unreachable"})
+}
+
+// entryDialContext is ctx for dialling e's endpoint: under
+// endpoint.RefuseLocal unless e was admitted on this machine
+// (state.MayReachHere), so that whatever e's endpoint names, the
+// connection never reaches this machine itself for a registration made
+// elsewhere.
+func (n *server) entryDialContext(ctx context.Context, e registry.Entry) context.Context {
+	if n.mayReachHere(e) {
+		return ctx
+	}
+	return endpoint.RefuseLocal(ctx)
+}
+
+// mayReachHere reports whether e was admitted on this node's machine
+// (state.MayReachHere).
+func (n *server) mayReachHere(e registry.Entry) bool {
+	_, shared := n.cfg.Store.(registry.SharedStore)
+	return state.MayReachHere(e, n.cfg.Machine, shared)
+}
+
+// localDestination is the refusal of a dial that reached this machine
+// although e was not registered on it (endpoint.ErrLocalDestination).
+func localDestination(e registry.Entry) error {
+	return registry.Refuse(registry.CodeWordLocalEndpoint, "%s: endpoint %s leads to the machine it is dialled from, and was not registered on this node's machine: call it through a node of the machine it was registered on", e.Name, e.Endpoint)
 }
 
 // callProvider makes the routed call on c and closes c. The relay, when

@@ -15,13 +15,13 @@ import (
 // already compact), without reflection or re-validating each descriptor —
 // which was most of a 300-provider ipc.find_capability answer.
 // TestProviderEncoding holds the two to the same bytes.
-func appendProviders(b []byte, es []registry.Entry) []byte {
+func appendProviders(b []byte, es []registry.Entry, view func(registry.Entry) providerView) []byte {
 	b = append(b, '[')
 	for i := range es {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendProvider(b, toProvider(es[i]))
+		b = appendProvider(b, view(es[i]))
 	}
 	return append(b, ']')
 }
@@ -59,6 +59,9 @@ func appendProvider(b []byte, p providerView) []byte {
 	b = append(b, `,"reason":`...)
 	b = appendJSONString(b, p.Trust.Reason)
 	b = append(b, '}')
+	if p.Dialable != nil {
+		b = strconv.AppendBool(append(b, `,"dialable":`...), *p.Dialable)
+	}
 	if raw, ok := p.Descriptor.(json.RawMessage); ok && len(raw) > 0 {
 		b = append(b, `,"descriptor":`...)
 		b = append(b, raw...)

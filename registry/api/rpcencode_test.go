@@ -21,18 +21,25 @@ func TestProviderEncoding(t *testing.T) {
 			Descriptor: json.RawMessage(`{"agent_id":"planner-1","metadata":{"x":"\u00e9"}}`)},
 		{Key: "k", Name: "", Capabilities: nil, Endpoint: "http://h/p?a=1&b=<2>", Source: registry.SourceDescriptor},
 	}
+	view := func(e registry.Entry) providerView {
+		p := toProvider(e)
+		if e.Key == "k" {
+			p.Dialable = undialable // "dialable": false, as for an entry of another machine
+		}
+		return p
+	}
 	views := make([]providerView, 0, len(es))
 	for _, e := range es {
-		views = append(views, toProvider(e))
+		views = append(views, view(e))
 	}
 	want, err := json.Marshal(views)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(string(want), string(appendProviders(nil, es))); diff != "" {
+	if diff := cmp.Diff(string(want), string(appendProviders(nil, es, view))); diff != "" {
 		t.Errorf("provider encoding (-encoding/json +fast):\n%s", diff)
 	}
-	if got := string(appendProviders(nil, nil)); got != "[]" {
+	if got := string(appendProviders(nil, nil, view)); got != "[]" {
 		t.Errorf("empty: %s", got)
 	}
 }

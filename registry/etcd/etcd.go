@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -289,6 +290,21 @@ const withMachine = 1 << 63
 // maxMachine is the longest machine identity a value can carry.
 const maxMachine = 255
 
+// maxExpiry is the latest expiry a value's header holds: Unix
+// nanoseconds in 63 bits (the top one is withMachine), in the year 2262.
+// A later expiry is stored as maxExpiry (clampExpiry): time.UnixNano
+// overflows past it, and the record would read back as expired in 1970.
+var maxExpiry = time.Unix(0, math.MaxInt64&^withMachine).UTC()
+
+// clampExpiry is t, or maxExpiry when t is later: such a record lives
+// until then (centuries: for a registry, never), not until 1970.
+func clampExpiry(t time.Time) time.Time {
+	if t.After(maxExpiry) {
+		return maxExpiry
+	}
+	return t
+}
+
 func encode(r registry.Record) (string, error) {
 	if len(r.Machine) > maxMachine {
 		return "", fmt.Errorf("registry/etcd: machine identity of %d bytes: at most %d", len(r.Machine), maxMachine)
@@ -296,7 +312,7 @@ func encode(r registry.Record) (string, error) {
 	b := make([]byte, 8, 9+len(r.Machine)+len(r.Value))
 	var head uint64
 	if !r.ExpiresAt.IsZero() {
-		head = uint64(max(r.ExpiresAt.UnixNano(), 1)) // before 1970: expired all the same
+		head = uint64(max(clampExpiry(r.ExpiresAt).UnixNano(), 1)) // before 1970: expired all the same
 	}
 	if r.Machine != "" {
 		head |= withMachine
@@ -341,7 +357,7 @@ func (s *Store) leaseFor(ctx context.Context, r registry.Record) (clientv3.Lease
 	now := time.Now()
 	// Never before the record's expiry, and at least a few seconds out so
 	// that the put lands before the lease ends.
-	at := r.ExpiresAt
+	at := clampExpiry(r.ExpiresAt)
 	if min := now.Add(5 * time.Second); at.Before(min) {
 		at = min
 	}

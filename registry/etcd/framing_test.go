@@ -79,3 +79,30 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestFramingClampsFarExpiry: an expiry past what the header holds (the
+// year 2262, where Unix nanoseconds overflow) is stored as the latest it
+// holds, so the record reads back live for centuries instead of expired
+// in 1970; an earlier one reads back exactly.
+func TestFramingClampsFarExpiry(t *testing.T) {
+	for _, y := range []int{2200, 2262, 2263, 2300, 3000, 9999} {
+		exp := time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC)
+		for _, machine := range []string{"", "m1"} {
+			v, err := encode(registry.Record{Value: []byte(`{"a":1}`), ExpiresAt: exp, Machine: machine})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := decode([]byte(v))
+			want := exp
+			if exp.After(maxExpiry) {
+				want = maxExpiry
+			}
+			if !ok || !got.ExpiresAt.Equal(want) || got.Machine != machine {
+				t.Errorf("expiry %d (machine %q) reads back %v, %q, %v; want %v", y, machine, got.ExpiresAt, got.Machine, ok, want)
+			}
+		}
+	}
+	if maxExpiry.Year() != 2262 {
+		t.Errorf("maxExpiry = %v", maxExpiry)
+	}
+}

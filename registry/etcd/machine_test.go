@@ -68,8 +68,8 @@ func listen(t *testing.T, network, addr string) net.Listener {
 	return l
 }
 
-// countingHost serves identity.get as name, and crypto.sign and kv.get
-// with "ok", on l, and counts the connections it accepts.
+// countingHost serves identity.get as name, and crypto.sign, kv.get,
+// named.get and remote.get with "ok", on l, and counts the connections it accepts.
 func countingHost(t *testing.T, name string, l net.Listener) *atomic.Int64 {
 	t.Helper()
 	var conns atomic.Int64
@@ -80,6 +80,8 @@ func countingHost(t *testing.T, name string, l net.Listener) *atomic.Int64 {
 		}),
 		"crypto.sign": ok,
 		"kv.get":      ok,
+		"named.get":   ok,
+		"remote.get":  ok,
 	}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,28 +32,33 @@ func ParseURL(raw string) (Options, error) {
 	rest, ok := strings.CutPrefix(raw, "etcd://")
 	if !ok {
 		if rest, ok = strings.CutPrefix(raw, "etcds://"); !ok {
-			return Options{}, fmt.Errorf("registry/etcd: %q: want etcd://host:2379[,host:2379…][/prefix] or etcds://…", raw)
+			return Options{}, urlError(raw, "want etcd://host:2379[,host:2379…][/prefix] or etcds://…")
 		}
 		o.TLS = true
 	}
 	rest, query, _ := strings.Cut(rest, "?")
-	hosts, path, _ := strings.Cut(rest, "/")
-	if user, h, ok := strings.Cut(hosts, "@"); ok {
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		user := rest[:at]
 		if strings.Contains(user, ":") {
-			return Options{}, fmt.Errorf("registry/etcd: %s: a password in the URL shows in process listings and logs: put it in a file named by password_file= (or in %s)", redact(raw), EnvPassword)
+			return Options{}, urlError(raw, "a password in the URL shows in process listings and logs: put it in a file named by password_file= (or in "+EnvPassword+")")
 		}
 		u, err := url.PathUnescape(user)
-		if err != nil || u == "" {
-			return Options{}, fmt.Errorf("registry/etcd: %q: bad user %q", raw, user)
+		if err != nil || u == "" || strings.ContainsAny(user, "@/,[]") {
+			return Options{}, urlError(raw, "want user@host:port: the part before the last '@' is not a user name")
 		}
-		o.Username, hosts = u, h
+		o.Username, rest = u, rest[at+1:]
 	}
+	hosts, path, _ := strings.Cut(rest, "/")
 	for _, h := range strings.Split(hosts, ",") {
 		if h == "" {
-			return Options{}, fmt.Errorf("registry/etcd: %q: an empty host", raw)
+			return Options{}, urlError(raw, "an empty host")
 		}
 		if !strings.Contains(h, ":") || strings.HasSuffix(h, "]") {
 			h += ":2379"
+		}
+		host, port, err := net.SplitHostPort(h)
+		if _, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || host == "" {
+			return Options{}, urlError(raw, "want host:port with a port number, got "+shown(raw, h))
 		}
 		o.Endpoints = append(o.Endpoints, h)
 	}
@@ -68,7 +75,7 @@ func ParseURL(raw string) (Options, error) {
 func (o *Options) parseQuery(raw, query string) error {
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return fmt.Errorf("registry/etcd: %q: %w", raw, err)
+		return urlError(raw, "a malformed query")
 	}
 	for k := range q {
 		v := q.Get(k)
@@ -77,34 +84,50 @@ func (o *Options) parseQuery(raw, query string) error {
 			o.NodeID = v
 		case "node_ttl":
 			if o.NodeTTL, err = time.ParseDuration(v); err != nil || o.NodeTTL <= 0 {
-				return fmt.Errorf("registry/etcd: %q: node_ttl: want a positive duration", raw)
+				return urlError(raw, "node_ttl: want a positive duration")
 			}
 		case "ca", "cert", "key", "password_file":
 			if v == "" {
-				return fmt.Errorf("registry/etcd: %q: %s: want a file name", raw, k)
+				return urlError(raw, k+": want a file name")
 			}
 			*map[string]*string{"ca": &o.CAFile, "cert": &o.CertFile, "key": &o.KeyFile, "password_file": &o.PasswordFile}[k] = v
 		case "insecure":
 			if v != "1" && v != "true" {
-				return fmt.Errorf("registry/etcd: %q: insecure: want 1 (or leave it out)", raw)
+				return urlError(raw, "insecure: want 1 (or leave it out)")
 			}
 			o.Insecure = true
 		default:
-			return fmt.Errorf("registry/etcd: %q: unknown parameter %q (node, node_ttl, ca, cert, key, password_file, insecure)", raw, k)
+			return urlError(raw, "unknown parameter "+shown(raw, strconv.Quote(k))+" (node, node_ttl, ca, cert, key, password_file, insecure)")
 		}
 	}
 	return nil
 }
 
-// redact hides the password of a URL's user for an error message.
+// urlError is ParseURL's error: the URL redacted, then why.
+func urlError(raw, why string) error {
+	return fmt.Errorf("registry/etcd: %s: %s", redact(raw), why)
+}
+
+// redact is raw for an error message: everything before the last '@'
+// after the scheme hidden, since a password may hold any character
+// (':', '/', '?', '@', ','); raw itself when it has no '@' (no user
+// info, so no password).
 func redact(raw string) string {
-	scheme, rest, _ := strings.Cut(raw, "://")
-	user, hosts, ok := strings.Cut(rest, "@")
-	if !ok {
-		return raw
+	scheme, rest, ok := strings.Cut(raw, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return strconv.Quote(raw)
 	}
-	name, _, _ := strings.Cut(user, ":")
-	return scheme + "://" + name + ":***@" + hosts
+	return strconv.Quote(scheme + "://***" + rest[at:])
+}
+
+// shown is part of raw for an error message: part when raw has no '@'
+// (so no password), else a mention that it is hidden.
+func shown(raw, part string) string {
+	if strings.Contains(raw, "@") {
+		return "(a part hidden: the URL has user info)"
+	}
+	return part
 }
 
 func init() {

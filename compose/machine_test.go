@@ -1,0 +1,104 @@
+package compose_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/compose"
+	"github.com/capmesh/capmesh/jsonrpc"
+)
+
+// countConns accepts connections on l, counting them, and closes each.
+func countConns(t *testing.T, l net.Listener) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+	return &n
+}
+
+// TestFromRegistrySkipsWhatThisMachineMayNotDial: an entry the registry
+// marks "dialable": false is listed, not live, and not connected to; an
+// entry whose endpoint is a name resolving to this machine's loopback is
+// not connected to either (nothing says it was registered here); one at
+// a literal loopback address the registry lets this machine dial is.
+func TestFromRegistrySkipsWhatThisMachineMayNotDial(t *testing.T) {
+	dir := t.TempDir()
+	ul, err := net.Listen("unix", filepath.Join(dir, "elsewhere.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := countConns(t, ul)
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := countConns(t, tl)
+	port := strconv.Itoa(tl.Addr().(*net.TCPAddr).Port)
+	trusted := map[string]any{"trusted": true}
+	services := []map[string]any{
+		{"primal_id": "elsewhere", "endpoint": "unix://" + ul.Addr().String(), "trust": trusted, "dialable": false},
+		{"primal_id": "here", "endpoint": "tcp://127.0.0.1:" + port, "trust": trusted},
+	}
+	name := ""
+	if h, err := os.Hostname(); err == nil {
+		for _, n := range []string{h, "vm", "runsc"} {
+			if addrs, err := net.LookupHost(n); err == nil && len(addrs) > 0 && net.ParseIP(addrs[0]).IsLoopback() {
+				name = n
+				break
+			}
+		}
+	}
+	if name != "" {
+		services = append(services, map[string]any{"primal_id": "named", "endpoint": "tcp://" + net.JoinHostPort(name, port), "trust": trusted})
+	}
+	srv := jsonrpc.NewServer(jsonrpc.Map{"ipc.list": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]any{"services": services}, nil
+	})}, nil)
+	rl, err := net.Listen("unix", filepath.Join(dir, "node.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sctx, scancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(sctx, rl) }()
+	defer func() { scancel(); <-done }()
+	reg, err := jsonrpc.Dial(ctx, "unix", rl.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	hosts, err := compose.FromRegistry(ctx, reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hosts) != len(services) {
+		t.Fatalf("%d hosts, want %d (every entry listed)", len(hosts), len(services))
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("an entry marked \"dialable\": false was connected to %d time(s)", n)
+	}
+	// "here" connects once; "named" (same port, through a name) must not
+	if n := here.Load(); n != 1 {
+		t.Errorf("the loopback listener saw %d connection(s), want 1 (the literal loopback entry only)", n)
+	}
+}
