@@ -166,6 +166,7 @@ func (n *Node) applyChanges(chs []Change) {
 	now, why := n.cfg.Now(), state.WhyOf(chs)
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
+	n.state.Prepare(chs) // outside mu: readers go on while it parses
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var evs []Event

@@ -39,6 +39,9 @@ type Shared struct {
 	nodeID string
 	Revs   map[string]uint64
 	Tomb   map[string]*Registration // deleted here, until the feed reports it
+	// parsed are the registrations Prepare read for the next ApplyChange
+	// calls, by index key; writers' state only.
+	parsed map[string]*Registration
 }
 
 // Follow puts s in shared mode: the node is nodeID among the store's
@@ -121,6 +124,32 @@ func (s *State) FromChange(ch store.Change) (*Registration, error) {
 	return e, nil
 }
 
+// Prepare reads, ahead of ApplyChange, the registrations among chs that
+// the state does not already hold as they are: parsing a descriptor is
+// the costly part of applying a change, and the caller does it holding
+// the writers' lock only, so that readers go on meanwhile (Find's latency
+// while other nodes write). ApplyChange uses a prepared registration only
+// if it was read from the same bytes; what it leaves is dropped by the
+// next Prepare.
+func (s *State) Prepare(chs []store.Change) {
+	clear(s.Shared.parsed)
+	for _, ch := range chs {
+		if ch.Delete || (ch.Kind != KindDescriptor && ch.Kind != KindLocal) {
+			continue
+		}
+		key := s.indexKey(ch)
+		if cur := s.entries[key]; cur != nil && string(cur.Raw) == string(ch.Value) && cur.Machine == ch.Machine {
+			continue // this node's own write, back from the feed
+		}
+		if e, err := s.FromChange(ch); err == nil {
+			if s.Shared.parsed == nil {
+				s.Shared.parsed = map[string]*Registration{}
+			}
+			s.Shared.parsed[key] = e
+		}
+	}
+}
+
 // ApplyChange applies one change of the shared store unless the state
 // already holds it, and returns its event (for registrations); an error
 // is a registration record it cannot read, which it drops (writer and
@@ -169,7 +198,9 @@ func (s *State) applyRegistration(ch store.Change, owner string, fresh bool, why
 	e := cur
 	if e == nil || string(e.Raw) != string(ch.Value) || e.Machine != ch.Machine {
 		var err error
-		if e, err = s.FromChange(ch); err != nil {
+		if p := s.Shared.parsed[key]; p != nil && string(p.Raw) == string(ch.Value) && p.Machine == ch.Machine {
+			e = p
+		} else if e, err = s.FromChange(ch); err != nil {
 			return Event{}, false, err
 		}
 	}
