@@ -154,3 +154,34 @@ func ReachesLocal(ctx context.Context, ep string) bool {
 	}
 	return false
 }
+
+// RegistryAnswers returns ctx for dialling the endpoints that a registry
+// reached at reg (an endpoint: a socket path, "unix://…", "tcp://…", an
+// http(s) URL) answered with. A registry of this machine — over a Unix
+// socket, or at an address that reaches this machine (ReachesLocal) —
+// lists endpoints this machine dials as they are: ctx. Any other
+// registry is another machine's node: a Unix socket or a loopback
+// address in its answers names a service of that machine, which a dial
+// here would find on this machine instead. So its answers are dialled
+// under RefuseLocal, and a client skips its local-only ones (LocalOnly)
+// without dialling them. A registry reached at one of this machine's
+// other addresses (a LAN address) counts as another machine's.
+func RegistryAnswers(ctx context.Context, reg string) context.Context {
+	if n, err := Normalize(reg); err == nil {
+		reg = n
+	}
+	if ReachesLocal(ctx, reg) {
+		return ctx
+	}
+	return RefuseLocal(ctx)
+}
+
+// SkipLocal reports whether a client dialling under ctx skips ep: ctx
+// refuses local destinations and ep names one by its text (LocalOnly),
+// so the dial could only be refused.
+func SkipLocal(ctx context.Context, ep string) bool {
+	if n, err := Normalize(ep); err == nil {
+		ep = n
+	}
+	return LocalRefused(ctx) && LocalOnly(ep)
+}
