@@ -84,7 +84,11 @@ func fromEndpoint(ctx context.Context, a endpoint.Address, o *LiveOptions) *Host
 // the registry marks "dialable": false (local to another machine), which
 // is not dialled, and one whose endpoint is not local-only by its text
 // but leads to this machine (a name resolving to loopback:
-// endpoint.RefuseLocal), which is not connected to.
+// endpoint.RefuseLocal), which is not connected to. Under
+// endpoint.RefuseLocal — a registry of another machine: the caller puts
+// endpoint.RegistryAnswers(ctx, registry address) — every entry is
+// dialled under it, and one that is local-only by its text (that
+// machine's socket or loopback) is not dialled at all.
 func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*Host, error) {
 	var list struct {
 		Services []struct {
@@ -119,7 +123,7 @@ func FromRegistry(ctx context.Context, reg jsonrpc.Caller, o *LiveOptions) ([]*H
 			}
 			// "dialable": false: local to another machine, where this
 			// machine would reach a service of its own
-			if a, err := endpoint.Parse(s.Endpoint); err == nil && a.Network() != "" && (s.Dialable == nil || *s.Dialable) {
+			if a, err := endpoint.Parse(s.Endpoint); err == nil && a.Network() != "" && (s.Dialable == nil || *s.Dialable) && !endpoint.SkipLocal(ctx, s.Endpoint) {
 				dctx := ctx
 				if !endpoint.LocalOnly(s.Endpoint) {
 					// dialable, but nothing says it was registered on this

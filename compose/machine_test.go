@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/compose"
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -100,5 +101,71 @@ func TestFromRegistrySkipsWhatThisMachineMayNotDial(t *testing.T) {
 	// "here" connects once; "named" (same port, through a name) must not
 	if n := here.Load(); n != 1 {
 		t.Errorf("the loopback listener saw %d connection(s), want 1 (the literal loopback entry only)", n)
+	}
+}
+
+// TestFromRegistryOfAnotherMachineDialsNoLocalEntry: the entries of a
+// registry of another machine (endpoint.RegistryAnswers of its address:
+// RefuseLocal) that are local-only by their text — a Unix socket, a
+// loopback address, both marked dialable, as they are on that machine —
+// are listed, not live, and not connected to: here they would reach this
+// machine's services of the same address. From this machine's own
+// registry the same entries are dialled.
+func TestFromRegistryOfAnotherMachineDialsNoLocalEntry(t *testing.T) {
+	dir := t.TempDir()
+	ul, err := net.Listen("unix", filepath.Join(dir, "kv.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockConns := countConns(t, ul)
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopConns := countConns(t, tl)
+	trusted := map[string]any{"trusted": true}
+	services := []map[string]any{
+		{"primal_id": "kv", "endpoint": "unix://" + ul.Addr().String(), "trust": trusted, "dialable": true},
+		{"primal_id": "loop", "endpoint": "tcp://" + tl.Addr().String(), "trust": trusted, "dialable": true},
+	}
+	srv := jsonrpc.NewServer(jsonrpc.Map{"ipc.list": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]any{"services": services}, nil
+	})}, nil)
+	rl, err := net.Listen("unix", filepath.Join(dir, "node.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sctx, scancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(sctx, rl) }()
+	defer func() { scancel(); <-done }()
+	reg, err := jsonrpc.Dial(ctx, "unix", rl.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	hosts, err := compose.FromRegistry(endpoint.RegistryAnswers(ctx, "tcp://198.51.100.7:7070"), reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hosts) != len(services) {
+		t.Fatalf("%d hosts, want %d (every entry listed)", len(hosts), len(services))
+	}
+	for _, h := range hosts {
+		if h.Live {
+			t.Errorf("%s (%s) is live through another machine's registry", h.Name, h.Endpoint)
+		}
+	}
+	if s, l := sockConns.Load(), loopConns.Load(); s != 0 || l != 0 {
+		t.Errorf("another machine's entries reached this machine: %d socket, %d loopback connection(s)", s, l)
+	}
+	// This machine's registry (over its Unix socket): both are dialled.
+	if _, err := compose.FromRegistry(endpoint.RegistryAnswers(ctx, rl.Addr().String()), reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s, l := sockConns.Load(), loopConns.Load(); s != 1 || l != 1 {
+		t.Errorf("this machine's registry: %d socket, %d loopback connection(s), want 1 each", s, l)
 	}
 }

@@ -32,6 +32,13 @@ type Config struct {
 	// ("http://127.0.0.1:8080"). It is called per request, so a node may
 	// hand over its address before the listener is bound.
 	Node func() string
+	// NodeOnThisMachine says that the node runs on this machine (a node
+	// serving its own dashboard), whatever address Node names. Otherwise
+	// the node is judged by that address (endpoint.RegistryAnswers): at
+	// one that is not this machine's, the sockets and loopback addresses
+	// it lists are another machine's and the composition page does not
+	// connect to them.
+	NodeOnThisMachine bool
 	// Policy decides which routes a caller may use (access.Policy.Authorize
 	// with each route's Op). Nil is a keyless, open policy: the dashboard
 	// then defers to the node, which refuses what the caller may not see.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/capmesh/capmesh/compose"
+	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -131,6 +132,9 @@ func layoutGraph(hosts []*compose.Host, a *compose.Analysis) *graphView {
 func (d *Dashboard) composePage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
 	defer cancel()
+	if !d.cfg.NodeOnThisMachine {
+		ctx = endpoint.RegistryAnswers(ctx, d.cfg.Node()) // another machine's node lists its sockets
+	}
 	hosts, err := compose.FromRegistry(ctx, nodeCaller{d, r}, nil)
 	if err != nil {
 		d.fail(w, r, http.StatusBadGateway, err)

@@ -382,7 +382,13 @@ func (d *discovery) registry(ctx context.Context) (jsonrpc.Caller, Found, bool) 
 			d.note(via, err)
 			continue
 		}
-		if pc, pf, ok := d.try(ctx, pa, via+" → "+pa.String()); ok {
+		// Another machine's registry names that machine's services.
+		actx := RegistryAnswers(ctx, a.String())
+		if SkipLocal(actx, pa.String()) {
+			d.note(via, fmt.Errorf("%s is local to the registry's machine, not this one", pa))
+			continue
+		}
+		if pc, pf, ok := d.try(actx, pa, via+" → "+pa.String()); ok {
 			return pc, pf, true
 		}
 	}

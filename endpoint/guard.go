@@ -49,10 +49,34 @@ func LocalRefused(ctx context.Context) bool {
 // LocalAddr reports whether a reaches only the machine it is dialled
 // from, or its link: a loopback, unspecified or link-local address
 // (169.254.0.0/16, fe80::/10, which also hold each machine's own metadata
-// service), in any IPv4-mapped form, whatever its zone.
+// service), an address of 0.0.0.0/8 ("this network": a destination on no
+// other machine), whatever its zone, in any IPv6 form that embeds an IPv4
+// address: IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96), SIIT
+// (::ffff:0:0:0/96) and NAT64 (64:ff9b::/96), which a translator on the
+// way may deliver to that IPv4 address.
 func LocalAddr(a netip.Addr) bool {
-	a = a.WithZone("").Unmap()
+	a = embeddedV4(a.WithZone("").Unmap())
+	if a.Is4() && a.As4()[0] == 0 {
+		return true // 0.0.0.0/8
+	}
 	return a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast()
+}
+
+// embeddedV4 is the IPv4 address an IPv6 address a embeds in its last 32
+// bits under an IPv4-compatible (::/96, but not :: and ::1 themselves),
+// SIIT (::ffff:0:0:0/96) or NAT64 (64:ff9b::/96) prefix; otherwise a.
+func embeddedV4(a netip.Addr) netip.Addr {
+	if !a.Is6() || a == netip.IPv6Unspecified() || a == netip.IPv6Loopback() {
+		return a
+	}
+	b := a.As16()
+	var prefix [12]byte
+	copy(prefix[:], b[:12])
+	switch prefix {
+	case [12]byte{}, [12]byte{8: 0xff, 9: 0xff}, [12]byte{0: 0x00, 1: 0x64, 2: 0xff, 3: 0x9b}:
+		return netip.AddrFrom4([4]byte(b[12:]))
+	}
+	return a
 }
 
 // guardControl is the dialler's ControlContext: under RefuseLocal it
@@ -153,4 +177,35 @@ func ReachesLocal(ctx context.Context, ep string) bool {
 		}
 	}
 	return false
+}
+
+// RegistryAnswers returns ctx for dialling the endpoints that a registry
+// reached at reg (an endpoint: a socket path, "unix://…", "tcp://…", an
+// http(s) URL) answered with. A registry of this machine — over a Unix
+// socket, or at an address that reaches this machine (ReachesLocal) —
+// lists endpoints this machine dials as they are: ctx. Any other
+// registry is another machine's node: a Unix socket or a loopback
+// address in its answers names a service of that machine, which a dial
+// here would find on this machine instead. So its answers are dialled
+// under RefuseLocal, and a client skips its local-only ones (LocalOnly)
+// without dialling them. A registry reached at one of this machine's
+// other addresses (a LAN address) counts as another machine's.
+func RegistryAnswers(ctx context.Context, reg string) context.Context {
+	if n, err := Normalize(reg); err == nil {
+		reg = n
+	}
+	if ReachesLocal(ctx, reg) {
+		return ctx
+	}
+	return RefuseLocal(ctx)
+}
+
+// SkipLocal reports whether a client dialling under ctx skips ep: ctx
+// refuses local destinations and ep names one by its text (LocalOnly),
+// so the dial could only be refused.
+func SkipLocal(ctx context.Context, ep string) bool {
+	if n, err := Normalize(ep); err == nil {
+		ep = n
+	}
+	return LocalRefused(ctx) && LocalOnly(ep)
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -207,6 +208,42 @@ func TestReachesLocal(t *testing.T) {
 	for _, ep := range []string{"tcp://192.0.2.7:1", "tcp://[2001:db8::1]:1", "tcp://no-such-host.invalid:1", "nonsense"} {
 		if ReachesLocal(ctx, ep) {
 			t.Errorf("ReachesLocal(%s) = true", ep)
+		}
+	}
+}
+
+// TestLocalAddrEmbeddedIPv4: the IPv6 forms that embed an IPv4 address a
+// translator may deliver to — IPv4-compatible (::127.0.0.1), SIIT
+// (::ffff:0:127.0.0.1) and NAT64 (64:ff9b::127.0.0.1) — are local when
+// the embedded address is (127/8, 0/8, link-local), and so is 0/8
+// itself; the same forms embedding a routable address are not, nor is
+// another prefix. The guarded dialler refuses the local ones before
+// connecting.
+func TestLocalAddrEmbeddedIPv4(t *testing.T) {
+	local := []string{"::127.0.0.1", "::7f00:1", "::127.1.2.3", "64:ff9b::7f00:1", "64:ff9b::127.0.0.2", "::ffff:0:7f00:1",
+		"::ffff:0:127.0.0.1", "64:ff9b::0.0.0.0", "64:ff9b::169.254.169.254", "::ffff:0:0.1.2.3", "0.1.2.3", "0.0.0.1", "::ffff:0.0.0.1"}
+	for _, s := range local {
+		if !LocalAddr(netip.MustParseAddr(s)) {
+			t.Errorf("LocalAddr(%s) = false, want true", s)
+		}
+		if ep := "tcp://" + net.JoinHostPort(s, "9000"); !LocalOnly(ep) {
+			t.Errorf("LocalOnly(%s) = false, want true", ep)
+		}
+	}
+	for _, s := range []string{"::192.0.2.7", "64:ff9b::192.0.2.7", "::ffff:0:192.0.2.7", "2001:db8::7f00:1", "64:ff9b:1::7f00:1", "1.0.0.1", "192.0.2.7"} {
+		if LocalAddr(netip.MustParseAddr(s)) {
+			t.Errorf("LocalAddr(%s) = true, want false", s)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range []string{"::127.0.0.1", "64:ff9b::7f00:1", "::ffff:0:7f00:1"} {
+		a := Address{Scheme: "tcp", Host: net.JoinHostPort(s, "9")}
+		if c, err := DialConn(RefuseLocal(ctx), a); !errors.Is(err, ErrLocalDestination) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("%s under RefuseLocal: %v, want ErrLocalDestination", a, err)
 		}
 	}
 }

@@ -45,8 +45,21 @@ type Provider struct {
 // path, "tcp://host:port", or an http(s) URL of a JSON-RPC bridge).
 type DialFunc func(ctx context.Context, endpoint string) (jsonrpc.Caller, error)
 
-// Dial is the default DialFunc.
+// Dial is the default DialFunc. An endpoint that is local-only by its
+// text (a Unix socket, loopback) is dialled as before, unless ctx carries
+// endpoint.RefuseLocal; any other goes through the endpoint package's
+// guarded dialler under endpoint.RefuseLocal, as compose dials it: nothing
+// in a node's list says it was registered on this machine, so a name
+// resolving here is not connected to, and an http(s) provider is called
+// without a proxy and never through a redirect.
 func Dial(ctx context.Context, ep string) (jsonrpc.Caller, error) {
+	n, err := endpoint.Normalize(ep)
+	if err != nil {
+		return nil, fmt.Errorf("mcpbridge: endpoint %q: want unix://, tcp://, http(s):// or a socket path: %w", ep, err)
+	}
+	if !endpoint.LocalOnly(n) || endpoint.LocalRefused(ctx) {
+		return endpoint.Dial(endpoint.RefuseLocal(ctx), n)
+	}
 	switch {
 	case strings.HasPrefix(ep, "http://"), strings.HasPrefix(ep, "https://"):
 		return jhttp.NewClient(ep, nil), nil
@@ -71,9 +84,19 @@ func Dial(ctx context.Context, ep string) (jsonrpc.Caller, error) {
 // chp.describe of each provider's endpoint. A provider that cannot be reached or described is skipped and
 // logged. A method two providers offer is listed once (the node routes it).
 // The result is in method order.
+//
+// A node of another machine (an Upstream over TCP to an address that is
+// not this machine's; for another Caller, ctx under
+// endpoint.RegistryAnswers of its address) lists that machine's
+// services: its providers are dialled under endpoint.RefuseLocal, and
+// one that is local-only by its text (that machine's socket or loopback)
+// is left out without dialling.
 func NodeCapabilities(ctx context.Context, node jsonrpc.Caller, dial DialFunc, log *slog.Logger) ([]Capability, error) {
 	if dial == nil {
 		dial = Dial
+	}
+	if u, ok := node.(*Upstream); ok && u.network != "unix" {
+		ctx = endpoint.RegistryAnswers(ctx, u.network+"://"+u.addr)
 	}
 	if log == nil {
 		log = slog.Default()
@@ -91,7 +114,7 @@ func NodeCapabilities(ctx context.Context, node jsonrpc.Caller, dial DialFunc, l
 			log.Warn("mcpbridge: skipping an untrusted provider", "provider", p.PrimalID, "reason", p.Trust.Reason)
 			continue
 		}
-		if p.Dialable != nil && !*p.Dialable || nameToHere(ctx, p.Endpoint) {
+		if p.Dialable != nil && !*p.Dialable || endpoint.SkipLocal(ctx, p.Endpoint) || nameToHere(ctx, p.Endpoint) {
 			log.Warn("mcpbridge: skipping a provider local to another machine", "provider", p.PrimalID, "endpoint", p.Endpoint)
 			continue
 		}

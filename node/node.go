@@ -302,10 +302,11 @@ func (n *Node) mountDashboard() error {
 		auditDir = filepath.Dir(n.cfg.Socket)
 	}
 	d, err := dashboard.New(dashboard.Config{
-		Node:     func() string { return "http://" + dialable(n.host.Addr("http")) },
-		Policy:   n.host.Access(),
-		AuditDir: auditDir,
-		Logger:   n.log,
+		Node:              func() string { return "http://" + dialable(n.host.Addr("http")) },
+		NodeOnThisMachine: true,
+		Policy:            n.host.Access(),
+		AuditDir:          auditDir,
+		Logger:            n.log,
 	})
 	if err != nil {
 		return err

@@ -2,9 +2,6 @@ package registry
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"time"
 
@@ -28,24 +25,8 @@ const (
 	CodeWordNotRegistrant = "not_the_registrant"
 )
 
-// newRegistrationToken returns a fresh random token (32 bytes, base64url).
-func newRegistrationToken() string {
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// owns reports whether the caller is lr's registrant: by its token when
-// it presents one (a wrong token is not made up for by the pid), else by
-// its process id.
-func owns(lr *localRecord, peer jsonrpc.Peer, token string) bool {
-	if token != "" {
-		return lr.TokenHash != "" && subtle.ConstantTimeCompare([]byte(tokenHash(token)), []byte(lr.TokenHash)) == 1
-	}
-	return lr.PID != 0 && peer.HasCred && peer.PID == lr.PID
-}
-
-// liveLocal returns a copy of the live local registration of key.
+// liveLocal returns a copy of the live local registration of key, if
+// this node admitted it on its machine (state.AdmittedHere).
 func (n *Node) liveLocal(key string) (localRecord, bool) {
 	now := n.cfg.Now()
 	n.mu.RLock()
@@ -56,7 +37,7 @@ func (n *Node) liveLocal(key string) (localRecord, bool) {
 // liveLocalLocked is liveLocal for a caller holding mu or wmu.
 func (n *Node) liveLocalLocked(key string, now time.Time) (localRecord, bool) {
 	e, ok := n.state.Lookup(key)
-	if !ok || e.Source != SourceLocal || !n.state.Live(e, now) {
+	if !ok || !state.AdmittedHere(e.Entry, n.cfg.Machine, n.shared != nil) || !n.state.Live(e, now) {
 		return localRecord{}, false
 	}
 	var lr localRecord
@@ -70,7 +51,7 @@ func (n *Node) liveLocalLocked(key string, now time.Time) (localRecord, bool) {
 // (holding token, maybe) may replace cur. It dials cur's endpoint when
 // that is what decides, so the caller must not hold a lock.
 func (n *Node) mayTakeOver(ctx context.Context, cur localRecord, peer jsonrpc.Peer, token, ep string) error {
-	if owns(&cur, peer, token) || cur.Endpoint == ep {
+	if cur.OwnedBy(peer.HasCred, peer.PID, token) || cur.Endpoint == ep {
 		return nil
 	}
 	if token != "" {
@@ -82,7 +63,9 @@ func (n *Node) mayTakeOver(ctx context.Context, cur localRecord, peer jsonrpc.Pe
 	return refuse(CodeWordNameInUse, "%q is registered by another process at %s, which is still listening; it must unregister (or stop) first", cur.Name, cur.Endpoint)
 }
 
-// endpointGone dials ep and reports whether nobody listens there.
+// endpointGone dials ep and reports whether nobody listens there; ep is
+// a registration this node admitted on its machine (liveLocal), so the
+// dial may reach this machine.
 func (n *Node) endpointGone(ctx context.Context, ep string) bool {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ProbeTimeout)
 	defer cancel()

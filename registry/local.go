@@ -68,8 +68,8 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 	if peer.UID != *n.cfg.UID {
 		return Entry{}, "", refuse(CodeWordForeignUser, "peer uid %d is not the node's user (uid %d)", peer.UID, *n.cfg.UID)
 	}
-	if reg.Name == "" {
-		return Entry{}, "", refuse(CodeWordInvalidParams, "primal_id (or name) is required")
+	if err := state.CheckLocalName(reg.Name); err != nil {
+		return Entry{}, "", refuse(CodeWordInvalidParams, "%v", err)
 	}
 	ep, err := endpoint.Normalize(reg.Endpoint)
 	if err != nil {
@@ -93,10 +93,10 @@ func (n *Node) RegisterLocal(ctx context.Context, peer jsonrpc.Peer, reg LocalRe
 			return Entry{}, "", err
 		}
 	}
-	token := newRegistrationToken()
+	token := state.NewToken()
 	now := n.cfg.Now()
 	lr := localRecord{Name: reg.Name, Capabilities: append([]string{}, reg.Capabilities...), Endpoint: ep, Version: reg.Version, UID: peer.UID,
-		PID: peer.PID, TokenHash: tokenHash(token), RegisteredAt: now.UTC(), ExpiresAt: now.Add(n.cfg.LocalTTL).UTC()}
+		PID: peer.PID, TokenHash: state.TokenHash(token), RegisteredAt: now.UTC(), ExpiresAt: now.Add(n.cfg.LocalTTL).UTC()}
 	raw, _ := json.Marshal(lr)
 	e := state.FromLocal(lr, raw)
 	n.wmu.Lock()
@@ -171,12 +171,15 @@ func (n *Node) Heartbeat(ctx context.Context, peer jsonrpc.Peer, name, token str
 	if !ok || !n.state.Live(e, now) {
 		return time.Time{}, refuse(CodeWordNotRegistered, "%q is not registered (register again)", name)
 	}
+	if !state.AdmittedHere(e.Entry, n.cfg.Machine, n.shared != nil) {
+		return time.Time{}, notAdmitted(name)
+	}
 	if peer.Transport != "unix" || !peer.HasCred || peer.UID != *n.cfg.UID {
 		return time.Time{}, refuse(CodeWordForeignUser, "only the node's own user may renew a local registration")
 	}
 	var lr localRecord
 	_ = json.Unmarshal(e.Raw, &lr)
-	if !owns(&lr, peer, token) {
+	if !lr.OwnedBy(peer.HasCred, peer.PID, token) {
 		return time.Time{}, refuse(CodeWordNotRegistrant, "%q was registered by another process: renew it with its registration_token, from the registrant, or register again", name)
 	}
 	lr.ExpiresAt = now.Add(n.cfg.LocalTTL).UTC()
@@ -203,7 +206,7 @@ func (n *Node) Unregister(ctx context.Context, peer jsonrpc.Peer, name, token st
 		return refuse(CodeWordForeignUser, "only the node's own user may remove a local registration over the Unix socket")
 	}
 	lr, had := n.liveLocal(state.LocalKey(name))
-	if had && !owns(&lr, peer, token) {
+	if had && !lr.OwnedBy(peer.HasCred, peer.PID, token) {
 		if token != "" || !n.endpointGone(ctx, lr.Endpoint) {
 			return refuse(CodeWordNotRegistrant, "%q was registered by another process, whose endpoint %s is still listening: only its registrant may unregister it", name, lr.Endpoint)
 		}
@@ -213,6 +216,9 @@ func (n *Node) Unregister(ctx context.Context, peer jsonrpc.Peer, name, token st
 	if cur, live := n.liveLocalLocked(state.LocalKey(name), n.cfg.Now()); live && (!had || cur.TokenHash != lr.TokenHash) {
 		return refuse(CodeWordNotRegistrant, "%q was registered again while this unregistration was checked", name)
 	}
+	if e, ok := n.state.Lookup(state.LocalKey(name)); ok && !state.AdmittedHere(e.Entry, n.cfg.Machine, n.shared != nil) {
+		return notAdmitted(name)
+	}
 	ok, err := n.deregisterLocked(ctx, state.LocalKey(name), EventDeregistered, "ipc.unregister")
 	if err != nil {
 		return err
@@ -221,6 +227,12 @@ func (n *Node) Unregister(ctx context.Context, peer jsonrpc.Peer, name, token st
 		return refuse(CodeWordNotRegistered, "%q is not registered", name)
 	}
 	return nil
+}
+
+// notAdmitted refuses to renew or remove a local registration this node
+// did not admit on its machine (state.AdmittedHere).
+func notAdmitted(name string) error {
+	return refuse(CodeWordNotRegistered, "%q is not a registration of this node: renew or remove it through the node it was registered with", name)
 }
 
 // ResolveName finds a live, trusted entry by name (local first, then a

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,15 +194,10 @@ func (n *Node) Invite(ctx context.Context, roles []string, maxValidity, tokenTTL
 	token = base64.RawURLEncoding.EncodeToString(b[:])
 	expires = n.cfg.Now().Add(tokenTTL)
 	val, _ := json.Marshal(inviteState{Roles: roles, MaxValidityHours: int(maxValidity / time.Hour), ExpiresAt: expires})
-	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindInvite, Key: tokenHash(token), Value: val, ExpiresAt: expires}}); err != nil {
+	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindInvite, Key: state.TokenHash(token), Value: val, ExpiresAt: expires}}); err != nil {
 		return "", time.Time{}, fmt.Errorf("registry: %w", err)
 	}
 	return token, expires, nil
-}
-
-func tokenHash(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(h[:])
 }
 
 // useInviteLocked consumes an invite; nil when unknown, used or expired.
@@ -213,7 +206,7 @@ func (n *Node) useInviteLocked(ctx context.Context, token string) (*inviteState,
 	if err != nil {
 		return nil, Op{}, err
 	}
-	h := tokenHash(token)
+	h := state.TokenHash(token)
 	for _, r := range rs {
 		if r.Key == h {
 			var inv inviteState

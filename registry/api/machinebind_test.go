@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
@@ -41,7 +43,15 @@ func loopbackName(t *testing.T) string {
 // is routed as before (local development keeps working), while a signed
 // descriptor posted from another machine naming the same kind of name is
 // refused at connect time: 403 endpoint_is_local, no connection.
-func TestSingleNodeNameToLoopback(t *testing.T) {
+func TestSingleNodeNameToLoopback(t *testing.T) { singleNodeNameToLoopback(t, "tcp") }
+
+// TestSingleNodeHTTPNameToLoopback is TestSingleNodeNameToLoopback over
+// the HTTP bridge: the router's HTTP client connects only when the call
+// is made, and its connect-time refusal is still the 403
+// endpoint_is_local answer, not provider_unreachable.
+func TestSingleNodeHTTPNameToLoopback(t *testing.T) { singleNodeNameToLoopback(t, "http") }
+
+func singleNodeNameToLoopback(t *testing.T, scheme string) {
 	name := loopbackName(t)
 	n, _, nodeSock := relayNode(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -57,18 +67,15 @@ func TestSingleNodeNameToLoopback(t *testing.T) {
 		accepted.Add(1)
 		return "reached", nil
 	})}, &jsonrpc.ServerOptions{Logger: quiet()})
-	sctx, scancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(sctx, l) }()
-	defer func() { scancel(); <-done }()
+	serveOn(t, srv, l, scheme)
 	port := l.Addr().(*net.TCPAddr).Port
-	register(t, nodeSock, "named", "tcp://"+net.JoinHostPort(name, strconv.Itoa(port)), "named.get")
+	register(t, nodeSock, "named", scheme+"://"+net.JoinHostPort(name, strconv.Itoa(port)), "named.get")
 
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	if _, err := n.Enroll(ctx, base64.StdEncoding.EncodeToString(pub), nil, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	d := descriptor.New("agent-1", n.Config().Network, pub, []string{"remote.get"}, descriptor.Endpoint{Host: name, Port: port, Scheme: "tcp"}, time.Now(), time.Hour)
+	d := descriptor.New("agent-1", n.Config().Network, pub, []string{"remote.get"}, descriptor.Endpoint{Host: name, Port: port, Scheme: scheme}, time.Now(), time.Hour)
 	if err := d.Sign(priv); err != nil {
 		t.Fatal(err)
 	}
@@ -94,4 +101,21 @@ func TestSingleNodeNameToLoopback(t *testing.T) {
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("the remote descriptor's call reached this machine's loopback %d time(s)", n)
 	}
+}
+
+// serveOn serves srv on l until the test ends: newline JSON-RPC for
+// "tcp", the HTTP bridge for "http".
+func serveOn(t *testing.T, srv *jsonrpc.Server, l net.Listener, scheme string) {
+	t.Helper()
+	if scheme == "http" {
+		hs := &http.Server{Handler: jhttp.Handler(srv), ReadHeaderTimeout: testTimeout}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = hs.Serve(l) }()
+		t.Cleanup(func() { hs.Close(); <-done })
+		return
+	}
+	sctx, scancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(sctx, l) }()
+	t.Cleanup(func() { scancel(); <-done })
 }

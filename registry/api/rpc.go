@@ -563,8 +563,8 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 			lastErr, elsewhere = localDestination(e), localDestination(e) // it resolved to this machine
 			continue
 		}
-		dialled = true
 		if err != nil {
+			dialled = true
 			n.DropIfGone(ctx, e, err) // the host stopped without unregistering
 			lastErr = fmt.Errorf("%s (%s): %w", e.Name, e.Endpoint, err)
 			continue
@@ -573,6 +573,12 @@ func (n *server) routeCall(ctx context.Context, capability, method string, param
 		if err == nil {
 			return res, hops, registry.RouteOK, nil
 		}
+		if errors.Is(err, endpoint.ErrLocalDestination) {
+			// The HTTP bridge connects only when called: the same refusal.
+			lastErr, elsewhere = localDestination(e), localDestination(e)
+			continue
+		}
+		dialled = true
 		if _, ok := jsonrpc.ErrorCode(err); ok {
 			return nil, hops, registry.RouteProviderError, err // the provider's own error, code preserved
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/capmesh/capmesh/internal/etcdtest"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
 )
@@ -138,4 +140,47 @@ func TestLoopbackSpellingsDialledOnlyOnTheirMachine(t *testing.T) {
 			t.Errorf("ipc.resolve of the remote descriptor at %s: %v, want %s", name, err, registry.CodeWordLocalEndpoint)
 		}
 	}
+}
+
+// TestHTTPNameToLoopbackRefusedElsewhere: a local registration of
+// machine 1 at an http:// URL whose host name resolves to loopback is
+// routed by machine 1's node and refused by machine 2's with the
+// machine-binding answer (403 endpoint_is_local), without a connection.
+// The HTTP bridge connects only when the call is made, so the refusal
+// used to come from the call, not the dial, and read −32011
+// provider_unreachable.
+func TestHTTPNameToLoopbackRefusedElsewhere(t *testing.T) {
+	name := loopbackName()
+	if name == "" {
+		t.Skip("no host name resolving to loopback here")
+	}
+	srv := etcdtest.Start(t)
+	a, ca := joinOn(t, srv, "/httpname/", "machine-1")
+	b, cb := joinOn(t, srv, "/httpname/", "machine-2")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	var conns atomic.Int64
+	ok := jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) { return "ok", nil })
+	js := jsonrpc.NewServer(jsonrpc.Map{
+		"identity.get": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+			return map[string]string{"primal": "named"}, nil
+		}),
+		"named.get": ok,
+	}, nil)
+	l := listen(t, "tcp", "127.0.0.1:0")
+	hs := &http.Server{Handler: jhttp.Handler(js), ReadHeaderTimeout: deadline}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hs.Serve(countListener{l, &conns}) }()
+	t.Cleanup(func() { hs.Close(); <-done })
+	ep := "http://" + net.JoinHostPort(name, strconv.Itoa(l.Addr().(*net.TCPAddr).Port)) + "/jsonrpc"
+	if _, _, err := a.RegisterLocal(ctx, localPeer(), registry.LocalRegistration{Name: "named", Capabilities: []string{"named.get"}, Endpoint: ep}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(b.Find("named.get", registry.FindOptions{})) == 1 })
+	var res string
+	if err := ca.Call(ctx, "named.get", map[string]any{}, &res); err != nil || res != "ok" {
+		t.Errorf("through a on machine 1: %q, %v", res, err)
+	}
+	before := conns.Load()
+	wantLocalRefusal(t, "through b on machine 2", cb.Call(ctx, "named.get", map[string]any{}, nil), &conns, before)
 }

@@ -224,7 +224,8 @@ func addRegistryHosts(ctx context.Context, c *compose.Composition, f *composeFla
 	if err != nil {
 		return cli.NetErr(err)
 	}
-	hosts, err := compose.FromRegistry(ctx, reg, opts)
+	// Another machine's registry names that machine's sockets.
+	hosts, err := compose.FromRegistry(endpoint.RegistryAnswers(ctx, addr), reg, opts)
 	reg.Close()
 	if err != nil {
 		return cli.NetErr(fmt.Errorf("%s: %w", addr, err))
