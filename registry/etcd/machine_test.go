@@ -120,7 +120,7 @@ func TestLocalEndpointDialledOnlyOnItsMachine(t *testing.T) {
 	srv := etcdtest.Start(t)
 	a, ca := joinOn(t, srv, "/machines/", "machine-1")
 	b, cb := joinOn(t, srv, "/machines/", "machine-2")
-	_, cc := joinOn(t, srv, "/machines/", "machine-1")
+	c, cc := joinOn(t, srv, "/machines/", "machine-1")
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 
@@ -138,8 +138,14 @@ func TestLocalEndpointDialledOnlyOnItsMachine(t *testing.T) {
 	if _, err := a.Register(ctx, signedAt(t, priv, []string{"kv.get"}, time.Now(), tcpL.Addr().(*net.TCPAddr).Port)); err != nil {
 		t.Fatal(err)
 	}
+	// b and c learn both through their own watches, each in its time.
 	waitFor(t, func() bool {
-		return len(b.Find("crypto.sign", registry.FindOptions{})) == 1 && len(b.Find("kv.get", registry.FindOptions{})) == 1
+		for _, n := range []*registry.Node{b, c} {
+			if len(n.Find("crypto.sign", registry.FindOptions{})) != 1 || len(n.Find("kv.get", registry.FindOptions{})) != 1 {
+				return false
+			}
+		}
+		return true
 	})
 
 	// Nodes started afterwards learn the machines from etcd's snapshot.
