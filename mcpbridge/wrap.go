@@ -103,6 +103,13 @@ type Bridge struct {
 	describe  func(Tool, *chp.CapabilityDescriptor)
 	progress  sync.Map // bridge token (string) → progressSink
 	refreshMu sync.Mutex
+	// refreshes are the tools/list_changed re-listings running; stop ends
+	// them, and Close waits for them. stopMu orders starting one against
+	// Close.
+	refreshes sync.WaitGroup
+	stopMu    sync.Mutex
+	stop      context.Context
+	stopNow   context.CancelFunc
 
 	mu       sync.Mutex // guards the tools
 	tools    []*Tool    // in name order
@@ -139,14 +146,25 @@ func Wrap(ctx context.Context, t mcp.Transport, cfg *WrapConfig) (*Bridge, error
 	if impl == nil {
 		impl = &mcp.Implementation{Name: "capmesh-mcpbridge", Version: "0.1.0"}
 	}
+	b.stop, b.stopNow = context.WithCancel(context.Background())
 	client := mcp.NewClient(impl, &mcp.ClientOptions{ProgressNotificationHandler: b.onProgress,
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { go b.refresh() }})
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			b.stopMu.Lock()
+			defer b.stopMu.Unlock()
+			if b.stop.Err() == nil {
+				b.refreshes.Go(b.refresh)
+			}
+		}})
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
+		b.stopRefreshes()
 		return nil, fmt.Errorf("mcpbridge: connect: %w", err)
 	}
+	b.refreshMu.Lock() // a list_changed may come during the handshake
 	b.cs = cs
+	b.refreshMu.Unlock()
 	if err := b.build(ctx, cfg); err != nil {
+		b.stopRefreshes()
 		cs.Close()
 		return nil, err
 	}
@@ -355,6 +373,8 @@ func (b *Bridge) Serve(ctx context.Context) error {
 		cancel()
 	}()
 	err := b.Host.Serve(sctx)
+	b.stopRefreshes()
+	defer b.refreshes.Wait()
 	if cerr := b.cs.Close(); cerr != nil {
 		b.log.Debug("mcpbridge: closing the MCP session", "err", cerr)
 	}
@@ -373,9 +393,19 @@ func (b *Bridge) Serve(ctx context.Context) error {
 
 // Close releases a bridge that never served: the host and the MCP session.
 func (b *Bridge) Close() error {
+	b.stopRefreshes()
 	herr := b.Host.Close()
 	cerr := b.cs.Close()
+	b.refreshes.Wait()
 	return errors.Join(herr, cerr)
+}
+
+// stopRefreshes ends the running tools/list_changed re-listings and lets
+// no new one start.
+func (b *Bridge) stopRefreshes() {
+	b.stopMu.Lock()
+	defer b.stopMu.Unlock()
+	b.stopNow()
 }
 
 // Link states the wrapped tools as a khoralabs capability link: agent id
@@ -608,7 +638,10 @@ func textOf(cs []mcp.Content) string {
 func (b *Bridge) refresh() {
 	b.refreshMu.Lock()
 	defer b.refreshMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if b.cs == nil {
+		return // during the handshake: build lists the tools next
+	}
+	ctx, cancel := context.WithTimeout(b.stop, 30*time.Second)
 	defer cancel()
 	latest, err := ListTools(ctx, b.cs, b.domain, nil)
 	if err != nil {
