@@ -6,34 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/capmesh/capmesh/compose"
 	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/internal/nettest"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
-
-// countConns accepts connections on l, counting them, and closes each.
-func countConns(t *testing.T, l net.Listener) *atomic.Int64 {
-	t.Helper()
-	var n atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
-	return &n
-}
 
 // TestFromRegistrySkipsWhatThisMachineMayNotDial: an entry the registry
 // marks "dialable": false is listed, not live, and not connected to; an
@@ -46,12 +26,12 @@ func TestFromRegistrySkipsWhatThisMachineMayNotDial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	elsewhere := countConns(t, ul)
+	elsewhere := nettest.CountAccepts(t, ul)
 	tl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	here := countConns(t, tl)
+	here := nettest.CountAccepts(t, tl)
 	port := strconv.Itoa(tl.Addr().(*net.TCPAddr).Port)
 	trusted := map[string]any{"trusted": true}
 	services := []map[string]any{
@@ -70,24 +50,9 @@ func TestFromRegistrySkipsWhatThisMachineMayNotDial(t *testing.T) {
 	if name != "" {
 		services = append(services, map[string]any{"primal_id": "named", "endpoint": "tcp://" + net.JoinHostPort(name, port), "trust": trusted})
 	}
-	srv := jsonrpc.NewServer(jsonrpc.Map{"ipc.list": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
-		return map[string]any{"services": services}, nil
-	})}, nil)
-	rl, err := net.Listen("unix", filepath.Join(dir, "node.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sctx, scancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(sctx, rl) }()
-	defer func() { scancel(); <-done }()
-	reg, err := jsonrpc.Dial(ctx, "unix", rl.Addr().String(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := listRegistry(t, ctx, filepath.Join(dir, "node.sock"), services)
 	hosts, err := compose.FromRegistry(ctx, reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -117,35 +82,20 @@ func TestFromRegistryOfAnotherMachineDialsNoLocalEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sockConns := countConns(t, ul)
+	sockConns := nettest.CountAccepts(t, ul)
 	tl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	loopConns := countConns(t, tl)
+	loopConns := nettest.CountAccepts(t, tl)
 	trusted := map[string]any{"trusted": true}
 	services := []map[string]any{
 		{"primal_id": "kv", "endpoint": "unix://" + ul.Addr().String(), "trust": trusted, "dialable": true},
 		{"primal_id": "loop", "endpoint": "tcp://" + tl.Addr().String(), "trust": trusted, "dialable": true},
 	}
-	srv := jsonrpc.NewServer(jsonrpc.Map{"ipc.list": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
-		return map[string]any{"services": services}, nil
-	})}, nil)
-	rl, err := net.Listen("unix", filepath.Join(dir, "node.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sctx, scancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(sctx, rl) }()
-	defer func() { scancel(); <-done }()
-	reg, err := jsonrpc.Dial(ctx, "unix", rl.Addr().String(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := listRegistry(t, ctx, filepath.Join(dir, "node.sock"), services)
 	hosts, err := compose.FromRegistry(endpoint.RegistryAnswers(ctx, "tcp://198.51.100.7:7070"), reg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -162,10 +112,33 @@ func TestFromRegistryOfAnotherMachineDialsNoLocalEntry(t *testing.T) {
 		t.Errorf("another machine's entries reached this machine: %d socket, %d loopback connection(s)", s, l)
 	}
 	// This machine's registry (over its Unix socket): both are dialled.
-	if _, err := compose.FromRegistry(endpoint.RegistryAnswers(ctx, rl.Addr().String()), reg, nil); err != nil {
+	if _, err := compose.FromRegistry(endpoint.RegistryAnswers(ctx, filepath.Join(dir, "node.sock")), reg, nil); err != nil {
 		t.Fatal(err)
 	}
 	if s, l := sockConns.Load(), loopConns.Load(); s != 1 || l != 1 {
 		t.Errorf("this machine's registry: %d socket, %d loopback connection(s), want 1 each", s, l)
 	}
+}
+
+// listRegistry serves ipc.list answering services on a Unix socket at
+// path until the test ends, and returns a client of it.
+func listRegistry(t *testing.T, ctx context.Context, path string, services []map[string]any) *jsonrpc.Client {
+	t.Helper()
+	srv := jsonrpc.NewServer(jsonrpc.Map{"ipc.list": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
+		return map[string]any{"services": services}, nil
+	})}, nil)
+	rl, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(sctx, rl) }()
+	t.Cleanup(func() { scancel(); <-done })
+	reg, err := jsonrpc.Dial(ctx, "unix", rl.Addr().String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	return reg
 }

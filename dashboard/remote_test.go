@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/internal/nettest"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/jsonrpc/jhttp"
 )
@@ -37,20 +37,7 @@ func TestComposeOfAnotherMachinesNodeDialsNoLocalEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conns atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ul.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ul.Close(); <-done })
+	conns := nettest.CountAccepts(t, ul)
 	node := jsonrpc.NewServer(jsonrpc.Map{"ipc.list": jsonrpc.HandlerFunc(func(context.Context, *jsonrpc.Request) (any, error) {
 		return map[string]any{"services": []map[string]any{{"primal_id": "kv", "endpoint": "unix://" + sock, "capabilities": []string{"kv.get"}, "trust": map[string]any{"trusted": true}, "dialable": true}}}, nil
 	})}, nil)

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/capmesh/capmesh/endpoint"
+	"github.com/capmesh/capmesh/internal/nettest"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -56,26 +56,6 @@ func TestNodeCapabilitiesSkipsWhatThisMachineMayNotDial(t *testing.T) {
 	}
 }
 
-// countAccepts accepts connections on l, counting them, and closes each.
-func countAccepts(t *testing.T, l net.Listener) *atomic.Int64 {
-	t.Helper()
-	var n atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
-	return &n
-}
-
 // servedList serves ipc.list answering services on l until the test ends.
 func servedList(t *testing.T, l net.Listener, services []map[string]any) {
 	t.Helper()
@@ -111,12 +91,12 @@ func TestNodeCapabilitiesOfAnotherMachineDialsNoLocalEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sockConns := countAccepts(t, ul)
+	sockConns := nettest.CountAccepts(t, ul)
 	tl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	loopConns := countAccepts(t, tl)
+	loopConns := nettest.CountAccepts(t, tl)
 	trusted := map[string]any{"trusted": true}
 	services := []map[string]any{
 		{"primal_id": "kv", "endpoint": "unix://" + ul.Addr().String(), "trust": trusted, "dialable": true},
@@ -174,7 +154,7 @@ func TestDialNeverReachesThisMachineThroughAName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conns := countAccepts(t, l)
+	conns := nettest.CountAccepts(t, l)
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	if c, err := Dial(ctx, "tcp://"+net.JoinHostPort(name, port)); !errors.Is(err, endpoint.ErrLocalDestination) {
 		if c != nil {

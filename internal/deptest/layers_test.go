@@ -43,6 +43,7 @@ var layers = map[string]layer{
 	"tracing":                   foundation,
 	"internal/errcatalog":       foundation,
 	"internal/etcdtest":         foundation,
+	"internal/nettest":          foundation,
 	"jsonrpc/internal/jsontext": foundation,
 	"canonical/govalue":         foundation,
 	"canonical/pydantic":        foundation,
