@@ -88,7 +88,9 @@ func rand8() string { return fmt.Sprint(time.Now().UnixNano() % 1e8) }
 // invocation under its own random correlation as the boundary draws one.
 func governedBodies(t testing.TB, n int, safety governance.SafetyEvaluator) [][]byte {
 	var out [][]byte
-	for _, b := range governedBlocks(t, n, safety) {
+	blocks := governedBlocks(t, n, safety)
+	for i := range blocks {
+		b := &blocks[i]
 		out = append(out, rawBlock("", 0, b.recs, b.results, b.results[0].At))
 	}
 	return out
@@ -160,7 +162,8 @@ func BenchmarkEncodeBlock(b *testing.B) {
 func BenchmarkDecodeBlock(b *testing.B) {
 	blocks := governedBlocks(b, 64, boundary.FixtureSafety())
 	rows := make([]blockRow, len(blocks))
-	for i, blk := range blocks {
+	for i := range blocks {
+		blk := &blocks[i]
 		at := blk.results[0].At
 		rows[i] = blockRow{last: blk.recs[len(blk.recs)-1].Sequence, resAt: at, body: must(encodeBlock("", 0, blk.recs, blk.results, at))}
 	}

@@ -20,7 +20,9 @@
 // their bytes) with the
 // results recorded for its invocations (PutResult finds the queued block
 // whose last record names the invocation id), and one row per result no
-// such block carries.
+// such block carries. Each caller of Sync encodes its own row before it
+// waits, while the commit before it is in flight, so a commit mostly
+// finds its rows ready.
 //
 // Schema (created on first Open, in the DSN's search_path):
 //
@@ -63,6 +65,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -200,6 +203,20 @@ type block struct {
 	recs    []evidence.Record // in sequence order, chained
 	prevSeq uint64            // the record before the first (0: none)
 	results []evidence.Result // recorded after the records, their data copied
+	// pre is the body of the row this block starts, encoded by a caller
+	// of Sync ahead of the commit (see precompress).
+	pre atomic.Pointer[encoded]
+}
+
+// encoded is a row's body encoded ahead of its commit: it serves the
+// commit's row starting at the same block when that row still holds
+// exactly recs records and results results (blocks never lose records,
+// and a row's blocks follow from its first: each extends the one
+// before).
+type encoded struct {
+	recs, results int
+	body          []byte
+	err           error
 }
 
 // result is one queued result that no queued block carries; its data is
@@ -607,6 +624,7 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 // everything queued before the call is committed, or with the error of the
 // commit that held record seq if that commit failed.
 func (s *Store) Sync(ctx context.Context, seq uint64) error {
+	s.precompress(seq)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -645,6 +663,85 @@ func (s *Store) syncLocked(ctx context.Context, target, seq uint64) error {
 		}
 	}
 	return nil
+}
+
+// precompress encodes, on the calling goroutine, the row that the block
+// holding record seq will be written in, unless a commit has taken it:
+// the row of that block and the queued blocks of its correlation it
+// extends, as columns will lay them out. A caller of Sync does this while
+// the commit before its own is in flight, so the commit that takes the
+// row finds it encoded: compression is off the path from one commit to
+// the next, which otherwise waits for a whole batch's worth of it.
+func (s *Store) precompress(seq uint64) {
+	s.mu.Lock()
+	first, row := s.rowOf(seq)
+	s.mu.Unlock()
+	if first == nil {
+		return
+	}
+	e := &encoded{recs: len(row.recs), results: len(row.results)}
+	e.body, e.err = encodeRow(row)
+	first.pre.Store(e)
+}
+
+// rowOf returns the queued block, not yet taken by a commit, that starts
+// the row holding record seq, and a copy of that row as columns will lay
+// it out (the block and the queued blocks of its correlation that extend
+// it, merged); nil when the block of seq is not among the last carryScan
+// queued. Call with mu held.
+func (s *Store) rowOf(seq uint64) (*block, *block) {
+	at := len(s.queue) - 1
+	for ; ; at-- {
+		if at < max(0, len(s.queue)-carryScan) || s.queue[at].pos <= s.taken {
+			return nil, nil
+		}
+		if b := s.queue[at].blk; b != nil && b.recs[0].Sequence <= seq && seq <= lastSeq(b) {
+			break
+		}
+	}
+	corr := s.queue[at].blk.recs[0].CorrelationID
+	of := func(i int) *block {
+		if b := s.queue[i].blk; b != nil && b.recs[0].CorrelationID == corr {
+			return b
+		}
+		return nil
+	}
+	first := at
+	for i := at - 1; i >= 0 && s.queue[i].pos > s.taken; i-- {
+		if b := of(i); b != nil {
+			if lastSeq(b) != s.queue[first].blk.prevSeq {
+				break // columns starts a new row after b
+			}
+			first = i
+		}
+	}
+	row := &block{prevSeq: s.queue[first].blk.prevSeq}
+	for i := first; i < len(s.queue); i++ {
+		b := of(i)
+		if b == nil {
+			continue
+		}
+		if i != first && b.prevSeq != lastSeq(row) {
+			break
+		}
+		// Clipped, so that merging copies and never writes into a
+		// block's arrays.
+		row.recs = append(slices.Clip(row.recs), b.recs...)
+		row.results = append(slices.Clip(row.results), b.results...)
+	}
+	return s.queue[first].blk, row
+}
+
+// lastSeq is the sequence of b's last record.
+func lastSeq(b *block) uint64 { return b.recs[len(b.recs)-1].Sequence }
+
+// encodeRow is the body of the row b.
+func encodeRow(b *block) ([]byte, error) {
+	var at time.Time
+	if len(b.results) > 0 {
+		at = newest(b.results)
+	}
+	return encodeBlock(b.recs[0].PrevHash, b.prevSeq, b.recs, b.results, at)
 }
 
 // commit writes everything queued in one statement and resolves it:
@@ -710,12 +807,14 @@ func (s *Store) commit() {
 // columns lays a batch out as insertSQL's parameters: one row per
 // correlation (its blocks in the batch merged, as they are consecutive in
 // its chain, with the results they carry) and one per result no block
-// carries. The rows are compressed here, on every processor.
+// carries. Rows encoded ahead by precompress are taken as they are; the
+// rest are encoded here.
 func columns(batch []item) ([]any, error) {
 	var (
-		rows  []*block
-		open  = map[string]*block{} // the row of each correlation so far
-		alone []*result
+		rows   []*block
+		firsts []*block              // the queued block each row starts with
+		open   = map[string]*block{} // the row of each correlation so far
+		alone  []*result
 	)
 	for _, it := range batch {
 		if r := it.res; r != nil {
@@ -731,9 +830,9 @@ func columns(batch []item) ([]any, error) {
 		}
 		m := &block{recs: slices.Clip(b.recs), prevSeq: b.prevSeq, results: slices.Clip(b.results)}
 		open[corr] = m
-		rows = append(rows, m)
+		rows, firsts = append(rows, m), append(firsts, b)
 	}
-	bodies, results, err := compressAll(rows, alone)
+	bodies, results, err := compressAll(rows, firsts, alone)
 	if err != nil {
 		return nil, err
 	}
@@ -765,31 +864,45 @@ func newest(results []evidence.Result) time.Time {
 	return t
 }
 
-// compressAll encodes the rows' bodies and the lone results' on up to
-// GOMAXPROCS goroutines.
-func compressAll(rows []*block, alone []*result) (bodies, results [][]byte, err error) {
+// compressAll encodes the rows' bodies and the lone results', taking the
+// body of a row encoded ahead (by precompress; firsts[i] is the queued
+// block row i starts with) when it still holds what it was encoded from.
+// What is left is encoded on the calling goroutine and, when there is
+// much, on up to GOMAXPROCS-1 more: a commit waits for it, and a helper
+// goroutine waits behind every caller's runnable work to be scheduled.
+func compressAll(rows, firsts []*block, alone []*result) (bodies, results [][]byte, err error) {
 	bodies, results = make([][]byte, len(rows)), make([][]byte, len(alone))
-	n := len(rows) + len(alone)
-	errs := make([]error, n)
-	workers := min(runtime.GOMAXPROCS(0), (n+7)/8)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				if i < len(rows) {
-					b := rows[i]
-					var at time.Time
-					if len(b.results) > 0 {
-						at = newest(b.results)
-					}
-					bodies[i], errs[i] = encodeBlock(b.recs[0].PrevHash, b.prevSeq, b.recs, b.results, at)
-					continue
-				}
-				r := alone[i-len(rows)].r
-				results[i-len(rows)], errs[i] = encodeResult(r.InvocationID, r.Data)
+	var left []int // rows, then lone results (len(rows)+i)
+	for i, b := range rows {
+		if e := firsts[i].pre.Load(); e != nil && e.recs == len(b.recs) && e.results == len(b.results) {
+			if e.err != nil {
+				return nil, nil, e.err
 			}
-		})
+			bodies[i] = e.body
+			continue
+		}
+		left = append(left, i)
 	}
+	for i := range alone {
+		left = append(left, len(rows)+i)
+	}
+	errs := make([]error, len(left))
+	encode := func(w, workers int) {
+		for k := w; k < len(left); k += workers {
+			if i := left[k]; i < len(rows) {
+				bodies[i], errs[k] = encodeRow(rows[i])
+			} else {
+				r := alone[i-len(rows)].r
+				results[i-len(rows)], errs[k] = encodeResult(r.InvocationID, r.Data)
+			}
+		}
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(left)/8))
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { encode(w, workers) })
+	}
+	encode(0, workers)
 	wg.Wait()
 	return bodies, results, errors.Join(errs...)
 }

@@ -1,0 +1,140 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/postgres/pgtest"
+	"github.com/capmesh/capmesh/evidence/storetest"
+)
+
+// rowBody is the body columns lays out for the row of corr among the
+// queued items, and the records it decodes to.
+func rowBody(t *testing.T, s *Store, corr string) ([]byte, []evidence.Record) {
+	t.Helper()
+	s.mu.Lock()
+	batch := slices.Clone(s.queue)
+	s.mu.Unlock()
+	cols, err := columns(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrs, prevs, lasts, bodies := cols[0].([]string), cols[1].([]int64), cols[2].([]int64), cols[3].([][]byte)
+	for i, c := range corrs {
+		if c != corr {
+			continue
+		}
+		at := cols[6].([]pgtype.Timestamptz)[i]
+		recs, err := decodeBlock(corr, blockRow{prev: uint64(prevs[i]), last: uint64(lasts[i]), body: bodies[i], resAt: at.Time})
+		if err != nil {
+			t.Fatalf("the row of %s does not decode: %v", corr, err)
+		}
+		return bodies[i], recs
+	}
+	t.Fatalf("no row of %s", corr)
+	return nil, nil
+}
+
+// TestPrecompressedRows: Sync's caller encodes the row its record will be
+// written in — the blocks of its correlation queued before and after the
+// record's, skipping other correlations' — and the commit takes that body
+// as it is; when the row gained a block or a result since, the commit
+// encodes it again, and what is stored is the whole row either way.
+func TestPrecompressedRows(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	a1, err := s.Append(ctx, storetest.Event("A", "e", "1"), storetest.Event("A", "e", "2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, storetest.Event("B", "e", "3")); err != nil {
+		t.Fatal(err)
+	}
+	a2, err := s.Append(ctx, storetest.Event("A", "e", "4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The record of the second block of A: the row starts at the first.
+	s.precompress(a2[0].Sequence)
+	s.mu.Lock()
+	first := s.queue[0].blk
+	s.mu.Unlock()
+	pre := first.pre.Load()
+	if pre == nil || pre.recs != 3 || pre.err != nil {
+		t.Fatalf("precompressed %+v, want the row of A's 3 records", pre)
+	}
+	body, recs := rowBody(t, s, "A")
+	if &body[0] != &pre.body[0] {
+		t.Fatal("the commit encoded again a row that was encoded ahead")
+	}
+	if len(recs) != 3 || recs[2].ContentHash != a2[0].ContentHash || recs[0].ContentHash != a1[0].ContentHash {
+		t.Fatalf("the precompressed row decodes to %d records", len(recs))
+	}
+
+	// A result rides with A's last block after the row was encoded.
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "4", At: time.Now(), Data: []byte(`{"r":4}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := rowBody(t, s, "A"); &body[0] == &pre.body[0] {
+		t.Fatal("the commit took a body encoded before the row's result")
+	}
+	// And a block extends the row.
+	a3, err := s.Append(ctx, storetest.Event("A", "e", "5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.precompress(a2[0].Sequence) // the same row, now larger
+	if p := first.pre.Load(); p == pre || p.recs != 4 || p.results != 1 {
+		t.Fatalf("encoded again: %+v, want 4 records and a result", p)
+	}
+	a4, err := s.Append(ctx, storetest.Event("A", "e", "6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, recs := rowBody(t, s, "A"); len(recs) != 5 || recs[4].ContentHash != a4[0].ContentHash {
+		t.Fatalf("the row decodes to %d records, want 5", len(recs))
+	}
+
+	if err := s.Sync(ctx, a4[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Replay(ctx, evidence.Query{CorrelationID: "A"})
+	if err != nil || len(got) != 5 || verify(got) != nil || got[3].ContentHash != a3[0].ContentHash {
+		t.Fatalf("replay: %d records, %v, chain %v", len(got), err, verify(got))
+	}
+	var results int
+	if err := s.Results(ctx, time.Time{}, func(evidence.Result) bool { results++; return true }); err != nil || results != 1 {
+		t.Fatalf("%d results (%v), want 1", results, err)
+	}
+}
+
+// TestPrecompressTaken: a record whose block a commit has taken, or that
+// is not queued, is not encoded again.
+func TestPrecompressTaken(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	a, err := s.Append(ctx, storetest.Event("A", "e", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	blk := s.queue[0].blk
+	s.taken = s.pos // as a commit in flight does
+	s.mu.Unlock()
+	s.precompress(a[0].Sequence)
+	s.precompress(a[0].Sequence + 1000)
+	if blk.pre.Load() != nil {
+		t.Fatal("a taken block was encoded ahead")
+	}
+	if err := s.Sync(ctx, a[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+}
