@@ -111,7 +111,7 @@ CREATE OR REPLACE FUNCTION evidence_blocks_chain() RETURNS trigger LANGUAGE plpg
 	RETURN NEW;
 	END$$;
 CREATE OR REPLACE TRIGGER evidence_blocks_chain BEFORE INSERT ON evidence_blocks
-	FOR EACH ROW EXECUTE FUNCTION evidence_blocks_chain();
+	FOR EACH ROW WHEN (NEW.prev_seq <> 0) EXECUTE FUNCTION evidence_blocks_chain();
 CREATE OR REPLACE TRIGGER evidence_blocks_no_change BEFORE UPDATE OR DELETE ON evidence_blocks
 	FOR EACH ROW EXECUTE FUNCTION evidence_append_only();
 CREATE OR REPLACE TRIGGER evidence_blocks_no_truncate BEFORE TRUNCATE ON evidence_blocks
