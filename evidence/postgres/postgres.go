@@ -183,9 +183,14 @@ type Store struct {
 	queue    []item // queued, not yet committed, in order
 	heads    map[string]head
 	gen      uint64 // bumped whenever cached heads are dropped
-	resolved uint64 // items up to this position are committed or failed
-	taken    uint64 // items up to this position are being committed (or resolved)
-	syncing  bool   // a leader is committing
+	// resolved: items up to this position are committed or failed.
+	// Written under mu, after the failure of a failed commit is recorded
+	// (nfail first), so that a waiter that loads it without mu and finds
+	// nfail 0 knows that nothing it waited for failed.
+	resolved atomic.Uint64
+	nfail    atomic.Uint64 // commits that failed since Open
+	taken    uint64        // items up to this position are being committed (or resolved)
+	syncing  bool          // a leader is committing
 	done     chan struct{}
 	failures []failure // the latest failed commits
 }
@@ -569,7 +574,7 @@ func (s *Store) reserve(ctx context.Context, floor, n uint64) error {
 func (s *Store) pruneHeads() {
 	s.gen++
 	for corr, h := range s.heads {
-		if h.pos <= s.resolved {
+		if h.pos <= s.resolved.Load() {
 			delete(s.heads, corr)
 		}
 		if len(s.heads) <= headCacheSize/2 {
@@ -622,29 +627,44 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 
 // Sync implements evidence.Store with group commit: it returns once
 // everything queued before the call is committed, or with the error of the
-// commit that held record seq if that commit failed.
+// commit that held record seq if that commit failed. A caller woken by the
+// end of the commit it waited for returns without taking the store's lock
+// (every caller of a commit wakes at once).
 func (s *Store) Sync(ctx context.Context, seq uint64) error {
 	s.precompress(seq)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return evidence.ErrClosed
 	}
-	return s.syncLocked(ctx, s.pos, seq)
+	target := s.pos
+	for s.resolved.Load() < target {
+		if !s.syncing {
+			s.lead()
+			continue
+		}
+		done := s.done
+		s.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if s.resolved.Load() >= target {
+			return s.failure(seq)
+		}
+		s.mu.Lock()
+	}
+	s.mu.Unlock()
+	return s.failure(seq)
 }
 
-// syncLocked waits until target is resolved, leading a commit when none
-// runs; call with mu held.
+// syncLocked is Sync for Close: it waits until target is resolved, leading
+// a commit when none runs; call with mu held.
 func (s *Store) syncLocked(ctx context.Context, target, seq uint64) error {
-	for s.resolved < target {
+	for s.resolved.Load() < target {
 		if !s.syncing {
-			s.syncing = true
-			s.mu.Unlock()
-			s.commit()
-			s.mu.Lock()
-			s.syncing = false
-			close(s.done)
-			s.done = make(chan struct{})
+			s.lead()
 			continue
 		}
 		done := s.done
@@ -657,6 +677,34 @@ func (s *Store) syncLocked(ctx context.Context, target, seq uint64) error {
 		}
 		s.mu.Lock()
 	}
+	return s.failureLocked(seq)
+}
+
+// lead runs one commit as its leader and wakes its waiters; call with mu
+// held and no commit running.
+func (s *Store) lead() {
+	s.syncing = true
+	s.mu.Unlock()
+	s.commit()
+	s.mu.Lock()
+	s.syncing = false
+	close(s.done)
+	s.done = make(chan struct{})
+}
+
+// failure is the error of the failed commit that held record seq, or nil;
+// it takes mu only when a commit has failed since Open.
+func (s *Store) failure(seq uint64) error {
+	if s.nfail.Load() == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failureLocked(seq)
+}
+
+// failureLocked is failure; call with mu held.
+func (s *Store) failureLocked(seq uint64) error {
 	for _, f := range s.failures {
 		if f.lo <= seq && seq <= f.hi {
 			return f.err
@@ -754,7 +802,9 @@ func (s *Store) commit() {
 	s.mu.Unlock()
 	if len(batch) == 0 {
 		s.mu.Lock()
-		s.resolved = max(s.resolved, end)
+		if end > s.resolved.Load() {
+			s.resolved.Store(end)
+		}
 		s.mu.Unlock()
 		return
 	}
@@ -771,8 +821,8 @@ func (s *Store) commit() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.resolved.Store(end) // after the failure is recorded: see resolved
 	s.queue = append(s.queue[:0:0], s.queue[len(batch):]...)
-	s.resolved = end
 	if err == nil {
 		return
 	}
@@ -790,6 +840,7 @@ func (s *Store) commit() {
 		f.lo = 0 // results only: fail every Sync of this round
 	}
 	s.failures = append(s.failures, f)
+	s.nfail.Add(1)
 	if len(s.failures) > maxFailures {
 		s.failures = slices.Delete(s.failures, 0, len(s.failures)-maxFailures)
 	}
