@@ -179,10 +179,15 @@ type Store struct {
 	closed   bool
 	seq      uint64 // LastSequence
 	next, hi uint64 // the reserved block: next free sequence .. hi (none when next > hi)
-	pos      uint64 // items queued since Open
-	queue    []item // queued, not yet committed, in order
-	heads    map[string]head
-	gen      uint64 // bumped whenever cached heads are dropped
+	// spareLo..spareHi is a block reserved ahead (spareHi 0: none), by
+	// the reservation in flight (reserving) when there is one.
+	spareLo, spareHi uint64
+	reserving        *reservation
+	reservations     sync.WaitGroup // reservations in flight, for Close
+	pos              uint64         // items queued since Open
+	queue            []item         // queued, not yet committed, in order
+	heads            map[string]head
+	gen              uint64 // bumped whenever cached heads are dropped
 	// resolved: items up to this position are committed or failed.
 	// Written under mu, after the failure of a failed commit is recorded
 	// (nfail first), so that a waiter that loads it without mu and finds
@@ -236,6 +241,10 @@ type head struct {
 	hash string
 	seq  uint64
 	pos  uint64
+	// sealing is set while an Append seals the records that will be the
+	// head (hash is not known yet), and closed when it is done: an Append
+	// of the same correlation waits for it.
+	sealing chan struct{}
 }
 
 // failure is a commit that failed: the sequences of its records.
@@ -377,7 +386,25 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 			s.mu.Unlock()
 			continue
 		}
-		out, err := s.seal(ctx, batch, found)
+		pl, wait, res := s.place(batch, found)
+		s.mu.Unlock()
+		if res != nil {
+			wait = res.done
+		}
+		if wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if res != nil && res.err != nil {
+				return nil, fmt.Errorf("evidence postgres: append: %w", res.err)
+			}
+			continue
+		}
+		out, blocks, err := seal(batch, pl)
+		s.mu.Lock()
+		err = s.queueSealed(pl, blocks, err)
 		s.mu.Unlock()
 		if err != nil {
 			return nil, fmt.Errorf("evidence postgres: append: %w", err)
@@ -492,30 +519,63 @@ func scanBlock(rows pgx.Rows, pre ...any) (blockRow, error) {
 	return row, nil
 }
 
-// seal places and seals the batch and queues it as blocks, one per
-// correlation; call with mu held.
-func (s *Store) seal(ctx context.Context, batch []evidence.Pending, found map[string]head) ([]evidence.Record, error) {
-	headOf := func(c string) head {
-		if h, ok := s.heads[c]; ok {
-			return h
-		}
-		return found[c]
-	}
+// placement is where place put a batch: its sequences from first, and
+// the head each of its correlations extends.
+type placement struct {
+	first, n uint64
+	heads    map[string]head // by correlation, in the order of corrs
+	corrs    []string
+	done     chan struct{} // closed by queueSealed: the batch's heads are known
+}
+
+// place takes the batch's sequences and marks its correlations' heads as
+// being sealed, so that the records can be sealed without mu (a
+// correlation's next records wait for them, no one else does). When
+// another Append is sealing the head of one of the batch's correlations,
+// it returns what to wait for before trying again instead, and when the
+// batch needs sequences not reserved yet, the reservation to wait for.
+// Call with mu held.
+func (s *Store) place(batch []evidence.Pending, found map[string]head) (*placement, chan struct{}, *reservation) {
+	pl := &placement{heads: map[string]head{}}
 	// Every record must come after its correlation's head, which another
 	// writer may have placed beyond this store's block.
 	var floor uint64
 	for i := range batch {
-		floor = max(floor, headOf(batch[i].CorrelationID).seq)
+		c := batch[i].CorrelationID
+		if _, ok := pl.heads[c]; ok {
+			continue
+		}
+		h, ok := s.heads[c]
+		if !ok {
+			h = found[c]
+		}
+		if h.sealing != nil {
+			return nil, h.sealing, nil
+		}
+		pl.heads[c], pl.corrs = h, append(pl.corrs, c)
+		floor = max(floor, h.seq)
 	}
 	n := uint64(len(batch))
-	if s.next > s.hi || s.hi-s.next+1 < n || s.next <= floor {
-		if err := s.reserve(ctx, floor, n); err != nil {
-			return nil, err
-		}
+	if !s.haveSeqs(floor, n) {
+		return nil, nil, s.reserve(floor, n)
 	}
+	pl.first, pl.n, pl.done = s.next, n, make(chan struct{})
+	s.next += n
+	if s.hi-s.next+1 < uint64(s.opts.Block)/2 && s.spareHi == 0 && s.reserving == nil {
+		s.reserve(0, 0) // the next block, before this one runs out
+	}
+	for _, c := range pl.corrs {
+		s.heads[c] = head{sealing: pl.done}
+	}
+	return pl, nil, nil
+}
+
+// seal seals the batch at its placement, without the store's lock, into
+// one block per correlation.
+func seal(batch []evidence.Pending, pl *placement) ([]evidence.Record, []*block, error) {
 	out := make([]evidence.Record, len(batch))
-	var blocks []*block
-	byCorr := map[string]*block{}
+	blocks := make([]*block, 0, len(pl.corrs))
+	byCorr := make(map[string]*block, len(pl.corrs))
 	for i := range batch {
 		p := &batch[i]
 		b := byCorr[p.CorrelationID]
@@ -523,22 +583,48 @@ func (s *Store) seal(ctx context.Context, batch []evidence.Pending, found map[st
 		if b != nil {
 			prev = b.recs[len(b.recs)-1].ContentHash
 		} else {
-			h := headOf(p.CorrelationID)
+			h := pl.heads[p.CorrelationID]
 			b = &block{prevSeq: h.seq}
 			byCorr[p.CorrelationID] = b
 			blocks = append(blocks, b)
 			prev = h.hash
 		}
-		seq := s.next + uint64(i)
+		seq := pl.first + uint64(i)
 		hash, data, err := evidence.SealAppend(nil, p, seq, prev)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := evidence.CheckHash(i, hash); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out[i] = evidence.Record{Sequence: seq, CorrelationID: p.CorrelationID, EventType: p.EventType, ContentHash: hash, PrevHash: prev, Data: data}
 		b.recs = append(b.recs, out[i])
+	}
+	return out, blocks, nil
+}
+
+// queueSealed queues the blocks seal made of a batch placed at pl, and
+// makes their last records the heads of their correlations; when sealing
+// failed (err) or the store closed meanwhile, it queues nothing and puts
+// back the heads the queue and the database hold. Either way the
+// correlations are no longer being sealed. Call with mu held.
+func (s *Store) queueSealed(pl *placement, blocks []*block, err error) error {
+	defer close(pl.done)
+	if err == nil && s.closed {
+		err = evidence.ErrClosed
+	}
+	if err != nil {
+		if s.next == pl.first+pl.n {
+			s.next = pl.first // no one placed after: no gap
+		}
+		for _, c := range pl.corrs {
+			if h := s.queuedHead(c); h != nil {
+				s.heads[c] = *h
+			} else {
+				delete(s.heads, c) // committed, or none: read it again
+			}
+		}
+		return err
 	}
 	for _, b := range blocks {
 		s.pos++
@@ -546,27 +632,79 @@ func (s *Store) seal(ctx context.Context, batch []evidence.Pending, found map[st
 		last := b.recs[len(b.recs)-1]
 		s.heads[last.CorrelationID] = head{hash: last.ContentHash, seq: last.Sequence, pos: s.pos}
 	}
-	s.next += n
-	s.seq = max(s.seq, s.next-1)
+	s.seq = max(s.seq, pl.first+pl.n-1)
 	if len(s.heads) > headCacheSize {
 		s.pruneHeads()
 	}
-	return out, nil
+	return nil
 }
 
-// reserve takes a new block of at least n sequences, all above floor;
-// call with mu held.
-func (s *Store) reserve(ctx context.Context, floor, n uint64) error {
-	size := max(n, uint64(s.opts.Block))
-	var end int64
-	err := s.pool.QueryRow(ctx, `UPDATE evidence_meta SET next_seq = greatest(next_seq, $1) + $2 RETURNING next_seq`,
-		int64(floor), int64(size)).Scan(&end)
-	if err != nil {
-		return fmt.Errorf("reserving sequences: %w", err)
+// queuedHead is the head of correlation c among the queued blocks, if any
+// is queued. Call with mu held.
+func (s *Store) queuedHead(c string) *head {
+	for i := len(s.queue) - 1; i >= 0; i-- {
+		if b := s.queue[i].blk; b != nil && b.recs[0].CorrelationID == c {
+			last := b.recs[len(b.recs)-1]
+			return &head{hash: last.ContentHash, seq: last.Sequence, pos: s.queue[i].pos}
+		}
 	}
-	s.hi = uint64(end)
-	s.next = s.hi - size + 1
 	return nil
+}
+
+// reservation is a block of sequences being reserved in the database.
+type reservation struct {
+	done chan struct{} // closed when it ended
+	err  error         // why it failed, once done
+}
+
+// haveSeqs makes the current block hold n sequences above floor, taking
+// the block reserved ahead when the current one cannot; it reports
+// whether it could. Call with mu held.
+func (s *Store) haveSeqs(floor, n uint64) bool {
+	fits := func(lo, hi uint64) bool { return lo <= hi && hi-lo+1 >= n && lo > floor }
+	if fits(s.next, s.hi) {
+		return true
+	}
+	if s.spareHi != 0 && fits(s.spareLo, s.spareHi) {
+		s.next, s.hi = s.spareLo, s.spareHi
+		s.spareLo, s.spareHi = 0, 0
+		return true
+	}
+	return false
+}
+
+// reserve starts reserving, without mu, a block of at least n sequences
+// (and Options.Block) above floor, which becomes the block reserved
+// ahead, unless a reservation is in flight; it returns the one in flight.
+// No lock is held across the database's round trip: appends go on from
+// the current block meanwhile, and those that need the new one wait for
+// it. Call with mu held.
+func (s *Store) reserve(floor, n uint64) *reservation {
+	if s.reserving != nil {
+		return s.reserving
+	}
+	r := &reservation{done: make(chan struct{})}
+	s.reserving = r
+	s.reservations.Add(1)
+	go func() {
+		defer s.reservations.Done()
+		size := max(n, uint64(s.opts.Block))
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+		defer cancel()
+		var end int64
+		err := s.pool.QueryRow(ctx, `UPDATE evidence_meta SET next_seq = greatest(next_seq, $1) + $2 RETURNING next_seq`,
+			int64(floor), int64(size)).Scan(&end)
+		s.mu.Lock()
+		if err != nil {
+			r.err = fmt.Errorf("reserving sequences: %w", err)
+		} else {
+			s.spareLo, s.spareHi = uint64(end)-size+1, uint64(end)
+		}
+		s.reserving = nil
+		s.mu.Unlock()
+		close(r.done)
+	}()
+	return r
 }
 
 // pruneHeads drops cached heads whose records are committed; call with mu
@@ -574,7 +712,7 @@ func (s *Store) reserve(ctx context.Context, floor, n uint64) error {
 func (s *Store) pruneHeads() {
 	s.gen++
 	for corr, h := range s.heads {
-		if h.pos <= s.resolved.Load() {
+		if h.sealing == nil && h.pos <= s.resolved.Load() {
 			delete(s.heads, corr)
 		}
 		if len(s.heads) <= headCacheSize/2 {
@@ -844,7 +982,13 @@ func (s *Store) commit() {
 	if len(s.failures) > maxFailures {
 		s.failures = slices.Delete(s.failures, 0, len(s.failures)-maxFailures)
 	}
+	sealing := s.heads
 	s.heads = map[string]head{}
+	for c, h := range sealing {
+		if h.sealing != nil {
+			s.heads[c] = h // its Append sets it when done
+		}
+	}
 	s.gen++
 	for _, it := range s.queue {
 		if b := it.blk; b != nil {
@@ -1166,11 +1310,14 @@ func (s *Store) Close() error {
 		<-done
 		s.mu.Lock()
 	}
-	next, hi := s.next, s.hi
 	s.mu.Unlock()
-	if next <= hi {
+	s.reservations.Wait()
+	s.mu.Lock()
+	from, end := s.unused()
+	s.mu.Unlock()
+	if from <= end {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
-		_, gerr := s.pool.Exec(ctx, `UPDATE evidence_meta SET next_seq = $1 WHERE next_seq = $2`, int64(next-1), int64(hi))
+		_, gerr := s.pool.Exec(ctx, `UPDATE evidence_meta SET next_seq = $1 WHERE next_seq = $2`, int64(from-1), int64(end))
 		cancel()
 		if err == nil && gerr != nil {
 			err = fmt.Errorf("evidence postgres: giving back sequences: %w", gerr)
@@ -1178,6 +1325,21 @@ func (s *Store) Close() error {
 	}
 	s.pool.Close()
 	return err
+}
+
+// unused is the run of reserved sequences from..end that no record took
+// and that ends with the last sequence this store reserved (from > end:
+// none): the current block's tail, and the block reserved ahead when it
+// follows the current one. Call with mu held.
+func (s *Store) unused() (from, end uint64) {
+	from, end = s.next, s.hi
+	if s.spareHi != 0 {
+		if s.next > s.hi || s.spareLo != s.hi+1 {
+			from = s.spareLo
+		}
+		end = s.spareHi
+	}
+	return from, end
 }
 
 func init() {

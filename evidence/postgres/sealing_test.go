@@ -1,0 +1,178 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/postgres/pgtest"
+	"github.com/capmesh/capmesh/evidence/storetest"
+)
+
+// held is a record of correlation corr whose sealing waits until release
+// is closed, then fails with fail if it is not nil; sealing tells that it
+// has begun.
+func held(corr string, sealing chan<- struct{}, release <-chan struct{}, fail error) evidence.Pending {
+	inner := storetest.Event(corr, "e", "held")
+	return evidence.Pending{CorrelationID: corr, EventType: "e", Seal: func(seq uint64, prev string) (string, []byte, error) {
+		sealing <- struct{}{}
+		<-release
+		if fail != nil {
+			return "", nil, fail
+		}
+		return inner.Seal(seq, prev)
+	}}
+}
+
+type appended struct {
+	recs []evidence.Record
+	err  error
+}
+
+func appendAsync(s *Store, ps ...evidence.Pending) <-chan appended {
+	out := make(chan appended, 1)
+	go func() {
+		recs, err := s.Append(context.Background(), ps...)
+		out <- appended{recs, err}
+	}()
+	return out
+}
+
+// within waits for an append; the deadline only matters when the store
+// is stuck.
+func within(t *testing.T, c <-chan appended) appended {
+	t.Helper()
+	select {
+	case a := <-c:
+		return a
+	case <-time.After(30 * time.Second):
+		t.Fatal("an append is stuck")
+		return appended{}
+	}
+}
+
+// TestSealingOutsideTheLock: while one Append seals its records (a
+// sealer that blocks), an Append of another correlation goes through,
+// and one of the same correlation waits for it and chains to its record.
+func TestSealingOutsideTheLock(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	sealing, release := make(chan struct{}, 1), make(chan struct{})
+	first := appendAsync(s, held("A", sealing, release, nil))
+	<-sealing
+	if b := within(t, appendAsync(s, storetest.Event("B", "e", "b"))); b.err != nil {
+		t.Fatal(b.err)
+	}
+	second := appendAsync(s, storetest.Event("A", "e", "a2"))
+	select {
+	case a := <-second:
+		t.Fatalf("an append of A went through while A's head was being sealed: %+v", a)
+	case <-time.After(50 * time.Millisecond): // it can miss the fault, never invent it
+	}
+	close(release)
+	a1, a2 := within(t, first), within(t, second)
+	if a1.err != nil || a2.err != nil {
+		t.Fatal(a1.err, a2.err)
+	}
+	if a2.recs[0].PrevHash != a1.recs[0].ContentHash {
+		t.Fatalf("A's second record chains to %q, want %q", a2.recs[0].PrevHash, a1.recs[0].ContentHash)
+	}
+	if err := s.Sync(ctx, a2.recs[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "A"})
+	if err != nil || len(recs) != 2 || verify(recs) != nil {
+		t.Fatalf("replay A: %d records, %v, chain %v", len(recs), err, verify(recs))
+	}
+}
+
+// TestSealingFailsAfterOthersPlaced: a batch whose sealing fails after
+// another batch took later sequences queues nothing and leaves its
+// correlation's head as the queue holds it: the next append continues
+// the chain from the last queued record.
+func TestSealingFailsAfterOthersPlaced(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	c1, err := s.Append(ctx, storetest.Event("C", "e", "c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("seal failed")
+	sealing, release := make(chan struct{}, 1), make(chan struct{})
+	failing := appendAsync(s, held("C", sealing, release, boom))
+	<-sealing
+	d := within(t, appendAsync(s, storetest.Event("D", "e", "d")))
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	close(release)
+	if f := within(t, failing); !errors.Is(f.err, boom) {
+		t.Fatalf("Append = %v, want the seal error", f.err)
+	}
+	if got := s.LastSequence(); got != d.recs[0].Sequence {
+		t.Fatalf("LastSequence %d, want D's %d", got, d.recs[0].Sequence)
+	}
+	c2, err := s.Append(ctx, storetest.Event("C", "e", "c2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2[0].PrevHash != c1[0].ContentHash {
+		t.Fatalf("C continues after %q, want %q", c2[0].PrevHash, c1[0].ContentHash)
+	}
+	if err := s.Sync(ctx, c2[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "C"})
+	if err != nil || len(recs) != 2 || verify(recs) != nil {
+		t.Fatalf("replay C: %d records, %v, chain %v", len(recs), err, verify(recs))
+	}
+}
+
+// TestReservedAhead: a store reserves its next block of sequences before
+// the current one runs out, off its lock, and a clean Close gives back
+// both unused tails: a single writer's sequences have no gap across the
+// restart.
+func TestReservedAhead(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s, err := Open(ctx, dsn, &Options{Block: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range 30 {
+		recs, err := s.Append(ctx, storetest.Event("R", "e", "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && recs[0].Sequence != last+1 {
+			t.Fatalf("append %d took sequence %d after %d: a gap", i, recs[0].Sequence, last)
+		}
+		last = recs[0].Sequence
+		if err := s.Sync(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	ahead := s.spareHi != 0 || s.reserving != nil
+	s.mu.Unlock()
+	if !ahead {
+		t.Fatal("no block reserved ahead after 30 appends of blocks of 8")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, dsn)
+	defer s2.Close()
+	recs, err := s2.Append(ctx, storetest.Event("R", "e", "y"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].Sequence != last+1 {
+		t.Fatalf("after the restart: sequence %d, want %d", recs[0].Sequence, last+1)
+	}
+}
