@@ -4,10 +4,12 @@
 // before the answer — with the database, not the host, enforcing the
 // chains.
 //
-// Data flow: Append seals the records under the store lock at sequences
-// taken from a block the store reserved in the database, chaining each to
-// its correlation's head (cached, or read from the (corr, prev_seq)
-// index, or none for a chain the caller says is new), and queues them in
+// Data flow: Append takes sequences from a block the store reserved in
+// the database (the next block is reserved ahead, off the store's lock),
+// seals the records without the lock, chaining each to its
+// correlation's head (cached, or read from the (corr, prev_seq) index, or
+// none for a chain the caller says is new; an append of a correlation
+// whose head is still being sealed waits for it), and queues them in
 // memory, visible to Replay and Count at once.
 // Sync(seq) makes them durable with group commit: the first caller becomes
 // the leader and inserts everything queued by anyone so far in one
