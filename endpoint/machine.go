@@ -44,7 +44,7 @@ func MachineID() string {
 // host name.
 func machineIDFrom(override string, files []string, hostname func() (string, error)) string {
 	if s := strings.TrimSpace(override); s != "" {
-		return hashMachine("env:" + s)
+		return MachineIDFor(s)
 	}
 	for _, f := range files {
 		if b, err := os.ReadFile(f); err == nil {
@@ -58,6 +58,14 @@ func machineIDFrom(override string, files []string, hostname func() (string, err
 		h = "unknown"
 	}
 	return hashMachine("hostname:" + h)
+}
+
+// MachineIDFor is the identity MachineID returns when CAPMESH_MACHINE_ID
+// is name (white space around it ignored): for a program that takes the
+// name from elsewhere, such as capmesh server --machine-id, so that nodes
+// named either way agree. A blank name is the caller's to refuse.
+func MachineIDFor(name string) string {
+	return hashMachine("env:" + strings.TrimSpace(name))
 }
 
 func hashMachine(src string) string {

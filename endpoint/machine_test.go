@@ -40,6 +40,9 @@ func TestMachineID(t *testing.T) {
 	if again := machineIDFrom("", []string{etc}, noHost); again != fromEtc {
 		t.Errorf("the identity of one machine-id changed: %s, then %s", fromEtc, again)
 	}
+	if MachineIDFor("rack-7") != fromEnv {
+		t.Error("MachineIDFor differs from the identity CAPMESH_MACHINE_ID gives")
+	}
 	if fromEtc == "0123456789abcdef0123456789abcdef" {
 		t.Error("the raw machine id is exposed")
 	}

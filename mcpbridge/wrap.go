@@ -639,12 +639,17 @@ func (b *Bridge) refresh() {
 	b.refreshMu.Lock()
 	defer b.refreshMu.Unlock()
 	if b.cs == nil {
-		return // during the handshake: build lists the tools next
+		b.log.Debug("mcpbridge: tools/list_changed during the handshake: the listing that follows covers it")
+		return
 	}
 	ctx, cancel := context.WithTimeout(b.stop, 30*time.Second)
 	defer cancel()
 	latest, err := ListTools(ctx, b.cs, b.domain, nil)
 	if err != nil {
+		if b.stop.Err() != nil {
+			b.log.Debug("mcpbridge: re-listing tools cancelled: the bridge is closing", "err", err)
+			return
+		}
 		b.log.Warn("mcpbridge: re-listing tools after tools/list_changed", "err", err)
 		return
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -328,30 +326,5 @@ func TestWrapBudgetsAndApproval(t *testing.T) {
 	_, r = invocationResult(t, c.Call(ctx, "calc.slow_count", params, nil))
 	if r.Denial == nil || r.Denial.Code != chp.CodeBudgetExceeded || len(r.EvidenceIDs) == 0 {
 		t.Errorf("second call of the correlation: %+v", r)
-	}
-}
-
-// TestCloseEndsRefreshes: re-listings that tools/list_changed started
-// end before Close returns — none outlives the bridge to use its closed
-// session or its logger.
-func TestCloseEndsRefreshes(t *testing.T) {
-	srv := testServer("adds")
-	b, err := Wrap(testCtx(t), startServer(t, srv), &WrapConfig{Logger: quietLogger(),
-		Host: &host.Config{Socket: filepath.Join(shortDir(t), "b.sock"), Ephemeral: true, NoAnnounce: true, Logger: quietLogger()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 40 {
-		mcp.AddTool(srv, &mcp.Tool{Name: fmt.Sprintf("t%d", i), Description: "one more"},
-			func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
-				return nil, addOut{Sum: in.A}, nil
-			})
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 1<<20)
-	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "mcpbridge.(*Bridge).refresh") {
-		t.Fatalf("a tools/list_changed re-listing outlived Close:\n%s", stacks)
 	}
 }

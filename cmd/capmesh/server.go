@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -52,6 +54,8 @@ type serverFlags struct {
 	memory       bool
 	evidence     string
 	registryURL  string
+	machineID    string
+	machineIDSet bool // --machine-id was given, maybe empty
 	requireBTSP  bool
 	chpFixtures  bool
 	chpGateway   []string
@@ -89,7 +93,9 @@ network-authority key as network_authority), the registry (registry.db) and the 
 (evidence/<name>/). --memory keeps everything in memory instead;
 --evidence postgres://… keeps the evidence in PostgreSQL, where many nodes
 and hosts may append to one database; --registry etcd://host:2379,… keeps
-the registry in etcd, where many nodes share one registry (docs/operations.md).
+the registry in etcd, where many nodes share one registry (docs/operations.md);
+--machine-id names the machine the node runs on in such a registry
+(default CAPMESH_MACHINE_ID, else /etc/machine-id).
 
 Who may do what is the same on every listener (docs/access.md): the
 node's own user over the Unix socket may do everything; with keys
@@ -107,6 +113,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
   capmesh server --memory --trust-key 8AARks4noJtut6Cdhly0z4Wjj9MkHMYeIRZVFEHrsSg=`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.machineIDSet = cmd.Flags().Changed("machine-id")
 			return runServer(cmd.Context(), a, f)
 		},
 	}
@@ -136,6 +143,7 @@ in-flight calls on SIGINT/SIGTERM or health.drain.`,
 	fl.DurationVar(&f.localTTL, "local-ttl", 90*time.Second, "lifetime of an unsigned local registration, renewed by ipc.heartbeat")
 	fl.BoolVar(&f.memory, "memory", false, "keep the key, the registry and the evidence in memory (nothing is written)")
 	fl.StringVar(&f.registryURL, "registry", "", "keep the registry (registrations, trust, the genesis and authority keys) in this etcd cluster (etcd://host:2379[,host:2379…][/prefix] on loopback, etcds://[user@]host:2379…?ca=&cert=&key=&password_file= beyond it; docs/operations.md), shared by every node started with it; wins over --memory for the registry")
+	fl.StringVar(&f.machineID, "machine-id", "", "name of the machine this node runs on, as "+endpoint.EnvMachineID+" gives it (which this flag overrides): nodes sharing a --registry dial a registration naming a Unix socket or loopback address only when it was made on a node of the same machine (default: "+endpoint.EnvMachineID+", else /etc/machine-id)")
 	fl.StringVar(&f.evidence, "evidence", "", "keep CHP evidence in this PostgreSQL database (postgres://user@host/db), which many nodes and hosts may share; wins over --memory for the evidence")
 	fl.BoolVar(&f.chpFixtures, "chp-fixtures", false, "also host the CHP conformance fixture capabilities (upstream conformance/FIXTURES.md) so the upstream runner can be pointed at --http")
 	fl.StringSliceVar(&f.chpGateway, "chp-gateway", nil, "serve the CHP HTTP routes (--http) as a routing gateway in front of these member CHP hosts (URL[,URL…]); start the members first")
@@ -169,12 +177,38 @@ func (f *serverFlags) validate() error {
 	if strings.TrimSpace(f.network) == "" {
 		return usageErrorf("--network: want a network name")
 	}
+	if f.machineIDSet {
+		if err := checkMachineName(f.machineID); err != nil {
+			return usageErrorf("--machine-id %q: %v", f.machineID, err)
+		}
+	}
+	return nil
+}
+
+// checkMachineName refuses a --machine-id that cannot name a machine:
+// blank (CAPMESH_MACHINE_ID blank means "not set", so the flag would
+// silently fall back to /etc/machine-id), not UTF-8, or with control
+// characters (a line break or tab pasted in, which would make two names
+// that read alike different machines). White space around the name is
+// ignored, as in CAPMESH_MACHINE_ID.
+func checkMachineName(name string) error {
+	switch name = strings.TrimSpace(name); {
+	case name == "":
+		return errors.New("want a name for this machine (leave the flag out to use " + endpoint.EnvMachineID + " or /etc/machine-id)")
+	case !utf8.ValidString(name):
+		return errors.New("not UTF-8")
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return errors.New("control characters in a machine name")
+	}
 	return nil
 }
 
 // registryConfig turns the trust flags into the registry's configuration.
 func (f *serverFlags) registryConfig() (registry.Config, error) {
 	cfg := registry.Config{Network: f.network, LocalTTL: f.localTTL}
+	if f.machineIDSet {
+		cfg.Machine = endpoint.MachineIDFor(f.machineID) // else the registry's default, endpoint.MachineID()
+	}
 	var err error
 	if cfg.RateLimits, err = rateLimits(f.rateLimits); err != nil {
 		return cfg, err
