@@ -110,8 +110,7 @@ CREATE OR REPLACE FUNCTION evidence_blocks_chain() RETURNS trigger LANGUAGE plpg
 	END IF;
 	RETURN NEW;
 	END$$;
-CREATE OR REPLACE TRIGGER evidence_blocks_chain BEFORE INSERT ON evidence_blocks
-	FOR EACH ROW WHEN (NEW.prev_seq <> 0) EXECUTE FUNCTION evidence_blocks_chain();
+` + chainTrigger + `;
 CREATE OR REPLACE TRIGGER evidence_blocks_no_change BEFORE UPDATE OR DELETE ON evidence_blocks
 	FOR EACH ROW EXECUTE FUNCTION evidence_append_only();
 CREATE OR REPLACE TRIGGER evidence_blocks_no_truncate BEFORE TRUNCATE ON evidence_blocks
@@ -132,6 +131,12 @@ CREATE TABLE IF NOT EXISTS evidence_meta (
 );
 INSERT INTO evidence_meta (next_seq) VALUES (0) ON CONFLICT DO NOTHING;
 `
+
+// chainTrigger checks each block's predecessor; rows with prev_seq 0
+// start a chain and have none to check. Open moves a trigger created
+// without the WHEN clause to this definition (see ensureSchema).
+const chainTrigger = `CREATE OR REPLACE TRIGGER evidence_blocks_chain BEFORE INSERT ON evidence_blocks
+	FOR EACH ROW WHEN (NEW.prev_seq <> 0) EXECUTE FUNCTION evidence_blocks_chain()`
 
 // insertSQL writes one commit: the results and the blocks, in one
 // statement and so one transaction. Results are only ever inserted.
@@ -294,14 +299,35 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 }
 
 // ensureSchema creates the tables when one is missing, so that a host
-// whose role may only read and insert can open an existing schema.
+// whose role may only read and insert can open an existing schema. In a
+// schema whose chain trigger predates its WHEN clause it replaces the
+// trigger when the role may; when it may not, the schema works as it did
+// (the function checks prev_seq itself) and a warning says so.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	const present = `SELECT to_regclass('evidence_blocks') IS NOT NULL AND to_regclass('evidence_result_log') IS NOT NULL
 		AND to_regclass('evidence_meta') IS NOT NULL AND to_regclass('evidence_blocks_res_at') IS NOT NULL,
-		to_regclass('evidence_events') IS NOT NULL`
-	var ok, old bool
-	if err := s.pool.QueryRow(ctx, present).Scan(&ok, &old); err != nil || ok {
+		to_regclass('evidence_events') IS NOT NULL,
+		EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass('evidence_blocks')
+			AND tgname = 'evidence_blocks_chain' AND tgqual IS NULL)`
+	var ok, old, stale bool
+	if err := s.pool.QueryRow(ctx, present).Scan(&ok, &old, &stale); err != nil {
 		return err
+	}
+	if ok && stale {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(schemaLock)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, chainTrigger)
+			return err
+		})
+		if err != nil {
+			s.log.Warn("evidence postgres: the chain trigger predates its WHEN clause and stays as it is "+
+				"(same checks, more server CPU per row); open once as the schema's owner to replace it", "err", err)
+		}
+	}
+	if ok {
+		return nil
 	}
 	if old {
 		return errors.New("the schema holds evidence_events, the uncompressed layout of an earlier capmesh: " +
