@@ -713,12 +713,15 @@ func (s *Store) precompress(seq uint64) {
 // rowOf returns the queued block, not yet taken by a commit, that starts
 // the row holding record seq, and a copy of that row as columns will lay
 // it out (the block and the queued blocks of its correlation that extend
-// it, merged); nil when the block of seq is not among the last carryScan
-// queued. Call with mu held.
+// it, merged); nil when the block of seq, or the row's first block, is
+// not among the last carryScan queued: every Sync runs it under mu, so it
+// looks at no more items than PutResult does, however long the queue
+// grows while a commit is in flight. Call with mu held.
 func (s *Store) rowOf(seq uint64) (*block, *block) {
+	lo := max(0, len(s.queue)-carryScan)
 	at := len(s.queue) - 1
 	for ; ; at-- {
-		if at < max(0, len(s.queue)-carryScan) || s.queue[at].pos <= s.taken {
+		if at < lo || s.queue[at].pos <= s.taken {
 			return nil, nil
 		}
 		if b := s.queue[at].blk; b != nil && b.recs[0].Sequence <= seq && seq <= lastSeq(b) {
@@ -732,8 +735,16 @@ func (s *Store) rowOf(seq uint64) (*block, *block) {
 		}
 		return nil
 	}
+	// Back to the row's first block. One with prev_seq 0 starts a chain:
+	// no block ends at 0, so columns merges it into none.
 	first := at
-	for i := at - 1; i >= 0 && s.queue[i].pos > s.taken; i-- {
+	for i := at - 1; s.queue[first].blk.prevSeq != 0; i-- {
+		if i < 0 || s.queue[i].pos <= s.taken {
+			break // the batch starts after i
+		}
+		if i < lo {
+			return nil, nil // the row may start further back: the commit encodes it
+		}
 		if b := of(i); b != nil {
 			if lastSeq(b) != s.queue[first].blk.prevSeq {
 				break // columns starts a new row after b

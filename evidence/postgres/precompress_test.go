@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -136,5 +137,60 @@ func TestPrecompressTaken(t *testing.T) {
 	}
 	if err := s.Sync(ctx, a[0].Sequence); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPrecompressBounded: a caller of Sync looks at no more than the
+// newest carryScan queued items (it holds the store lock, and the queue
+// grows with every waiting caller while a commit is in flight): a row
+// whose first block is further back is left to the commit, which writes
+// it whole; a block that starts a chain (prev_seq 0) is its row's first
+// wherever the queue begins.
+func TestPrecompressBounded(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	a1, err := s.Append(ctx, storetest.Event("A", "e", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []evidence.Pending
+	for i := range carryScan + 8 {
+		others = append(others, storetest.Event(fmt.Sprint("o", i), "e", "x"))
+	}
+	if _, err := s.Append(ctx, others...); err != nil { // one block each
+		t.Fatal(err)
+	}
+	a2, err := s.Append(ctx, storetest.Event("A", "e", "2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Append(ctx, storetest.Event("B", "e", "3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	n := len(s.queue)
+	firstA, lastA, blkB := s.queue[0].blk, s.queue[n-2].blk, s.queue[n-1].blk
+	s.mu.Unlock()
+	if n != carryScan+11 || lastA.prevSeq != a1[0].Sequence || blkB.prevSeq != 0 {
+		t.Fatalf("queue of %d items, A's second block after %d, B's after %d", n, lastA.prevSeq, blkB.prevSeq)
+	}
+
+	s.precompress(a2[0].Sequence)
+	if firstA.pre.Load() != nil || lastA.pre.Load() != nil {
+		t.Fatal("a row starting beyond the newest carryScan items was encoded ahead")
+	}
+	s.precompress(b[0].Sequence)
+	if pre := blkB.pre.Load(); pre == nil || pre.recs != 1 {
+		t.Fatalf("the row starting B's chain was not encoded ahead: %+v", pre)
+	}
+
+	if err := s.Sync(ctx, b[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Replay(ctx, evidence.Query{CorrelationID: "A"})
+	if err != nil || len(got) != 2 || verify(got) != nil || got[1].ContentHash != a2[0].ContentHash {
+		t.Fatalf("replay of A: %d records, %v, chain %v", len(got), err, verify(got))
 	}
 }
