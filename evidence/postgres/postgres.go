@@ -238,10 +238,25 @@ type head struct {
 	pos  uint64
 }
 
-// failure is a commit that failed: the sequences of its records.
+// failure is a commit that failed: the sequences of its records, and of
+// the queued blocks chained to them, which failed with it.
 type failure struct {
-	lo, hi uint64
-	err    error
+	lo, hi  uint64
+	chained [][2]uint64 // the first and last sequence of each
+	err     error
+}
+
+// holds reports whether record seq failed with f.
+func (f *failure) holds(seq uint64) bool {
+	if f.lo <= seq && seq <= f.hi {
+		return true
+	}
+	for _, r := range f.chained {
+		if r[0] <= seq && seq <= r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 var (
@@ -683,9 +698,9 @@ func (s *Store) syncLocked(ctx context.Context, target, seq uint64) error {
 		}
 		s.mu.Lock()
 	}
-	for _, f := range s.failures {
-		if f.lo <= seq && seq <= f.hi {
-			return f.err
+	for i := range s.failures {
+		if s.failures[i].holds(seq) {
+			return s.failures[i].err
 		}
 	}
 	return nil
@@ -813,19 +828,36 @@ func (s *Store) commit() {
 	if err == nil {
 		return
 	}
-	// What the server kept is unknown to this store (a conflict, a lost
-	// connection): fail the callers, and forget every cached head except
-	// those of records still queued, so that the next appends read the
-	// chains from the database.
+	s.failLocked(batch, err)
+}
+
+// failLocked resolves a batch whose commit failed; call with mu held.
+// What the server kept is unknown to this store (a conflict, a lost
+// connection): it fails the callers, and the queued blocks of the
+// batch's correlations with them — they chain to the batch's blocks,
+// so the database would refuse them, and with them the next commit
+// and every block chained to them after. It forgets every cached head
+// except those of records still queued, so that the next appends read
+// the chains from the database.
+func (s *Store) failLocked(batch []item, err error) {
 	f := failure{lo: ^uint64(0), err: fmt.Errorf("evidence postgres: commit: %w", err)}
+	broken := map[string]bool{}
 	for _, it := range batch {
 		if b := it.blk; b != nil {
-			f.lo, f.hi = min(f.lo, b.recs[0].Sequence), max(f.hi, b.recs[len(b.recs)-1].Sequence)
+			f.lo, f.hi = min(f.lo, b.recs[0].Sequence), max(f.hi, lastSeq(b))
+			broken[b.recs[0].CorrelationID] = true
 		}
 	}
 	if f.hi == 0 {
 		f.lo = 0 // results only: fail every Sync of this round
 	}
+	s.queue = slices.DeleteFunc(s.queue, func(it item) bool {
+		if b := it.blk; b != nil && broken[b.recs[0].CorrelationID] {
+			f.chained = append(f.chained, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
+			return true
+		}
+		return false
+	})
 	s.failures = append(s.failures, f)
 	if len(s.failures) > maxFailures {
 		s.failures = slices.Delete(s.failures, 0, len(s.failures)-maxFailures)
@@ -838,7 +870,7 @@ func (s *Store) commit() {
 			s.heads[last.CorrelationID] = head{hash: last.ContentHash, seq: last.Sequence, pos: it.pos}
 		}
 	}
-	s.log.Error("evidence postgres: commit failed", "records", f.lo, "to", f.hi, "err", err)
+	s.log.Error("evidence postgres: commit failed", "records", f.lo, "to", f.hi, "chained_blocks", len(f.chained), "err", err)
 }
 
 // columns lays a batch out as insertSQL's parameters: one row per

@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/postgres/pgtest"
+	"github.com/capmesh/capmesh/evidence/storetest"
+)
+
+// TestFailedCommitDoesNotSpill: a commit fails while a later block of one
+// of its correlations waits in the queue, chained to a block the database
+// refused. That block can never be stored and its Sync gets the error;
+// the next commit, which carries it and the blocks of others, must not
+// fail because of it, nor may blocks appended after it chain to it.
+func TestFailedCommitDoesNotSpill(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	defer s1.Close()
+	defer s2.Close()
+	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
+	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	// Hold the commit that the wrong hint fails until more is queued.
+	lock, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(ctx)
+	tx, err := lock.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, `LOCK TABLE evidence_blocks IN EXCLUSIVE MODE`) // reads go on, inserts wait
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Append(ctx, storetest.Event("A", "e", "1")); err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := s1.Append(ctx, hinted("B", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() { failed <- s1.Sync(ctx, wrong[0].Sequence) }()
+	waitFor(t, func() bool { s1.mu.Lock(); defer s1.mu.Unlock(); return s1.taken >= s1.pos })
+
+	after, err := s1.Append(ctx, storetest.Event("A", "e", "2")) // chained to A's first block, in the held commit
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s1.Append(ctx, hinted("C", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-failed; err == nil {
+		t.Fatal("the wrong hint's commit succeeded")
+	}
+	more, err := s1.Append(ctx, storetest.Event("A", "e", "3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if more[0].PrevHash == after[0].ContentHash {
+		t.Fatal("a block appended after the failure chained to one that failed with it")
+	}
+	if err := s1.Sync(ctx, other[0].Sequence); err != nil {
+		t.Fatalf("a new chain's Sync after the failed commit: %v", err)
+	}
+	if err := s1.Sync(ctx, after[0].Sequence); err == nil {
+		t.Fatal("Sync of a block chained to a refused one returned nil")
+	}
+	for corr, n := range map[string]int{"B": 1, "C": 1} {
+		if recs, err := s1.Replay(ctx, evidence.Query{CorrelationID: corr}); err != nil || len(recs) != n || verify(recs) != nil {
+			t.Errorf("replay %s: %d records, %v", corr, len(recs), err)
+		}
+	}
+	if recs, err := s1.Replay(ctx, evidence.Query{CorrelationID: "A"}); err != nil || verify(recs) != nil ||
+		slices.ContainsFunc(recs, func(r evidence.Record) bool { return r.Sequence <= after[0].Sequence }) {
+		t.Errorf("replay A: %d records, %v, chain %v", len(recs), err, verify(recs))
+	}
+}
+
+// waitFor polls cond until it holds, failing t after 30 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
