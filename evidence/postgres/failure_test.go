@@ -142,3 +142,53 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestResultFailureReported: a result put before a Sync is durable when
+// that Sync returns nil (evidence.ResultStore). A commit that fails with
+// a lone result — alone or beside blocks — fails the Syncs waiting for
+// it, Sync(0) included; and it fails no later Sync, so results recorded
+// once the database takes them again are reported durable and Results
+// reads them.
+func TestResultFailureReported(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	open(t, dsn).Close()
+	wdsn, role := leastPrivilege(t, dsn)
+	s := open(t, wdsn)
+	defer s.Close()
+	put := func(id string) {
+		t.Helper()
+		if err := s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := execOn(ctx, dsn, `REVOKE INSERT ON evidence_result_log FROM `+role); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, storetest.Event("A", "e", "1")); err != nil {
+		t.Fatal(err)
+	}
+	put("beside a block")
+	if err := s.Sync(ctx, 0); err == nil {
+		t.Fatal("Sync(0) = nil after the commit of its result, beside a block, failed")
+	}
+	put("alone")
+	if err := s.Sync(ctx, 0); err == nil {
+		t.Fatal("Sync(0) = nil after its lone result's commit failed")
+	}
+
+	if err := execOn(ctx, dsn, `GRANT INSERT ON evidence_result_log TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	put("later")
+	if err := s.Sync(ctx, 0); err != nil {
+		t.Fatalf("Sync(0) after the database takes results again: %v", err)
+	}
+	var got []string
+	if err := s.Results(ctx, time.Time{}, func(r evidence.Result) bool { got = append(got, r.InvocationID); return true }); err != nil {
+		t.Fatalf("Results after the failures: %v", err)
+	}
+	if !slices.Equal(got, []string{"later"}) {
+		t.Fatalf("Results = %q, want only the result committed", got)
+	}
+}

@@ -239,11 +239,21 @@ type head struct {
 }
 
 // failure is a commit that failed: the sequences of its records, and of
-// the queued blocks chained to them, which failed with it.
+// the queued blocks chained to them, which failed with it; and, when
+// results were lost with it, the queue positions of its items.
 type failure struct {
-	lo, hi  uint64
-	chained [][2]uint64 // the first and last sequence of each
-	err     error
+	lo, hi      uint64
+	chained     [][2]uint64 // the first and last sequence of each
+	results     bool        // it held results
+	first, last uint64      // its items' positions, chained blocks included
+	err         error
+}
+
+// failed reports whether a Sync of record seq that waited for the items
+// after position from up to target must return f's error: the record
+// failed with f, or a result put before the Sync may have.
+func (f *failure) failed(seq, from, target uint64) bool {
+	return f.holds(seq) || f.results && f.first <= target && f.last > from
 }
 
 // holds reports whether record seq failed with f.
@@ -671,12 +681,13 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 	if s.closed {
 		return evidence.ErrClosed
 	}
-	return s.syncLocked(ctx, s.pos, seq)
+	return s.syncLocked(ctx, s.resolved, s.pos, seq)
 }
 
 // syncLocked waits until target is resolved, leading a commit when none
-// runs; call with mu held.
-func (s *Store) syncLocked(ctx context.Context, target, seq uint64) error {
+// runs, and reports the failure of record seq or of the items after from
+// that held results; call with mu held.
+func (s *Store) syncLocked(ctx context.Context, from, target, seq uint64) error {
 	for s.resolved < target {
 		if !s.syncing {
 			s.syncing = true
@@ -699,7 +710,7 @@ func (s *Store) syncLocked(ctx context.Context, target, seq uint64) error {
 		s.mu.Lock()
 	}
 	for i := range s.failures {
-		if s.failures[i].holds(seq) {
+		if s.failures[i].failed(seq, from, target) {
 			return s.failures[i].err
 		}
 	}
@@ -840,20 +851,21 @@ func (s *Store) commit() {
 // except those of records still queued, so that the next appends read
 // the chains from the database.
 func (s *Store) failLocked(batch []item, err error) {
-	f := failure{lo: ^uint64(0), err: fmt.Errorf("evidence postgres: commit: %w", err)}
+	f := failure{lo: ^uint64(0), first: batch[0].pos, last: batch[len(batch)-1].pos,
+		err: fmt.Errorf("evidence postgres: commit: %w", err)}
 	broken := map[string]bool{}
 	for _, it := range batch {
 		if b := it.blk; b != nil {
 			f.lo, f.hi = min(f.lo, b.recs[0].Sequence), max(f.hi, lastSeq(b))
 			broken[b.recs[0].CorrelationID] = true
 		}
-	}
-	if f.hi == 0 {
-		f.lo = 0 // results only: fail every Sync of this round
+		f.results = f.results || it.res != nil || it.blk != nil && len(it.blk.results) > 0
 	}
 	s.queue = slices.DeleteFunc(s.queue, func(it item) bool {
 		if b := it.blk; b != nil && broken[b.recs[0].CorrelationID] {
 			f.chained = append(f.chained, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
+			f.results = f.results || len(b.results) > 0
+			f.last = it.pos
 			return true
 		}
 		return false
@@ -1176,7 +1188,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		return nil
 	}
-	err := s.syncLocked(context.Background(), s.pos, s.seq)
+	err := s.syncLocked(context.Background(), s.resolved, s.pos, s.seq)
 	s.closed = true
 	for s.syncing { // never close the pool under a commit in progress
 		done := s.done
