@@ -633,6 +633,14 @@ func (s *Store) pruneHeads() {
 // of its invocation.
 const carryScan = 256
 
+// aheadBlocks bounds the queued blocks in a row that a caller of Sync
+// encodes ahead: every caller whose record is in a row encodes all of it,
+// so a row that grows by each caller (one correlation, many concurrent
+// callers) would cost its callers the square of its blocks; a larger row
+// is left to the commit, which encodes it once. A governed invocation's
+// row is one or two blocks.
+const aheadBlocks = 4
+
 // PutResult implements evidence.ResultStore: the result is queued like an
 // append and committed with the next Sync, as a new row or within a new
 // row: a result is never overwritten, not even by another result for its
@@ -739,10 +747,11 @@ func (s *Store) precompress(seq uint64) {
 // rowOf returns the queued block, not yet taken by a commit, that starts
 // the row holding record seq, and a copy of that row as columns will lay
 // it out (the block and the queued blocks of its correlation that extend
-// it, merged); nil when the block of seq, or the row's first block, is
-// not among the last carryScan queued: every Sync runs it under mu, so it
-// looks at no more items than PutResult does, however long the queue
-// grows while a commit is in flight. Call with mu held.
+// it, merged); nil when the row holds more than aheadBlocks blocks, or
+// when the block of seq, or the row's first block, is not among the last
+// carryScan queued: every Sync runs it under mu, so it looks at no more
+// items than PutResult does, however long the queue grows while a commit
+// is in flight. Call with mu held.
 func (s *Store) rowOf(seq uint64) (*block, *block) {
 	lo := max(0, len(s.queue)-carryScan)
 	at := len(s.queue) - 1
@@ -779,13 +788,16 @@ func (s *Store) rowOf(seq uint64) (*block, *block) {
 		}
 	}
 	row := &block{prevSeq: s.queue[first].blk.prevSeq}
-	for i := first; i < len(s.queue); i++ {
+	for i, n := first, 0; i < len(s.queue); i++ {
 		b := of(i)
 		if b == nil {
 			continue
 		}
 		if i != first && b.prevSeq != lastSeq(row) {
 			break
+		}
+		if n++; n > aheadBlocks {
+			return nil, nil // the commit encodes it once
 		}
 		// Clipped, so that merging copies and never writes into a
 		// block's arrays.

@@ -213,7 +213,7 @@ func TestPrecompressNeverStale(t *testing.T) {
 	leader := make(chan error, 1)
 	go func() { leader <- fakeCommits(s, kick, callers, &batches, &ahead) }()
 
-	corrs := []string{"A", "B", "C", "D", "E", "F"}
+	corrs := []string{"A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K", "L", "M", "N", "O", "P"}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -337,4 +337,40 @@ func sameRecord(a, b evidence.Record) bool {
 
 func sameResult(a, b evidence.Result) bool {
 	return a.InvocationID == b.InvocationID && a.At.Equal(b.At) && string(a.Data) == string(b.Data)
+}
+
+// TestPrecompressSmallRows: a caller of Sync encodes its row ahead only
+// while the row holds at most aheadBlocks blocks. Each caller whose
+// record is in a row encodes all of it, so a row that grows by every
+// caller (one correlation, many callers at once) is left to the commit,
+// which encodes it once, and still writes it whole.
+func TestPrecompressSmallRows(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	var last []evidence.Record
+	for i := range aheadBlocks + 1 {
+		recs, err := s.Append(ctx, storetest.Event("A", "e", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = recs
+		s.precompress(recs[0].Sequence)
+		s.mu.Lock()
+		first := s.queue[0].blk
+		s.mu.Unlock()
+		pre := first.pre.Load()
+		if i < aheadBlocks && (pre == nil || pre.recs != i+1) {
+			t.Fatalf("a row of %d blocks: encoded ahead %+v, want its %d records", i+1, pre, i+1)
+		}
+		if i == aheadBlocks && pre.recs != aheadBlocks {
+			t.Fatalf("a row of %d blocks was encoded ahead (%d records)", i+1, pre.recs)
+		}
+	}
+	if err := s.Sync(ctx, last[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Replay(ctx, evidence.Query{CorrelationID: "A"}); err != nil || len(got) != aheadBlocks+1 || verify(got) != nil {
+		t.Fatalf("replay: %d records, %v, chain %v", len(got), err, verify(got))
+	}
 }
