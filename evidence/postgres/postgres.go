@@ -112,8 +112,7 @@ CREATE OR REPLACE FUNCTION evidence_blocks_chain() RETURNS trigger LANGUAGE plpg
 	END IF;
 	RETURN NEW;
 	END$$;
-CREATE OR REPLACE TRIGGER evidence_blocks_chain BEFORE INSERT ON evidence_blocks
-	FOR EACH ROW WHEN (NEW.prev_seq <> 0) EXECUTE FUNCTION evidence_blocks_chain();
+` + chainTrigger + `;
 CREATE OR REPLACE TRIGGER evidence_blocks_no_change BEFORE UPDATE OR DELETE ON evidence_blocks
 	FOR EACH ROW EXECUTE FUNCTION evidence_append_only();
 CREATE OR REPLACE TRIGGER evidence_blocks_no_truncate BEFORE TRUNCATE ON evidence_blocks
@@ -134,6 +133,12 @@ CREATE TABLE IF NOT EXISTS evidence_meta (
 );
 INSERT INTO evidence_meta (next_seq) VALUES (0) ON CONFLICT DO NOTHING;
 `
+
+// chainTrigger checks each block's predecessor; rows with prev_seq 0
+// start a chain and have none to check. Open moves a trigger created
+// without the WHEN clause to this definition (see ensureSchema).
+const chainTrigger = `CREATE OR REPLACE TRIGGER evidence_blocks_chain BEFORE INSERT ON evidence_blocks
+	FOR EACH ROW WHEN (NEW.prev_seq <> 0) EXECUTE FUNCTION evidence_blocks_chain()`
 
 // insertSQL writes one commit: the results and the blocks, in one
 // statement and so one transaction. Results are only ever inserted.
@@ -247,12 +252,41 @@ type head struct {
 	// head (hash is not known yet), and closed when it is done: an Append
 	// of the same correlation waits for it.
 	sealing chan struct{}
+	// lost is set on a head being sealed when a commit that failed held
+	// the records it chains to: its Append then queues nothing and fails
+	// with it.
+	lost error
 }
 
-// failure is a commit that failed: the sequences of its records.
+// failure is a commit that failed: the sequences of its records, and of
+// the queued blocks chained to them, which failed with it; and, when
+// results were lost with it, the queue positions of its items.
 type failure struct {
-	lo, hi uint64
-	err    error
+	lo, hi      uint64
+	chained     [][2]uint64 // the first and last sequence of each
+	results     bool        // it held results
+	first, last uint64      // its items' positions, chained blocks included
+	err         error
+}
+
+// failed reports whether a Sync of record seq that waited for the items
+// after position from up to target must return f's error: the record
+// failed with f, or a result put before the Sync may have.
+func (f *failure) failed(seq, from, target uint64) bool {
+	return f.holds(seq) || f.results && f.first <= target && f.last > from
+}
+
+// holds reports whether record seq failed with f.
+func (f *failure) holds(seq uint64) bool {
+	if f.lo <= seq && seq <= f.hi {
+		return true
+	}
+	for _, r := range f.chained {
+		if r[0] <= seq && seq <= r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 var (
@@ -310,14 +344,35 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 }
 
 // ensureSchema creates the tables when one is missing, so that a host
-// whose role may only read and insert can open an existing schema.
+// whose role may only read and insert can open an existing schema. In a
+// schema whose chain trigger predates its WHEN clause it replaces the
+// trigger when the role may; when it may not, the schema works as it did
+// (the function checks prev_seq itself) and a warning says so.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	const present = `SELECT to_regclass('evidence_blocks') IS NOT NULL AND to_regclass('evidence_result_log') IS NOT NULL
 		AND to_regclass('evidence_meta') IS NOT NULL AND to_regclass('evidence_blocks_res_at') IS NOT NULL,
-		to_regclass('evidence_events') IS NOT NULL`
-	var ok, old bool
-	if err := s.pool.QueryRow(ctx, present).Scan(&ok, &old); err != nil || ok {
+		to_regclass('evidence_events') IS NOT NULL,
+		EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass('evidence_blocks')
+			AND tgname = 'evidence_blocks_chain' AND tgqual IS NULL)`
+	var ok, old, stale bool
+	if err := s.pool.QueryRow(ctx, present).Scan(&ok, &old, &stale); err != nil {
 		return err
+	}
+	if ok && stale {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(schemaLock)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, chainTrigger)
+			return err
+		})
+		if err != nil {
+			s.log.Warn("evidence postgres: the chain trigger predates its WHEN clause and stays as it is "+
+				"(same checks, more server CPU per row); open once as the schema's owner to replace it", "err", err)
+		}
+	}
+	if ok {
+		return nil
 	}
 	if old {
 		return errors.New("the schema holds evidence_events, the uncompressed layout of an earlier capmesh: " +
@@ -615,6 +670,11 @@ func (s *Store) queueSealed(pl *placement, blocks []*block, err error) error {
 	if err == nil && s.closed {
 		err = evidence.ErrClosed
 	}
+	for _, c := range pl.corrs {
+		if h := s.heads[c]; err == nil && h.sealing == pl.done && h.lost != nil {
+			err = h.lost // the records it chains to are not in the database
+		}
+	}
 	if err != nil {
 		if s.next == pl.first+pl.n {
 			s.next = pl.first // no one placed after: no gap
@@ -727,6 +787,14 @@ func (s *Store) pruneHeads() {
 // of its invocation.
 const carryScan = 256
 
+// aheadBlocks bounds the queued blocks in a row that a caller of Sync
+// encodes ahead: every caller whose record is in a row encodes all of it,
+// so a row that grows by each caller (one correlation, many concurrent
+// callers) would cost its callers the square of its blocks; a larger row
+// is left to the commit, which encodes it once. A governed invocation's
+// row is one or two blocks.
+const aheadBlocks = 4
+
 // PutResult implements evidence.ResultStore: the result is queued like an
 // append and committed with the next Sync, as a new row or within a new
 // row: a result is never overwritten, not even by another result for its
@@ -777,7 +845,7 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 		s.mu.Unlock()
 		return evidence.ErrClosed
 	}
-	target := s.pos
+	from, target := s.resolved.Load(), s.pos
 	for s.resolved.Load() < target {
 		if !s.syncing {
 			s.lead()
@@ -791,17 +859,18 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 			return ctx.Err()
 		}
 		if s.resolved.Load() >= target {
-			return s.failure(seq)
+			return s.failure(seq, from, target)
 		}
 		s.mu.Lock()
 	}
 	s.mu.Unlock()
-	return s.failure(seq)
+	return s.failure(seq, from, target)
 }
 
-// syncLocked is Sync for Close: it waits until target is resolved, leading
-// a commit when none runs; call with mu held.
-func (s *Store) syncLocked(ctx context.Context, target, seq uint64) error {
+// syncLocked is Sync for Close: it waits until target is resolved,
+// leading a commit when none runs, and reports the failure of record seq
+// or of the items after from that held results; call with mu held.
+func (s *Store) syncLocked(ctx context.Context, from, target, seq uint64) error {
 	for s.resolved.Load() < target {
 		if !s.syncing {
 			s.lead()
@@ -817,7 +886,7 @@ func (s *Store) syncLocked(ctx context.Context, target, seq uint64) error {
 		}
 		s.mu.Lock()
 	}
-	return s.failureLocked(seq)
+	return s.failureLocked(seq, from, target)
 }
 
 // lead runs one commit as its leader and wakes its waiters; call with mu
@@ -832,22 +901,24 @@ func (s *Store) lead() {
 	s.done = make(chan struct{})
 }
 
-// failure is the error of the failed commit that held record seq, or nil;
-// it takes mu only when a commit has failed since Open.
-func (s *Store) failure(seq uint64) error {
+// failure is failureLocked, taking mu only when a commit has failed since
+// Open.
+func (s *Store) failure(seq, from, target uint64) error {
 	if s.nfail.Load() == 0 {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.failureLocked(seq)
+	return s.failureLocked(seq, from, target)
 }
 
-// failureLocked is failure; call with mu held.
-func (s *Store) failureLocked(seq uint64) error {
-	for _, f := range s.failures {
-		if f.lo <= seq && seq <= f.hi {
-			return f.err
+// failureLocked is the error of the failed commit that held record seq,
+// or results among the items from..target a Sync waited for; nil when
+// none did. Call with mu held.
+func (s *Store) failureLocked(seq, from, target uint64) error {
+	for i := range s.failures {
+		if s.failures[i].failed(seq, from, target) {
+			return s.failures[i].err
 		}
 	}
 	return nil
@@ -875,12 +946,16 @@ func (s *Store) precompress(seq uint64) {
 // rowOf returns the queued block, not yet taken by a commit, that starts
 // the row holding record seq, and a copy of that row as columns will lay
 // it out (the block and the queued blocks of its correlation that extend
-// it, merged); nil when the block of seq is not among the last carryScan
-// queued. Call with mu held.
+// it, merged); nil when the row holds more than aheadBlocks blocks, or
+// when the block of seq, or the row's first block, is not among the last
+// carryScan queued: every Sync runs it under mu, so it looks at no more
+// items than PutResult does, however long the queue grows while a commit
+// is in flight. Call with mu held.
 func (s *Store) rowOf(seq uint64) (*block, *block) {
+	lo := max(0, len(s.queue)-carryScan)
 	at := len(s.queue) - 1
 	for ; ; at-- {
-		if at < max(0, len(s.queue)-carryScan) || s.queue[at].pos <= s.taken {
+		if at < lo || s.queue[at].pos <= s.taken {
 			return nil, nil
 		}
 		if b := s.queue[at].blk; b != nil && b.recs[0].Sequence <= seq && seq <= lastSeq(b) {
@@ -894,8 +969,16 @@ func (s *Store) rowOf(seq uint64) (*block, *block) {
 		}
 		return nil
 	}
+	// Back to the row's first block. One with prev_seq 0 starts a chain:
+	// no block ends at 0, so columns merges it into none.
 	first := at
-	for i := at - 1; i >= 0 && s.queue[i].pos > s.taken; i-- {
+	for i := at - 1; s.queue[first].blk.prevSeq != 0; i-- {
+		if i < 0 || s.queue[i].pos <= s.taken {
+			break // the batch starts after i
+		}
+		if i < lo {
+			return nil, nil // the row may start further back: the commit encodes it
+		}
 		if b := of(i); b != nil {
 			if lastSeq(b) != s.queue[first].blk.prevSeq {
 				break // columns starts a new row after b
@@ -904,13 +987,16 @@ func (s *Store) rowOf(seq uint64) (*block, *block) {
 		}
 	}
 	row := &block{prevSeq: s.queue[first].blk.prevSeq}
-	for i := first; i < len(s.queue); i++ {
+	for i, n := first, 0; i < len(s.queue); i++ {
 		b := of(i)
 		if b == nil {
 			continue
 		}
 		if i != first && b.prevSeq != lastSeq(row) {
 			break
+		}
+		if n++; n > aheadBlocks {
+			return nil, nil // the commit encodes it once
 		}
 		// Clipped, so that merging copies and never writes into a
 		// block's arrays.
@@ -966,31 +1052,53 @@ func (s *Store) commit() {
 	if err == nil {
 		return
 	}
-	// What the server kept is unknown to this store (a conflict, a lost
-	// connection): fail the callers, and forget every cached head except
-	// those of records still queued, so that the next appends read the
-	// chains from the database.
-	f := failure{lo: ^uint64(0), err: fmt.Errorf("evidence postgres: commit: %w", err)}
+	s.failLocked(batch, err)
+}
+
+// failLocked resolves a batch whose commit failed; call with mu held.
+// What the server kept is unknown to this store (a conflict, a lost
+// connection): it fails the callers, and the queued blocks of the
+// batch's correlations with them — they chain to the batch's blocks,
+// so the database would refuse them, and with them the next commit
+// and every block chained to them after. It forgets every cached head
+// except those of records still queued, so that the next appends read
+// the chains from the database.
+func (s *Store) failLocked(batch []item, err error) {
+	f := failure{lo: ^uint64(0), first: batch[0].pos, last: batch[len(batch)-1].pos,
+		err: fmt.Errorf("evidence postgres: commit: %w", err)}
+	broken := map[string]bool{}
 	for _, it := range batch {
 		if b := it.blk; b != nil {
-			f.lo, f.hi = min(f.lo, b.recs[0].Sequence), max(f.hi, b.recs[len(b.recs)-1].Sequence)
+			f.lo, f.hi = min(f.lo, b.recs[0].Sequence), max(f.hi, lastSeq(b))
+			broken[b.recs[0].CorrelationID] = true
 		}
+		f.results = f.results || it.res != nil || it.blk != nil && len(it.blk.results) > 0
 	}
-	if f.hi == 0 {
-		f.lo = 0 // results only: fail every Sync of this round
-	}
+	s.queue = slices.DeleteFunc(s.queue, func(it item) bool {
+		if b := it.blk; b != nil && broken[b.recs[0].CorrelationID] {
+			f.chained = append(f.chained, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
+			f.results = f.results || len(b.results) > 0
+			f.last = it.pos
+			return true
+		}
+		return false
+	})
 	s.failures = append(s.failures, f)
 	s.nfail.Add(1)
 	if len(s.failures) > maxFailures {
 		s.failures = slices.Delete(s.failures, 0, len(s.failures)-maxFailures)
 	}
-	sealing := s.heads
+	s.dropHeads(broken, f.err)
+	s.log.Error("evidence postgres: commit failed", "records", f.lo, "to", f.hi, "chained_blocks", len(f.chained), "err", err)
+}
+
+// dropHeads forgets the cached heads except those of records still
+// queued and those being sealed, which the sealing Append sets when done
+// (and which fail it, lost, when broken names their correlation); call
+// with mu held.
+func (s *Store) dropHeads(broken map[string]bool, lost error) {
+	old := s.heads
 	s.heads = map[string]head{}
-	for c, h := range sealing {
-		if h.sealing != nil {
-			s.heads[c] = h // its Append sets it when done
-		}
-	}
 	s.gen++
 	for _, it := range s.queue {
 		if b := it.blk; b != nil {
@@ -998,7 +1106,14 @@ func (s *Store) commit() {
 			s.heads[last.CorrelationID] = head{hash: last.ContentHash, seq: last.Sequence, pos: it.pos}
 		}
 	}
-	s.log.Error("evidence postgres: commit failed", "records", f.lo, "to", f.hi, "err", err)
+	for c, h := range old {
+		if h.sealing != nil { // newer than any queued block of c
+			if broken[c] {
+				h.lost = lost
+			}
+			s.heads[c] = h
+		}
+	}
 }
 
 // columns lays a batch out as insertSQL's parameters: one row per
@@ -1304,7 +1419,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		return nil
 	}
-	err := s.syncLocked(context.Background(), s.pos, s.seq)
+	err := s.syncLocked(context.Background(), s.resolved.Load(), s.pos, s.seq)
 	s.closed = true
 	for s.syncing { // never close the pool under a commit in progress
 		done := s.done

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,5 +138,232 @@ func TestPrecompressTaken(t *testing.T) {
 	}
 	if err := s.Sync(ctx, a[0].Sequence); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPrecompressBounded: a caller of Sync looks at no more than the
+// newest carryScan queued items (it holds the store lock, and the queue
+// grows with every waiting caller while a commit is in flight): a row
+// whose first block is further back is left to the commit, which writes
+// it whole; a block that starts a chain (prev_seq 0) is its row's first
+// wherever the queue begins.
+func TestPrecompressBounded(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	a1, err := s.Append(ctx, storetest.Event("A", "e", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []evidence.Pending
+	for i := range carryScan + 8 {
+		others = append(others, storetest.Event(fmt.Sprint("o", i), "e", "x"))
+	}
+	if _, err := s.Append(ctx, others...); err != nil { // one block each
+		t.Fatal(err)
+	}
+	a2, err := s.Append(ctx, storetest.Event("A", "e", "2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Append(ctx, storetest.Event("B", "e", "3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	n := len(s.queue)
+	firstA, lastA, blkB := s.queue[0].blk, s.queue[n-2].blk, s.queue[n-1].blk
+	s.mu.Unlock()
+	if n != carryScan+11 || lastA.prevSeq != a1[0].Sequence || blkB.prevSeq != 0 {
+		t.Fatalf("queue of %d items, A's second block after %d, B's after %d", n, lastA.prevSeq, blkB.prevSeq)
+	}
+
+	s.precompress(a2[0].Sequence)
+	if firstA.pre.Load() != nil || lastA.pre.Load() != nil {
+		t.Fatal("a row starting beyond the newest carryScan items was encoded ahead")
+	}
+	s.precompress(b[0].Sequence)
+	if pre := blkB.pre.Load(); pre == nil || pre.recs != 1 {
+		t.Fatalf("the row starting B's chain was not encoded ahead: %+v", pre)
+	}
+
+	if err := s.Sync(ctx, b[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Replay(ctx, evidence.Query{CorrelationID: "A"})
+	if err != nil || len(got) != 2 || verify(got) != nil || got[1].ContentHash != a2[0].ContentHash {
+		t.Fatalf("replay of A: %d records, %v, chain %v", len(got), err, verify(got))
+	}
+}
+
+// TestPrecompressNeverStale: callers append to shared correlations, put
+// results that ride with their blocks and lone ones, and encode their
+// rows ahead, while a leader lays out batches with columns as a commit
+// does (and, every few batches, drops the cached heads as a failed commit
+// does); every body a batch would write decodes to exactly the records
+// and results of its row in that batch, whether encoded ahead or not.
+// Under -race it also checks that the encoding ahead shares nothing
+// unguarded with appends, results and the commit.
+func TestPrecompressNeverStale(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	kick, callers := make(chan struct{}, 1), make(chan struct{})
+	var batches, ahead int
+	leader := make(chan error, 1)
+	go func() { leader <- fakeCommits(s, kick, callers, &batches, &ahead) }()
+
+	corrs := []string{"A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K", "L", "M", "N", "O", "P"}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 150 {
+				id := fmt.Sprintf("inv-%d-%d", g, i)
+				var ps []evidence.Pending
+				for k := range 1 + (g+i)%3 {
+					ps = append(ps, storetest.Event(corrs[(g*7+i)%len(corrs)], "e", fmt.Sprintf("%s-%d", id, k)))
+				}
+				recs, err := s.Append(ctx, ps...)
+				if err == nil && i%2 == 0 {
+					err = s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte(`{"r":"` + id + `"}`)})
+				}
+				if err == nil && i%5 == 0 {
+					err = s.PutResult(ctx, evidence.Result{InvocationID: "lone-" + id, At: time.Now(), Data: []byte("{}")})
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				s.precompress(recs[len(recs)-1].Sequence)
+				if i%4 == 0 {
+					s.precompress(recs[0].Sequence)
+				}
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(callers)
+	if err := <-leader; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d batches, %d rows encoded ahead", batches, ahead)
+}
+
+// fakeCommits takes batches off s's queue as commit does, without
+// writing them, until callers is closed and the queue is empty, and
+// checks each with checkBatch.
+func fakeCommits(s *Store, kick, callers <-chan struct{}, batches, ahead *int) error {
+	for {
+		select {
+		case <-kick:
+		case <-callers:
+		}
+		s.mu.Lock()
+		batch := s.queue
+		s.taken = s.pos
+		s.mu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-callers:
+				return nil
+			default:
+				continue
+			}
+		}
+		n, err := checkBatch(batch)
+		if err != nil {
+			return err
+		}
+		*batches++
+		*ahead += n
+		s.mu.Lock()
+		s.queue = append(s.queue[:0:0], s.queue[len(batch):]...)
+		s.resolved.Store(batch[len(batch)-1].pos)
+		if *batches%5 == 0 {
+			s.dropHeads(nil, nil) // as a failed commit does
+		}
+		s.mu.Unlock()
+	}
+}
+
+// checkBatch lays batch out with columns and checks that each row's body
+// holds exactly the records and results of the batch's blocks in its
+// range; ahead is how many bodies were encoded ahead.
+func checkBatch(batch []item) (ahead int, err error) {
+	cols, err := columns(batch)
+	if err != nil {
+		return 0, err
+	}
+	corrs, prevs, lasts, bodies := cols[0].([]string), cols[1].([]int64), cols[2].([]int64), cols[3].([][]byte)
+	resAts := cols[6].([]pgtype.Timestamptz)
+	for i, c := range corrs {
+		var want []evidence.Record
+		var wantRes []evidence.Result
+		for _, it := range batch {
+			if b := it.blk; b != nil && b.recs[0].CorrelationID == c && b.prevSeq >= uint64(prevs[i]) && lastSeq(b) <= uint64(lasts[i]) {
+				want, wantRes = append(want, b.recs...), append(wantRes, b.results...)
+				if e := b.pre.Load(); e != nil && len(e.body) > 0 && &e.body[0] == &bodies[i][0] {
+					ahead++
+				}
+			}
+		}
+		recs, results, err := decodeBody(c, blockRow{prev: uint64(prevs[i]), last: uint64(lasts[i]), body: bodies[i], resAt: resAts[i].Time})
+		if err != nil {
+			return 0, fmt.Errorf("row %d of %s: %w", i, c, err)
+		}
+		if !slices.EqualFunc(recs, want, sameRecord) || !slices.EqualFunc(results, wantRes, sameResult) {
+			return 0, fmt.Errorf("row (%d, %d] of %s holds %d records and %d results, want %d and %d, or differs",
+				prevs[i], lasts[i], c, len(recs), len(results), len(want), len(wantRes))
+		}
+	}
+	return ahead, nil
+}
+
+func sameRecord(a, b evidence.Record) bool {
+	return a.Sequence == b.Sequence && a.ContentHash == b.ContentHash && a.PrevHash == b.PrevHash &&
+		a.EventType == b.EventType && string(a.Data) == string(b.Data)
+}
+
+func sameResult(a, b evidence.Result) bool {
+	return a.InvocationID == b.InvocationID && a.At.Equal(b.At) && string(a.Data) == string(b.Data)
+}
+
+// TestPrecompressSmallRows: a caller of Sync encodes its row ahead only
+// while the row holds at most aheadBlocks blocks. Each caller whose
+// record is in a row encodes all of it, so a row that grows by every
+// caller (one correlation, many callers at once) is left to the commit,
+// which encodes it once, and still writes it whole.
+func TestPrecompressSmallRows(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	var last []evidence.Record
+	for i := range aheadBlocks + 1 {
+		recs, err := s.Append(ctx, storetest.Event("A", "e", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = recs
+		s.precompress(recs[0].Sequence)
+		s.mu.Lock()
+		first := s.queue[0].blk
+		s.mu.Unlock()
+		pre := first.pre.Load()
+		if i < aheadBlocks && (pre == nil || pre.recs != i+1) {
+			t.Fatalf("a row of %d blocks: encoded ahead %+v, want its %d records", i+1, pre, i+1)
+		}
+		if i == aheadBlocks && pre.recs != aheadBlocks {
+			t.Fatalf("a row of %d blocks was encoded ahead (%d records)", i+1, pre.recs)
+		}
+	}
+	if err := s.Sync(ctx, last[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Replay(ctx, evidence.Query{CorrelationID: "A"}); err != nil || len(got) != aheadBlocks+1 || verify(got) != nil {
+		t.Fatalf("replay: %d records, %v, chain %v", len(got), err, verify(got))
 	}
 }

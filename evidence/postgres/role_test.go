@@ -21,25 +21,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	dsn := pgtest.FreshDSN(t)
 	owner := open(t, dsn) // the owner creates the schema
 	owner.Close()
-	role := "evw_" + strings.ToLower(rand.Text()[:12])
-	grants := []string{
-		`CREATE ROLE ` + role + ` LOGIN`,
-		`GRANT USAGE ON SCHEMA ` + schemaOf(t, dsn) + ` TO ` + role,
-		`GRANT SELECT, INSERT ON evidence_blocks, evidence_result_log TO ` + role,
-		`GRANT SELECT, UPDATE ON evidence_meta TO ` + role,
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = execOn(c, dsn, `DROP OWNED BY `+role)
-		_ = execOn(c, dsn, `DROP ROLE `+role)
-	})
-	for _, g := range grants {
-		if err := execOn(ctx, dsn, g); err != nil {
-			t.Fatalf("%s: %v", g, err)
-		}
-	}
-	wdsn := pgtest.Param(dsn, "user", role)
+	wdsn, role := leastPrivilege(t, dsn)
 	s, err := Open(ctx, wdsn, nil)
 	if err != nil {
 		t.Fatalf("open as %s: %v", role, err)
@@ -69,4 +51,31 @@ func TestLeastPrivilegeRole(t *testing.T) {
 			t.Errorf("%s as %s: %v, want a permission refusal", q, role, err)
 		}
 	}
+}
+
+// leastPrivilege creates a role holding only the grants docs/operations.md
+// lists on the existing schema of dsn, dropped when t ends, and returns
+// dsn logging in as it.
+func leastPrivilege(t *testing.T, dsn string) (wdsn, role string) {
+	t.Helper()
+	ctx := context.Background()
+	role = "evw_" + strings.ToLower(rand.Text()[:12])
+	grants := []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schemaOf(t, dsn) + ` TO ` + role,
+		`GRANT SELECT, INSERT ON evidence_blocks, evidence_result_log TO ` + role,
+		`GRANT SELECT, UPDATE ON evidence_meta TO ` + role,
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = execOn(c, dsn, `DROP OWNED BY `+role)
+		_ = execOn(c, dsn, `DROP ROLE `+role)
+	})
+	for _, g := range grants {
+		if err := execOn(ctx, dsn, g); err != nil {
+			t.Fatalf("%s: %v", g, err)
+		}
+	}
+	return pgtest.Param(dsn, "user", role), role
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,5 +175,49 @@ func TestReservedAhead(t *testing.T) {
 	}
 	if recs[0].Sequence != last+1 {
 		t.Fatalf("after the restart: sequence %d, want %d", recs[0].Sequence, last+1)
+	}
+}
+
+// TestSealingLostWithAFailedCommit: an Append sealing records that chain
+// to a block whose commit fails meanwhile queues nothing and fails with
+// that commit's error (its records would chain to records the database
+// does not hold); the correlation then continues from the database.
+func TestSealingLostWithAFailedCommit(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	defer s1.Close()
+	defer s2.Close()
+	committed, err := s1.Append(ctx, storetest.Event("X", "e", "1"))
+	if err != nil || s1.Sync(ctx, committed[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	wrong, err := s2.Append(ctx, hinted("X", "2")) // a second genesis: its commit fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealing, release := make(chan struct{}, 1), make(chan struct{})
+	after := appendAsync(s2, held("X", sealing, release, nil)) // chains to wrong
+	<-sealing
+	if err := s2.Sync(ctx, wrong[0].Sequence); err == nil {
+		t.Fatal("the second genesis committed")
+	}
+	close(release)
+	a := within(t, after)
+	if a.err == nil || !strings.Contains(a.err.Error(), "evidence_blocks_no_fork") {
+		t.Fatalf("Append chained to a lost record = %v, want the failed commit's error", a.err)
+	}
+	s2.mu.Lock()
+	queued := len(s2.queue)
+	s2.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("%d items queued after the lost append", queued)
+	}
+	next, err := s2.Append(ctx, storetest.Event("X", "e", "3"))
+	if err != nil || s2.Sync(ctx, next[0].Sequence) != nil {
+		t.Fatalf("append after the failure: %v", err)
+	}
+	if next[0].PrevHash != committed[0].ContentHash {
+		t.Fatalf("X continues after %q, want the database's %q", next[0].PrevHash, committed[0].ContentHash)
 	}
 }
