@@ -17,7 +17,10 @@ import (
 // does not verify it looks for the next one that does, byte by byte (a
 // record header is recognisable: a plausible length, then a sequence in
 // the range the damaged bytes could have held, then a matching CRC-32C),
-// so that one damaged record never hides the records after it. Damage with
+// so that one damaged record never hides the records after it. Damaged
+// bytes may have held a gap record or a block, which licence a longer
+// jump: the records between them and the first one found are searched for
+// again with sequences below the one it claims (see resync). Damage with
 // nothing that verifies after it is a torn tail.
 
 const (
@@ -215,16 +218,7 @@ func scanLog(r io.ReaderAt, total int64, visit func(*frame) error) (scanResult, 
 			loose, maxSeq = true, math.MaxUint64
 			continue
 		}
-		at, err := sc.resync(off, res.next, false)
-		bound := seqBound(res.next, at-off)
-		if err == nil && at < 0 {
-			// Nothing in the sequences the damaged bytes could have held:
-			// they may have held a gap record, which licenses any jump, or
-			// a block of more records than their length bounds. Records
-			// past them are damage to report, never a tail to cut.
-			at, err = sc.resync(off, res.next, true)
-			bound = maxSequence
-		}
+		at, bound, err := sc.resync(off, res.next)
 		if err != nil {
 			return res, err
 		}
@@ -237,6 +231,73 @@ func scanLog(r io.ReaderAt, total int64, visit func(*frame) error) (scanResult, 
 		off = at
 	}
 	return res, nil
+}
+
+// resync finds the first frame that verifies after the damaged one at
+// bad, or -1, and the highest sequence the first evidence record from
+// there on may have. It searches first for the sequences the damaged
+// bytes could have been followed by (seqBound). Where that finds nothing
+// the damaged bytes may have held a gap record, which licenses any jump,
+// or a block of more records than their length bounds: records past them
+// are damage to report, never a tail to cut, so the search is made again
+// for any sequence. Where it finds a frame, the records before it that
+// the bound missed (after a damaged gap record or block) have sequences
+// below the first one claimed from that frame on (sequences only grow):
+// the damaged bytes are searched again for those.
+func (s *scanner) resync(bad int64, next uint64) (int64, uint64, error) {
+	at, err := s.search(bad, s.total, next, func(at int64) uint64 { return seqBound(next, at-bad) })
+	switch {
+	case err != nil:
+		return -1, 0, err
+	case at >= 0:
+		return s.refine(bad, at, next)
+	}
+	at, err = s.search(bad, s.total, next, func(int64) uint64 { return maxSequence })
+	return at, maxSequence, err
+}
+
+// refine returns the first frame that verifies after the damaged one at
+// bad, given that the frame at at verifies and none between does with the
+// sequences the damaged bytes bound (see resync), and the highest sequence
+// the first evidence record from there on may have.
+func (s *scanner) refine(bad, at int64, next uint64) (int64, uint64, error) {
+	claimed, err := s.claimed(at, next)
+	if err != nil {
+		return -1, 0, err
+	}
+	if claimed == 0 { // no sequence claimed before the next damage: any
+		claimed = maxSequence + 1
+	}
+	if claimed-1 <= next {
+		return at, claimed, nil // the bound missed nothing
+	}
+	before, err := s.search(bad, at, next, func(int64) uint64 { return claimed - 1 })
+	if err != nil || before < 0 {
+		return at, min(claimed, maxSequence), err
+	}
+	return before, claimed - 1, nil
+}
+
+// claimed returns the first evidence sequence that the frames from at on,
+// as far as they verify, claim: the first record's, or a gap record's next
+// sequence; 0 if none does.
+func (s *scanner) claimed(at int64, next uint64) (uint64, error) {
+	for at < s.total {
+		fr, why, err := s.parse(at, next, true, maxSequence)
+		if err != nil || why != "" {
+			return 0, err
+		}
+		for _, it := range fr.items {
+			switch it.kind {
+			case kindRecord:
+				return it.rec.Sequence, nil
+			case kindGap:
+				return it.next, nil
+			}
+		}
+		at += fr.size
+	}
+	return 0, nil
 }
 
 // seqBound is the highest sequence a record can have after n damaged bytes
@@ -372,25 +433,18 @@ func parseBlock(fr frame, b []byte, next uint64, loose bool, maxSeq uint64) (fra
 
 var zeroBlock [256]byte
 
-// resync finds the first record that verifies after the one at bad, or -1.
-// A candidate must look like a record header before its checksum is
-// computed: a length that fits, then a result or gap tag, or a sequence the
-// damaged bytes before it could have been followed by (with anySeq: any
-// sequence from next on).
-func (s *scanner) resync(bad int64, next uint64, anySeq bool) (int64, error) {
-	bound := func(at int64) uint64 {
-		if anySeq {
-			return maxSequence
-		}
-		return seqBound(next, at-bad)
-	}
+// search finds the first record that verifies after the one at bad and
+// starts before end, or -1. A candidate must look like a record header
+// before its checksum is computed: a length that fits, then a result or
+// gap tag, or a sequence from next to bound of its offset.
+func (s *scanner) search(bad, end int64, next uint64, bound func(at int64) uint64) (int64, error) {
 	const look = headerSize + 9 // the bytes a candidate is judged on
-	for p := bad + 1; s.total-p >= minRecord; {
+	for p := bad + 1; p < end && s.total-p >= minRecord; {
 		b, err := s.bytes(p, int(min(scanChunk, s.total-p)))
 		if err != nil {
 			return -1, err
 		}
-		lim := len(b) - look
+		lim := min(len(b)-look, int(end-1-p))
 		for i := 0; i <= lim; i++ {
 			if b[i] > maxBody>>24 {
 				continue
