@@ -355,3 +355,19 @@ func TestDamagedGapRecordTakesNoFalseRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokenChainsFirstBreakOnly: Check lists each correlation's first
+// missing link only, however many of its records are damaged.
+func TestBrokenChainsFirstBreakOnly(t *testing.T) {
+	dir, data, offs := smallLog(t, 30)
+	for _, i := range []int{15, 21} { // sequences 16 and 22, both of c0
+		data[offs[i]+40] ^= 'X'
+	}
+	if err := os.WriteFile(filepath.Join(dir, FileName), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Check(dir)
+	if err != nil || len(r.Damaged) != 2 || len(r.Broken) != 1 || r.Broken[0] != (ChainBreak{CorrelationID: "c0", Sequence: 19}) {
+		t.Fatalf("Check = %v, damaged %s, broken chains %+v; want two damaged runs, c0 broken from 19 only", err, runs(r.Damaged), r.Broken)
+	}
+}

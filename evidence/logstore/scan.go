@@ -17,10 +17,7 @@ import (
 // does not verify it looks for the next one that does, byte by byte (a
 // record header is recognisable: a plausible length, then a sequence in
 // the range the damaged bytes could have held, then a matching CRC-32C),
-// so that one damaged record never hides the records after it. Damaged
-// bytes may have held a gap record or a block, which licence a longer
-// jump: the records between them and the first one found are searched for
-// again with sequences below the one it claims (see resync). Damage with
+// so that one damaged record never hides the records after it. Damage with
 // nothing that verifies after it is a torn tail.
 
 const (
@@ -102,12 +99,7 @@ type Damage struct {
 }
 
 // Missing is the number of evidence sequences lost in d.
-func (d Damage) Missing() uint64 {
-	if d.Next <= d.After+1 {
-		return 0
-	}
-	return d.Next - d.After - 1
-}
+func (d Damage) Missing() uint64 { return max(d.Next, d.After+1) - d.After - 1 }
 
 // Claim is what a damaged record's bytes say about it. None of it is
 // verified: the record's checksum failed.
@@ -233,76 +225,47 @@ func scanLog(r io.ReaderAt, total int64, visit func(*frame) error) (scanResult, 
 	return res, nil
 }
 
-// resync finds the first frame that verifies after the damaged one at
-// bad, or -1, and the highest sequence the first evidence record from
-// there on may have. It searches first for the sequences the damaged
-// bytes could have been followed by (seqBound). Where that finds nothing
-// the damaged bytes may have held a gap record, which licenses any jump,
-// or a block of more records than their length bounds: records past them
-// are damage to report, never a tail to cut, so the search is made again
-// for any sequence. Where it finds a frame, the records before it that
-// the bound missed (after a damaged gap record or block) have sequences
-// below the first one claimed from that frame on (sequences only grow):
-// the damaged bytes are searched again for those.
+// resync finds the first frame that verifies after the damaged one at bad
+// (-1: none) and the highest sequence its first record may have. It first
+// searches for the sequences the damaged bytes could have been followed by
+// (one per minRecord bytes). But the bytes may have held a gap record (any
+// jump) or a block of more records than their length bounds, and sequences
+// only grow: any record before what that finds has a sequence below the
+// first one claimed from there on, and with nothing found, any sequence
+// (records past the damage are damage to report, never a tail to cut).
 func (s *scanner) resync(bad int64, next uint64) (int64, uint64, error) {
-	at, err := s.search(bad, s.total, next, func(at int64) uint64 { return seqBound(next, at-bad) })
-	switch {
-	case err != nil:
-		return -1, 0, err
-	case at >= 0:
-		return s.refine(bad, at, next)
+	at, err := s.search(bad, s.total, next, func(at int64) uint64 { return next + uint64((at-bad)/minRecord) })
+	claimed, end := uint64(maxSequence+1), s.total
+	if err == nil && at >= 0 {
+		claimed, err = s.claimed(at, next)
+		end = at
 	}
-	at, err = s.search(bad, s.total, next, func(int64) uint64 { return maxSequence })
-	return at, maxSequence, err
+	if err != nil || claimed <= next+1 {
+		return at, claimed, err
+	}
+	if before, err := s.search(bad, end, next, func(int64) uint64 { return claimed - 1 }); err != nil || before >= 0 {
+		return before, claimed - 1, err
+	}
+	return at, claimed, nil
 }
 
-// refine returns the first frame that verifies after the damaged one at
-// bad, given that the frame at at verifies and none between does with the
-// sequences the damaged bytes bound (see resync), and the highest sequence
-// the first evidence record from there on may have.
-func (s *scanner) refine(bad, at int64, next uint64) (int64, uint64, error) {
-	claimed, err := s.claimed(at, next)
-	if err != nil {
-		return -1, 0, err
-	}
-	if claimed == 0 { // no sequence claimed before the next damage: any
-		claimed = maxSequence + 1
-	}
-	if claimed-1 <= next {
-		return at, claimed, nil // the bound missed nothing
-	}
-	before, err := s.search(bad, at, next, func(int64) uint64 { return claimed - 1 })
-	if err != nil || before < 0 {
-		return at, min(claimed, maxSequence), err
-	}
-	return before, claimed - 1, nil
-}
-
-// claimed returns the first evidence sequence that the frames from at on,
-// as far as they verify, claim: the first record's, or a gap record's next
-// sequence; 0 if none does.
+// claimed is the first sequence that the frames verifying from at on
+// claim (a record's, a gap record's next); maxSequence+1 if none does.
 func (s *scanner) claimed(at int64, next uint64) (uint64, error) {
 	for at < s.total {
 		fr, why, err := s.parse(at, next, true, maxSequence)
 		if err != nil || why != "" {
-			return 0, err
+			return maxSequence + 1, err
 		}
 		for _, it := range fr.items {
-			switch it.kind {
-			case kindRecord:
-				return it.rec.Sequence, nil
-			case kindGap:
-				return it.next, nil
+			if it.kind != kindResult {
+				return max(it.rec.Sequence, it.next), nil // the other is 0
 			}
 		}
 		at += fr.size
 	}
-	return 0, nil
+	return maxSequence + 1, nil
 }
-
-// seqBound is the highest sequence a record can have after n damaged bytes
-// when next was expected before them.
-func seqBound(next uint64, n int64) uint64 { return next + uint64(n/minRecord) }
 
 // parse reads the frame at off. It returns why it does not verify ("" if
 // it does); an error only for a failed read. next is the evidence sequence
