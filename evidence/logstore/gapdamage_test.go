@@ -371,3 +371,88 @@ func TestBrokenChainsFirstBreakOnly(t *testing.T) {
 		t.Fatalf("Check = %v, damaged %s, broken chains %+v; want two damaged runs, c0 broken from 19 only", err, runs(r.Damaged), r.Broken)
 	}
 }
+
+// TestDamageRandomPositionsAfterGap: the exactness of
+// TestDamageRandomPositions holds in a log that an earlier Repair left
+// with a gap record (records removed whole from its middle), in every
+// format: one flipped byte in any frame but the last, the gap record
+// included, is reported as exactly that frame, and the repaired log holds
+// every other record and result. The sequences reported lost run from
+// the one expected at the frame to the first one after it, across a gap
+// record that follows: damage right before a gap record reports the
+// sequences that gap record says were lost too.
+func TestDamageRandomPositionsAfterGap(t *testing.T) {
+	for _, format := range []struct {
+		name         string
+		uncompressed bool
+		block        func(dst, raw []byte) []byte
+	}{{"compressed", false, nil}, {"compressed-v2", false, appendZstdBlock}, {"uncompressed", true, nil}} {
+		t.Run(format.name, func(t *testing.T) {
+			data, frames := realLog(t, 4, 40, format.uncompressed, format.block)
+			cut := slices.Concat(data[:frames[len(frames)/4].off], data[frames[len(frames)/2].off:])
+			var gapped bytes.Buffer
+			if err := repaired(bytes.NewReader(cut), int64(len(cut)), nil, &gapped); err != nil {
+				t.Fatal(err)
+			}
+			frames = framesOf(t, gapped.Bytes())
+			rng := rand.New(rand.NewPCG(7, uint64(len(frames))))
+			for trial := range 300 {
+				k := rng.IntN(len(frames) - 1)
+				if trial == 0 { // the gap record
+					k = slices.IndexFunc(frames, func(fr frame) bool { return fr.items[0].kind == kindGap })
+				}
+				bad := slices.Clone(gapped.Bytes())
+				bad[frames[k].off+rng.Int64N(frames[k].size)] ^= byte(1 + rng.IntN(255))
+				desc := fmt.Sprintf("trial %d: frame %d of %d", trial, k, len(frames))
+				r, err := check(bytes.NewReader(bad), int64(len(bad)), FileName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				after, next := sequencesAround(frames, k)
+				if len(r.Damaged) != 1 || r.Tail != nil || r.Damaged[0].Offset != frames[k].off || r.Damaged[0].Length != frames[k].size ||
+					r.Damaged[0].After != after || r.Damaged[0].Next != next {
+					t.Fatalf("%s: damaged runs %s (%+v), tail %+v; want the frame at %d+%d, after %d, next %d",
+						desc, runs(r.Damaged), r.Damaged, r.Tail, frames[k].off, frames[k].size, after, next)
+				}
+				var out bytes.Buffer
+				if err := repaired(bytes.NewReader(bad), int64(len(bad)), nil, &out); err != nil {
+					t.Fatal(err)
+				}
+				var got, want []item
+				for _, fr := range framesOf(t, out.Bytes()) {
+					got = append(got, fr.items...)
+				}
+				for _, it := range itemsBut(frames, k) {
+					want = append(want, it)
+				}
+				got = slices.DeleteFunc(got, func(it item) bool { return it.kind == kindGap })
+				want = slices.DeleteFunc(want, func(it item) bool { return it.kind == kindGap })
+				if !slices.EqualFunc(got, want, func(a, b item) bool {
+					return a.kind == b.kind && a.at == b.at && a.rec.Sequence == b.rec.Sequence && a.rec.ContentHash == b.rec.ContentHash
+				}) {
+					t.Fatalf("%s: the repaired log holds %d items, want %d", desc, len(got), len(want))
+				}
+			}
+		})
+	}
+}
+
+// sequencesAround returns the last sequence expected before frames[k] (a
+// gap record's next, less one, when one precedes it) and the first
+// evidence sequence after it (0: none).
+func sequencesAround(frames []frame, k int) (after, next uint64) {
+	expect := uint64(1)
+	for i, fr := range frames {
+		for _, it := range fr.items {
+			switch {
+			case i < k && it.kind == kindRecord:
+				expect = it.rec.Sequence + 1
+			case i < k && it.kind == kindGap:
+				expect = it.next
+			case i > k && it.kind == kindRecord:
+				return expect - 1, it.rec.Sequence
+			}
+		}
+	}
+	return expect - 1, 0
+}
