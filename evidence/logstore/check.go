@@ -126,7 +126,7 @@ func Check(dir string) (*Report, error) {
 // check scans the size bytes of the log f into a report.
 func check(f io.ReaderAt, size int64, path string) (*Report, error) {
 	r := &Report{Path: path, Size: size, Damaged: []Damage{}}
-	heads := map[string]string{}
+	heads, broken := map[string]string{}, map[string]bool{}
 	next := uint64(1)
 	res, err := scanLog(f, size, func(fr *frame) error {
 		for i := range fr.items {
@@ -138,7 +138,8 @@ func check(f io.ReaderAt, size int64, path string) (*Report, error) {
 				}
 				r.Records++
 				r.LastSequence = rec.Sequence
-				if rec.PrevHash != heads[rec.CorrelationID] {
+				if rec.PrevHash != heads[rec.CorrelationID] && !broken[rec.CorrelationID] { // the first break
+					broken[rec.CorrelationID] = true
 					r.Broken = append(r.Broken, ChainBreak{CorrelationID: rec.CorrelationID, Sequence: rec.Sequence})
 				}
 				heads[rec.CorrelationID] = rec.ContentHash
@@ -157,24 +158,10 @@ func check(f io.ReaderAt, size int64, path string) (*Report, error) {
 	}
 	r.End, r.Tail, r.Correlations = res.end, res.tail, len(heads)
 	r.Damaged = append(r.Damaged, res.damaged...)
-	r.Broken = firstBreaks(r.Broken)
 	for i := range r.Damaged {
 		r.Damaged[i].Claims = claims(f, size, r.Damaged[i])
 	}
 	return r, nil
-}
-
-// firstBreaks keeps the first break of each correlation.
-func firstBreaks(all []ChainBreak) []ChainBreak {
-	seen := map[string]bool{}
-	out := all[:0]
-	for _, b := range all {
-		if !seen[b.CorrelationID] {
-			seen[b.CorrelationID] = true
-			out = append(out, b)
-		}
-	}
-	return out
 }
 
 // maxClaims bounds the claims listed for one damaged run.

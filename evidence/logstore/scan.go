@@ -99,12 +99,7 @@ type Damage struct {
 }
 
 // Missing is the number of evidence sequences lost in d.
-func (d Damage) Missing() uint64 {
-	if d.Next <= d.After+1 {
-		return 0
-	}
-	return d.Next - d.After - 1
-}
+func (d Damage) Missing() uint64 { return max(d.Next, d.After+1) - d.After - 1 }
 
 // Claim is what a damaged record's bytes say about it. None of it is
 // verified: the record's checksum failed.
@@ -215,16 +210,7 @@ func scanLog(r io.ReaderAt, total int64, visit func(*frame) error) (scanResult, 
 			loose, maxSeq = true, math.MaxUint64
 			continue
 		}
-		at, err := sc.resync(off, res.next, false)
-		bound := seqBound(res.next, at-off)
-		if err == nil && at < 0 {
-			// Nothing in the sequences the damaged bytes could have held:
-			// they may have held a gap record, which licenses any jump, or
-			// a block of more records than their length bounds. Records
-			// past them are damage to report, never a tail to cut.
-			at, err = sc.resync(off, res.next, true)
-			bound = maxSequence
-		}
+		at, bound, err := sc.resync(off, res.next)
 		if err != nil {
 			return res, err
 		}
@@ -239,9 +225,47 @@ func scanLog(r io.ReaderAt, total int64, visit func(*frame) error) (scanResult, 
 	return res, nil
 }
 
-// seqBound is the highest sequence a record can have after n damaged bytes
-// when next was expected before them.
-func seqBound(next uint64, n int64) uint64 { return next + uint64(n/minRecord) }
+// resync finds the first frame that verifies after the damaged one at bad
+// (-1: none) and the highest sequence its first record may have. It first
+// searches for the sequences the damaged bytes could have been followed by
+// (one per minRecord bytes). But the bytes may have held a gap record (any
+// jump) or a block of more records than their length bounds, and sequences
+// only grow: any record before what that finds has a sequence below the
+// first one claimed from there on, and with nothing found, any sequence
+// (records past the damage are damage to report, never a tail to cut).
+func (s *scanner) resync(bad int64, next uint64) (int64, uint64, error) {
+	at, err := s.search(bad, s.total, next, func(at int64) uint64 { return next + uint64((at-bad)/minRecord) })
+	claimed, end := uint64(maxSequence+1), s.total
+	if err == nil && at >= 0 {
+		claimed, err = s.claimed(at, next)
+		end = at
+	}
+	if err != nil || claimed <= next+1 {
+		return at, claimed, err
+	}
+	if before, err := s.search(bad, end, next, func(int64) uint64 { return claimed - 1 }); err != nil || before >= 0 {
+		return before, claimed - 1, err
+	}
+	return at, claimed, nil
+}
+
+// claimed is the first sequence that the frames verifying from at on
+// claim (a record's, a gap record's next); maxSequence+1 if none does.
+func (s *scanner) claimed(at int64, next uint64) (uint64, error) {
+	for at < s.total {
+		fr, why, err := s.parse(at, next, true, maxSequence)
+		if err != nil || why != "" {
+			return maxSequence + 1, err
+		}
+		for _, it := range fr.items {
+			if it.kind != kindResult {
+				return max(it.rec.Sequence, it.next), nil // the other is 0
+			}
+		}
+		at += fr.size
+	}
+	return maxSequence + 1, nil
+}
 
 // parse reads the frame at off. It returns why it does not verify ("" if
 // it does); an error only for a failed read. next is the evidence sequence
@@ -372,25 +396,18 @@ func parseBlock(fr frame, b []byte, next uint64, loose bool, maxSeq uint64) (fra
 
 var zeroBlock [256]byte
 
-// resync finds the first record that verifies after the one at bad, or -1.
-// A candidate must look like a record header before its checksum is
-// computed: a length that fits, then a result or gap tag, or a sequence the
-// damaged bytes before it could have been followed by (with anySeq: any
-// sequence from next on).
-func (s *scanner) resync(bad int64, next uint64, anySeq bool) (int64, error) {
-	bound := func(at int64) uint64 {
-		if anySeq {
-			return maxSequence
-		}
-		return seqBound(next, at-bad)
-	}
+// search finds the first record that verifies after the one at bad and
+// starts before end, or -1. A candidate must look like a record header
+// before its checksum is computed: a length that fits, then a result or
+// gap tag, or a sequence from next to bound of its offset.
+func (s *scanner) search(bad, end int64, next uint64, bound func(at int64) uint64) (int64, error) {
 	const look = headerSize + 9 // the bytes a candidate is judged on
-	for p := bad + 1; s.total-p >= minRecord; {
+	for p := bad + 1; p < end && s.total-p >= minRecord; {
 		b, err := s.bytes(p, int(min(scanChunk, s.total-p)))
 		if err != nil {
 			return -1, err
 		}
-		lim := len(b) - look
+		lim := min(len(b)-look, int(end-1-p))
 		for i := 0; i <= lim; i++ {
 			if b[i] > maxBody>>24 {
 				continue
