@@ -55,6 +55,16 @@ type Pending struct {
 	// every head locally ignore it. Set it only on the first Append of the
 	// chain: a later one's hint could meet a head the store has forgotten.
 	NewChain bool
+	// After is the sequence of the caller's own previous record of this
+	// correlation, when it appended one before this batch without waiting
+	// for it to be durable (0: none). A store that can lose a commit's
+	// records and still take later appends of the correlation (a shared
+	// database, where a commit fails on another writer's conflict or a
+	// lost connection) refuses the append when that record was lost, so
+	// that the Sync of the caller's last record never vouches for a chain
+	// whose earlier records are gone. Stores for which a lost write is
+	// the end of all writes ignore it.
+	After uint64
 }
 
 // A Sealer renders one record at its place, appending its bytes to dst (as

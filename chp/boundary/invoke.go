@@ -489,6 +489,9 @@ func (b *Boundary) flush(ctx context.Context, inv *invocation) error {
 		return nil
 	}
 	sp := inv.appendSpan(len(inv.pending))
+	for i := range inv.pending {
+		inv.pending[i].After = inv.last // this invocation's records so far
+	}
 	last, err := evidence.AppendSeq(ctx, b.store, inv.pending...)
 	// Only the chain's first append is new: a later one's hint could
 	// meet a head the store has dropped from its cache. After a failed

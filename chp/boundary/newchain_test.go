@@ -69,3 +69,53 @@ func TestNewChainHint(t *testing.T) {
 		})
 	}
 }
+
+// afterRecorder is a store that records, per Append, the
+// evidence.Pending.After of each pending and the last sequence appended.
+type afterRecorder struct {
+	evidence.Store
+	mu    sync.Mutex
+	after [][]uint64
+	last  []uint64
+}
+
+func (a *afterRecorder) Append(ctx context.Context, batch ...evidence.Pending) ([]evidence.Record, error) {
+	after := make([]uint64, len(batch))
+	for i := range batch {
+		after[i] = batch[i].After
+	}
+	recs, err := a.Store.Append(ctx, batch...)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.after = append(a.after, after)
+	if err == nil {
+		a.last = append(a.last, recs[len(recs)-1].Sequence)
+	}
+	return recs, err
+}
+
+// TestAppendsNameTheirPredecessor: every pending of an invocation's later
+// append names the last record of its earlier one (evidence.Pending.After),
+// so that a store that lost those records refuses the rest; the first
+// append names none.
+func TestAppendsNameTheirPredecessor(t *testing.T) {
+	ctx := context.Background()
+	rec := &afterRecorder{Store: evidence.NewMemory()}
+	b := fixtureBoundary(t, rec)
+	if _, err := b.Invoke(ctx, &chp.InvocationEnvelope{CapabilityID: "conformance.echo", Payload: json.RawMessage(`{"value":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.after) != 2 {
+		t.Fatalf("%d appends, want 2", len(rec.after))
+	}
+	for _, a := range rec.after[0] {
+		if a != 0 {
+			t.Fatalf("first append names %v, want none", rec.after[0])
+		}
+	}
+	for _, a := range rec.after[1] {
+		if a != rec.last[0] {
+			t.Fatalf("second append names %v, want the first's last record %d", rec.after[1], rec.last[0])
+		}
+	}
+}

@@ -258,6 +258,11 @@ type head struct {
 	lost error
 }
 
+// ErrLost is the error of an Append whose batch follows a record of the
+// caller (evidence.Pending.After) that a failed commit lost: the caller's
+// chain of records is broken, and nothing of the batch is appended.
+var ErrLost = errors.New("evidence postgres: an earlier record of this caller was lost in a failed commit")
+
 // failure is a commit that failed: the sequences of its records, and of
 // the queued blocks chained to them, which failed with it; and, when
 // results were lost with it, the queue positions of its items.
@@ -443,8 +448,11 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 			s.mu.Unlock()
 			continue
 		}
-		pl, wait, res := s.place(batch, found)
+		pl, wait, res, err := s.place(batch, found)
 		s.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("evidence postgres: append: %w", err)
+		}
 		if res != nil {
 			wait = res.done
 		}
@@ -591,8 +599,14 @@ type placement struct {
 // another Append is sealing the head of one of the batch's correlations,
 // it returns what to wait for before trying again instead, and when the
 // batch needs sequences not reserved yet, the reservation to wait for.
-// Call with mu held.
-func (s *Store) place(batch []evidence.Pending, found map[string]head) (*placement, chan struct{}, *reservation) {
+// It refuses a batch that follows (evidence.Pending.After) a record of
+// the caller that a failed commit lost. Call with mu held.
+func (s *Store) place(batch []evidence.Pending, found map[string]head) (*placement, chan struct{}, *reservation, error) {
+	for i := range batch {
+		if err := s.lostRecord(batch[i].After); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	pl := &placement{heads: map[string]head{}}
 	// Every record must come after its correlation's head, which another
 	// writer may have placed beyond this store's block.
@@ -607,14 +621,14 @@ func (s *Store) place(batch []evidence.Pending, found map[string]head) (*placeme
 			h = found[c]
 		}
 		if h.sealing != nil {
-			return nil, h.sealing, nil
+			return nil, h.sealing, nil, nil
 		}
 		pl.heads[c], pl.corrs = h, append(pl.corrs, c)
 		floor = max(floor, h.seq)
 	}
 	n := uint64(len(batch))
 	if !s.haveSeqs(floor, n) {
-		return nil, nil, s.reserve(floor, n)
+		return nil, nil, s.reserve(floor, n), nil
 	}
 	pl.first, pl.n, pl.done = s.next, n, make(chan struct{})
 	s.next += n
@@ -624,7 +638,21 @@ func (s *Store) place(batch []evidence.Pending, found map[string]head) (*placeme
 	for _, c := range pl.corrs {
 		s.heads[c] = head{sealing: pl.done}
 	}
-	return pl, nil, nil
+	return pl, nil, nil, nil
+}
+
+// lostRecord is the error of the failed commit that lost record seq, if
+// one did (among the last maxFailures); nil for 0. Call with mu held.
+func (s *Store) lostRecord(seq uint64) error {
+	if seq == 0 || s.nfail.Load() == 0 {
+		return nil
+	}
+	for i := range s.failures {
+		if s.failures[i].holds(seq) {
+			return fmt.Errorf("%w: record %d, which this batch follows, was lost: %w", ErrLost, seq, s.failures[i].err)
+		}
+	}
+	return nil
 }
 
 // seal seals the batch at its placement, without the store's lock, into
