@@ -467,15 +467,36 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 			}
 			continue
 		}
-		out, blocks, err := seal(batch, pl)
-		s.mu.Lock()
-		err = s.queueSealed(pl, blocks, err)
-		s.mu.Unlock()
+		out, err := s.sealPlaced(batch, pl)
 		if err != nil {
 			return nil, fmt.Errorf("evidence postgres: append: %w", err)
 		}
 		return out, nil
 	}
+}
+
+// errSealPanic fails, in queueSealed, a batch whose sealer panicked; the
+// panic itself goes on to the caller of Append.
+var errSealPanic = errors.New("a sealer panicked")
+
+// sealPlaced seals the batch placed at pl and queues it. A sealer that
+// panics (a caller's bug) must not leave its correlations marked as being
+// sealed, or every later Append of them would wait for ever: the
+// placement is undone before the panic goes on.
+func (s *Store) sealPlaced(batch []evidence.Pending, pl *placement) ([]evidence.Record, error) {
+	sealed := false
+	defer func() {
+		if !sealed {
+			s.mu.Lock()
+			_ = s.queueSealed(pl, nil, errSealPanic)
+			s.mu.Unlock()
+		}
+	}()
+	out, blocks, err := seal(batch, pl)
+	sealed = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return out, s.queueSealed(pl, blocks, err)
 }
 
 // lookupReq is one Append's request for the committed heads of its

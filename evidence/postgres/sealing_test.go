@@ -221,3 +221,51 @@ func TestSealingLostWithAFailedCommit(t *testing.T) {
 		t.Fatalf("X continues after %q, want the database's %q", next[0].PrevHash, committed[0].ContentHash)
 	}
 }
+
+// TestSealerPanicReleasesHead: a sealer that panics (a caller's bug)
+// leaves no mark on its correlation's head: the panic reaches the caller
+// of Append, and the next Append of the correlation goes through and
+// continues the chain from the last queued record instead of waiting
+// forever for a seal that will never end.
+func TestSealerPanicReleasesHead(t *testing.T) {
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // only matters when stuck
+	defer cancel()
+	p1, err := s.Append(ctx, storetest.Event("P", "e", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := evidence.Pending{CorrelationID: "P", EventType: "e", Seal: func(uint64, string) (string, []byte, error) {
+		panic("sealer bug")
+	}}
+	func() {
+		defer func() {
+			if r := recover(); r != "sealer bug" {
+				t.Errorf("recovered %v, want the sealer's panic", r)
+			}
+		}()
+		_, _ = s.Append(ctx, storetest.Event("Q", "e", "q"), bad)
+	}()
+	p2, err := s.Append(ctx, storetest.Event("P", "e", "2"))
+	if err != nil {
+		t.Fatalf("append after a sealer panicked: %v", err)
+	}
+	if p2[0].PrevHash != p1[0].ContentHash {
+		t.Fatalf("P continues after %q, want %q", p2[0].PrevHash, p1[0].ContentHash)
+	}
+	q, err := s.Append(ctx, storetest.Event("Q", "e", "q2"))
+	if err != nil {
+		t.Fatalf("Q after the panicked batch: %v", err)
+	}
+	if q[0].PrevHash != "" {
+		t.Fatalf("Q's record chains to %q: a record of the panicked batch was queued", q[0].PrevHash)
+	}
+	if err := s.Sync(ctx, q[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "P"})
+	if err != nil || len(recs) != 2 || verify(recs) != nil {
+		t.Fatalf("replay P: %d records, %v, chain %v", len(recs), err, verify(recs))
+	}
+}
