@@ -195,3 +195,59 @@ func TestResultFailureReported(t *testing.T) {
 		t.Fatalf("Results = %q, want only the result committed", got)
 	}
 }
+
+// TestFailureHoldsOnlyItsRecords: a failed commit fails the records it
+// held and those chained to them, not every sequence between its lowest
+// and highest: records are sealed off the lock, so a batch placed before
+// the commit took the queue but queued after it has sequences inside
+// that span and is committed by the next commit. Its Sync returns nil,
+// and its caller's next append (naming it in After) goes on.
+func TestFailureHoldsOnlyItsRecords(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	defer s1.Close()
+	defer s2.Close()
+	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
+	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	a, err := s1.Append(ctx, storetest.Event("A", "e", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealing, release := make(chan struct{}, 1), make(chan struct{})
+	slow := appendAsync(s1, held("E", sealing, release, nil)) // between A's and the wrong hint's
+	<-sealing
+	wrong, err := s1.Append(ctx, hinted("B", "x")) // collides with s2's B: the statement fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Sync(ctx, wrong[0].Sequence); err == nil {
+		t.Fatal("the wrong hint's commit succeeded")
+	}
+	if err := s1.Sync(ctx, a[0].Sequence); err == nil {
+		t.Fatal("Sync of a record of the failed commit returned nil")
+	}
+	close(release)
+	e := within(t, slow)
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+	if s := e.recs[0].Sequence; s <= a[0].Sequence || s >= wrong[0].Sequence {
+		t.Fatalf("E took sequence %d, not between %d and %d", s, a[0].Sequence, wrong[0].Sequence)
+	}
+	if err := s1.Sync(ctx, e.recs[0].Sequence); err != nil {
+		t.Fatalf("Sync of a record the failed commit did not hold: %v", err)
+	}
+	if recs, err := s2.Replay(ctx, evidence.Query{CorrelationID: "E"}); err != nil || len(recs) != 1 {
+		t.Fatalf("E in the database: %d records, %v", len(recs), err)
+	}
+	next := storetest.Event("E", "e", "2")
+	next.After = e.recs[0].Sequence
+	if n, err := s1.Append(ctx, next); err != nil {
+		t.Fatalf("append after a committed record: %v", err)
+	} else if err := s1.Sync(ctx, n[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -60,6 +60,7 @@ package postgres
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -267,10 +268,14 @@ var ErrLost = errors.New("evidence postgres: an earlier record of this caller wa
 // the queued blocks chained to them, which failed with it; and, when
 // results were lost with it, the queue positions of its items.
 type failure struct {
-	lo, hi      uint64
-	chained     [][2]uint64 // the first and last sequence of each
-	results     bool        // it held results
-	first, last uint64      // its items' positions, chained blocks included
+	// recs are the runs of its records' sequences and of the chained
+	// blocks', first and last of each, ascending and disjoint. Not one
+	// span from its lowest to its highest: a batch sealed off the lock
+	// may hold sequences in between and be queued after the commit took
+	// the queue, and it is not lost.
+	recs        [][2]uint64
+	results     bool   // it held results
+	first, last uint64 // its items' positions, chained blocks included
 	err         error
 }
 
@@ -283,15 +288,24 @@ func (f *failure) failed(seq, from, target uint64) bool {
 
 // holds reports whether record seq failed with f.
 func (f *failure) holds(seq uint64) bool {
-	if f.lo <= seq && seq <= f.hi {
-		return true
-	}
-	for _, r := range f.chained {
-		if r[0] <= seq && seq <= r[1] {
-			return true
+	i, _ := slices.BinarySearchFunc(f.recs, seq, func(r [2]uint64, seq uint64) int {
+		return cmp.Compare(r[1], seq) // the first run ending at or after seq
+	})
+	return i < len(f.recs) && f.recs[i][0] <= seq
+}
+
+// runs sorts the sequence ranges and merges those that touch.
+func runs(rs [][2]uint64) [][2]uint64 {
+	slices.SortFunc(rs, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && out[n-1][1]+1 >= r[0] {
+			out[n-1][1] = max(out[n-1][1], r[1])
+			continue
 		}
+		out = append(out, r)
 	}
-	return false
+	return slices.Clip(out)
 }
 
 var (
@@ -1113,32 +1127,37 @@ func (s *Store) commit() {
 // except those of records still queued, so that the next appends read
 // the chains from the database.
 func (s *Store) failLocked(batch []item, err error) {
-	f := failure{lo: ^uint64(0), first: batch[0].pos, last: batch[len(batch)-1].pos,
+	f := failure{first: batch[0].pos, last: batch[len(batch)-1].pos,
 		err: fmt.Errorf("evidence postgres: commit: %w", err)}
 	broken := map[string]bool{}
+	lo, hi := ^uint64(0), uint64(0)
 	for _, it := range batch {
 		if b := it.blk; b != nil {
-			f.lo, f.hi = min(f.lo, b.recs[0].Sequence), max(f.hi, lastSeq(b))
+			lo, hi = min(lo, b.recs[0].Sequence), max(hi, lastSeq(b))
+			f.recs = append(f.recs, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
 			broken[b.recs[0].CorrelationID] = true
 		}
 		f.results = f.results || it.res != nil || it.blk != nil && len(it.blk.results) > 0
 	}
+	chained := 0
 	s.queue = slices.DeleteFunc(s.queue, func(it item) bool {
 		if b := it.blk; b != nil && broken[b.recs[0].CorrelationID] {
-			f.chained = append(f.chained, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
+			f.recs = append(f.recs, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
 			f.results = f.results || len(b.results) > 0
 			f.last = it.pos
+			chained++
 			return true
 		}
 		return false
 	})
+	f.recs = runs(f.recs)
 	s.failures = append(s.failures, f)
 	s.nfail.Add(1)
 	if len(s.failures) > maxFailures {
 		s.failures = slices.Delete(s.failures, 0, len(s.failures)-maxFailures)
 	}
 	s.dropHeads(broken, f.err)
-	s.log.Error("evidence postgres: commit failed", "records", f.lo, "to", f.hi, "chained_blocks", len(f.chained), "err", err)
+	s.log.Error("evidence postgres: commit failed", "records", lo, "to", hi, "chained_blocks", chained, "err", err)
 }
 
 // dropHeads forgets the cached heads except those of records still
