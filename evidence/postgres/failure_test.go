@@ -251,3 +251,74 @@ func TestFailureHoldsOnlyItsRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFailedCommitTakesWholeBatches: an Append is atomic, so a failed
+// commit that takes a queued block along (it chains to the commit's
+// blocks) takes the other blocks of that block's Append too, and the
+// later blocks of their correlations: the Sync of the batch's last
+// record returns the error, and nothing of the batch is stored.
+func TestFailedCommitTakesWholeBatches(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	defer s1.Close()
+	defer s2.Close()
+	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
+	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	// Hold the commit that the wrong hint fails until more is queued.
+	lock, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(ctx)
+	tx, err := lock.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, `LOCK TABLE evidence_blocks IN EXCLUSIVE MODE`) // reads go on, inserts wait
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := s1.Append(ctx, hinted("B", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() { failed <- s1.Sync(ctx, wrong[0].Sequence) }()
+	waitFor(t, func() bool { s1.mu.Lock(); defer s1.mu.Unlock(); return s1.taken >= s1.pos })
+
+	both, err := s1.Append(ctx, storetest.Event("B", "e", "b2"), storetest.Event("A", "e", "a1")) // B's chains to the held commit
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := s1.Append(ctx, storetest.Event("A", "e", "a2")) // chains to the batch's A
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-failed; err == nil {
+		t.Fatal("the wrong hint's commit succeeded")
+	}
+	if err := s1.Sync(ctx, both[1].Sequence); err == nil {
+		t.Fatal("Sync of a batch's last record returned nil, the batch's other block lost")
+	}
+	if err := s1.Sync(ctx, more[0].Sequence); err == nil {
+		t.Fatal("Sync of a block chained to a lost batch returned nil")
+	}
+	if recs, err := s2.Replay(ctx, evidence.Query{CorrelationID: "A"}); err != nil || len(recs) != 0 {
+		t.Fatalf("A holds %d records (%v): part of a lost batch was stored", len(recs), err)
+	}
+	next, err := s1.Append(ctx, storetest.Event("A", "e", "a3"))
+	if err == nil {
+		err = s1.Sync(ctx, next[0].Sequence)
+	}
+	if err != nil {
+		t.Fatalf("A after the failure: %v", err)
+	}
+	if next[0].PrevHash != "" {
+		t.Fatalf("A continues after %q, a record of the lost batch", next[0].PrevHash)
+	}
+}

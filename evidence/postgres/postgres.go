@@ -213,6 +213,9 @@ type item struct {
 	pos uint64
 	blk *block
 	res *result
+	// group is the first sequence of the Append that queued blk: the
+	// blocks of one Append are consecutive in the queue and share it.
+	group uint64
 }
 
 // block is the records one Append adds to one correlation, and the
@@ -753,7 +756,7 @@ func (s *Store) queueSealed(pl *placement, blocks []*block, err error) error {
 	}
 	for _, b := range blocks {
 		s.pos++
-		s.queue = append(s.queue, item{pos: s.pos, blk: b})
+		s.queue = append(s.queue, item{pos: s.pos, blk: b, group: pl.first})
 		last := b.recs[len(b.recs)-1]
 		s.heads[last.CorrelationID] = head{hash: last.ContentHash, seq: last.Sequence, pos: s.pos}
 	}
@@ -1139,9 +1142,10 @@ func (s *Store) failLocked(batch []item, err error) {
 		}
 		f.results = f.results || it.res != nil || it.blk != nil && len(it.blk.results) > 0
 	}
+	lost := s.lostGroups(broken)
 	chained := 0
 	s.queue = slices.DeleteFunc(s.queue, func(it item) bool {
-		if b := it.blk; b != nil && broken[b.recs[0].CorrelationID] {
+		if b := it.blk; b != nil && lost[it.group] {
 			f.recs = append(f.recs, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
 			f.results = f.results || len(b.results) > 0
 			f.last = it.pos
@@ -1158,6 +1162,32 @@ func (s *Store) failLocked(batch []item, err error) {
 	}
 	s.dropHeads(broken, f.err)
 	s.log.Error("evidence postgres: commit failed", "records", lo, "to", hi, "chained_blocks", chained, "err", err)
+}
+
+// lostGroups is the queued Appends (item.group) that a failed commit of
+// the correlations in broken takes along: those with a block of a broken
+// correlation (it chains to the commit's blocks), whole, as an Append is
+// atomic; their correlations break too, for the Appends after them. It
+// adds them to broken. Call with mu held.
+func (s *Store) lostGroups(broken map[string]bool) map[uint64]bool {
+	lost := map[uint64]bool{}
+	for i := 0; i < len(s.queue); {
+		j := i + 1
+		if s.queue[i].blk != nil {
+			for j < len(s.queue) && s.queue[j].blk != nil && s.queue[j].group == s.queue[i].group {
+				j++
+			}
+		}
+		grp := s.queue[i:j]
+		if slices.ContainsFunc(grp, func(it item) bool { return it.blk != nil && broken[it.blk.recs[0].CorrelationID] }) {
+			lost[grp[0].group] = true
+			for _, it := range grp {
+				broken[it.blk.recs[0].CorrelationID] = true
+			}
+		}
+		i = j
+	}
+	return lost
 }
 
 // dropHeads forgets the cached heads except those of records still
