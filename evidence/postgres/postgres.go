@@ -749,7 +749,10 @@ func (s *Store) queueSealed(pl *placement, blocks []*block, err error) error {
 			if h := s.queuedHead(c); h != nil {
 				s.heads[c] = *h
 			} else {
-				delete(s.heads, c) // committed, or none: read it again
+				// Committed, or none: read it again. A read begun before
+				// that head committed may be older: make it retry.
+				delete(s.heads, c)
+				s.gen++
 			}
 		}
 		return err

@@ -269,3 +269,55 @@ func TestSealerPanicReleasesHead(t *testing.T) {
 		t.Fatalf("replay P: %d records, %v, chain %v", len(recs), err, verify(recs))
 	}
 }
+
+// TestSealingFailsNoStaleLookup: an Append reads a correlation's head
+// from the database without the lock, and uses it only if no cached
+// head was dropped meanwhile (gen). A seal that fails on a committed
+// head drops that head, so a read begun before it committed must not be
+// taken over it: the next appended block would extend the older head, a
+// fork the database refuses together with every block of its commit.
+func TestSealingFailsNoStaleLookup(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	defer s1.Close()
+	defer s2.Close()
+	b0, err := s2.Append(ctx, storetest.Event("B", "e", "0"))
+	if err != nil || s2.Sync(ctx, b0[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	// An Append of B that misses the cache reads B's head (as Append does)...
+	s1.mu.Lock()
+	gen := s1.gen
+	s1.mu.Unlock()
+	found, err := s1.lookup([]string{"B"})
+	if err != nil || found["B"].seq != b0[0].Sequence {
+		t.Fatalf("lookup: %+v, %v", found, err)
+	}
+	// ... while another extends B and commits it,
+	b1, err := s1.Append(ctx, storetest.Event("B", "e", "1"))
+	if err != nil || s1.Sync(ctx, b1[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	// and a third fails to seal after it.
+	sealing, release := make(chan struct{}, 1), make(chan struct{})
+	failing := appendAsync(s1, held("B", sealing, release, errors.New("seal failed")))
+	<-sealing
+	close(release)
+	if f := within(t, failing); f.err == nil {
+		t.Fatal("the failing seal appended")
+	}
+	s1.mu.Lock()
+	defer s1.mu.Unlock()
+	if s1.gen != gen {
+		return // the read is retried
+	}
+	pl, _, _, err := s1.place([]evidence.Pending{storetest.Event("B", "e", "2")}, found)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.queueSealed(pl, nil, errors.New("test done"))
+	if got := pl.heads["B"].seq; got != b1[0].Sequence {
+		t.Fatalf("the next block of B extends record %d, want %d: the read before it was taken", got, b1[0].Sequence)
+	}
+}
