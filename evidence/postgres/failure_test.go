@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -320,5 +321,80 @@ func TestFailedCommitTakesWholeBatches(t *testing.T) {
 	}
 	if next[0].PrevHash != "" {
 		t.Fatalf("A continues after %q, a record of the lost batch", next[0].PrevHash)
+	}
+}
+
+// TestFailedCommitLeavesNoStaleRow: when a failed commit takes a queued
+// Append along because of one of its blocks, the other correlations of
+// that Append lose all their queued blocks, not only the later ones: a
+// row encoded ahead from a kept earlier block would otherwise describe
+// that block and a lost one, and a new block chained to the kept one
+// would make the row look unchanged (the same count of records) to the
+// commit, which would write the lost record in place of the new one.
+func TestFailedCommitLeavesNoStaleRow(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	defer s1.Close()
+	defer s2.Close()
+	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
+	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	lock, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(ctx)
+	tx, err := lock.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, `LOCK TABLE evidence_blocks IN EXCLUSIVE MODE`) // reads go on, inserts wait
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong, err := s1.Append(ctx, hinted("B", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() { failed <- s1.Sync(ctx, wrong[0].Sequence) }()
+	waitFor(t, func() bool { s1.mu.Lock(); defer s1.mu.Unlock(); return s1.taken >= s1.pos })
+
+	a1, err := s1.Append(ctx, storetest.Event("A", "e", "a1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := s1.Append(ctx, storetest.Event("B", "e", "b2"), storetest.Event("A", "e", "a2-lost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.precompress(lost[1].Sequence) // A's row: a1 and a2-lost
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-failed; err == nil {
+		t.Fatal("the wrong hint's commit succeeded")
+	}
+	a2, err := s1.Append(ctx, storetest.Event("A", "e", "a2-new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Committed by another caller's Sync, which encodes no row of A.
+	if err := s1.Sync(ctx, 0); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if err := s1.Sync(ctx, a2[0].Sequence); err != nil {
+		t.Fatalf("Sync of A's new record: %v", err)
+	}
+	recs, err := s2.Replay(ctx, evidence.Query{CorrelationID: "A"})
+	if err != nil || verify(recs) != nil {
+		t.Fatalf("replay A: %v, chain %v", err, verify(recs))
+	}
+	if len(recs) == 0 || recs[len(recs)-1].Sequence != a2[0].Sequence || !strings.HasSuffix(string(recs[len(recs)-1].Data), "a2-new") {
+		t.Fatalf("A holds %d records, the last not the new one: %+v", len(recs), recs)
+	}
+	if len(recs) == 2 && recs[0].Sequence != a1[0].Sequence {
+		t.Fatalf("A's first record is %d, want %d", recs[0].Sequence, a1[0].Sequence)
 	}
 }

@@ -1168,27 +1168,27 @@ func (s *Store) failLocked(batch []item, err error) {
 }
 
 // lostGroups is the queued Appends (item.group) that a failed commit of
-// the correlations in broken takes along: those with a block of a broken
-// correlation (it chains to the commit's blocks), whole, as an Append is
-// atomic; their correlations break too, for the Appends after them. It
-// adds them to broken. Call with mu held.
+// the correlations in broken takes along, whole, as an Append is atomic:
+// those with a block of a broken correlation (it chains to the commit's
+// blocks, or to a block taken along); the correlations of their blocks
+// break in turn (added to broken), so that a broken correlation keeps no
+// queued block at all. A kept earlier block would start a row encoded
+// ahead with a lost one (precompress), and a block chained to it later
+// would make that row look unchanged to the commit. Call with mu held.
 func (s *Store) lostGroups(broken map[string]bool) map[uint64]bool {
 	lost := map[uint64]bool{}
-	for i := 0; i < len(s.queue); {
-		j := i + 1
-		if s.queue[i].blk != nil {
-			for j < len(s.queue) && s.queue[j].blk != nil && s.queue[j].group == s.queue[i].group {
-				j++
+	for changed := true; changed; {
+		changed = false
+		for _, it := range s.queue {
+			if b := it.blk; b != nil && !lost[it.group] && broken[b.recs[0].CorrelationID] {
+				lost[it.group], changed = true, true
 			}
 		}
-		grp := s.queue[i:j]
-		if slices.ContainsFunc(grp, func(it item) bool { return it.blk != nil && broken[it.blk.recs[0].CorrelationID] }) {
-			lost[grp[0].group] = true
-			for _, it := range grp {
-				broken[it.blk.recs[0].CorrelationID] = true
+		for _, it := range s.queue {
+			if b := it.blk; b != nil && lost[it.group] {
+				broken[b.recs[0].CorrelationID] = true
 			}
 		}
-		i = j
 	}
 	return lost
 }
