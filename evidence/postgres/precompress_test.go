@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -200,7 +201,9 @@ func TestPrecompressBounded(t *testing.T) {
 // results that ride with their blocks and lone ones, and encode their
 // rows ahead, while a leader lays out batches with columns as a commit
 // does (and, every few batches, drops the cached heads as a failed commit
-// does); every body a batch would write decodes to exactly the records
+// does, or fails the batch: failLocked takes queued Appends along, some
+// of them holding two correlations); every body a batch would write
+// decodes to exactly the records
 // and results of its row in that batch, whether encoded ahead or not.
 // Under -race it also checks that the encoding ahead shares nothing
 // unguarded with appends, results and the commit.
@@ -223,7 +226,13 @@ func TestPrecompressNeverStale(t *testing.T) {
 				for k := range 1 + (g+i)%3 {
 					ps = append(ps, storetest.Event(corrs[(g*7+i)%len(corrs)], "e", fmt.Sprintf("%s-%d", id, k)))
 				}
+				if i%4 == 1 {
+					ps = append(ps, storetest.Event(corrs[(g*5+i+3)%len(corrs)], "e", id+"-other"))
+				}
 				recs, err := s.Append(ctx, ps...)
+				if errors.Is(err, errFakeCommit) {
+					continue // chained to a batch the leader failed
+				}
 				if err == nil && i%2 == 0 {
 					err = s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte(`{"r":"` + id + `"}`)})
 				}
@@ -235,7 +244,7 @@ func TestPrecompressNeverStale(t *testing.T) {
 					return
 				}
 				s.precompress(recs[len(recs)-1].Sequence)
-				if i%4 == 0 {
+				if i%4 != 2 {
 					s.precompress(recs[0].Sequence)
 				}
 				select {
@@ -282,13 +291,19 @@ func fakeCommits(s *Store, kick, callers <-chan struct{}, batches, ahead *int) e
 		*ahead += n
 		s.mu.Lock()
 		s.queue = append(s.queue[:0:0], s.queue[len(batch):]...)
-		s.resolved.Store(batch[len(batch)-1].pos)
-		if *batches%5 == 0 {
+		switch {
+		case *batches%7 == 0:
+			s.failLocked(batch, errFakeCommit)
+		case *batches%5 == 0:
 			s.dropHeads(nil, nil) // as a failed commit does
 		}
+		s.resolved.Store(batch[len(batch)-1].pos)
 		s.mu.Unlock()
 	}
 }
+
+// errFakeCommit is the error of the batches fakeCommits fails.
+var errFakeCommit = errors.New("a failed commit (fake)")
 
 // checkBatch lays batch out with columns and checks that each row's body
 // holds exactly the records and results of the batch's blocks in its
