@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -319,5 +320,78 @@ func TestSealingFailsNoStaleLookup(t *testing.T) {
 	defer s1.queueSealed(pl, nil, errors.New("test done"))
 	if got := pl.heads["B"].seq; got != b1[0].Sequence {
 		t.Fatalf("the next block of B extends record %d, want %d: the read before it was taken", got, b1[0].Sequence)
+	}
+}
+
+// TestHeadBeyondTheReservedBlocks: another writer's head of a
+// correlation beyond both this store's current block and the block it
+// reserved ahead makes the store reserve a block above that head; the
+// records chain, every sequence is taken once, and a clean Close gives
+// back only what no one reserved after.
+func TestHeadBeyondTheReservedBlocks(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, err := Open(ctx, dsn, &Options{Block: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(ctx, dsn, &Options{Block: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	seen := map[uint64]bool{}
+	take := func(recs []evidence.Record, err error) []evidence.Record {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if seen[r.Sequence] {
+				t.Fatalf("sequence %d taken twice", r.Sequence)
+			}
+			seen[r.Sequence] = true
+		}
+		return recs
+	}
+	for i := range 5 { // s1's block half used: the next one is reserved ahead
+		take(s1.Append(ctx, storetest.Event("X", "e", fmt.Sprint(i))))
+	}
+	waitFor(t, func() bool { s1.mu.Lock(); defer s1.mu.Unlock(); return s1.spareHi != 0 })
+	var f []evidence.Record
+	for i := range 3 {
+		f = take(s2.Append(ctx, storetest.Event("F", "e", fmt.Sprint(i))))
+	}
+	if err := s2.Sync(ctx, f[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	s1.mu.Lock()
+	beyond := f[0].Sequence > s1.spareHi
+	s1.mu.Unlock()
+	if !beyond {
+		t.Fatalf("F's head %d is not beyond s1's blocks", f[0].Sequence)
+	}
+	g := take(s1.Append(ctx, storetest.Event("F", "e", "s1"), storetest.Event("X", "e", "x")))
+	if g[0].Sequence <= f[0].Sequence || g[0].PrevHash != f[0].ContentHash {
+		t.Fatalf("s1's F record %d after %q, want after %d (%q)", g[0].Sequence, g[0].PrevHash, f[0].Sequence, f[0].ContentHash)
+	}
+	last := take(s1.Append(ctx, storetest.Event("X", "e", "last")))
+	if err := s1.Sync(ctx, last[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := open(t, dsn) // s2's cached head of F is stale
+	defer s3.Close()
+	after := take(s3.Append(ctx, storetest.Event("F", "e", "after")))
+	if err := s3.Sync(ctx, after[0].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"F", "X"} {
+		recs, err := s2.Replay(ctx, evidence.Query{CorrelationID: c})
+		if err != nil || verify(recs) != nil {
+			t.Fatalf("replay %s: %v, chain %v", c, err, verify(recs))
+		}
 	}
 }
