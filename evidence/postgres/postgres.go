@@ -1126,10 +1126,11 @@ func (s *Store) commit() {
 
 // failLocked resolves a batch whose commit failed; call with mu held.
 // What the server kept is unknown to this store (a conflict, a lost
-// connection): it fails the callers, and the queued blocks of the
-// batch's correlations with them — they chain to the batch's blocks,
-// so the database would refuse them, and with them the next commit
-// and every block chained to them after. It forgets every cached head
+// connection): it fails the callers, and the queued Appends holding a
+// block of the batch's correlations with them, whole (lostGroups) —
+// they chain to the batch's blocks, so the database would refuse them,
+// and with them the next commit and every block chained to them after.
+// It forgets every cached head
 // except those of records still queued, so that the next appends read
 // the chains from the database.
 func (s *Store) failLocked(batch []item, err error) {
