@@ -185,8 +185,9 @@ type Store struct {
 
 	mu       sync.Mutex // guards everything below
 	closed   bool
-	seq      uint64 // LastSequence
-	next, hi uint64 // the reserved block: next free sequence .. hi (none when next > hi)
+	seq      uint64   // the highest sequence queued, or found at Open
+	sealing  []uint64 // the first sequence of each batch placed and being sealed
+	next, hi uint64   // the reserved block: next free sequence .. hi (none when next > hi)
 	// spareLo..spareHi is a block reserved ahead (spareHi 0: none), by
 	// the reservation in flight (reserving) when there is one.
 	spareLo, spareHi uint64
@@ -676,6 +677,7 @@ func (s *Store) place(batch []evidence.Pending, found map[string]head) (*placeme
 	for _, c := range pl.corrs {
 		s.heads[c] = head{sealing: pl.done}
 	}
+	s.sealing = append(s.sealing, pl.first)
 	return pl, nil, nil, nil
 }
 
@@ -733,6 +735,9 @@ func seal(batch []evidence.Pending, pl *placement) ([]evidence.Record, []*block,
 // correlations are no longer being sealed. Call with mu held.
 func (s *Store) queueSealed(pl *placement, blocks []*block, err error) error {
 	defer close(pl.done)
+	if i := slices.Index(s.sealing, pl.first); i >= 0 {
+		s.sealing = slices.Delete(s.sealing, i, i+1)
+	}
 	if err == nil && s.closed {
 		err = evidence.ErrClosed
 	}
@@ -1506,11 +1511,19 @@ func scanResults(rows pgx.Rows) ([]evidence.Result, time.Time, error) {
 }
 
 // LastSequence implements evidence.Store: the highest sequence this store
-// appended, or found when it opened.
+// appended, or found when it opened — but below every record still being
+// sealed: records are sealed off the lock, so a batch placed earlier may
+// be queued after a later one, and no record may appear at or below a
+// LastSequence already returned (an export's completeness is claimed as
+// of it). Batches are placed in sequence order, each above s.seq.
 func (s *Store) LastSequence() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.seq
+	last := s.seq
+	for _, first := range s.sealing {
+		last = min(last, first-1)
+	}
+	return last
 }
 
 // Close commits what is queued, gives back the unused tail of the

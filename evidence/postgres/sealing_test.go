@@ -395,3 +395,41 @@ func TestHeadBeyondTheReservedBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestLastSequenceBelowSealing: LastSequence never passes a record still
+// being sealed. A caller takes it as the point up to which the store
+// holds everything (an export's completeness claim is "as of" it), and a
+// record sealed off the lock is visible only once queued, after records
+// of other correlations placed later.
+func TestLastSequenceBelowSealing(t *testing.T) {
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	sealing, release := make(chan struct{}, 1), make(chan struct{})
+	slow := appendAsync(s, held("X", sealing, release, nil))
+	<-sealing
+	y := within(t, appendAsync(s, storetest.Event("Y", "e", "y")))
+	if y.err != nil {
+		t.Fatal(y.err)
+	}
+	s.mu.Lock()
+	var x uint64 // the sequence being sealed
+	for _, h := range s.heads {
+		if h.sealing != nil {
+			x = y.recs[0].Sequence - 1
+		}
+	}
+	s.mu.Unlock()
+	if x == 0 {
+		t.Fatal("X is not being sealed")
+	}
+	if got := s.LastSequence(); got >= x {
+		t.Fatalf("LastSequence %d while record %d is being sealed", got, x)
+	}
+	close(release)
+	if a := within(t, slow); a.err != nil || a.recs[0].Sequence != x {
+		t.Fatalf("X: %+v", a)
+	}
+	if got := s.LastSequence(); got != y.recs[0].Sequence {
+		t.Fatalf("LastSequence %d once sealed, want %d", got, y.recs[0].Sequence)
+	}
+}
