@@ -433,3 +433,46 @@ func TestLastSequenceBelowSealing(t *testing.T) {
 		t.Fatalf("LastSequence %d once sealed, want %d", got, y.recs[0].Sequence)
 	}
 }
+
+// TestReservationFails: a reservation the database refuses fails the
+// Appends that waited for it, and the next Append reserves again: the
+// store is not left waiting on the failed reservation, and sequences
+// start above everything reserved.
+func TestReservationFails(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	open(t, dsn).Close()
+	wdsn, role := leastPrivilege(t, dsn)
+	if err := execOn(ctx, dsn, `REVOKE UPDATE ON evidence_meta FROM `+role); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, wdsn, &Options{Block: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Append(ctx, storetest.Event("R", "e", "0")); err == nil || !strings.Contains(err.Error(), "reserving sequences") {
+		t.Fatalf("Append without a reservation = %v, want the reservation's error", err)
+	}
+	if err := execOn(ctx, dsn, `GRANT UPDATE ON evidence_meta TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range 10 { // past the first block: one reserved ahead
+		recs, err := s.Append(ctx, storetest.Event("R", "e", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatalf("Append %d once the database takes reservations: %v", i, err)
+		}
+		if recs[0].Sequence <= last {
+			t.Fatalf("sequence %d after %d", recs[0].Sequence, last)
+		}
+		last = recs[0].Sequence
+	}
+	if err := s.Sync(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Replay(ctx, evidence.Query{CorrelationID: "R"})
+	if err != nil || len(recs) != 10 || verify(recs) != nil {
+		t.Fatalf("replay R: %d records, %v, chain %v", len(recs), err, verify(recs))
+	}
+}
