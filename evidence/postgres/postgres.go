@@ -627,9 +627,39 @@ func scanBlock(rows pgx.Rows, pre ...any) (blockRow, error) {
 // the head each of its correlations extends.
 type placement struct {
 	first, n uint64
-	heads    map[string]head // by correlation, in the order of corrs
-	corrs    []string
-	done     chan struct{} // closed by queueSealed: the batch's heads are known
+	corrs    []string       // the batch's correlations, in order
+	heads    []head         // the head each extends
+	index    map[string]int // positions in corrs, for batches of many
+	done     chan struct{}  // closed by queueSealed: the batch's heads are known
+	// The first correlation's, so that a batch of one correlation (the
+	// boundary's) places it without allocating.
+	corr0 [1]string
+	head0 [1]head
+}
+
+// at is the position of correlation c in pl.corrs, or -1.
+func (pl *placement) at(c string) int {
+	if pl.index != nil {
+		if i, ok := pl.index[c]; ok {
+			return i
+		}
+		return -1
+	}
+	return slices.Index(pl.corrs, c)
+}
+
+// add appends correlation c, extending h, to pl.
+func (pl *placement) add(c string, h head) {
+	pl.corrs, pl.heads = append(pl.corrs, c), append(pl.heads, h)
+	switch {
+	case pl.index != nil:
+		pl.index[c] = len(pl.corrs) - 1
+	case len(pl.corrs) > 8: // searching would cost the square of the batch
+		pl.index = make(map[string]int, 2*len(pl.corrs))
+		for i, c := range pl.corrs {
+			pl.index[c] = i
+		}
+	}
 }
 
 // place takes the batch's sequences and marks its correlations' heads as
@@ -646,13 +676,14 @@ func (s *Store) place(batch []evidence.Pending, found map[string]head) (*placeme
 			return nil, nil, nil, err
 		}
 	}
-	pl := &placement{heads: map[string]head{}}
+	pl := &placement{}
+	pl.corrs, pl.heads = pl.corr0[:0], pl.head0[:0]
 	// Every record must come after its correlation's head, which another
 	// writer may have placed beyond this store's block.
 	var floor uint64
 	for i := range batch {
 		c := batch[i].CorrelationID
-		if _, ok := pl.heads[c]; ok {
+		if pl.at(c) >= 0 {
 			continue
 		}
 		h, ok := s.heads[c]
@@ -662,7 +693,7 @@ func (s *Store) place(batch []evidence.Pending, found map[string]head) (*placeme
 		if h.sealing != nil {
 			return nil, h.sealing, nil, nil
 		}
-		pl.heads[c], pl.corrs = h, append(pl.corrs, c)
+		pl.add(c, h)
 		floor = max(floor, h.seq)
 	}
 	n := uint64(len(batch))
@@ -699,20 +730,18 @@ func (s *Store) lostRecord(seq uint64) error {
 // one block per correlation.
 func seal(batch []evidence.Pending, pl *placement) ([]evidence.Record, []*block, error) {
 	out := make([]evidence.Record, len(batch))
-	blocks := make([]*block, 0, len(pl.corrs))
-	byCorr := make(map[string]*block, len(pl.corrs))
+	blocks := make([]*block, len(pl.corrs)) // in the order of pl.corrs: of first records
 	for i := range batch {
 		p := &batch[i]
-		b := byCorr[p.CorrelationID]
+		k := pl.at(p.CorrelationID)
+		b := blocks[k]
 		var prev string
 		if b != nil {
 			prev = b.recs[len(b.recs)-1].ContentHash
 		} else {
-			h := pl.heads[p.CorrelationID]
-			b = &block{prevSeq: h.seq}
-			byCorr[p.CorrelationID] = b
-			blocks = append(blocks, b)
-			prev = h.hash
+			b = &block{prevSeq: pl.heads[k].seq}
+			blocks[k] = b
+			prev = pl.heads[k].hash
 		}
 		seq := pl.first + uint64(i)
 		hash, data, err := evidence.SealAppend(nil, p, seq, prev)

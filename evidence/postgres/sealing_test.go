@@ -318,7 +318,7 @@ func TestSealingFailsNoStaleLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s1.queueSealed(pl, nil, errors.New("test done"))
-	if got := pl.heads["B"].seq; got != b1[0].Sequence {
+	if got := pl.heads[pl.at("B")].seq; got != b1[0].Sequence {
 		t.Fatalf("the next block of B extends record %d, want %d: the read before it was taken", got, b1[0].Sequence)
 	}
 }
