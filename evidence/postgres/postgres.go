@@ -949,24 +949,13 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 		return evidence.ErrClosed
 	}
 	from, target := s.resolved.Load(), s.pos
-	for s.resolved.Load() < target {
-		if !s.syncing {
-			s.lead()
-			continue
-		}
-		done := s.done
+	locked, err := s.await(ctx, target)
+	if locked {
 		s.mu.Unlock()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if s.resolved.Load() >= target {
-			return s.failure(seq, from, target)
-		}
-		s.mu.Lock()
 	}
-	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	return s.failure(seq, from, target)
 }
 
@@ -974,6 +963,22 @@ func (s *Store) Sync(ctx context.Context, seq uint64) error {
 // leading a commit when none runs, and reports the failure of record seq
 // or of the items after from that held results; call with mu held.
 func (s *Store) syncLocked(ctx context.Context, from, target, seq uint64) error {
+	locked, err := s.await(ctx, target)
+	if !locked {
+		s.mu.Lock()
+	}
+	if err != nil {
+		return err
+	}
+	return s.failureLocked(seq, from, target)
+}
+
+// await waits until target is resolved, leading a commit when none runs;
+// call with mu held. It returns holding mu (locked), except when it was
+// woken by the commit that resolved target (a caller that needs no more
+// of the store then takes no lock: every caller of a commit wakes at
+// once) or ctx ended.
+func (s *Store) await(ctx context.Context, target uint64) (locked bool, err error) {
 	for s.resolved.Load() < target {
 		if !s.syncing {
 			s.lead()
@@ -984,12 +989,14 @@ func (s *Store) syncLocked(ctx context.Context, from, target, seq uint64) error 
 		select {
 		case <-done:
 		case <-ctx.Done():
-			s.mu.Lock()
-			return ctx.Err()
+			return false, ctx.Err()
+		}
+		if s.resolved.Load() >= target {
+			return false, nil
 		}
 		s.mu.Lock()
 	}
-	return s.failureLocked(seq, from, target)
+	return true, nil
 }
 
 // lead runs one commit as its leader and wakes its waiters; call with mu
