@@ -74,18 +74,7 @@ func TestFailedCommitDoesNotSpill(t *testing.T) {
 		t.Fatalf("append: %v", err)
 	}
 	// Hold the commit that the wrong hint fails until more is queued.
-	lock, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close(ctx)
-	tx, err := lock.Begin(ctx)
-	if err == nil {
-		_, err = tx.Exec(ctx, `LOCK TABLE evidence_blocks IN EXCLUSIVE MODE`) // reads go on, inserts wait
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	release := holdInserts(t, dsn)
 	if _, err := s1.Append(ctx, storetest.Event("A", "e", "1")); err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +94,7 @@ func TestFailedCommitDoesNotSpill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := <-failed; err == nil {
 		t.Fatal("the wrong hint's commit succeeded")
 	}
@@ -269,18 +256,7 @@ func TestFailedCommitTakesWholeBatches(t *testing.T) {
 		t.Fatalf("append: %v", err)
 	}
 	// Hold the commit that the wrong hint fails until more is queued.
-	lock, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close(ctx)
-	tx, err := lock.Begin(ctx)
-	if err == nil {
-		_, err = tx.Exec(ctx, `LOCK TABLE evidence_blocks IN EXCLUSIVE MODE`) // reads go on, inserts wait
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	release := holdInserts(t, dsn)
 	wrong, err := s1.Append(ctx, hinted("B", "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -297,9 +273,7 @@ func TestFailedCommitTakesWholeBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := <-failed; err == nil {
 		t.Fatal("the wrong hint's commit succeeded")
 	}
@@ -341,18 +315,8 @@ func TestFailedCommitLeavesNoStaleRow(t *testing.T) {
 	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
 		t.Fatalf("append: %v", err)
 	}
-	lock, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close(ctx)
-	tx, err := lock.Begin(ctx)
-	if err == nil {
-		_, err = tx.Exec(ctx, `LOCK TABLE evidence_blocks IN EXCLUSIVE MODE`) // reads go on, inserts wait
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Hold the commit that the wrong hint fails until more is queued.
+	release := holdInserts(t, dsn)
 	wrong, err := s1.Append(ctx, hinted("B", "x"))
 	if err != nil {
 		t.Fatal(err)
@@ -370,9 +334,7 @@ func TestFailedCommitLeavesNoStaleRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	s1.precompress(lost[1].Sequence) // A's row: a1 and a2-lost
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := <-failed; err == nil {
 		t.Fatal("the wrong hint's commit succeeded")
 	}
@@ -396,5 +358,30 @@ func TestFailedCommitLeavesNoStaleRow(t *testing.T) {
 	}
 	if len(recs) == 2 && recs[0].Sequence != a1[0].Sequence {
 		t.Fatalf("A's first record is %d, want %d", recs[0].Sequence, a1[0].Sequence)
+	}
+}
+
+// holdInserts locks evidence_blocks so that reads go on and inserts wait,
+// until release (or the end of the test).
+func holdInserts(t *testing.T, dsn string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, `LOCK TABLE evidence_blocks IN EXCLUSIVE MODE`)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
