@@ -373,7 +373,9 @@ func (s *Store) leaseFor(ctx context.Context, r registry.Record) (clientv3.Lease
 	if ok {
 		return id, nil
 	}
-	l, err := s.c.Grant(ctx, b-now.Unix()+1)
+	rctx, cancel := s.reqCtx(ctx) // only here: most puts find their lease
+	defer cancel()
+	l, err := s.c.Grant(rctx, b-now.Unix()+1)
 	if err != nil {
 		return 0, s.wrap("grant an expiry lease", err)
 	}
@@ -424,8 +426,6 @@ func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []regist
 	if len(last)+len(conds) > maxOpsPerTxn {
 		return nil, fmt.Errorf("registry/etcd: %d writes in one transaction; etcd takes at most %d", len(last), maxOpsPerTxn)
 	}
-	rctx, cancel := s.reqCtx(ctx)
-	defer cancel()
 	p := &pending{keys: map[string]bool{}, done: make(chan result, 1)}
 	for _, c := range conds {
 		k := s.key(c.Kind, c.Key)
@@ -446,7 +446,7 @@ func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []regist
 			p.ops = append(p.ops, clientv3.OpDelete(k))
 			continue
 		}
-		lease, err := s.leaseFor(rctx, op.Record)
+		lease, err := s.leaseFor(ctx, op.Record)
 		if err != nil {
 			return nil, err
 		}
