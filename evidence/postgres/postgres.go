@@ -432,26 +432,7 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 			s.mu.Unlock()
 			return nil, evidence.ErrClosed
 		}
-		var missing []string
-		var seen map[string]bool // large batches
-		if len(batch) > 16 {
-			seen = make(map[string]bool, len(batch))
-		}
-		for i := range batch {
-			c := batch[i].CorrelationID
-			if _, ok := s.heads[c]; ok || batch[i].NewChain {
-				continue // cached, or new: a chain no one has (hinted)
-			}
-			if seen != nil {
-				if !seen[c] {
-					seen[c] = true
-					missing = append(missing, c)
-				}
-			} else if !slices.Contains(missing, c) {
-				missing = append(missing, c)
-			}
-		}
-		gen := s.gen
+		missing, gen := s.missingHeads(batch), s.gen
 		s.mu.Unlock()
 		found, err := s.lookup(missing)
 		if err != nil {
@@ -515,6 +496,32 @@ func (s *Store) sealPlaced(batch []evidence.Pending, pl *placement) ([]evidence.
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return out, s.queueSealed(pl, blocks, err)
+}
+
+// missingHeads is the batch's correlations whose heads are to be read
+// from the database: not cached, and not hinted new (a chain no one
+// has). Call with mu held.
+func (s *Store) missingHeads(batch []evidence.Pending) []string {
+	var missing []string
+	var seen map[string]bool // large batches
+	if len(batch) > 16 {
+		seen = make(map[string]bool, len(batch))
+	}
+	for i := range batch {
+		c := batch[i].CorrelationID
+		if _, ok := s.heads[c]; ok || batch[i].NewChain {
+			continue
+		}
+		if seen != nil {
+			if !seen[c] {
+				seen[c] = true
+				missing = append(missing, c)
+			}
+		} else if !slices.Contains(missing, c) {
+			missing = append(missing, c)
+		}
+	}
+	return missing
 }
 
 // lookupReq is one Append's request for the committed heads of its
