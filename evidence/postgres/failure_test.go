@@ -385,3 +385,56 @@ func holdInserts(t *testing.T, dsn string) (release func()) {
 		}
 	}
 }
+
+// TestResultLostBeforeItsSync: a result put before a Sync is durable when
+// that Sync returns nil (evidence.ResultStore), even when another
+// caller's Sync led a commit that took the result and failed before the
+// putter called its own Sync (the gateway puts a lone result and then
+// calls Sync(0); the window between is any other caller's). The putter's
+// Sync must either report an error or find the result stored.
+//
+// Known: it fails today. Sync reports a failed commit's results only to
+// the Syncs that were waiting for it (items after their start), and
+// nothing ties a later Sync to its caller's earlier PutResult. Fixes
+// weighed: retrying failed results in the next commit (results have no
+// constraint of their own) closes the window, but a result the database
+// keeps refusing (a revoked INSERT, as TestResultFailureReported makes,
+// or an At out of its range) would then fail every later commit, blocks
+// included, unless retries are bounded, and a bound reopens the window
+// when the database fails twice in a row; naming the result in Sync
+// changes evidence.Store.
+func TestResultLostBeforeItsSync(t *testing.T) {
+	t.Skip("known: a result lost in a commit led by another caller before its putter's Sync is not reported (see the comment)")
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s1, s2 := open(t, dsn), open(t, dsn)
+	defer s1.Close()
+	defer s2.Close()
+	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
+	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if err := s1.PutResult(ctx, evidence.Result{InvocationID: "inv-1", At: time.Now(), Data: []byte(`{"ok":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// Another caller: a wrong NewChain hint fails the commit its Sync leads.
+	wrong, err := s1.Append(ctx, hinted("B", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Sync(ctx, wrong[0].Sequence); err == nil {
+		t.Fatal("the wrong hint's commit succeeded")
+	}
+	// The putter's Sync, after the commit that held its result failed.
+	serr := s1.Sync(ctx, 0)
+	found := false
+	if err := s1.Results(ctx, time.Time{}, func(r evidence.Result) bool {
+		found = found || r.InvocationID == "inv-1"
+		return true
+	}); err != nil {
+		t.Fatalf("results: %v", err)
+	}
+	if serr == nil && !found {
+		t.Fatal("Sync(0) after PutResult returned nil, but the result is not stored")
+	}
+}
