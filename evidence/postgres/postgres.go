@@ -436,7 +436,7 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 		s.mu.Unlock()
 		found, err := s.lookup(missing)
 		if err != nil {
-			return nil, fmt.Errorf("evidence postgres: append: %w", err)
+			return nil, fmt.Errorf("evidence postgres: append: %w", s.closedOr(err))
 		}
 		s.mu.Lock()
 		if s.closed {
@@ -1393,7 +1393,7 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 		return !full()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("evidence postgres: replay: %w", err)
+		return nil, fmt.Errorf("evidence postgres: replay: %w", s.closedOr(err))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1444,6 +1444,16 @@ func (s *Store) eachQueued(corr string, fn func(*evidence.Record)) {
 	}
 }
 
+// closedOr is ErrClosed when the store is closed, else err: a call that
+// raced Close finds the pool closed under it, and says so as every call
+// after Close does.
+func (s *Store) closedOr(err error) error {
+	if s.isClosed() {
+		return evidence.ErrClosed
+	}
+	return err
+}
+
 func (s *Store) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1470,7 +1480,7 @@ func (s *Store) Count(ctx context.Context, correlationID, eventType string) (int
 		return true
 	})
 	if err != nil {
-		return 0, fmt.Errorf("evidence postgres: count: %w", err)
+		return 0, fmt.Errorf("evidence postgres: count: %w", s.closedOr(err))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1492,7 +1502,7 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 		UNION ALL SELECT res_at, body, corr, prev_seq, last_seq FROM evidence_blocks WHERE res_at >= $1
 		ORDER BY 1 DESC`, since)
 	if err != nil {
-		return fmt.Errorf("evidence postgres: results: %w", err)
+		return fmt.Errorf("evidence postgres: results: %w", s.closedOr(err))
 	}
 	defer rows.Close()
 	var pending []evidence.Result // newest first
