@@ -390,21 +390,10 @@ func holdInserts(t *testing.T, dsn string) (release func()) {
 // that Sync returns nil (evidence.ResultStore), even when another
 // caller's Sync led a commit that took the result and failed before the
 // putter called its own Sync (the gateway puts a lone result and then
-// calls Sync(0); the window between is any other caller's). The putter's
-// Sync must either report an error or find the result stored.
-//
-// Known: it fails today. Sync reports a failed commit's results only to
-// the Syncs that were waiting for it (items after their start), and
-// nothing ties a later Sync to its caller's earlier PutResult. Fixes
-// weighed: retrying failed results in the next commit (results have no
-// constraint of their own) closes the window, but a result the database
-// keeps refusing (a revoked INSERT, as TestResultFailureReported makes,
-// or an At out of its range) would then fail every later commit, blocks
-// included, unless retries are bounded, and a bound reopens the window
-// when the database fails twice in a row; naming the result in Sync
-// changes evidence.Store.
+// calls Sync(0); the window between is any other caller's). The database
+// refused the commit's blocks, not the result: the store queues the
+// result again, so the putter's Sync stores it.
 func TestResultLostBeforeItsSync(t *testing.T) {
-	t.Skip("known: a result lost in a commit led by another caller before its putter's Sync is not reported (see the comment)")
 	ctx := context.Background()
 	dsn := pgtest.FreshDSN(t)
 	s1, s2 := open(t, dsn), open(t, dsn)
@@ -436,5 +425,8 @@ func TestResultLostBeforeItsSync(t *testing.T) {
 	}
 	if serr == nil && !found {
 		t.Fatal("Sync(0) after PutResult returned nil, but the result is not stored")
+	}
+	if serr != nil || !found {
+		t.Fatalf("Sync(0) = %v, result stored %v: want the result queued again and stored", serr, found)
 	}
 }

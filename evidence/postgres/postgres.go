@@ -67,11 +67,13 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -1180,7 +1182,8 @@ func (s *Store) commit() {
 // and with them the next commit and every block chained to them after.
 // It forgets every cached head
 // except those of records still queued, so that the next appends read
-// the chains from the database.
+// the chains from the database. When the database refused a block, it
+// queues the results again (requeueResults).
 func (s *Store) failLocked(batch []item, err error) {
 	f := failure{first: batch[0].pos, last: batch[len(batch)-1].pos,
 		err: fmt.Errorf("evidence postgres: commit: %w", err)}
@@ -1196,8 +1199,10 @@ func (s *Store) failLocked(batch []item, err error) {
 	}
 	lost := s.lostGroups(broken)
 	chained := 0
+	var dropped []item
 	s.queue = slices.DeleteFunc(s.queue, func(it item) bool {
 		if b := it.blk; b != nil && lost[it.group] {
+			dropped = append(dropped, it)
 			f.recs = append(f.recs, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
 			f.results = f.results || len(b.results) > 0
 			f.last = it.pos
@@ -1207,6 +1212,9 @@ func (s *Store) failLocked(batch []item, err error) {
 		return false
 	})
 	f.recs = runs(f.recs)
+	if blocksRefused(err) {
+		s.requeueResults(batch, dropped)
+	}
 	s.failures = append(s.failures, f)
 	s.nfail.Add(1)
 	if len(s.failures) > maxFailures {
@@ -1214,6 +1222,38 @@ func (s *Store) failLocked(batch []item, err error) {
 	}
 	s.dropHeads(broken, f.err)
 	s.log.Error("evidence postgres: commit failed", "records", lo, "to", hi, "chained_blocks", chained, "err", err)
+}
+
+// blocksRefused reports whether a commit failed because the database
+// refused one of its blocks (a fork, or a missing predecessor: another
+// writer's head, a wrong NewChain hint), not its results, which have no
+// constraint of their own.
+func blocksRefused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" && pe.ConstraintName == "evidence_blocks_no_fork" ||
+		pe.Code == "23503" && strings.HasPrefix(pe.Message, "evidence_blocks_chain:"))
+}
+
+// requeueResults queues again, alone, the results that a failed commit
+// of batch and the blocks dropped with it held, when the database
+// refused the commit's blocks: the results were not the cause, and a
+// Sync whose caller put one before it, after the failure, must find it
+// stored or fail; the Syncs that waited for the failed commit get its
+// error all the same. Call with mu held.
+func (s *Store) requeueResults(batch, dropped []item) {
+	add := func(r evidence.Result) {
+		s.pos++
+		s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r}})
+	}
+	for _, it := range slices.Concat(batch, dropped) {
+		if it.res != nil {
+			add(it.res.r)
+		} else {
+			for _, r := range it.blk.results {
+				add(r)
+			}
+		}
+	}
 }
 
 // lostGroups is the queued Appends (item.group) that a failed commit of
