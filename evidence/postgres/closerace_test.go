@@ -27,8 +27,8 @@ import (
 // middle of it all. Every call returns (no hang, no panic), with nil,
 // the saboteur's conflict, ErrLost, a cancelled context or ErrClosed;
 // no record appears at or below a LastSequence returned before its
-// Append began; and every record whose Sync returned nil is in the
-// database, in chains that verify.
+// Append began; every record whose Sync returned nil is in the
+// database, in chains that verify, and so is every result put before it.
 func TestCloseRacesEverything(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.FreshDSN(t)
@@ -46,6 +46,7 @@ func TestCloseRacesEverything(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		acked    = map[uint64]string{}
+		ackedRes = map[string]bool{} // results put before a Sync that returned nil
 		nacked   atomic.Int64
 		lastSeen atomic.Uint64 // the highest LastSequence returned
 	)
@@ -106,9 +107,15 @@ func TestCloseRacesEverything(t *testing.T) {
 				}
 			}
 			last = recs[0].Sequence
+			var put string
 			if rng.IntN(3) == 0 {
-				if err := s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprint(last), At: time.Now(), Data: []byte("{}")}); !ok(err) {
+				id := fmt.Sprintf("%d-%d", g, i)
+				err := s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte("{}")})
+				if !ok(err) {
 					t.Errorf("put result: %v", err)
+				}
+				if err == nil {
+					put = id
 				}
 			}
 			sctx, scancel := context.WithCancel(ctx)
@@ -126,6 +133,9 @@ func TestCloseRacesEverything(t *testing.T) {
 				mu.Lock()
 				for _, r := range recs {
 					acked[r.Sequence] = r.ContentHash
+				}
+				if put != "" {
+					ackedRes[put] = true
 				}
 				mu.Unlock()
 			}
@@ -201,6 +211,13 @@ func TestCloseRacesEverything(t *testing.T) {
 	}
 	if found != len(acked) {
 		t.Errorf("%d acknowledged records in the database, want %d", found, len(acked))
+	}
+	err = s2.Results(ctx, time.Time{}, func(r evidence.Result) bool {
+		delete(ackedRes, r.InvocationID)
+		return true
+	})
+	if err != nil || len(ackedRes) != 0 {
+		t.Errorf("results: %v; %d put before a Sync that returned nil are not stored", err, len(ackedRes))
 	}
 	t.Logf("%d acknowledged Syncs", nacked.Load())
 }
