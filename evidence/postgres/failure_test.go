@@ -25,14 +25,7 @@ import (
 // append that names no earlier record (another caller's) goes on.
 func TestSyncAfterEarlierRecordsFailed(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDSN(t)
-	s1, s2 := open(t, dsn), open(t, dsn)
-	defer s1.Close()
-	defer s2.Close()
-	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
-	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
-		t.Fatalf("append: %v", err)
-	}
+	s1, _, _ := committedB(t)
 	early, err := s1.Append(ctx, storetest.Event("A", "e", "1"), storetest.Event("A", "e", "2"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,26 +58,13 @@ func TestSyncAfterEarlierRecordsFailed(t *testing.T) {
 // fail because of it, nor may blocks appended after it chain to it.
 func TestFailedCommitDoesNotSpill(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDSN(t)
-	s1, s2 := open(t, dsn), open(t, dsn)
-	defer s1.Close()
-	defer s2.Close()
-	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
-	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
-		t.Fatalf("append: %v", err)
-	}
+	s1, _, dsn := committedB(t)
 	// Hold the commit that the wrong hint fails until more is queued.
 	release := holdInserts(t, dsn)
 	if _, err := s1.Append(ctx, storetest.Event("A", "e", "1")); err != nil {
 		t.Fatal(err)
 	}
-	wrong, err := s1.Append(ctx, hinted("B", "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	failed := make(chan error, 1)
-	go func() { failed <- s1.Sync(ctx, wrong[0].Sequence) }()
-	waitFor(t, func() bool { s1.mu.Lock(); defer s1.mu.Unlock(); return s1.taken >= s1.pos })
+	failed := failingCommit(t, s1)
 
 	after, err := s1.Append(ctx, storetest.Event("A", "e", "2")) // chained to A's first block, in the held commit
 	if err != nil {
@@ -192,14 +172,7 @@ func TestResultFailureReported(t *testing.T) {
 // and its caller's next append (naming it in After) goes on.
 func TestFailureHoldsOnlyItsRecords(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDSN(t)
-	s1, s2 := open(t, dsn), open(t, dsn)
-	defer s1.Close()
-	defer s2.Close()
-	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
-	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
-		t.Fatalf("append: %v", err)
-	}
+	s1, s2, _ := committedB(t)
 	a, err := s1.Append(ctx, storetest.Event("A", "e", "1"))
 	if err != nil {
 		t.Fatal(err)
@@ -247,23 +220,10 @@ func TestFailureHoldsOnlyItsRecords(t *testing.T) {
 // record returns the error, and nothing of the batch is stored.
 func TestFailedCommitTakesWholeBatches(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDSN(t)
-	s1, s2 := open(t, dsn), open(t, dsn)
-	defer s1.Close()
-	defer s2.Close()
-	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
-	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
-		t.Fatalf("append: %v", err)
-	}
+	s1, s2, dsn := committedB(t)
 	// Hold the commit that the wrong hint fails until more is queued.
 	release := holdInserts(t, dsn)
-	wrong, err := s1.Append(ctx, hinted("B", "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	failed := make(chan error, 1)
-	go func() { failed <- s1.Sync(ctx, wrong[0].Sequence) }()
-	waitFor(t, func() bool { s1.mu.Lock(); defer s1.mu.Unlock(); return s1.taken >= s1.pos })
+	failed := failingCommit(t, s1)
 
 	both, err := s1.Append(ctx, storetest.Event("B", "e", "b2"), storetest.Event("A", "e", "a1")) // B's chains to the held commit
 	if err != nil {
@@ -307,23 +267,10 @@ func TestFailedCommitTakesWholeBatches(t *testing.T) {
 // commit, which would write the lost record in place of the new one.
 func TestFailedCommitLeavesNoStaleRow(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDSN(t)
-	s1, s2 := open(t, dsn), open(t, dsn)
-	defer s1.Close()
-	defer s2.Close()
-	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
-	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
-		t.Fatalf("append: %v", err)
-	}
+	s1, s2, dsn := committedB(t)
 	// Hold the commit that the wrong hint fails until more is queued.
 	release := holdInserts(t, dsn)
-	wrong, err := s1.Append(ctx, hinted("B", "x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	failed := make(chan error, 1)
-	go func() { failed <- s1.Sync(ctx, wrong[0].Sequence) }()
-	waitFor(t, func() bool { s1.mu.Lock(); defer s1.mu.Unlock(); return s1.taken >= s1.pos })
+	failed := failingCommit(t, s1)
 
 	a1, err := s1.Append(ctx, storetest.Event("A", "e", "a1"))
 	if err != nil {
@@ -395,14 +342,7 @@ func holdInserts(t *testing.T, dsn string) (release func()) {
 // result again, so the putter's Sync stores it.
 func TestResultLostBeforeItsSync(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDSN(t)
-	s1, s2 := open(t, dsn), open(t, dsn)
-	defer s1.Close()
-	defer s2.Close()
-	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
-	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
-		t.Fatalf("append: %v", err)
-	}
+	s1, _, _ := committedB(t)
 	if err := s1.PutResult(ctx, evidence.Result{InvocationID: "inv-1", At: time.Now(), Data: []byte(`{"ok":1}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -429,4 +369,37 @@ func TestResultLostBeforeItsSync(t *testing.T) {
 	if serr != nil || !found {
 		t.Fatalf("Sync(0) = %v, result stored %v: want the result queued again and stored", serr, found)
 	}
+}
+
+// committedB opens two stores on a fresh database and commits a record of
+// correlation B through the second: a NewChain hint for B through the
+// first (hinted) then makes its commit fail.
+func committedB(t *testing.T) (s1, s2 *Store, dsn string) {
+	t.Helper()
+	ctx := context.Background()
+	dsn = pgtest.FreshDSN(t)
+	s1, s2 = open(t, dsn), open(t, dsn)
+	t.Cleanup(func() { s1.Close(); s2.Close() })
+	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
+	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	return s1, s2, dsn
+}
+
+// failingCommit queues on s1 a second genesis of B (see committedB) and
+// starts the Sync that commits it, which fails; it returns once that
+// commit has taken the queue, with the channel its error arrives on.
+// Inserts held (holdInserts) keep the commit in flight meanwhile.
+func failingCommit(t *testing.T, s1 *Store) <-chan error {
+	t.Helper()
+	ctx := context.Background()
+	wrong, err := s1.Append(ctx, hinted("B", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := make(chan error, 1)
+	go func() { failed <- s1.Sync(ctx, wrong[0].Sequence) }()
+	waitFor(t, func() bool { s1.mu.Lock(); defer s1.mu.Unlock(); return s1.taken >= s1.pos })
+	return failed
 }
