@@ -191,27 +191,7 @@ func TestCloseRacesEverything(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	found := 0
-	for _, c := range corrs {
-		recs, err := s2.Replay(ctx, evidence.Query{CorrelationID: c})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := verify(recs); err != nil {
-			t.Errorf("correlation %s: %v", c, err)
-		}
-		for _, r := range recs {
-			if h, ok := acked[r.Sequence]; ok {
-				if h != r.ContentHash {
-					t.Errorf("record %d of %s: hash %s, acknowledged %s", r.Sequence, c, r.ContentHash, h)
-				}
-				found++
-			}
-		}
-	}
-	if found != len(acked) {
-		t.Errorf("%d acknowledged records in the database, want %d", found, len(acked))
-	}
+	checkAcked(t, s2, corrs, acked)
 	err = s2.Results(ctx, time.Time{}, func(r evidence.Result) bool {
 		delete(ackedRes, r.InvocationID)
 		return true

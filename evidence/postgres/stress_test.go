@@ -144,9 +144,26 @@ func TestFailuresNeverForkNorLie(t *testing.T) {
 	if nfail == 0 || nacked == 0 {
 		t.Fatalf("%d failed commits, %d acknowledged invocations: the test exercised nothing", nfail, nacked)
 	}
+	checkAcked(t, s2, corrs, acked)
+	t.Logf("%d acknowledged invocations, %d failed commits", nacked, nfail)
+}
+
+// detailed is err with the server's detail, when the server refused.
+func detailed(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return err.Error() + " (" + pe.Detail + ")"
+	}
+	return err.Error()
+}
+
+// checkAcked checks, through s, that the chains of corrs verify and hold
+// every acknowledged record (sequence → content hash) as acknowledged.
+func checkAcked(t *testing.T, s *Store, corrs []string, acked map[uint64]string) {
+	t.Helper()
 	found := 0
 	for _, c := range corrs {
-		recs, err := s2.Replay(ctx, evidence.Query{CorrelationID: c})
+		recs, err := s.Replay(context.Background(), evidence.Query{CorrelationID: c})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,16 +180,6 @@ func TestFailuresNeverForkNorLie(t *testing.T) {
 		}
 	}
 	if found != len(acked) {
-		t.Errorf("%d records of acknowledged invocations in the database, want %d", found, len(acked))
+		t.Errorf("%d acknowledged records in the database, want %d", found, len(acked))
 	}
-	t.Logf("%d acknowledged invocations, %d failed commits", nacked, nfail)
-}
-
-// detailed is err with the server's detail, when the server refused.
-func detailed(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return err.Error() + " (" + pe.Detail + ")"
-	}
-	return err.Error()
 }
