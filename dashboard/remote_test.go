@@ -21,17 +21,7 @@ import (
 // node on loopback, or one serving its own dashboard
 // (NodeOnThisMachine), is this machine's and its host is asked.
 func TestComposeOfAnotherMachinesNodeDialsNoLocalEntry(t *testing.T) {
-	var host string
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-			host = ipn.IP.String()
-			break
-		}
-	}
-	if host == "" {
-		t.Skip("no routable interface address here")
-	}
+	host := nettest.RoutableIPv4(t)
 	sock := filepath.Join(t.TempDir(), "kv.sock")
 	ul, err := net.Listen("unix", sock)
 	if err != nil {

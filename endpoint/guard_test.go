@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/capmesh/capmesh/internal/nettest"
 )
 
 // TestLocalOnlySpellings: every spelling of this machine's addresses that
@@ -163,17 +165,7 @@ func TestRefuseLocalOverHTTP(t *testing.T) {
 // that is one of the machine's routable addresses (not loopback or
 // link-local) is dialled as any other machine's.
 func TestRefuseLocalLetsRoutableThrough(t *testing.T) {
-	addrs, _ := net.InterfaceAddrs()
-	var ip net.IP
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
-			ip = ipn.IP
-			break
-		}
-	}
-	if ip == nil {
-		t.Skip("no routable IPv4 interface address")
-	}
+	ip := net.ParseIP(nettest.RoutableIPv4(t))
 	l, err := net.Listen("tcp4", net.JoinHostPort(ip.String(), "0"))
 	if err != nil {
 		t.Skip(err)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/capmesh/capmesh/internal/nettest"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -43,17 +44,7 @@ func TestRegistryAnswers(t *testing.T) {
 // otherAddress returns an address of this machine that is neither
 // loopback nor link-local — to a dialler it stands for another machine
 // (a LAN address is not recognised as this machine's) — or skips.
-func otherAddress(t *testing.T) string {
-	t.Helper()
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-			return ipn.IP.String()
-		}
-	}
-	t.Skip("no routable interface address here")
-	return ""
-}
+func otherAddress(t *testing.T) string { return nettest.RoutableIPv4(t) }
 
 // TestDiscoverSkipsLocalAnswersOfRemoteRegistry: with DISCOVERY_SOCKET
 // naming a registry on TCP at an address that is not this machine's, a

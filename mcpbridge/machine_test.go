@@ -75,17 +75,7 @@ func servedList(t *testing.T, l net.Listener, services []map[string]any) {
 // port of the same address here. The same node on loopback is this
 // machine's: its providers are dialled.
 func TestNodeCapabilitiesOfAnotherMachineDialsNoLocalEntry(t *testing.T) {
-	var host string
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
-			host = ipn.IP.String()
-			break
-		}
-	}
-	if host == "" {
-		t.Skip("no routable interface address here")
-	}
+	host := nettest.RoutableIPv4(t)
 	ctx := testCtx(t)
 	ul, err := net.Listen("unix", filepath.Join(shortDir(t), "kv.sock"))
 	if err != nil {

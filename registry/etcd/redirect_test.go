@@ -5,12 +5,12 @@ import (
 	"crypto/ed25519"
 	"net"
 	"net/http"
-	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/capmesh/capmesh/internal/etcdtest"
+	"github.com/capmesh/capmesh/internal/nettest"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/descriptor"
@@ -19,25 +19,7 @@ import (
 // routableIP returns an address of one of this machine's interfaces that
 // is neither loopback nor link-local (what a remote registrant may name),
 // or skips the test when the machine has none.
-func routableIP(t *testing.T) string {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Skipf("interface addresses: %v", err)
-	}
-	for _, a := range addrs {
-		ipn, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(ipn.IP)
-		if ip = ip.Unmap(); ok && ip.Is4() && ip.IsGlobalUnicast() && !ip.IsLinkLocalUnicast() {
-			return ip.String()
-		}
-	}
-	t.Skip("no routable IPv4 interface address")
-	return ""
-}
+func routableIP(t *testing.T) string { return nettest.RoutableIPv4(t) }
 
 // serveHTTP serves h on l until the test ends.
 func serveHTTP(t *testing.T, l net.Listener, h http.Handler) {
