@@ -117,24 +117,18 @@ func waitFor(t *testing.T, cond func() bool) {
 // TestResultFailureReported: a result put before a Sync is durable when
 // that Sync returns nil (evidence.ResultStore). A commit that fails with
 // a lone result — alone or beside blocks — fails the Syncs waiting for
-// it, Sync(0) included; and it fails no later Sync, so results recorded
-// once the database takes them again are reported durable and Results
-// reads them.
+// it, Sync(0) included; its results are queued again, so that once the
+// database takes results again the next Sync stores them, and no later
+// Sync fails.
 func TestResultFailureReported(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.FreshDSN(t)
-	open(t, dsn).Close()
-	wdsn, role := leastPrivilege(t, dsn)
-	s := open(t, wdsn)
+	s, grant := refusingResults(t)
 	defer s.Close()
 	put := func(id string) {
 		t.Helper()
 		if err := s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := execOn(ctx, dsn, `REVOKE INSERT ON evidence_result_log FROM `+role); err != nil {
-		t.Fatal(err)
 	}
 	if _, err := s.Append(ctx, storetest.Event("A", "e", "1")); err != nil {
 		t.Fatal(err)
@@ -147,21 +141,104 @@ func TestResultFailureReported(t *testing.T) {
 	if err := s.Sync(ctx, 0); err == nil {
 		t.Fatal("Sync(0) = nil after its lone result's commit failed")
 	}
-
-	if err := execOn(ctx, dsn, `GRANT INSERT ON evidence_result_log TO `+role); err != nil {
-		t.Fatal(err)
-	}
+	grant()
 	put("later")
 	if err := s.Sync(ctx, 0); err != nil {
 		t.Fatalf("Sync(0) after the database takes results again: %v", err)
 	}
+	if got := resultIDs(t, s); !slices.Equal(got, []string{"alone", "beside a block", "later"}) {
+		t.Fatalf("Results = %q, want the failed results stored by their retries and the later one", got)
+	}
+}
+
+// TestResultRetriedAfterAnyFailure: a lone result that another caller's
+// commit took, and that failed for a reason other than a refused block
+// (here the database refused the result itself), before the putter
+// called Sync, is queued again: the putter's Sync stores it, or fails.
+func TestResultRetriedAfterAnyFailure(t *testing.T) {
+	ctx := context.Background()
+	s, grant := refusingResults(t)
+	defer s.Close()
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "inv-p", At: time.Now(), Data: []byte(`{"ok":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Append(ctx, storetest.Event("X", "e", "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx, other[0].Sequence); err == nil {
+		t.Fatal("the other caller's commit, holding a refused result, succeeded")
+	}
+	grant()
+	serr := s.Sync(ctx, 0) // the putter's
+	stored := slices.Contains(resultIDs(t, s), "inv-p")
+	if serr == nil && !stored {
+		t.Fatal("the putter's Sync returned nil, but its result is not stored")
+	}
+	if serr != nil || !stored {
+		t.Fatalf("the putter's Sync = %v, result stored %v: want it retried and stored", serr, stored)
+	}
+}
+
+// TestResultGivenUp: a result the database keeps refusing is in at most
+// maxResultTries failed commits, each failing the Syncs that waited for
+// it; then the store gives it up, and later Syncs succeed.
+func TestResultGivenUp(t *testing.T) {
+	ctx := context.Background()
+	s, grant := refusingResults(t)
+	defer s.Close()
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "doomed", At: time.Now(), Data: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxResultTries {
+		if err := s.Sync(ctx, 0); err == nil {
+			t.Fatalf("Sync %d = nil while the database refuses the result", i+1)
+		}
+	}
+	if err := s.Sync(ctx, 0); err != nil {
+		t.Fatalf("Sync after the result was given up: %v", err)
+	}
+	grant()
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "ok", At: time.Now(), Data: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := resultIDs(t, s); !slices.Equal(got, []string{"ok"}) {
+		t.Fatalf("Results = %q, want only the result put after the grant", got)
+	}
+}
+
+// refusingResults opens a store as a least-privileged role that may not
+// insert recorded results; grant gives the right back.
+func refusingResults(t *testing.T) (s *Store, grant func()) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	open(t, dsn).Close()
+	wdsn, role := leastPrivilege(t, dsn)
+	s = open(t, wdsn)
+	if err := execOn(ctx, dsn, `REVOKE INSERT ON evidence_result_log FROM `+role); err != nil {
+		t.Fatal(err)
+	}
+	return s, func() {
+		t.Helper()
+		if err := execOn(ctx, dsn, `GRANT INSERT ON evidence_result_log TO `+role); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// resultIDs is the invocation ids of s's recorded results, sorted.
+func resultIDs(t *testing.T, s *Store) []string {
+	t.Helper()
 	var got []string
-	if err := s.Results(ctx, time.Time{}, func(r evidence.Result) bool { got = append(got, r.InvocationID); return true }); err != nil {
-		t.Fatalf("Results after the failures: %v", err)
+	if err := s.Results(context.Background(), time.Time{}, func(r evidence.Result) bool { got = append(got, r.InvocationID); return true }); err != nil {
+		t.Fatalf("Results: %v", err)
 	}
-	if !slices.Equal(got, []string{"later"}) {
-		t.Fatalf("Results = %q, want only the result committed", got)
-	}
+	slices.Sort(got)
+	return got
 }
 
 // TestFailureHoldsOnlyItsRecords: a failed commit fails the records it

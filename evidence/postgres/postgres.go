@@ -67,13 +67,11 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -152,6 +150,16 @@ WITH r AS (
 )
 INSERT INTO evidence_blocks (corr, prev_seq, last_seq, body, res_at)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $7::timestamptz[])`
+
+// retrySQL writes the results that failed commits held, after a commit's
+// insertSQL and apart from it, so that a result the database refuses
+// fails no block.
+const retrySQL = `INSERT INTO evidence_result_log (at, body) SELECT * FROM unnest($1::timestamptz[], $2::bytea[])`
+
+// maxResultTries is how many failed commits a result may be in before
+// the store gives it up: a failed commit queues its results again (see
+// requeueResults).
+const maxResultTries = 4
 
 // Options configures Open. A nil *Options means defaults.
 type Options struct {
@@ -247,6 +255,9 @@ type encoded struct {
 // copied.
 type result struct {
 	r evidence.Result
+	// tries is how many failed commits held it. A result with tries > 0
+	// is written by retrySQL.
+	tries int
 }
 
 // head is a correlation's newest record as this store knows it; pos is the
@@ -1160,18 +1171,61 @@ func (s *Store) commit() {
 	defer cancel()
 	s.cm.Lock()
 	defer s.cm.Unlock()
-	cols, err := columns(batch)
-	if err == nil {
+	cols, retry, err := columns(batch)
+	if err == nil && cols != nil {
 		_, err = s.pool.Exec(ctx, insertSQL, cols...)
 	}
+	rerr := s.retryResults(ctx, retry)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.resolved.Store(end) // after the failure is recorded: see resolved
 	s.queue = append(s.queue[:0:0], s.queue[len(batch):]...)
-	if err == nil {
-		return
+	if err != nil {
+		s.failLocked(batch, err)
 	}
-	s.failLocked(batch, err)
+	if rerr != nil {
+		s.retryFailedLocked(retry, rerr)
+	}
+}
+
+// retryResults writes the results that failed commits held (retrySQL).
+func (s *Store) retryResults(ctx context.Context, retry []item) error {
+	if len(retry) == 0 {
+		return nil
+	}
+	ats, bodies := make([]time.Time, len(retry)), make([][]byte, len(retry))
+	for i, it := range retry {
+		r := it.res.r
+		b, err := encodeResult(r.InvocationID, r.Data)
+		if err != nil {
+			return err
+		}
+		ats[i], bodies[i] = r.At, b
+	}
+	_, err := s.pool.Exec(ctx, retrySQL, ats, bodies)
+	return err
+}
+
+// retryFailedLocked resolves the results that retrySQL failed to write:
+// their Syncs get the error, and they are queued again; call with mu
+// held.
+func (s *Store) retryFailedLocked(retry []item, err error) {
+	f := failure{results: true, first: retry[0].pos, last: retry[len(retry)-1].pos,
+		err: fmt.Errorf("evidence postgres: commit of results: %w", err)}
+	for _, it := range retry {
+		s.requeueLocked(it.res.r, it.res.tries+1)
+	}
+	s.recordFailure(f)
+	s.log.Error("evidence postgres: commit of results failed", "results", len(retry), "err", err)
+}
+
+// recordFailure adds f to the failures Syncs look up; call with mu held.
+func (s *Store) recordFailure(f failure) {
+	s.failures = append(s.failures, f)
+	s.nfail.Add(1)
+	if len(s.failures) > maxFailures {
+		s.failures = slices.Delete(s.failures, 0, len(s.failures)-maxFailures)
+	}
 }
 
 // failLocked resolves a batch whose commit failed; call with mu held.
@@ -1182,8 +1236,8 @@ func (s *Store) commit() {
 // and with them the next commit and every block chained to them after.
 // It forgets every cached head
 // except those of records still queued, so that the next appends read
-// the chains from the database. When the database refused a block, it
-// queues the results again (requeueResults).
+// the chains from the database, and queues the results again
+// (requeueResults).
 func (s *Store) failLocked(batch []item, err error) {
 	f := failure{first: batch[0].pos, last: batch[len(batch)-1].pos,
 		err: fmt.Errorf("evidence postgres: commit: %w", err)}
@@ -1212,48 +1266,46 @@ func (s *Store) failLocked(batch []item, err error) {
 		return false
 	})
 	f.recs = runs(f.recs)
-	if blocksRefused(err) {
-		s.requeueResults(batch, dropped)
-	}
-	s.failures = append(s.failures, f)
-	s.nfail.Add(1)
-	if len(s.failures) > maxFailures {
-		s.failures = slices.Delete(s.failures, 0, len(s.failures)-maxFailures)
-	}
+	s.requeueResults(batch, dropped)
+	s.recordFailure(f)
 	s.dropHeads(broken, f.err)
 	s.log.Error("evidence postgres: commit failed", "records", lo, "to", hi, "chained_blocks", chained, "err", err)
 }
 
-// blocksRefused reports whether a commit failed because the database
-// refused one of its blocks (a fork, or a missing predecessor: another
-// writer's head, a wrong NewChain hint), not its results, which have no
-// constraint of their own.
-func blocksRefused(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "23505" && pe.ConstraintName == "evidence_blocks_no_fork" ||
-		pe.Code == "23503" && strings.HasPrefix(pe.Message, "evidence_blocks_chain:"))
-}
-
-// requeueResults queues again, alone, the results that a failed commit
-// of batch and the blocks dropped with it held, when the database
-// refused the commit's blocks: the results were not the cause, and a
-// Sync whose caller put one before it, after the failure, must find it
-// stored or fail; the Syncs that waited for the failed commit get its
-// error all the same. Call with mu held.
+// requeueResults queues again the results that a failed commit of batch
+// (insertSQL) and the blocks dropped with it held, alone, for retrySQL:
+// a Sync whose caller put one before it, after the failure, must find it
+// stored or fail (evidence.ResultStore), and the putter may call it after
+// another caller's commit took the result and failed. The Syncs that
+// waited for the failed commit get its error all the same. When that
+// commit happened after all (its connection was lost after the server
+// committed), the result is stored twice, as a store may hold an id
+// twice. Results retrySQL writes are not the batch's: their own
+// statement decides (retryFailedLocked). Call with mu held.
 func (s *Store) requeueResults(batch, dropped []item) {
-	add := func(r evidence.Result) {
-		s.pos++
-		s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r}})
-	}
 	for _, it := range slices.Concat(batch, dropped) {
-		if it.res != nil {
-			add(it.res.r)
-		} else {
+		switch {
+		case it.res != nil && it.res.tries == 0:
+			s.requeueLocked(it.res.r, 1)
+		case it.blk != nil:
 			for _, r := range it.blk.results {
-				add(r)
+				s.requeueLocked(r, 1)
 			}
 		}
 	}
+}
+
+// requeueLocked queues r for retrySQL after its tries-th failed commit,
+// or gives it up, logged, after maxResultTries: a result the database
+// keeps refusing fails only its own statements, and not for ever. Call
+// with mu held.
+func (s *Store) requeueLocked(r evidence.Result, tries int) {
+	if tries >= maxResultTries {
+		s.log.Error("evidence postgres: result given up", "invocation_id", r.InvocationID, "failed_commits", tries)
+		return
+	}
+	s.pos++
+	s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r, tries: tries}})
 }
 
 // lostGroups is the queued Appends (item.group) that a failed commit of
@@ -1309,9 +1361,10 @@ func (s *Store) dropHeads(broken map[string]bool, lost error) {
 // columns lays a batch out as insertSQL's parameters: one row per
 // correlation (its blocks in the batch merged, as they are consecutive in
 // its chain, with the results they carry) and one per result no block
-// carries. Rows encoded ahead by precompress are taken as they are; the
-// rest are encoded here.
-func columns(batch []item) ([]any, error) {
+// carries (cols nil: neither), and the results queued again after a
+// failed commit (retry), which retrySQL writes. Rows encoded ahead by
+// precompress are taken as they are; the rest are encoded here.
+func columns(batch []item) (cols []any, retry []item, err error) {
 	var (
 		rows   []*block
 		firsts []*block              // the queued block each row starts with
@@ -1319,7 +1372,10 @@ func columns(batch []item) ([]any, error) {
 		alone  []*result
 	)
 	for _, it := range batch {
-		if r := it.res; r != nil {
+		if r := it.res; r != nil && r.tries > 0 {
+			retry = append(retry, it)
+			continue
+		} else if r != nil {
 			alone = append(alone, r)
 			continue
 		}
@@ -1334,9 +1390,12 @@ func columns(batch []item) ([]any, error) {
 		open[corr] = m
 		rows, firsts = append(rows, m), append(firsts, b)
 	}
+	if len(rows) == 0 && len(alone) == 0 {
+		return nil, retry, nil
+	}
 	bodies, results, err := compressAll(rows, firsts, alone)
 	if err != nil {
-		return nil, err
+		return nil, retry, err
 	}
 	corrs := make([]string, len(rows))
 	lasts, prevs := make([]int64, len(rows)), make([]int64, len(rows))
@@ -1352,7 +1411,7 @@ func columns(batch []item) ([]any, error) {
 	for i, r := range alone {
 		ats[i] = r.r.At
 	}
-	return []any{corrs, prevs, lasts, bodies, ats, results, resAts}, nil
+	return []any{corrs, prevs, lasts, bodies, ats, results, resAts}, retry, nil
 }
 
 // newest is the latest time of results, at least one.

@@ -23,7 +23,7 @@ func rowBody(t *testing.T, s *Store, corr string) ([]byte, []evidence.Record) {
 	s.mu.Lock()
 	batch := slices.Clone(s.queue)
 	s.mu.Unlock()
-	cols, err := columns(batch)
+	cols, _, err := columns(batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,8 +309,8 @@ var errFakeCommit = errors.New("a failed commit (fake)")
 // holds exactly the records and results of the batch's blocks in its
 // range; ahead is how many bodies were encoded ahead.
 func checkBatch(batch []item) (ahead int, err error) {
-	cols, err := columns(batch)
-	if err != nil {
+	cols, _, err := columns(batch)
+	if err != nil || cols == nil { // nil: only results queued again
 		return 0, err
 	}
 	corrs, prevs, lasts, bodies := cols[0].([]string), cols[1].([]int64), cols[2].([]int64), cols[3].([][]byte)
