@@ -2,42 +2,27 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
-
-	"github.com/capmesh/capmesh/registry/internal/state"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
+	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 const kindPolicy = "policy"
 
 // PolicyManifest returns the network's signed policy manifest (the
-// Genesis-Mesh PolicyManifest a node fetches from GET /policy right after
-// it joins and verifies against the authority key), creating and storing
-// it on first use so that it stays the same across restarts. capmesh
-// restricts no ports or services through it: allowed_services is empty and
-// allowed_ports is the reference's default.
+// Genesis-Mesh PolicyManifest a node fetches from GET /policy after it
+// joins), stored on first use (on a shared store conditionally: the loser
+// of a race serves the winner's) to stay the same across restarts and
+// nodes. It restricts nothing: allowed_services is empty and
+// allowed_ports the reference's default.
 func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	if n.state.Trust.Policy != nil {
-		return n.state.Trust.Policy, nil
-	}
-	rs, err := n.st.List(ctx, kindPolicy, n.cfg.Now())
-	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
-	}
-	for _, r := range rs {
-		if r.Key != "active" {
-			continue
-		}
-		v, err := pyjson.Decode(r.Value)
-		if m, ok := v.(map[string]any); err == nil && ok {
-			n.state.Trust.Policy = m
-			return m, nil
-		}
-		n.log.Warn("registry: replacing an unreadable stored policy manifest", "err", err)
+	if p, err := n.storedPolicy(ctx); p != nil || err != nil {
+		return p, err
 	}
 	t := n.state.Trust
 	p := map[string]any{
@@ -54,9 +39,39 @@ func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindPolicy, Key: "active", Value: raw}}); err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
+	if err := n.apply(ctx, Op{Record: Record{Kind: kindPolicy, Key: "active", Value: raw}}); err != nil {
+		var re *Error
+		if errors.As(err, &re) && re.Code == CodeWordConcurrentChange {
+			if w, rerr := n.storedPolicy(ctx); w != nil || rerr != nil {
+				return w, rerr
+			}
+		}
+		return nil, fmt.Errorf("registry: storing the policy manifest: %w", err)
 	}
 	t.Policy = p
 	return p, nil
+}
+
+// storedPolicy is the cached or else the stored policy manifest (then
+// cached); nil when the store holds no readable one. The caller holds wmu.
+func (n *Node) storedPolicy(ctx context.Context) (map[string]any, error) {
+	if n.state.Trust.Policy != nil {
+		return n.state.Trust.Policy, nil
+	}
+	rs, err := n.st.List(ctx, kindPolicy, n.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	for _, r := range rs {
+		if r.Key != "active" {
+			continue
+		}
+		v, err := pyjson.Decode(r.Value)
+		if m, ok := v.(map[string]any); err == nil && ok {
+			n.state.Trust.Policy = m
+			return m, nil
+		}
+		n.log.Warn("registry: unreadable stored policy manifest", "err", err)
+	}
+	return nil, nil
 }

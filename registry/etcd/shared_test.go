@@ -37,12 +37,22 @@ type peer struct {
 // join starts a registry node on srv under prefix.
 func join(t *testing.T, srv *etcdtest.Server, prefix string, opts etcd.Options) *peer {
 	t.Helper()
+	return joinVia(t, srv, prefix, opts, nil)
+}
+
+// joinVia is join with the node's store wrapped by wrap (nil: none).
+func joinVia(t *testing.T, srv *etcdtest.Server, prefix string, opts etcd.Options, wrap func(*etcd.Store) registry.Store) *peer {
+	t.Helper()
 	opts.Endpoints, opts.Prefix, opts.Logger = srv.Endpoints(), prefix, quiet
 	st, err := etcd.Open(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := registry.NewNode(registry.Config{Store: st, Logger: quiet, SweepInterval: 100 * time.Millisecond})
+	var rs registry.Store = st
+	if wrap != nil {
+		rs = wrap(st)
+	}
+	n, err := registry.NewNode(registry.Config{Store: rs, Logger: quiet, SweepInterval: 100 * time.Millisecond})
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
