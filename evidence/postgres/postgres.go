@@ -1249,7 +1249,8 @@ func (s *Store) failLocked(batch []item, err error) {
 			f.recs = append(f.recs, [2]uint64{b.recs[0].Sequence, lastSeq(b)})
 			broken[b.recs[0].CorrelationID] = true
 		}
-		f.results = f.results || it.res != nil || it.blk != nil && len(it.blk.results) > 0
+		// A retried result is not the statement's (retrySQL writes it).
+		f.results = f.results || it.res != nil && it.res.tries == 0 || it.blk != nil && len(it.blk.results) > 0
 	}
 	lost := s.lostGroups(broken)
 	chained := 0
