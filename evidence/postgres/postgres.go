@@ -157,9 +157,17 @@ SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $7::ti
 const retrySQL = `INSERT INTO evidence_result_log (at, body) SELECT * FROM unnest($1::timestamptz[], $2::bytea[])`
 
 // maxResultTries is how many failed commits a result may be in before
-// the store gives it up: a failed commit queues its results again (see
-// requeueResults).
+// the store gives it up, once resultPatience has passed since the first:
+// a failed commit queues its results again (see requeueResults).
 const maxResultTries = 4
+
+// resultPatience is how long after its first failed commit a result is
+// kept for retries at least: its putter may call Sync that late after
+// PutResult (a loaded machine's scheduling delay, milliseconds), while
+// commits failing at once (an outage) can fail it maxResultTries times
+// faster than that. It bounds the results kept during an outage to those
+// put in its last resultPatience.
+const resultPatience = time.Second
 
 // Options configures Open. A nil *Options means defaults.
 type Options struct {
@@ -186,6 +194,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	opts Options
 	log  *slog.Logger
+	// patience is resultPatience (tests shorten or lengthen it).
+	patience time.Duration
 
 	cm sync.RWMutex // held for writing while a commit moves records from the queue to the table
 
@@ -255,9 +265,10 @@ type encoded struct {
 // copied.
 type result struct {
 	r evidence.Result
-	// tries is how many failed commits held it. A result with tries > 0
-	// is written by retrySQL.
+	// tries is how many failed commits held it, the first at since. A
+	// result with tries > 0 is written by retrySQL.
 	tries int
+	since time.Time
 }
 
 // head is a correlation's newest record as this store knows it; pos is the
@@ -363,7 +374,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence postgres: %w", err)
 	}
-	s := &Store{pool: pool, opts: o, log: o.Logger, heads: map[string]head{}, done: make(chan struct{}), next: 1}
+	s := &Store{pool: pool, opts: o, log: o.Logger, patience: resultPatience, heads: map[string]head{}, done: make(chan struct{}), next: 1}
 	if err := s.ensureSchema(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("evidence postgres: schema: %w", err)
@@ -1212,8 +1223,9 @@ func (s *Store) retryResults(ctx context.Context, retry []item) error {
 func (s *Store) retryFailedLocked(retry []item, err error) {
 	f := failure{results: true, first: retry[0].pos, last: retry[len(retry)-1].pos,
 		err: fmt.Errorf("evidence postgres: commit of results: %w", err)}
+	now := time.Now()
 	for _, it := range retry {
-		s.requeueLocked(it.res.r, it.res.tries+1)
+		s.requeueLocked(it.res.r, it.res.tries+1, it.res.since, now)
 	}
 	s.recordFailure(f)
 	s.log.Error("evidence postgres: commit of results failed", "results", len(retry), "err", err)
@@ -1284,29 +1296,32 @@ func (s *Store) failLocked(batch []item, err error) {
 // twice. Results retrySQL writes are not the batch's: their own
 // statement decides (retryFailedLocked). Call with mu held.
 func (s *Store) requeueResults(batch, dropped []item) {
+	now := time.Now()
 	for _, it := range slices.Concat(batch, dropped) {
 		switch {
 		case it.res != nil && it.res.tries == 0:
-			s.requeueLocked(it.res.r, 1)
+			s.requeueLocked(it.res.r, 1, now, now)
 		case it.blk != nil:
 			for _, r := range it.blk.results {
-				s.requeueLocked(r, 1)
+				s.requeueLocked(r, 1, now, now)
 			}
 		}
 	}
 }
 
 // requeueLocked queues r for retrySQL after its tries-th failed commit,
-// or gives it up, logged, after maxResultTries: a result the database
-// keeps refusing fails only its own statements, and not for ever. Call
-// with mu held.
-func (s *Store) requeueLocked(r evidence.Result, tries int) {
-	if tries >= maxResultTries {
+// the first at since, or gives it up, logged, after maxResultTries once
+// patience has passed since the first: a result the database keeps
+// refusing fails only its own statements, and not for ever, and its
+// putter's Sync, however late after PutResult within patience, finds it
+// queued. Call with mu held.
+func (s *Store) requeueLocked(r evidence.Result, tries int, since, now time.Time) {
+	if tries >= maxResultTries && now.Sub(since) >= s.patience {
 		s.log.Error("evidence postgres: result given up", "invocation_id", r.InvocationID, "failed_commits", tries)
 		return
 	}
 	s.pos++
-	s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r, tries: tries}})
+	s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r, tries: tries, since: since}})
 }
 
 // lostGroups is the queued Appends (item.group) that a failed commit of

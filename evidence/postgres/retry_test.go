@@ -9,6 +9,38 @@ import (
 	"github.com/capmesh/capmesh/evidence"
 )
 
+// TestResultKeptUntilItsPutterSyncs: a putter calls Sync after PutResult
+// returns (the gateway's PutResult then Sync(0)), and in between any
+// number of other callers' commits may take its result and fail: during
+// an outage that fails every statement at once, maxResultTries of them
+// take a few milliseconds. Here four other callers' Syncs fail it, the
+// database then takes results again, and the putter's Sync must store
+// the result or fail, never return nil without it: a result is given up
+// only once resultPatience has passed since its first failed commit too.
+func TestResultKeptUntilItsPutterSyncs(t *testing.T) {
+	ctx := context.Background()
+	s, grant := refusingResults(t)
+	defer s.Close()
+	s.patience = time.Hour // far beyond the test, however loaded the machine
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "mine", At: time.Now(), Data: []byte(`{"ok":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxResultTries { // other callers, each leading a commit that fails
+		if err := s.Sync(ctx, 0); err == nil {
+			t.Fatalf("another caller's Sync %d = nil while the database refuses results", i+1)
+		}
+	}
+	grant()
+	serr := s.Sync(ctx, 0) // the putter's, late
+	stored := slices.Contains(resultIDs(t, s), "mine")
+	if serr == nil && !stored {
+		t.Fatal("the putter's Sync returned nil, but its result is not stored")
+	}
+	if serr != nil || !stored {
+		t.Fatalf("the putter's Sync = %v, result stored %v: want it kept, retried and stored", serr, stored)
+	}
+}
+
 // TestStoredRetryFailsNoSync: a retried result is written by its own
 // statement (retrySQL); when that statement stores it and the commit's
 // main statement fails on a refused block, the main statement's failure
