@@ -1224,11 +1224,30 @@ func (s *Store) retryFailedLocked(retry []item, err error) {
 	f := failure{results: true, first: retry[0].pos, last: retry[len(retry)-1].pos,
 		err: fmt.Errorf("evidence postgres: commit of results: %w", err)}
 	now := time.Now()
+	var given []string
 	for _, it := range retry {
-		s.requeueLocked(it.res.r, it.res.tries+1, it.res.since, now)
+		if !s.requeueLocked(it.res.r, it.res.tries+1, it.res.since, now) {
+			given = append(given, it.res.r.InvocationID)
+		}
 	}
 	s.recordFailure(f)
 	s.log.Error("evidence postgres: commit of results failed", "results", len(retry), "err", err)
+	s.logGivenUp(given)
+}
+
+// maxLoggedIDs is how many invocation ids one log line of results given
+// up names.
+const maxLoggedIDs = 8
+
+// logGivenUp logs the results a failed commit gave up, in one line
+// however many (an outage gives up every result put a second before):
+// their number, and the invocation ids of the first maxLoggedIDs.
+func (s *Store) logGivenUp(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	s.log.Error("evidence postgres: results given up", "results", len(ids),
+		"invocation_ids", ids[:min(len(ids), maxLoggedIDs)], "failed_commits", maxResultTries)
 }
 
 // recordFailure adds f to the failures Syncs look up; call with mu held.
@@ -1282,6 +1301,9 @@ func (s *Store) failLocked(batch []item, err error) {
 	s.requeueResults(batch, dropped)
 	s.recordFailure(f)
 	s.dropHeads(broken, f.err)
+	if hi == 0 { // no block: results only
+		lo = 0
+	}
 	s.log.Error("evidence postgres: commit failed", "records", lo, "to", hi, "chained_blocks", chained, "err", err)
 }
 
@@ -1297,31 +1319,39 @@ func (s *Store) failLocked(batch []item, err error) {
 // statement decides (retryFailedLocked). Call with mu held.
 func (s *Store) requeueResults(batch, dropped []item) {
 	now := time.Now()
+	var given []string
+	requeue := func(r evidence.Result) {
+		if !s.requeueLocked(r, 1, now, now) {
+			given = append(given, r.InvocationID)
+		}
+	}
 	for _, it := range slices.Concat(batch, dropped) {
 		switch {
 		case it.res != nil && it.res.tries == 0:
-			s.requeueLocked(it.res.r, 1, now, now)
+			requeue(it.res.r)
 		case it.blk != nil:
 			for _, r := range it.blk.results {
-				s.requeueLocked(r, 1, now, now)
+				requeue(r)
 			}
 		}
 	}
+	s.logGivenUp(given)
 }
 
 // requeueLocked queues r for retrySQL after its tries-th failed commit,
-// the first at since, or gives it up, logged, after maxResultTries once
-// patience has passed since the first: a result the database keeps
-// refusing fails only its own statements, and not for ever, and its
-// putter's Sync, however late after PutResult within patience, finds it
-// queued. Call with mu held.
-func (s *Store) requeueLocked(r evidence.Result, tries int, since, now time.Time) {
+// the first at since, and reports true; or gives it up (false: the
+// caller logs it, logGivenUp) after maxResultTries once patience has
+// passed since the first: a result the database keeps refusing fails
+// only its own statements, and not for ever, and its putter's Sync,
+// however late after PutResult within patience, finds it queued. Call
+// with mu held.
+func (s *Store) requeueLocked(r evidence.Result, tries int, since, now time.Time) bool {
 	if tries >= maxResultTries && now.Sub(since) >= s.patience {
-		s.log.Error("evidence postgres: result given up", "invocation_id", r.InvocationID, "failed_commits", tries)
-		return
+		return false
 	}
 	s.pos++
 	s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r, tries: tries, since: since}})
+	return true
 }
 
 // lostGroups is the queued Appends (item.group) that a failed commit of

@@ -1,8 +1,13 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,4 +80,66 @@ func TestStoredRetryFailsNoSync(t *testing.T) {
 	if got := resultIDs(t, s1); !slices.Equal(got, []string{"r"}) {
 		t.Fatalf("Results = %q, want the retried result", got)
 	}
+}
+
+// TestGivenUpLoggedOnce: an outage gives up every result put a second
+// before it, thousands a second on a busy host: the store logs one line
+// per failed commit however many it gave up (their number and the first
+// ids), not one per result; and a failed commit that held no block logs
+// no sequence range.
+func TestGivenUpLoggedOnce(t *testing.T) {
+	ctx := context.Background()
+	s, _ := refusingResults(t)
+	defer s.Close()
+	s.patience = 0
+	var logged lockedBuffer
+	s.log = slog.New(slog.NewTextHandler(&logged, nil))
+	const n = 50
+	for i := range n {
+		if err := s.PutResult(ctx, evidence.Result{InvocationID: fmt.Sprint("lost-", i), At: time.Now(), Data: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range maxResultTries {
+		if err := s.Sync(ctx, 0); err == nil {
+			t.Fatalf("Sync %d = nil while the database refuses results", i+1)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if want := maxResultTries + 1; len(lines) != want { // one per failed commit, one for the results given up
+		t.Errorf("%d log lines for %d failed commits of %d results, want %d:\n%s", len(lines), maxResultTries, n, want, logged.String())
+	}
+	given := 0
+	for _, l := range lines {
+		if strings.Contains(l, "given up") {
+			given++
+			if !strings.Contains(l, fmt.Sprint("results=", n)) || !strings.Contains(l, "lost-0") {
+				t.Errorf("given-up line without the count or the first id: %s", l)
+			}
+		}
+		if strings.Contains(l, fmt.Sprint(^uint64(0))) {
+			t.Errorf("a commit without blocks logs a sequence range: %s", l)
+		}
+	}
+	if given != 1 {
+		t.Errorf("%d lines say results were given up, want 1:\n%s", given, logged.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
