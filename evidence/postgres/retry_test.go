@@ -3,15 +3,21 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/postgres/pgtest"
+	"github.com/capmesh/capmesh/evidence/storetest"
 )
 
 // TestResultKeptUntilItsPutterSyncs: a putter calls Sync after PutResult
@@ -142,4 +148,121 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestResultOutagesNeverLie: callers put lone results and Sync(0) (the
+// gateway), or append, put a result that rides on their block and Sync
+// their record (the boundary), some pausing between PutResult and Sync,
+// while the database refuses results for short spells (a grant revoked
+// and given back). The only failures are those refusals; every result
+// put before a Sync that returned nil is stored, and so is every record
+// whose Sync returned nil.
+func TestResultOutagesNeverLie(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // only matters when stuck
+	defer cancel()
+	dsn := pgtest.FreshDSN(t)
+	open(t, dsn).Close()
+	wdsn, role := leastPrivilege(t, dsn)
+	s, err := Open(ctx, wdsn, &Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrs := []string{"A", "B", "C"}
+	var (
+		mu       sync.Mutex
+		acked    = map[uint64]string{}
+		ackedRes = map[string]bool{}
+		nfail    int
+	)
+	refused := func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && pe.Code == "42501"
+	}
+	invoke := func(rng *rand.Rand, id string) (recs []evidence.Record, err error) {
+		pause := func() {
+			if rng.IntN(4) == 0 {
+				time.Sleep(time.Duration(rng.IntN(10000)) * time.Microsecond)
+			}
+		}
+		if rng.IntN(2) == 0 { // the gateway: a lone result, then Sync(0)
+			if err := s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte("{}")}); err != nil {
+				return nil, err
+			}
+			pause()
+			return nil, s.Sync(ctx, 0)
+		}
+		recs, err = s.Append(ctx, storetest.Event(corrs[rng.IntN(len(corrs))], "e", id))
+		if err != nil {
+			return nil, err
+		}
+		if err := s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte("{}")}); err != nil {
+			return nil, err
+		}
+		pause()
+		return recs, s.Sync(ctx, recs[0].Sequence)
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 3))
+			for i := range 100 {
+				id := fmt.Sprintf("inv-%d-%d", g, i)
+				recs, err := invoke(rng, id)
+				mu.Lock()
+				switch {
+				case err == nil:
+					ackedRes[id] = true
+					for _, r := range recs {
+						acked[r.Sequence] = r.ContentHash
+					}
+				case refused(err):
+					nfail++
+				default:
+					t.Errorf("invocation %s: unexpected error %v", id, detailed(err))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var saboteur sync.WaitGroup
+	saboteur.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(1+i%3*5) * time.Millisecond): // spells of 1, 6 or 11 ms
+			}
+			q := `REVOKE INSERT ON evidence_result_log FROM ` + role
+			if i%2 == 1 {
+				q = `GRANT INSERT ON evidence_result_log TO ` + role
+			}
+			if err := execOn(ctx, dsn, q); err != nil {
+				t.Errorf("%s: %v", q, err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	saboteur.Wait()
+	if err := execOn(ctx, dsn, `GRANT INSERT ON evidence_result_log TO `+role); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close() // stores what is still queued, retried results included
+	mu.Lock()
+	defer mu.Unlock()
+	if nfail == 0 || len(ackedRes) == 0 {
+		t.Fatalf("%d refused invocations, %d acknowledged: the test exercised nothing", nfail, len(ackedRes))
+	}
+	s2 := open(t, dsn)
+	defer s2.Close()
+	checkAcked(t, s2, corrs, acked)
+	stored := resultIDs(t, s2)
+	for id := range ackedRes {
+		if _, ok := slices.BinarySearch(stored, id); !ok {
+			t.Errorf("result %s: its putter's Sync returned nil, but it is not stored", id)
+		}
+	}
+	t.Logf("%d acknowledged invocations, %d refused", len(ackedRes), nfail)
 }
