@@ -1195,7 +1195,7 @@ func (s *Store) commit() {
 		s.failLocked(batch, err)
 	}
 	if rerr != nil {
-		s.retryFailedLocked(retry, rerr)
+		s.retryFailedLocked(retry, rerr, err != nil)
 	}
 }
 
@@ -1218,9 +1218,13 @@ func (s *Store) retryResults(ctx context.Context, retry []item) error {
 }
 
 // retryFailedLocked resolves the results that retrySQL failed to write:
-// their Syncs get the error, and they are queued again; call with mu
-// held.
-func (s *Store) retryFailedLocked(retry []item, err error) {
+// their Syncs get the error, and they are queued again. When the
+// commit's main statement failed too (merge), its failure, which spans
+// the whole batch, is marked as holding results instead of recording a
+// second: a failed commit takes one of the maxFailures the store
+// remembers, as an outage fails both statements of every commit. Call
+// with mu held.
+func (s *Store) retryFailedLocked(retry []item, err error, merge bool) {
 	f := failure{results: true, first: retry[0].pos, last: retry[len(retry)-1].pos,
 		err: fmt.Errorf("evidence postgres: commit of results: %w", err)}
 	now := time.Now()
@@ -1230,7 +1234,11 @@ func (s *Store) retryFailedLocked(retry []item, err error) {
 			given = append(given, it.res.r.InvocationID)
 		}
 	}
-	s.recordFailure(f)
+	if merge {
+		s.failures[len(s.failures)-1].results = true
+	} else {
+		s.recordFailure(f)
+	}
 	s.log.Error("evidence postgres: commit of results failed", "results", len(retry), "err", err)
 	s.logGivenUp(given)
 }

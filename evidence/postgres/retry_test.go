@@ -266,3 +266,46 @@ func TestResultOutagesNeverLie(t *testing.T) {
 	}
 	t.Logf("%d acknowledged invocations, %d refused", len(ackedRes), nfail)
 }
+
+// TestFailedCommitRememberedOnce: the store remembers the last
+// maxFailures failed commits (a record lost before them is no longer
+// recognised), and an outage fails both statements of every commit, the
+// main one and retrySQL: such a commit is one failure, not two, and it
+// holds results, so that Sync(0), which waited for a retried result,
+// returns the error.
+func TestFailedCommitRememberedOnce(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.FreshDSN(t)
+	s2 := open(t, dsn)
+	defer s2.Close()
+	b, err := s2.Append(ctx, storetest.Event("B", "e", "b"))
+	if err != nil || s2.Sync(ctx, b[0].Sequence) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	wdsn, role := leastPrivilege(t, dsn)
+	s := open(t, wdsn)
+	defer s.Close()
+	if err := execOn(ctx, dsn, `REVOKE INSERT ON evidence_result_log FROM `+role); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "a", At: time.Now(), Data: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx, 0); err == nil {
+		t.Fatal("Sync(0) = nil while the database refuses results")
+	}
+	// The next commit: a refused block in the main statement, the
+	// retried result in retrySQL, both refused.
+	if _, err := s.Append(ctx, hinted("B", "x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx, 0); err == nil {
+		t.Fatal("Sync(0) = nil after the commit of a retried result failed")
+	}
+	s.mu.Lock()
+	n, kept := s.nfail.Load(), len(s.failures)
+	s.mu.Unlock()
+	if n != 2 || kept != 2 {
+		t.Fatalf("%d failures counted, %d remembered, after two failed commits", n, kept)
+	}
+}
