@@ -942,6 +942,11 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 	if len(r.Data) > maxBody {
 		return fmt.Errorf("evidence postgres: result: %w: %d bytes, over %d", evidence.ErrInvalid, len(r.Data), maxBody)
 	}
+	if y := r.At.UTC().Year(); y < 1 || y > 9999 {
+		// The database refuses times past its range: the commits the
+		// result is in would fail, other callers' blocks with them.
+		return fmt.Errorf("evidence postgres: result: %w: time %v outside the years 1 to 9999", evidence.ErrInvalid, r.At)
+	}
 	r.Data = slices.Clone(r.Data) // the caller may reuse its buffer
 	r.At = r.At.Truncate(time.Microsecond)
 	id := []byte(r.InvocationID)

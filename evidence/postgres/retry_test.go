@@ -309,3 +309,35 @@ func TestFailedCommitRememberedOnce(t *testing.T) {
 		t.Fatalf("%d failures counted, %d remembered, after two failed commits", n, kept)
 	}
 }
+
+// TestResultTimeOutOfRangeRefused: the database refuses a time outside
+// its range, so a result carrying one failed the commit it was in —
+// other callers' blocks with it — and then every retry statement for a
+// second (resultPatience), every Sync with them. PutResult refuses it
+// with ErrInvalid; other callers' appends commit.
+func TestResultTimeOutOfRangeRefused(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, pgtest.FreshDSN(t))
+	defer s.Close()
+	for _, at := range []time.Time{time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-5000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if err := s.PutResult(ctx, evidence.Result{InvocationID: "bad", At: at, Data: []byte("{}")}); !errors.Is(err, evidence.ErrInvalid) {
+			t.Errorf("PutResult at %v = %v, want ErrInvalid", at, err)
+		}
+	}
+	recs, err := s.Append(ctx, storetest.Event("A", "e", "other"))
+	if err == nil {
+		err = s.Sync(ctx, recs[0].Sequence)
+	}
+	if err != nil {
+		t.Fatalf("another caller's append after the refused results: %v", err)
+	}
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "zero", Data: []byte("{}")}); err != nil {
+		t.Fatalf("PutResult at the zero time: %v", err)
+	}
+	if err := s.Sync(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := resultIDs(t, s); !slices.Equal(got, []string{"zero"}) {
+		t.Fatalf("Results = %q, want only the zero time's", got)
+	}
+}
