@@ -26,7 +26,10 @@ import (
 // only failures are the saboteur's conflict, ErrLost and the panics; the
 // database's chains verify record by record (no block chains to a record
 // it does not follow, which the database cannot see); and every
-// invocation whose Sync returned nil has all its records in them.
+// invocation whose Sync returned nil has all its records in them, and its
+// result, riding on its block, in the results; so has a lone result put
+// before a Sync(0) that returned nil (the gateway), a commit of another
+// caller having taken it and failed meanwhile or not.
 func TestFailuresNeverForkNorLie(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // only matters when stuck
 	defer cancel()
@@ -43,10 +46,11 @@ func TestFailuresNeverForkNorLie(t *testing.T) {
 	}
 	corrs := []string{"A", "B", "C", "D", "E"}
 	var (
-		mu     sync.Mutex
-		acked  = map[uint64]string{} // sequence → content hash of acknowledged invocations
-		nacked int
-		nfail  int
+		mu       sync.Mutex
+		acked    = map[uint64]string{} // sequence → content hash of acknowledged invocations
+		ackedRes = map[string]bool{}   // results put before a Sync that returned nil
+		nacked   int
+		nfail    int
 	)
 	expected := func(err error) bool {
 		var pe *pgconn.PgError
@@ -58,7 +62,14 @@ func TestFailuresNeverForkNorLie(t *testing.T) {
 		}
 		return false
 	}
-	invoke := func(rng *rand.Rand, id string) (recs []evidence.Record, err error) {
+	invoke := func(rng *rand.Rand, id string) (recs []evidence.Record, put []string, err error) {
+		if rng.IntN(4) == 0 { // the gateway: a lone result, then Sync(0)
+			if err := s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte("{}")}); err != nil {
+				return nil, nil, err
+			}
+			time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // another caller's commit may take it meanwhile
+			return nil, []string{id}, s.Sync(ctx, 0)
+		}
 		corr := corrs[rng.IntN(len(corrs))]
 		defer func() {
 			if r := recover(); r != nil {
@@ -81,7 +92,7 @@ func TestFailuresNeverForkNorLie(t *testing.T) {
 		}
 		r1, err := s.Append(ctx, first...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var last uint64
 		for _, r := range r1 {
@@ -93,27 +104,31 @@ func TestFailuresNeverForkNorLie(t *testing.T) {
 		second.After = last
 		if rng.IntN(2) == 0 {
 			if err := s.PutResult(ctx, evidence.Result{InvocationID: id, At: time.Now(), Data: []byte("{}")}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
+			put = append(put, id)
 		}
 		r2, err := s.Append(ctx, second)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		recs = append(r1, r2...)
-		return recs, s.Sync(ctx, r2[0].Sequence)
+		return recs, put, s.Sync(ctx, r2[0].Sequence)
 	}
 	var wg sync.WaitGroup
 	for g := range 6 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
 			for i := range 80 {
-				recs, err := invoke(rng, fmt.Sprintf("inv-%d-%d", g, i))
+				recs, put, err := invoke(rng, fmt.Sprintf("inv-%d-%d", g, i))
 				mu.Lock()
 				if err == nil {
 					nacked++
 					for _, r := range recs {
 						acked[r.Sequence] = r.ContentHash
+					}
+					for _, id := range put {
+						ackedRes[id] = true
 					}
 				} else if !expected(err) {
 					t.Errorf("invocation %d-%d: unexpected error %v", g, i, detailed(err))
@@ -145,6 +160,12 @@ func TestFailuresNeverForkNorLie(t *testing.T) {
 		t.Fatalf("%d failed commits, %d acknowledged invocations: the test exercised nothing", nfail, nacked)
 	}
 	checkAcked(t, s2, corrs, acked)
+	for _, id := range resultIDs(t, s2) {
+		delete(ackedRes, id)
+	}
+	if len(ackedRes) != 0 {
+		t.Errorf("%d results put before a Sync that returned nil are not stored", len(ackedRes))
+	}
 	t.Logf("%d acknowledged invocations, %d failed commits", nacked, nfail)
 }
 
