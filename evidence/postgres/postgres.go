@@ -269,6 +269,10 @@ type result struct {
 	// result with tries > 0 is written by retrySQL.
 	tries int
 	since time.Time
+	// body is r encoded by the first retry, kept for the next ones (r.Data
+	// is dropped then): an outage retries a second's worth of results
+	// with every commit.
+	body []byte
 }
 
 // head is a correlation's newest record as this store knows it; pos is the
@@ -1211,12 +1215,15 @@ func (s *Store) retryResults(ctx context.Context, retry []item) error {
 	}
 	ats, bodies := make([]time.Time, len(retry)), make([][]byte, len(retry))
 	for i, it := range retry {
-		r := it.res.r
-		b, err := encodeResult(r.InvocationID, r.Data)
-		if err != nil {
-			return err
+		r := it.res
+		if r.body == nil { // only the leader touches the results of its batch
+			b, err := encodeResult(r.r.InvocationID, r.r.Data)
+			if err != nil {
+				return err
+			}
+			r.body = b
 		}
-		ats[i], bodies[i] = r.At, b
+		ats[i], bodies[i] = r.r.At, r.body
 	}
 	_, err := s.pool.Exec(ctx, retrySQL, ats, bodies)
 	return err
@@ -1235,7 +1242,9 @@ func (s *Store) retryFailedLocked(retry []item, err error, merge bool) {
 	now := time.Now()
 	var given []string
 	for _, it := range retry {
-		if !s.requeueLocked(it.res.r, it.res.tries+1, it.res.since, now) {
+		res := *it.res
+		res.tries++
+		if !s.requeueLocked(res, now) {
 			given = append(given, it.res.r.InvocationID)
 		}
 	}
@@ -1334,7 +1343,7 @@ func (s *Store) requeueResults(batch, dropped []item) {
 	now := time.Now()
 	var given []string
 	requeue := func(r evidence.Result) {
-		if !s.requeueLocked(r, 1, now, now) {
+		if !s.requeueLocked(result{r: r, tries: 1, since: now}, now) {
 			given = append(given, r.InvocationID)
 		}
 	}
@@ -1351,19 +1360,22 @@ func (s *Store) requeueResults(batch, dropped []item) {
 	s.logGivenUp(given)
 }
 
-// requeueLocked queues r for retrySQL after its tries-th failed commit,
-// the first at since, and reports true; or gives it up (false: the
-// caller logs it, logGivenUp) after maxResultTries once patience has
-// passed since the first: a result the database keeps refusing fails
-// only its own statements, and not for ever, and its putter's Sync,
-// however late after PutResult within patience, finds it queued. Call
-// with mu held.
-func (s *Store) requeueLocked(r evidence.Result, tries int, since, now time.Time) bool {
-	if tries >= maxResultTries && now.Sub(since) >= s.patience {
+// requeueLocked queues res for retrySQL after its res.tries-th failed
+// commit, the first at res.since, and reports true; or gives it up
+// (false: the caller logs it, logGivenUp) after maxResultTries once
+// patience has passed since the first: a result the database keeps
+// refusing fails only its own statements, and not for ever, and its
+// putter's Sync, however late after PutResult within patience, finds it
+// queued. Call with mu held.
+func (s *Store) requeueLocked(res result, now time.Time) bool {
+	if res.tries >= maxResultTries && now.Sub(res.since) >= s.patience {
 		return false
 	}
+	if res.body != nil {
+		res.r.Data = nil // encoded: the body is all retrySQL needs
+	}
 	s.pos++
-	s.queue = append(s.queue, item{pos: s.pos, res: &result{r: r, tries: tries, since: since}})
+	s.queue = append(s.queue, item{pos: s.pos, res: &res})
 	return true
 }
 

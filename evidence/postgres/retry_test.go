@@ -341,3 +341,50 @@ func TestResultTimeOutOfRangeRefused(t *testing.T) {
 		t.Fatalf("Results = %q, want only the zero time's", got)
 	}
 }
+
+// TestRetriedResultEncodedOnce: an outage retries every result of its
+// last second (resultPatience) with every commit, so a result kept for
+// retries is encoded by its first retry only and then holds that body,
+// compressed, instead of its data; once the database takes results
+// again, it is stored as it was put.
+func TestRetriedResultEncodedOnce(t *testing.T) {
+	ctx := context.Background()
+	s, grant := refusingResults(t)
+	defer s.Close()
+	s.patience = time.Hour
+	data := bytes.Repeat([]byte(`{"ok":true,"n":12345},`), 3000)
+	if err := s.PutResult(ctx, evidence.Result{InvocationID: "big", At: time.Now(), Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	kept := func() *result {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.queue) != 1 || s.queue[0].res == nil {
+			t.Fatalf("queue holds %d items, want the retried result", len(s.queue))
+		}
+		return s.queue[0].res
+	}
+	var bodies [][]byte
+	for i := range 3 { // the first attempt, then two retries
+		if err := s.Sync(ctx, 0); err == nil {
+			t.Fatalf("Sync %d = nil while the database refuses results", i+1)
+		}
+		if r := kept(); i > 0 {
+			if r.body == nil || r.r.Data != nil || len(r.body) > len(data)/10 {
+				t.Fatalf("after retry %d: body of %d bytes, data of %d: want the compressed body alone", i, len(r.body), len(r.r.Data))
+			}
+			bodies = append(bodies, r.body)
+		}
+	}
+	if &bodies[0][0] != &bodies[1][0] {
+		t.Fatal("the second retry encoded the result again")
+	}
+	grant()
+	if err := s.Sync(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	if err := s.Results(ctx, time.Time{}, func(r evidence.Result) bool { got = r.Data; return true }); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("stored result: %d bytes (%v), want the %d put", len(got), err, len(data))
+	}
+}
