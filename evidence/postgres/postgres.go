@@ -1269,7 +1269,7 @@ func (s *Store) logGivenUp(ids []string) {
 		return
 	}
 	s.log.Error("evidence postgres: results given up", "results", len(ids),
-		"invocation_ids", ids[:min(len(ids), maxLoggedIDs)], "failed_commits", maxResultTries)
+		"invocation_ids", ids[:min(len(ids), maxLoggedIDs)], "failed_commits_at_least", maxResultTries, "kept_at_least", s.patience)
 }
 
 // recordFailure adds f to the failures Syncs look up; call with mu held.
