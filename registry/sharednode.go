@@ -299,12 +299,14 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 		return Entry{}, err
 	}
 	dk, mk := state.RevKey(kindDescriptor, e.Key, ""), state.RevKey(kindMark, e.Key, "")
-	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.state.Shared.Revs[dk]}}
+	// Conditional on the watermark record too, written or not: another
+	// node may have stored one (a newer descriptor deleted) that this
+	// node's feed has not delivered yet, and the checks above did not see.
+	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.state.Shared.Revs[dk]}, {Kind: kindMark, Key: e.Key, Rev: n.state.Shared.Revs[mk]}}
 	// The stored descriptor is its own watermark (its registered_at); a
 	// separate watermark record is written only when an older descriptor
 	// could outlive this one (it expires later), or on deletion.
 	if cur, had := n.state.Lookup(e.Key); had && cur.ExpiresAt.After(e.ExpiresAt) {
-		conds = append(conds, Cond{Kind: kindMark, Key: e.Key, Rev: n.state.Shared.Revs[mk]})
 		ops[1].ExpiresAt = cur.ExpiresAt.Add(n.cfg.Skew) // as long as the older one lives
 	} else {
 		ops = ops[:1]

@@ -1,0 +1,142 @@
+package etcd_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/internal/etcdtest"
+	"github.com/capmesh/capmesh/registry"
+	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/etcd"
+)
+
+// held is a store whose feed a test can hold between revisions (a node
+// lagging behind etcd's watch while the others go on), and whose next
+// conditional write it can hold after the node's checks and before etcd
+// sees it (a registration checked before another node's change, written
+// after it).
+type held struct {
+	*etcd.Store
+	feed sync.RWMutex // write-locked: the feed waits before its next revision
+
+	mu      sync.Mutex
+	arrived chan struct{} // armed: closed when the next ApplyIf arrives
+	release chan struct{} // which then waits for it
+}
+
+func (h *held) Follow(ctx context.Context, after uint64, fn func([]registry.Change)) error {
+	return h.Store.Follow(ctx, after, func(chs []registry.Change) {
+		h.feed.RLock()
+		defer h.feed.RUnlock()
+		fn(chs)
+	})
+}
+
+func (h *held) ApplyIf(ctx context.Context, conds []registry.Cond, ops ...registry.Op) (uint64, error) {
+	h.mu.Lock()
+	arrived, release := h.arrived, h.release
+	h.arrived, h.release = nil, nil
+	h.mu.Unlock()
+	if arrived != nil {
+		close(arrived)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return h.Store.ApplyIf(ctx, conds, ops...)
+}
+
+// holdNextWrite arms h: its next ApplyIf closes the first channel
+// returned and waits until the second is closed.
+func (h *held) holdNextWrite() (arrived <-chan struct{}, release chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.arrived, h.release = make(chan struct{}), make(chan struct{})
+	return h.arrived, h.release
+}
+
+// joinHeld starts a node on srv under prefix whose store a test holds.
+func joinHeld(t *testing.T, srv *etcdtest.Server, prefix string) (*peer, *held) {
+	t.Helper()
+	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: prefix, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &held{Store: st}
+	n, err := registry.NewNode(registry.Config{Store: h, Logger: quiet, SweepInterval: 100 * time.Millisecond})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	p := &peer{Node: n, st: st}
+	t.Cleanup(func() { p.Close(); _ = st.Close() })
+	return p, h
+}
+
+// settle waits until every peer applied etcd's current revision.
+func settle(t *testing.T, srv *etcdtest.Server, peers ...*peer) {
+	t.Helper()
+	rev := srv.Revision(t)
+	waitFor(t, func() bool {
+		for _, p := range peers {
+			if p.Version() < rev {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestRollbackRefusedOnALaggingNode: node a accepts a newer descriptor of
+// a key and deletes it (leaving a watermark record); node b, whose feed
+// has delivered neither, is handed the older descriptor. b must not
+// store it: before, b's write was conditional on the descriptor's record
+// only (absent in etcd again), so the rollback landed and every node
+// served it. Now every registration is conditional on the watermark
+// record too.
+func TestRollbackRefusedOnALaggingNode(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a := join(t, srv, "/rollback/", etcd.Options{})
+	b, hb := joinHeld(t, srv, "/rollback/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	priv, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	waitTrusted(t, b, key)
+	t0 := time.Now()
+	older, newer := signedAt(t, priv, []string{"roll.back"}, t0, 7103), signedAt(t, priv, []string{"roll.back"}, t0.Add(time.Second), 7104)
+
+	hb.feed.Lock()
+	if _, err := a.Register(ctx, newer); err != nil {
+		hb.feed.Unlock()
+		t.Fatal(err)
+	}
+	at := descriptor.TimeOf(t0.Add(2 * time.Second)).String()
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
+	if err := a.DeleteSigned(ctx, key, "v1", at, sig); err != nil {
+		hb.feed.Unlock()
+		t.Fatal(err)
+	}
+	_, err := b.Register(ctx, older)
+	hb.feed.Unlock()
+	if errWord(err) != registry.CodeWordConcurrentChange {
+		t.Errorf("the older descriptor on the lagging node: %v, want %s", err, registry.CodeWordConcurrentChange)
+	}
+	settle(t, srv, a, b)
+	for name, p := range map[string]*peer{"a": a, "b": b} {
+		if e, ok := p.Get(key); ok {
+			t.Errorf("%s holds the rolled-back descriptor (%s)", name, e.Endpoint)
+		}
+		if _, err := p.Register(ctx, older); errWord(err) != descriptor.CodeRollback {
+			t.Errorf("%s: the older descriptor once caught up: %v, want %s", name, err, descriptor.CodeRollback)
+		}
+	}
+}
