@@ -299,10 +299,7 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 		return Entry{}, err
 	}
 	dk, mk := state.RevKey(kindDescriptor, e.Key, ""), state.RevKey(kindMark, e.Key, "")
-	// Conditional on the watermark record too, written or not: another
-	// node may have stored one (a newer descriptor deleted) that this
-	// node's feed has not delivered yet, and the checks above did not see.
-	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.state.Shared.Revs[dk]}, {Kind: kindMark, Key: e.Key, Rev: n.state.Shared.Revs[mk]}}
+	conds := n.state.RegisterConds(e.Key, now)
 	// The stored descriptor is its own watermark (its registered_at); a
 	// separate watermark record is written only when an older descriptor
 	// could outlive this one (it expires later), or on deletion.

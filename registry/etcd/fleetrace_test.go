@@ -61,15 +61,16 @@ func (h *held) holdNextWrite() (arrived <-chan struct{}, release chan struct{}) 
 	return h.arrived, h.release
 }
 
-// joinHeld starts a node on srv under prefix whose store a test holds.
-func joinHeld(t *testing.T, srv *etcdtest.Server, prefix string) (*peer, *held) {
+// joinHeld starts a node on srv under prefix whose store a test holds,
+// trusting the pinned node keys.
+func joinHeld(t *testing.T, srv *etcdtest.Server, prefix string, pinned ...string) (*peer, *held) {
 	t.Helper()
 	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: prefix, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &held{Store: st}
-	n, err := registry.NewNode(registry.Config{Store: h, Logger: quiet, SweepInterval: 100 * time.Millisecond})
+	n, err := registry.NewNode(registry.Config{Store: h, Logger: quiet, SweepInterval: 100 * time.Millisecond, TrustedKeys: pinned})
 	if err != nil {
 		st.Close()
 		t.Fatal(err)

@@ -308,3 +308,31 @@ func (s *State) HistoryEvents(chs []store.Change, now time.Time) []Event {
 	}
 	return out
 }
+
+// RegisterConds are the conditions of a registration of key's write:
+// the records its checks read, as this node holds them. The descriptor;
+// the watermark record, written or not (another node may have stored one,
+// a newer descriptor deleted, that this node's feed has not delivered);
+// and the certificates the key's trust verdict rests on — its live ones,
+// for a pinned key every one not revoked and its compromise mark. A
+// revocation that can make the key untrusted rewrites one of them
+// (Authority.Revoke), so a registration checked before it and written
+// after it loses, and its retry is checked against the revocation.
+// Writers' state only.
+func (s *State) RegisterConds(key string, now time.Time) []store.Cond {
+	cond := func(kind, k string) store.Cond {
+		return store.Cond{Kind: kind, Key: k, Rev: s.Shared.Revs[RevKey(kind, k, "")]}
+	}
+	conds := []store.Cond{cond(KindDescriptor, key), cond(KindMark, key)}
+	t := s.Trust
+	for _, cs := range t.ByKey[key] {
+		if cs.Status == "revoked" || (!t.Pinned[key] && !now.Before(cs.Parsed.ExpiresAt.Instant())) {
+			continue // no revocation of it changes the verdict
+		}
+		conds = append(conds, cond(KindCert, cs.Parsed.CertID))
+	}
+	if t.Pinned[key] {
+		conds = append(conds, cond(KindCert, PinnedCertID(key)))
+	}
+	return conds
+}

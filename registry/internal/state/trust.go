@@ -279,7 +279,7 @@ func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, r
 		r.Changed = append(r.Changed, cs)
 	}
 	if reason == ReasonKeyCompromise && !t.Compromised[nodeKey] && len(targets) == 0 {
-		cs := &CertState{Status: "revoked", RevocationReason: ReasonKeyCompromise, Parsed: &descriptor.JoinCertificate{CertID: "pinned:" + nodeKey,
+		cs := &CertState{Status: "revoked", RevocationReason: ReasonKeyCompromise, Parsed: &descriptor.JoinCertificate{CertID: PinnedCertID(nodeKey),
 			NodePublicKey: nodeKey, NetworkName: t.Network, IssuedAt: descriptor.TimeOf(now), ExpiresAt: descriptor.TimeOf(now), IssuedBy: t.KeyID}}
 		cs.Cert, _ = cs.Parsed.MarshalJSON()
 		r.Blocked = cs
@@ -287,6 +287,10 @@ func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, r
 	}
 	return r
 }
+
+// PinnedCertID is the id of the pseudo-certificate that records the
+// key_compromise of a key without certificates (Revoke).
+func PinnedCertID(nodeKey string) string { return "pinned:" + nodeKey }
 
 // ApplyRevocation records r once it is durable (writer and readers' locks).
 func (t *Authority) ApplyRevocation(r Revocation) {

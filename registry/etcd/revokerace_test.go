@@ -1,0 +1,94 @@
+package etcd_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/internal/etcdtest"
+	"github.com/capmesh/capmesh/registry"
+)
+
+// noneHolds fails unless no peer holds a registration of key, trusted or
+// not, and, unless the key was compromised, none serves one once the key
+// is enrolled again (a registration that survived its revocation would
+// be served again then).
+func noneHolds(t *testing.T, srv *etcdtest.Server, key, capability string, compromised bool, peers ...*peer) {
+	t.Helper()
+	settle(t, srv, peers...)
+	for i, p := range peers {
+		if e, ok := p.Get(key); ok {
+			t.Errorf("node %d still holds %s (%s), registered before its revocation", i, key, e.Endpoint)
+		}
+	}
+	if compromised {
+		return
+	}
+	if _, err := peers[0].Enroll(context.Background(), key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, peers...)
+	for i, p := range peers {
+		if got := p.Find(capability, registry.FindOptions{}); len(got) != 0 {
+			t.Errorf("node %d finds %s at %s again once the key is enrolled anew", i, key, got[0].Endpoint)
+		}
+	}
+}
+
+// TestRegistrationCheckedBeforeARevocation: node b checks a descriptor
+// against the key's trust, then node a revokes the key before b's write
+// reaches etcd: an enrolled key's certificate (cessation of operation),
+// or a pinned key for key_compromise. b's write must lose: before, it
+// was conditional on the descriptor's record alone and stored a
+// registration of a revoked key on every node. Now it is conditional on
+// the certificates its verdict rested on too (concurrent_change).
+func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pinned bool
+		reason string
+	}{
+		{"enrolled key, cessation", false, registry.ReasonCessation},
+		{"pinned key, key_compromise", true, registry.ReasonKeyCompromise},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			priv, key := nodeKey(t)
+			var pinned []string
+			if tc.pinned {
+				pinned = []string{key}
+			}
+			srv := etcdtest.Start(t)
+			a, _ := joinHeld(t, srv, "/revrace/", pinned...)
+			b, hb := joinHeld(t, srv, "/revrace/", pinned...)
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			if !tc.pinned {
+				if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				waitTrusted(t, b, key)
+			}
+
+			arrived, release := hb.holdNextWrite()
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.Register(ctx, signedAt(t, priv, []string{"rev.race"}, time.Now(), 7102))
+				done <- err
+			}()
+			select {
+			case <-arrived:
+			case err := <-done:
+				t.Fatalf("b's registration ended before its write: %v", err)
+			}
+			_, err := a.Revoke(ctx, "", key, tc.reason)
+			close(release)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; errWord(err) != registry.CodeWordConcurrentChange {
+				t.Errorf("b's registration checked before the revocation: %v, want %s", err, registry.CodeWordConcurrentChange)
+			}
+			noneHolds(t, srv, key, "rev.race", tc.reason == registry.ReasonKeyCompromise, a, b)
+		})
+	}
+}
