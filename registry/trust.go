@@ -301,21 +301,21 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		}
 		return RevokeResult{CRLSequence: cur.Sequence, RevokedCount: len(cur.Revoked)}, nil
 	}
-	var ops []Op
-	for _, cs := range rv.Stored {
-		val, _ := json.Marshal(cs)
-		ops = append(ops, Op{Record: Record{Kind: kindCert, Key: cs.Parsed.CertID, Value: val}})
-	}
 	crl := n.newCRLLocked(cur.Sequence+1, rv.Revoked)
-	if err := n.saveCRLLocked(ctx, crl, ops); err != nil {
-		return RevokeResult{}, err
+	ops, e, evs := n.state.RevocationWrite(rv, crl, nodeKey, n.shared != nil)
+	if err := n.commit(ctx, ops, evs...); err != nil {
+		return RevokeResult{}, fmt.Errorf("registry: %w", err)
 	}
-	n.publish(func() { t.ApplyRevocation(rv) })
+	n.publish(func() {
+		t.ApplyRevocation(rv)
+		t.CRL = crl
+		if e != nil {
+			n.state.Unindex(e)
+		}
+	})
 	n.observeTrust("revoked")
 	res := RevokeResult{CRLSequence: crl.Sequence, RevokedCount: len(crl.Revoked)}
-	if ok, err := n.deregisterLocked(ctx, nodeKey, EventRevoked, "certificate revoked: "+reason); err != nil {
-		return res, err
-	} else if ok {
+	if e != nil {
 		res.Evicted = append(res.Evicted, nodeKey)
 	}
 	return res, nil

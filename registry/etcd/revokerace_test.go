@@ -35,6 +35,63 @@ func noneHolds(t *testing.T, srv *etcdtest.Server, key, capability string, compr
 	}
 }
 
+// TestRevocationEvictsARegistrationNotYetSeen: node b registers a key's
+// descriptor (or replaces the one node a holds); node a, whose feed has
+// not delivered it yet, revokes the key. The revocation must not succeed
+// without evicting what etcd holds. Before, a stored the revocation
+// first and evicted in a second write: finding nothing of the key in its
+// index it evicted nothing, or its eviction lost to b's replacement
+// (concurrent_change after the revocation was stored, and the retry, the
+// key already revoked, evicted nothing); either way b's registration
+// outlived the revocation on every node (served again once the key was
+// enrolled anew). Now the eviction is part of the revocation's own
+// transaction, conditional on the descriptor a holds: a lagging a gets
+// concurrent_change with nothing changed, and its retry evicts.
+func TestRevocationEvictsARegistrationNotYetSeen(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		name := map[bool]string{false: "registered", true: "replaced"}[replace]
+		t.Run(name, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			a, ha := joinHeld(t, srv, "/revlag/")
+			b, _ := joinHeld(t, srv, "/revlag/")
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			priv, key := nodeKey(t)
+			if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			waitTrusted(t, b, key)
+			t0 := time.Now()
+			if replace {
+				if _, err := b.Register(ctx, signedAt(t, priv, []string{"rev.lag"}, t0.Add(-time.Second), 7100)); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, srv, a)
+			}
+
+			ha.feed.Lock()
+			if _, err := b.Register(ctx, signedAt(t, priv, []string{"rev.lag"}, t0, 7101)); err != nil {
+				ha.feed.Unlock()
+				t.Fatal(err)
+			}
+			res, err := a.Revoke(ctx, "", key, registry.ReasonCessation)
+			ha.feed.Unlock()
+			switch {
+			case err == nil && len(res.Evicted) == 0:
+				t.Errorf("a revoked %s without evicting b's registration of it: %+v", key, res)
+			case err != nil && errWord(err) != registry.CodeWordConcurrentChange:
+				t.Fatalf("revoke on a lagging node: %v, want success or %s", err, registry.CodeWordConcurrentChange)
+			case err != nil:
+				settle(t, srv, a)
+				if res, err = a.Revoke(ctx, "", key, registry.ReasonCessation); err != nil || len(res.Evicted) != 1 {
+					t.Errorf("the revocation retried: %+v, %v; want b's registration evicted", res, err)
+				}
+			}
+			noneHolds(t, srv, key, "rev.lag", false, a, b)
+		})
+	}
+}
+
 // TestRegistrationCheckedBeforeARevocation: node b checks a descriptor
 // against the key's trust, then node a revokes the key before b's write
 // reaches etcd: an enrolled key's certificate (cessation of operation),
