@@ -22,11 +22,13 @@ import (
 // revisions this node holds of the records they touch, recording the new
 // ones. The caller holds wmu. A lost race is CodeWordConcurrentChange, an
 // unreachable store CodeWordStoreUnavailable (both retryable).
-func (n *Node) apply(ctx context.Context, ops ...Op) error {
+func (n *Node) apply(ctx context.Context, ops ...Op) error { return n.applyIf(ctx, nil, ops...) }
+
+// applyIf is apply with the extra conditions conds in shared mode.
+func (n *Node) applyIf(ctx context.Context, conds []Cond, ops ...Op) error {
 	if n.shared == nil {
 		return n.st.Apply(ctx, ops...)
 	}
-	conds := make([]Cond, 0, len(ops))
 	seen := map[string]bool{}
 	for i, op := range ops {
 		if op.Kind == kindLocal && !op.Delete {

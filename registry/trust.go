@@ -160,7 +160,9 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 	c := cs.Parsed
 	val, _ := json.Marshal(cs)
 	ops := append(extra, Op{Record: Record{Kind: kindCert, Key: c.CertID, Value: val}})
-	if err := n.apply(ctx, ops...); err != nil {
+	// In a fleet, also the CRL as this node holds it: every revocation
+	// rewrites it, a key_compromise not yet delivered here included.
+	if err := n.applyIf(ctx, n.state.CRLConds(), ops...); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	n.publish(func() { t.AddCert(cs) })

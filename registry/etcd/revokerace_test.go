@@ -149,3 +149,46 @@ func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
 		})
 	}
 }
+
+// TestEnrolmentOfAKeyCompromisedElsewhere: node a revokes a key for
+// key_compromise; node b, whose feed has not delivered it, is asked to
+// enroll that key. Before, b issued a signed join certificate for the
+// blocked key (absent from the CRL, so valid to anyone checking
+// certificates against the CRL): the write was conditional on the new
+// certificate's record only. Now an enrolment is conditional on the CRL
+// as the node holds it, which every revocation rewrites: b gets
+// concurrent_change, and once caught up node_key_compromised.
+func TestEnrolmentOfAKeyCompromisedElsewhere(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, _ := joinHeld(t, srv, "/compromise/")
+	b, hb := joinHeld(t, srv, "/compromise/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	_, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	waitTrusted(t, b, key)
+
+	hb.feed.Lock()
+	if _, err := a.Revoke(ctx, "", key, registry.ReasonKeyCompromise); err != nil {
+		hb.feed.Unlock()
+		t.Fatal(err)
+	}
+	c, err := b.Enroll(ctx, key, nil, time.Hour)
+	hb.feed.Unlock()
+	if errWord(err) != registry.CodeWordConcurrentChange {
+		t.Errorf("b enrolled a key compromised on a: %+v, %v; want %s", c, err, registry.CodeWordConcurrentChange)
+	}
+	settle(t, srv, a, b)
+	for i, p := range []*peer{a, b} {
+		for _, cs := range p.Certificates(key) {
+			if cs.Status != "revoked" {
+				t.Errorf("node %d holds certificate %s of the compromised key, %s", i, cs.CertID, cs.Status)
+			}
+		}
+		if _, err := p.Enroll(ctx, key, nil, time.Hour); errWord(err) != "node_key_compromised" {
+			t.Errorf("node %d: enrolment once caught up: %v, want node_key_compromised", i, err)
+		}
+	}
+}

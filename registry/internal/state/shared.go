@@ -336,3 +336,13 @@ func (s *State) RegisterConds(key string, now time.Time) []store.Cond {
 	}
 	return conds
 }
+
+// CRLConds, in shared mode, require the active CRL to be as this node
+// holds it (none: none stored); every revocation rewrites it. Writers'
+// state only.
+func (s *State) CRLConds() []store.Cond {
+	if s.Shared == nil {
+		return nil
+	}
+	return []store.Cond{{Kind: KindCRL, Key: "active", Rev: s.Shared.Revs[RevKey(KindCRL, "active", "")]}}
+}
