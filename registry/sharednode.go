@@ -289,7 +289,7 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 // registerShared is Register on a SharedStore: the checks under wmu, the
 // conditional write without it (so that registrations of different keys
 // go to the store side by side), the publication under wmu again unless
-// the feed already holds something newer.
+// the feed already delivered it.
 func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Descriptor, now time.Time) (Entry, error) {
 	n.wmu.Lock()
 	e, ops, _, same, err := n.admitLocked(d, raw, now)
@@ -317,7 +317,9 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	if n.state.Shared.Revs[dk] < rev {
+	// Once the feed reached rev it applied this write, and maybe a later
+	// change of the key (a deletion leaves no revision in Revs).
+	if n.state.Version < rev && n.state.Shared.Revs[dk] < rev {
 		n.state.Shared.Revs[dk] = rev
 		if len(ops) > 1 {
 			n.state.Shared.Revs[mk] = rev

@@ -16,15 +16,16 @@ import (
 
 // held is a store whose feed a test can hold between revisions (a node
 // lagging behind etcd's watch while the others go on), and whose next
-// conditional write it can hold after the node's checks and before etcd
-// sees it (a registration checked before another node's change, written
-// after it).
+// conditional write it can hold after the node's checks, either before
+// etcd sees it (a registration checked before another node's change,
+// written after it) or after etcd stored it (its answer late).
 type held struct {
 	*etcd.Store
 	feed sync.RWMutex // write-locked: the feed waits before its next revision
 
 	mu      sync.Mutex
-	arrived chan struct{} // armed: closed when the next ApplyIf arrives
+	after   bool          // hold the next ApplyIf once stored, not before
+	arrived chan struct{} // armed: closed when the next ApplyIf arrives (or is stored)
 	release chan struct{} // which then waits for it
 }
 
@@ -38,26 +39,36 @@ func (h *held) Follow(ctx context.Context, after uint64, fn func([]registry.Chan
 
 func (h *held) ApplyIf(ctx context.Context, conds []registry.Cond, ops ...registry.Op) (uint64, error) {
 	h.mu.Lock()
-	arrived, release := h.arrived, h.release
+	arrived, release, after := h.arrived, h.release, h.after
 	h.arrived, h.release = nil, nil
 	h.mu.Unlock()
-	if arrived != nil {
-		close(arrived)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
+	if arrived == nil {
+		return h.Store.ApplyIf(ctx, conds, ops...)
+	}
+	var rev uint64
+	var err error
+	if after {
+		rev, err = h.Store.ApplyIf(ctx, conds, ops...)
+	}
+	close(arrived)
+	select {
+	case <-release:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if after {
+		return rev, err
 	}
 	return h.Store.ApplyIf(ctx, conds, ops...)
 }
 
 // holdNextWrite arms h: its next ApplyIf closes the first channel
-// returned and waits until the second is closed.
-func (h *held) holdNextWrite() (arrived <-chan struct{}, release chan struct{}) {
+// returned and waits until the second is closed, before it is sent to
+// etcd or, when stored is true, once etcd answered.
+func (h *held) holdNextWrite(stored bool) (arrived <-chan struct{}, release chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.arrived, h.release = make(chan struct{}), make(chan struct{})
+	h.arrived, h.release, h.after = make(chan struct{}), make(chan struct{}), stored
 	return h.arrived, h.release
 }
 
@@ -138,6 +149,59 @@ func TestRollbackRefusedOnALaggingNode(t *testing.T) {
 		}
 		if _, err := p.Register(ctx, older); errWord(err) != descriptor.CodeRollback {
 			t.Errorf("%s: the older descriptor once caught up: %v, want %s", name, err, descriptor.CodeRollback)
+		}
+	}
+}
+
+// TestRegistrationDeletedBeforeItsAnswer: node a's registration is
+// stored, and before a takes it into its index, a's feed delivers it and
+// then its deletion by node b. a must not index it afterwards: before, a
+// published its own write whenever the revision it held of the key was
+// older — none, once the deletion was applied — and served the deleted
+// registration (until its expiry; no event would remove it). Now a
+// publishes its write only while its feed has not reached that revision.
+func TestRegistrationDeletedBeforeItsAnswer(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, ha := joinHeld(t, srv, "/lateanswer/")
+	b, _ := joinHeld(t, srv, "/lateanswer/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	priv, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	waitTrusted(t, b, key)
+	t0 := time.Now()
+
+	stored, release := ha.holdNextWrite(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Register(ctx, signedAt(t, priv, []string{"late.answer"}, t0, 7105))
+		done <- err
+	}()
+	select {
+	case <-stored:
+	case err := <-done:
+		t.Fatalf("a's registration ended before its write: %v", err)
+	}
+	waitFor(t, func() bool { _, ok := b.Get(key); return ok })
+	at := descriptor.TimeOf(t0.Add(time.Second)).String()
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
+	err := b.DeleteSigned(ctx, key, "v1", at, sig)
+	if err == nil {
+		settle(t, srv, a)
+	}
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a's registration: %v", err)
+	}
+	settle(t, srv, a, b)
+	for name, p := range map[string]*peer{"a": a, "b": b} {
+		if e, ok := p.Get(key); ok {
+			t.Errorf("%s holds the registration b deleted (%s)", name, e.Endpoint)
 		}
 	}
 }

@@ -126,7 +126,7 @@ func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
 				waitTrusted(t, b, key)
 			}
 
-			arrived, release := hb.holdNextWrite()
+			arrived, release := hb.holdNextWrite(false)
 			done := make(chan error, 1)
 			go func() {
 				_, err := b.Register(ctx, signedAt(t, priv, []string{"rev.race"}, time.Now(), 7102))
