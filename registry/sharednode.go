@@ -29,31 +29,17 @@ func (n *Node) applyIf(ctx context.Context, conds []Cond, ops ...Op) error {
 	if n.shared == nil {
 		return n.st.Apply(ctx, ops...)
 	}
-	seen := map[string]bool{}
 	for i, op := range ops {
 		if op.Kind == kindLocal && !op.Delete {
 			// Kept alive by the node's lease; the TTL is the node's memory.
 			ops[i].ExpiresAt = time.Time{}
 		}
-		k := state.RevKey(op.Kind, op.Key, "")
-		if op.Kind == kindWhy || seen[k] {
-			continue
-		}
-		seen[k] = true
-		// An invite is consumed once: its deletion needs only that it exists.
-		conds = append(conds, Cond{Kind: op.Kind, Key: op.Key, Rev: n.state.Shared.Revs[k], Present: op.Kind == kindInvite && op.Delete})
 	}
-	rev, err := n.shared.ApplyIf(ctx, conds, ops...)
+	rev, err := n.shared.ApplyIf(ctx, n.state.WriteConds(conds, ops), ops...)
 	if err != nil {
 		return n.storeError(err)
 	}
-	for _, op := range ops {
-		if op.Delete {
-			delete(n.state.Shared.Revs, state.RevKey(op.Kind, op.Key, ""))
-		} else {
-			n.state.Shared.Revs[state.RevKey(op.Kind, op.Key, "")] = rev
-		}
-	}
+	n.state.Written(ops, rev)
 	return nil
 }
 
@@ -72,17 +58,7 @@ func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
 			ops = append(ops, Op{Record: Record{Kind: kindMark, Key: op.Key, Value: v, ExpiresAt: e.ExpiresAt.Add(n.cfg.Skew)}})
 		}
 	}
-	for _, ev := range evs {
-		switch ev.Kind {
-		case EventDeregistered, EventRevoked, EventExpired:
-			kind, node := kindDescriptor, ""
-			if ev.Source == SourceLocal {
-				kind, node = kindLocal, n.shared.NodeID()
-			}
-			v, _ := json.Marshal(state.WhyRecord{Kind: ev.Kind, Reason: ev.Reason})
-			ops = append(ops, Op{Record: Record{Kind: kindWhy, Key: state.WhyKey(kind, ev.Key, node), Value: v, ExpiresAt: n.cfg.Now().Add(time.Minute)}})
-		}
-	}
+	ops = append(ops, state.WhyOps(evs, n.shared.NodeID(), n.cfg.Now())...)
 	err := n.apply(ctx, ops...)
 	for _, op := range ops {
 		if err != nil { // not deleted after all

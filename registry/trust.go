@@ -24,7 +24,7 @@ const (
 )
 
 const (
-	kindInvite = "invite"
+	kindInvite = state.KindInvite
 	kindSecret = "secret"
 )
 

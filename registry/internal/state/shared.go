@@ -17,6 +17,7 @@ const (
 	KindCert       = "cert"
 	KindCRL        = "crl"
 	KindNonce      = "nonce"
+	KindInvite     = "invite"
 	// KindWhy records why a registration was deleted (deregistered,
 	// revoked, expired by its owner), written in the deletion's own
 	// transaction so that every node reports the same event; a deletion
@@ -345,4 +346,50 @@ func (s *State) CRLConds() []store.Cond {
 		return nil
 	}
 	return []store.Cond{{Kind: KindCRL, Key: "active", Rev: s.Shared.Revs[RevKey(KindCRL, "active", "")]}}
+}
+
+// WriteConds are extra and the conditions of a shared write of ops: each
+// record as this node holds it (none: none may exist); an invite's
+// deletion needs only that it exists (it is consumed once), a why record
+// nothing. Writers' state only.
+func (s *State) WriteConds(extra []store.Cond, ops []store.Op) []store.Cond {
+	seen := map[string]bool{}
+	for _, op := range ops {
+		k := RevKey(op.Kind, op.Key, "")
+		if op.Kind == KindWhy || seen[k] {
+			continue
+		}
+		seen[k] = true
+		extra = append(extra, store.Cond{Kind: op.Kind, Key: op.Key, Rev: s.Shared.Revs[k], Present: op.Kind == KindInvite && op.Delete})
+	}
+	return extra
+}
+
+// Written records that ops were written at rev (writers' state).
+func (s *State) Written(ops []store.Op, rev uint64) {
+	for _, op := range ops {
+		if op.Delete {
+			delete(s.Shared.Revs, RevKey(op.Kind, op.Key, ""))
+		} else {
+			s.Shared.Revs[RevKey(op.Kind, op.Key, "")] = rev
+		}
+	}
+}
+
+// WhyOps are the KindWhy records of the deletions among evs, made by node
+// (the owner of a local registration), kept a minute from now.
+func WhyOps(evs []Event, node string, now time.Time) []store.Op {
+	var ops []store.Op
+	for _, ev := range evs {
+		switch ev.Kind {
+		case EventDeregistered, EventRevoked, EventExpired:
+			kind, owner := KindDescriptor, ""
+			if ev.Source == SourceLocal {
+				kind, owner = KindLocal, node
+			}
+			v, _ := json.Marshal(WhyRecord{Kind: ev.Kind, Reason: ev.Reason})
+			ops = append(ops, store.Op{Record: store.Record{Kind: KindWhy, Key: WhyKey(kind, ev.Key, owner), Value: v, ExpiresAt: now.Add(time.Minute)}})
+		}
+	}
+	return ops
 }
