@@ -205,3 +205,42 @@ func TestRegistrationDeletedBeforeItsAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchCursorFromANodeAhead: a watcher moves from node a to node b
+// with a's cursor while b's feed is still behind it. b must wait for its
+// feed rather than refuse: before, the cursor was "ahead of the
+// registry" (invalid_params, a client error) on any node a revision
+// behind, though revisions are etcd's and the same on every node. Now a
+// node on a shared store waits up to 5 s for its feed to reach a cursor
+// ahead of it, then answers from there.
+func TestWatchCursorFromANodeAhead(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, _ := joinHeld(t, srv, "/ahead/")
+	b, hb := joinHeld(t, srv, "/ahead/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	priv, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, a, b)
+
+	hb.feed.Lock()
+	sa := a.Version()
+	if _, err := a.Register(ctx, signedAt(t, priv, []string{"ahead.cap"}, time.Now(), 7106)); err != nil {
+		hb.feed.Unlock()
+		t.Fatal(err)
+	}
+	waitEvent(t, a, &sa, registry.EventRegistered, key) // sa: a's cursor past the registration
+	go hb.feed.Unlock()
+	rev, evs, err := b.Watch(ctx, sa, nil, 0)
+	if err != nil {
+		t.Fatalf("b, from a's cursor %d: %v", sa, err)
+	}
+	if rev < sa || len(evs) != 0 {
+		t.Errorf("b, from a's cursor %d: revision %d, events %+v; want nothing new", sa, rev, evs)
+	}
+	if _, ok := b.Get(key); !ok {
+		t.Error("b answered a's cursor without holding what it covers")
+	}
+}
