@@ -462,6 +462,11 @@ func (s *Store) ApplyIf(ctx context.Context, conds []registry.Cond, ops ...regis
 			s.mu.Unlock()
 			continue
 		}
+		if err != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The node's lease, lost while etcd was away: keepAlive grants
+			// a new one.
+			return 0, fmt.Errorf("registry/etcd: write: %w: the node's lease ended and is being replaced: %v", registry.ErrUnavailable, err)
+		}
 		return rev, err
 	}
 }
