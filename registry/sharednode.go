@@ -206,7 +206,7 @@ func (n *Node) resync(ctx context.Context) error {
 		n.applyChange(ch, nil, now) // unindexes a registration
 	}
 	n.state.ResetEvents()
-	clear(n.state.Shared.Tomb)
+	n.state.Resynced(rev)
 	n.record(nil, rev, now)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ import (
 type held struct {
 	*etcd.Store
 	feed sync.RWMutex // write-locked: the feed waits before its next revision
+	// stepping: the feed delivers one revision per value sent on steps.
+	stepping atomic.Bool
+	steps    chan struct{}
 
 	mu      sync.Mutex
 	after   bool          // hold the next ApplyIf once stored, not before
@@ -31,6 +35,13 @@ type held struct {
 
 func (h *held) Follow(ctx context.Context, after uint64, fn func([]registry.Change)) error {
 	return h.Store.Follow(ctx, after, func(chs []registry.Change) {
+		if h.stepping.Load() {
+			select {
+			case <-h.steps:
+			case <-ctx.Done():
+				return
+			}
+		}
 		h.feed.RLock()
 		defer h.feed.RUnlock()
 		fn(chs)
@@ -242,5 +253,59 @@ func TestWatchCursorFromANodeAhead(t *testing.T) {
 	}
 	if _, ok := b.Get(key); !ok {
 		t.Error("b answered a's cursor without holding what it covers")
+	}
+}
+
+// TestOwnDeletionNotUndoneByTheFeed: node a registers a descriptor and
+// deletes it before its feed delivered the registration. When the feed
+// then delivers the registration, a must not index it again: before, a
+// deleted key left no revision behind, so the older put looked new and
+// the deregistered registration was served again (until the feed brought
+// the deletion). Now a node remembers the revision of its own deletions
+// until its feed reaches them.
+func TestOwnDeletionNotUndoneByTheFeed(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, h := joinHeld(t, srv, "/undo/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	priv, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, a)
+	h.steps = make(chan struct{})
+	h.stepping.Store(true)
+	step := func() { // one revision through a's feed
+		t.Helper()
+		v := a.Version()
+		select {
+		case h.steps <- struct{}{}:
+		case <-ctx.Done():
+			t.Fatal("a's feed delivers nothing more")
+		}
+		waitFor(t, func() bool { return a.Version() > v })
+	}
+	t0 := time.Now()
+	if _, err := a.Register(ctx, signedAt(t, priv, []string{"undo.cap"}, t0, 7107)); err != nil {
+		t.Fatal(err)
+	}
+	put := srv.Revision(t)
+	at := descriptor.TimeOf(t0.Add(time.Second)).String()
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
+	if err := a.DeleteSigned(ctx, key, "v1", at, sig); err != nil {
+		t.Fatal(err)
+	}
+	last := srv.Revision(t)
+	for a.Version() < put { // the registration, not yet the deletion
+		step()
+	}
+	if e, ok := a.Get(key); ok {
+		t.Errorf("a serves the registration it deleted (%s) once its feed delivers the registration", e.Endpoint)
+	}
+	for a.Version() < last {
+		step()
+	}
+	if _, ok := a.Get(key); ok {
+		t.Error("a holds the deleted registration once its feed caught up")
 	}
 }

@@ -40,6 +40,10 @@ type Shared struct {
 	nodeID string
 	Revs   map[string]uint64
 	Tomb   map[string]*Registration // deleted here, until the feed reports it
+	// Gone are the revisions of this node's own deletions, by Revs key,
+	// until the feed reaches them: a put the feed delivers meanwhile is
+	// older than the deletion, not new (Revs holds nothing of the key).
+	Gone map[string]uint64
 	// parsed are the registrations Prepare read for the next ApplyChange
 	// calls, by index key; writers' state only.
 	parsed map[string]*Registration
@@ -48,7 +52,7 @@ type Shared struct {
 // Follow puts s in shared mode: the node is nodeID among the store's
 // writers.
 func (s *State) Follow(nodeID string) {
-	s.Shared = &Shared{nodeID: nodeID, Revs: map[string]uint64{}, Tomb: map[string]*Registration{}}
+	s.Shared = &Shared{nodeID: nodeID, Revs: map[string]uint64{}, Tomb: map[string]*Registration{}, Gone: map[string]uint64{}}
 }
 
 // WhyRecord is the value of a KindWhy record.
@@ -158,7 +162,10 @@ func (s *State) Prepare(chs []store.Change) {
 func (s *State) ApplyChange(ch store.Change, why map[string]WhyRecord, now time.Time) (Event, bool, error) {
 	owner := s.Owner(ch)
 	rk := RevKey(ch.Kind, ch.Key, owner)
-	fresh := ch.Revision > s.Shared.Revs[rk]
+	fresh := ch.Revision > s.Shared.Revs[rk] && ch.Revision > s.Shared.Gone[rk]
+	if g, ok := s.Shared.Gone[rk]; ok && ch.Revision >= g {
+		delete(s.Shared.Gone, rk)
+	}
 	if fresh {
 		if ch.Delete {
 			delete(s.Shared.Revs, rk)
@@ -370,6 +377,7 @@ func (s *State) Written(ops []store.Op, rev uint64) {
 	for _, op := range ops {
 		if op.Delete {
 			delete(s.Shared.Revs, RevKey(op.Kind, op.Key, ""))
+			s.Shared.Gone[RevKey(op.Kind, op.Key, "")] = rev
 		} else {
 			s.Shared.Revs[RevKey(op.Kind, op.Key, "")] = rev
 		}
@@ -392,4 +400,15 @@ func WhyOps(evs []Event, node string, now time.Time) []store.Op {
 		}
 	}
 	return ops
+}
+
+// Resynced forgets, after a resync from a snapshot at rev, the deletions
+// the snapshot covers (writers' and readers' locks).
+func (s *State) Resynced(rev uint64) {
+	clear(s.Shared.Tomb)
+	for k, g := range s.Shared.Gone {
+		if g <= rev {
+			delete(s.Shared.Gone, k)
+		}
+	}
 }
