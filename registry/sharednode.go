@@ -269,11 +269,17 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Descriptor, now time.Time) (Entry, error) {
 	n.wmu.Lock()
 	e, ops, _, same, err := n.admitLocked(d, raw, now)
-	if same != nil || err != nil {
-		defer n.wmu.Unlock()
-		if same != nil {
-			return n.state.View(same, now), nil
+	if same != nil {
+		// The same descriptor again: stored still, unless another node
+		// deleted or replaced it and the feed has not said so yet.
+		v, cond := n.state.View(same, now), Cond{Kind: kindDescriptor, Key: same.Key, Rev: n.state.Shared.Revs[state.RevKey(kindDescriptor, same.Key, "")]}
+		n.wmu.Unlock()
+		if _, err := n.shared.ApplyIf(ctx, []Cond{cond}); err != nil {
+			return Entry{}, n.storeError(err)
 		}
+		return v, nil
+	} else if err != nil {
+		n.wmu.Unlock()
 		return Entry{}, err
 	}
 	dk, mk := state.RevKey(kindDescriptor, e.Key, ""), state.RevKey(kindMark, e.Key, "")

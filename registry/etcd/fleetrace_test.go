@@ -309,3 +309,49 @@ func TestOwnDeletionNotUndoneByTheFeed(t *testing.T) {
 		t.Error("a holds the deleted registration once its feed caught up")
 	}
 }
+
+// TestSameDescriptorAgainAfterADeletionElsewhere: node b holds a's
+// registration of a descriptor; a deletes it, and b, whose feed has not
+// delivered the deletion, is handed the same descriptor again. b must
+// not acknowledge it: before, the same descriptor again was answered
+// from memory as registered (idempotent), though etcd held nothing. Now
+// on a shared store that answer is confirmed against etcd first (the
+// record still at the revision the node holds), else concurrent_change;
+// once caught up the descriptor is a replay of a deleted one.
+func TestSameDescriptorAgainAfterADeletionElsewhere(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, _ := joinHeld(t, srv, "/again/")
+	b, hb := joinHeld(t, srv, "/again/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	priv, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	d := signedAt(t, priv, []string{"again.cap"}, t0, 7108)
+	if _, err := a.Register(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, a, b)
+	if _, err := b.Register(ctx, d); err != nil {
+		t.Fatalf("the same descriptor again on b, still stored: %v", err)
+	}
+
+	hb.feed.Lock()
+	at := descriptor.TimeOf(t0.Add(time.Second)).String()
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
+	if err := a.DeleteSigned(ctx, key, "v1", at, sig); err != nil {
+		hb.feed.Unlock()
+		t.Fatal(err)
+	}
+	_, err := b.Register(ctx, d)
+	hb.feed.Unlock()
+	if errWord(err) != registry.CodeWordConcurrentChange {
+		t.Errorf("the same descriptor again on b after a deleted it: %v, want %s", err, registry.CodeWordConcurrentChange)
+	}
+	settle(t, srv, a, b)
+	if _, err := b.Register(ctx, d); errWord(err) != registry.CodeWordReplay {
+		t.Errorf("once caught up: %v, want %s", err, registry.CodeWordReplay)
+	}
+}
