@@ -37,6 +37,9 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 		defer t.Stop()
 		deadline = t.C
 	}
+	// On a shared store a cursor ahead of the node is another node's (the
+	// revisions are the store's): it waits up to 5 s for the node's feed.
+	var ahead <-chan time.Time
 	for {
 		n.mu.RLock()
 		rev := n.state.Version
@@ -44,6 +47,18 @@ func (n *Node) Watch(ctx context.Context, since uint64, caps []string, wait time
 		first := n.state.FirstEvent()
 		if since > rev {
 			n.mu.RUnlock()
+			if n.shared != nil && ahead == nil {
+				ahead = time.After(5 * time.Second)
+			}
+			if ahead != nil {
+				select {
+				case <-changed:
+					continue
+				case <-ahead:
+				case <-n.done:
+				case <-ctx.Done():
+				}
+			}
 			return rev, nil, refuse(CodeWordInvalidParams, "since_revision %d is ahead of the registry (revision %d)", since, rev)
 		}
 		if since+1 < first && since < rev {

@@ -22,36 +22,24 @@ import (
 // revisions this node holds of the records they touch, recording the new
 // ones. The caller holds wmu. A lost race is CodeWordConcurrentChange, an
 // unreachable store CodeWordStoreUnavailable (both retryable).
-func (n *Node) apply(ctx context.Context, ops ...Op) error {
+func (n *Node) apply(ctx context.Context, ops ...Op) error { return n.applyIf(ctx, nil, ops...) }
+
+// applyIf is apply with the extra conditions conds in shared mode.
+func (n *Node) applyIf(ctx context.Context, conds []Cond, ops ...Op) error {
 	if n.shared == nil {
 		return n.st.Apply(ctx, ops...)
 	}
-	conds := make([]Cond, 0, len(ops))
-	seen := map[string]bool{}
 	for i, op := range ops {
 		if op.Kind == kindLocal && !op.Delete {
 			// Kept alive by the node's lease; the TTL is the node's memory.
 			ops[i].ExpiresAt = time.Time{}
 		}
-		k := state.RevKey(op.Kind, op.Key, "")
-		if op.Kind == kindWhy || seen[k] {
-			continue
-		}
-		seen[k] = true
-		// An invite is consumed once: its deletion needs only that it exists.
-		conds = append(conds, Cond{Kind: op.Kind, Key: op.Key, Rev: n.state.Shared.Revs[k], Present: op.Kind == kindInvite && op.Delete})
 	}
-	rev, err := n.shared.ApplyIf(ctx, conds, ops...)
+	rev, err := n.shared.ApplyIf(ctx, n.state.WriteConds(conds, ops), ops...)
 	if err != nil {
 		return n.storeError(err)
 	}
-	for _, op := range ops {
-		if op.Delete {
-			delete(n.state.Shared.Revs, state.RevKey(op.Kind, op.Key, ""))
-		} else {
-			n.state.Shared.Revs[state.RevKey(op.Kind, op.Key, "")] = rev
-		}
-	}
+	n.state.Written(ops, rev)
 	return nil
 }
 
@@ -70,17 +58,7 @@ func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
 			ops = append(ops, Op{Record: Record{Kind: kindMark, Key: op.Key, Value: v, ExpiresAt: e.ExpiresAt.Add(n.cfg.Skew)}})
 		}
 	}
-	for _, ev := range evs {
-		switch ev.Kind {
-		case EventDeregistered, EventRevoked, EventExpired:
-			kind, node := kindDescriptor, ""
-			if ev.Source == SourceLocal {
-				kind, node = kindLocal, n.shared.NodeID()
-			}
-			v, _ := json.Marshal(state.WhyRecord{Kind: ev.Kind, Reason: ev.Reason})
-			ops = append(ops, Op{Record: Record{Kind: kindWhy, Key: state.WhyKey(kind, ev.Key, node), Value: v, ExpiresAt: n.cfg.Now().Add(time.Minute)}})
-		}
-	}
+	ops = append(ops, state.WhyOps(evs, n.shared.NodeID(), n.cfg.Now())...)
 	err := n.apply(ctx, ops...)
 	for _, op := range ops {
 		if err != nil { // not deleted after all
@@ -228,7 +206,7 @@ func (n *Node) resync(ctx context.Context) error {
 		n.applyChange(ch, nil, now) // unindexes a registration
 	}
 	n.state.ResetEvents()
-	clear(n.state.Shared.Tomb)
+	n.state.Resynced(rev)
 	n.record(nil, rev, now)
 	return nil
 }
@@ -287,24 +265,29 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 // registerShared is Register on a SharedStore: the checks under wmu, the
 // conditional write without it (so that registrations of different keys
 // go to the store side by side), the publication under wmu again unless
-// the feed already holds something newer.
+// the feed already delivered it.
 func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Descriptor, now time.Time) (Entry, error) {
 	n.wmu.Lock()
 	e, ops, _, same, err := n.admitLocked(d, raw, now)
-	if same != nil || err != nil {
-		defer n.wmu.Unlock()
-		if same != nil {
-			return n.state.View(same, now), nil
+	if same != nil {
+		// The same descriptor again: stored still, unless another node
+		// deleted or replaced it and the feed has not said so yet.
+		v, cond := n.state.View(same, now), Cond{Kind: kindDescriptor, Key: same.Key, Rev: n.state.Shared.Revs[state.RevKey(kindDescriptor, same.Key, "")]}
+		n.wmu.Unlock()
+		if _, err := n.shared.ApplyIf(ctx, []Cond{cond}); err != nil {
+			return Entry{}, n.storeError(err)
 		}
+		return v, nil
+	} else if err != nil {
+		n.wmu.Unlock()
 		return Entry{}, err
 	}
 	dk, mk := state.RevKey(kindDescriptor, e.Key, ""), state.RevKey(kindMark, e.Key, "")
-	conds := []Cond{{Kind: kindDescriptor, Key: e.Key, Rev: n.state.Shared.Revs[dk]}}
+	conds := n.state.RegisterConds(e.Key, now)
 	// The stored descriptor is its own watermark (its registered_at); a
 	// separate watermark record is written only when an older descriptor
 	// could outlive this one (it expires later), or on deletion.
 	if cur, had := n.state.Lookup(e.Key); had && cur.ExpiresAt.After(e.ExpiresAt) {
-		conds = append(conds, Cond{Kind: kindMark, Key: e.Key, Rev: n.state.Shared.Revs[mk]})
 		ops[1].ExpiresAt = cur.ExpiresAt.Add(n.cfg.Skew) // as long as the older one lives
 	} else {
 		ops = ops[:1]
@@ -316,7 +299,9 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	if n.state.Shared.Revs[dk] < rev {
+	// Once the feed reached rev it applied this write, and maybe a later
+	// change of the key (a deletion leaves no revision in Revs).
+	if n.state.Version < rev && n.state.Shared.Revs[dk] < rev {
 		n.state.Shared.Revs[dk] = rev
 		if len(ops) > 1 {
 			n.state.Shared.Revs[mk] = rev

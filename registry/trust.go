@@ -24,7 +24,7 @@ const (
 )
 
 const (
-	kindInvite = "invite"
+	kindInvite = state.KindInvite
 	kindSecret = "secret"
 )
 
@@ -160,7 +160,9 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 	c := cs.Parsed
 	val, _ := json.Marshal(cs)
 	ops := append(extra, Op{Record: Record{Kind: kindCert, Key: c.CertID, Value: val}})
-	if err := n.apply(ctx, ops...); err != nil {
+	// In a fleet, also the CRL as this node holds it: every revocation
+	// rewrites it, a key_compromise not yet delivered here included.
+	if err := n.applyIf(ctx, n.state.CRLConds(), ops...); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	n.publish(func() { t.AddCert(cs) })
@@ -301,21 +303,21 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		}
 		return RevokeResult{CRLSequence: cur.Sequence, RevokedCount: len(cur.Revoked)}, nil
 	}
-	var ops []Op
-	for _, cs := range rv.Stored {
-		val, _ := json.Marshal(cs)
-		ops = append(ops, Op{Record: Record{Kind: kindCert, Key: cs.Parsed.CertID, Value: val}})
-	}
 	crl := n.newCRLLocked(cur.Sequence+1, rv.Revoked)
-	if err := n.saveCRLLocked(ctx, crl, ops); err != nil {
-		return RevokeResult{}, err
+	ops, e, evs := n.state.RevocationWrite(rv, crl, nodeKey, n.shared != nil)
+	if err := n.commit(ctx, ops, evs...); err != nil {
+		return RevokeResult{}, fmt.Errorf("registry: %w", err)
 	}
-	n.publish(func() { t.ApplyRevocation(rv) })
+	n.publish(func() {
+		t.ApplyRevocation(rv)
+		t.CRL = crl
+		if e != nil {
+			n.state.Unindex(e)
+		}
+	})
 	n.observeTrust("revoked")
 	res := RevokeResult{CRLSequence: crl.Sequence, RevokedCount: len(crl.Revoked)}
-	if ok, err := n.deregisterLocked(ctx, nodeKey, EventRevoked, "certificate revoked: "+reason); err != nil {
-		return res, err
-	} else if ok {
+	if e != nil {
 		res.Evicted = append(res.Evicted, nodeKey)
 	}
 	return res, nil

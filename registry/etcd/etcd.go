@@ -171,9 +171,55 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, s.wrap("grant the node lease", err)
 	}
 	s.node = lease.ID
-	go s.keepAlive()
+	go s.keepAlive() // the claim may wait longer than the lease's TTL
+	if err := s.claim(ctx, lease.ID); err != nil {
+		s.cancel()
+		<-s.kaDone
+		rctx, cancel := context.WithTimeout(context.Background(), opts.RequestTimeout)
+		_, _ = c.Revoke(rctx, lease.ID)
+		cancel()
+		c.Close()
+		return nil, err
+	}
 	s.batch.start(s)
 	return s, nil
+}
+
+// kindNode is the kind of the record that holds a node id for the node
+// running under it; it is no record of the registry's.
+const kindNode = "node"
+
+// ErrNodeIDInUse is Open's error when another running node holds the
+// node id.
+var ErrNodeIDInUse = errors.New("registry/etcd: the node id is in use by another running node")
+
+// claim takes the node id for the node's lease: a record under it that
+// exists only while no other node holds it. Two nodes of one id would
+// take each other's local registrations for their own (and sweep them,
+// having no heartbeats of them). A node killed holds its id until its
+// lease runs out, so claim waits that long (NodeTTL) before refusing.
+func (s *Store) claim(ctx context.Context, lease clientv3.LeaseID) error {
+	k := s.opts.Prefix + kindNode + "/" + s.opts.NodeID
+	wait := time.NewTimer(s.opts.NodeTTL + 2*time.Second)
+	defer wait.Stop()
+	for {
+		rctx, cancel := s.reqCtx(ctx)
+		resp, err := s.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, "", clientv3.WithLease(lease))).Commit()
+		cancel()
+		if err != nil {
+			return s.wrap("claim the node id", err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		select {
+		case <-wait.C:
+			return fmt.Errorf("%w: %q (every node of a registry needs its own node=)", ErrNodeIDInUse, s.opts.NodeID)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %q: %w", ErrNodeIDInUse, s.opts.NodeID, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // NodeID implements registry.SharedStore.
@@ -209,6 +255,9 @@ func (s *Store) keepAlive() {
 				s.mu.Lock()
 				s.node = l.ID
 				s.mu.Unlock()
+				if err := s.claim(s.ctx, l.ID); err != nil {
+					s.log.Error("registry/etcd: the node id could not be claimed again", "err", err)
+				}
 				break
 			}
 			select {
@@ -270,7 +319,7 @@ func (s *Store) parseKey(k string) (kind, key, node string, ok bool) {
 		return "", "", "", false
 	}
 	kind, rest, ok = strings.Cut(rest, "/")
-	if !ok {
+	if !ok || kind == kindNode {
 		return "", "", "", false
 	}
 	if kind == "local" {
@@ -412,6 +461,11 @@ func (s *Store) ApplyIf(ctx context.Context, conds []registry.Cond, ops ...regis
 			clear(s.buckets)
 			s.mu.Unlock()
 			continue
+		}
+		if err != nil && errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// The node's lease, lost while etcd was away: keepAlive grants
+			// a new one.
+			return 0, fmt.Errorf("registry/etcd: write: %w: the node's lease ended and is being replaced: %v", registry.ErrUnavailable, err)
 		}
 		return rev, err
 	}
@@ -644,6 +698,11 @@ func (s *Store) History(ctx context.Context, after, upto uint64) ([]registry.Cha
 				if batch[0].Revision == upto {
 					return out, nil
 				}
+			}
+			// Events that are no registry change (a node's id claim) end
+			// the history as well once they reach upto.
+			if n := len(resp.Events); n > 0 && uint64(resp.Events[n-1].Kv.ModRevision) >= upto {
+				return out, nil
 			}
 			if resp.IsProgressNotify() && uint64(resp.Header.Revision) >= upto {
 				return out, nil

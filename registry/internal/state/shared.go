@@ -17,6 +17,7 @@ const (
 	KindCert       = "cert"
 	KindCRL        = "crl"
 	KindNonce      = "nonce"
+	KindInvite     = "invite"
 	// KindWhy records why a registration was deleted (deregistered,
 	// revoked, expired by its owner), written in the deletion's own
 	// transaction so that every node reports the same event; a deletion
@@ -39,6 +40,10 @@ type Shared struct {
 	nodeID string
 	Revs   map[string]uint64
 	Tomb   map[string]*Registration // deleted here, until the feed reports it
+	// Gone are the revisions of this node's own deletions, by Revs key,
+	// until the feed reaches them: a put the feed delivers meanwhile is
+	// older than the deletion, not new (Revs holds nothing of the key).
+	Gone map[string]uint64
 	// parsed are the registrations Prepare read for the next ApplyChange
 	// calls, by index key; writers' state only.
 	parsed map[string]*Registration
@@ -47,7 +52,7 @@ type Shared struct {
 // Follow puts s in shared mode: the node is nodeID among the store's
 // writers.
 func (s *State) Follow(nodeID string) {
-	s.Shared = &Shared{nodeID: nodeID, Revs: map[string]uint64{}, Tomb: map[string]*Registration{}}
+	s.Shared = &Shared{nodeID: nodeID, Revs: map[string]uint64{}, Tomb: map[string]*Registration{}, Gone: map[string]uint64{}}
 }
 
 // WhyRecord is the value of a KindWhy record.
@@ -157,7 +162,10 @@ func (s *State) Prepare(chs []store.Change) {
 func (s *State) ApplyChange(ch store.Change, why map[string]WhyRecord, now time.Time) (Event, bool, error) {
 	owner := s.Owner(ch)
 	rk := RevKey(ch.Kind, ch.Key, owner)
-	fresh := ch.Revision > s.Shared.Revs[rk]
+	fresh := ch.Revision > s.Shared.Revs[rk] && ch.Revision > s.Shared.Gone[rk]
+	if g, ok := s.Shared.Gone[rk]; ok && ch.Revision >= g {
+		delete(s.Shared.Gone, rk)
+	}
 	if fresh {
 		if ch.Delete {
 			delete(s.Shared.Revs, rk)
@@ -307,4 +315,100 @@ func (s *State) HistoryEvents(chs []store.Change, now time.Time) []Event {
 		i = j
 	}
 	return out
+}
+
+// RegisterConds are the conditions of a registration of key's write:
+// the records its checks read, as this node holds them. The descriptor;
+// the watermark record, written or not (another node may have stored one,
+// a newer descriptor deleted, that this node's feed has not delivered);
+// and the certificates the key's trust verdict rests on — its live ones,
+// for a pinned key every one not revoked and its compromise mark. A
+// revocation that can make the key untrusted rewrites one of them
+// (Authority.Revoke), so a registration checked before it and written
+// after it loses, and its retry is checked against the revocation.
+// Writers' state only.
+func (s *State) RegisterConds(key string, now time.Time) []store.Cond {
+	cond := func(kind, k string) store.Cond {
+		return store.Cond{Kind: kind, Key: k, Rev: s.Shared.Revs[RevKey(kind, k, "")]}
+	}
+	conds := []store.Cond{cond(KindDescriptor, key), cond(KindMark, key)}
+	t := s.Trust
+	for _, cs := range t.ByKey[key] {
+		if cs.Status == "revoked" || (!t.Pinned[key] && !now.Before(cs.Parsed.ExpiresAt.Instant())) {
+			continue // no revocation of it changes the verdict
+		}
+		conds = append(conds, cond(KindCert, cs.Parsed.CertID))
+	}
+	if t.Pinned[key] {
+		conds = append(conds, cond(KindCert, PinnedCertID(key)))
+	}
+	return conds
+}
+
+// CRLConds, in shared mode, require the active CRL to be as this node
+// holds it (none: none stored); every revocation rewrites it. Writers'
+// state only.
+func (s *State) CRLConds() []store.Cond {
+	if s.Shared == nil {
+		return nil
+	}
+	return []store.Cond{{Kind: KindCRL, Key: "active", Rev: s.Shared.Revs[RevKey(KindCRL, "active", "")]}}
+}
+
+// WriteConds are extra and the conditions of a shared write of ops: each
+// record as this node holds it (none: none may exist); an invite's
+// deletion needs only that it exists (it is consumed once), a why record
+// nothing. Writers' state only.
+func (s *State) WriteConds(extra []store.Cond, ops []store.Op) []store.Cond {
+	seen := map[string]bool{}
+	for _, op := range ops {
+		k := RevKey(op.Kind, op.Key, "")
+		if op.Kind == KindWhy || seen[k] {
+			continue
+		}
+		seen[k] = true
+		extra = append(extra, store.Cond{Kind: op.Kind, Key: op.Key, Rev: s.Shared.Revs[k], Present: op.Kind == KindInvite && op.Delete})
+	}
+	return extra
+}
+
+// Written records that ops were written at rev (writers' state).
+func (s *State) Written(ops []store.Op, rev uint64) {
+	for _, op := range ops {
+		if op.Delete {
+			delete(s.Shared.Revs, RevKey(op.Kind, op.Key, ""))
+			s.Shared.Gone[RevKey(op.Kind, op.Key, "")] = rev
+		} else {
+			s.Shared.Revs[RevKey(op.Kind, op.Key, "")] = rev
+		}
+	}
+}
+
+// WhyOps are the KindWhy records of the deletions among evs, made by node
+// (the owner of a local registration), kept a minute from now.
+func WhyOps(evs []Event, node string, now time.Time) []store.Op {
+	var ops []store.Op
+	for _, ev := range evs {
+		switch ev.Kind {
+		case EventDeregistered, EventRevoked, EventExpired:
+			kind, owner := KindDescriptor, ""
+			if ev.Source == SourceLocal {
+				kind, owner = KindLocal, node
+			}
+			v, _ := json.Marshal(WhyRecord{Kind: ev.Kind, Reason: ev.Reason})
+			ops = append(ops, store.Op{Record: store.Record{Kind: KindWhy, Key: WhyKey(kind, ev.Key, owner), Value: v, ExpiresAt: now.Add(time.Minute)}})
+		}
+	}
+	return ops
+}
+
+// Resynced forgets, after a resync from a snapshot at rev, the deletions
+// the snapshot covers (writers' and readers' locks).
+func (s *State) Resynced(rev uint64) {
+	clear(s.Shared.Tomb)
+	for k, g := range s.Shared.Gone {
+		if g <= rev {
+			delete(s.Shared.Gone, k)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
+	"github.com/capmesh/capmesh/registry/store"
 )
 
 // ReasonKeyCompromise is the revocation reason that blocks a node key for
@@ -279,13 +280,45 @@ func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, r
 		r.Changed = append(r.Changed, cs)
 	}
 	if reason == ReasonKeyCompromise && !t.Compromised[nodeKey] && len(targets) == 0 {
-		cs := &CertState{Status: "revoked", RevocationReason: ReasonKeyCompromise, Parsed: &descriptor.JoinCertificate{CertID: "pinned:" + nodeKey,
+		cs := &CertState{Status: "revoked", RevocationReason: ReasonKeyCompromise, Parsed: &descriptor.JoinCertificate{CertID: PinnedCertID(nodeKey),
 			NodePublicKey: nodeKey, NetworkName: t.Network, IssuedAt: descriptor.TimeOf(now), ExpiresAt: descriptor.TimeOf(now), IssuedBy: t.KeyID}}
 		cs.Cert, _ = cs.Parsed.MarshalJSON()
 		r.Blocked = cs
 		r.Stored = append(r.Stored, cs)
 	}
 	return r
+}
+
+// PinnedCertID is the id of the pseudo-certificate that records the
+// key_compromise of a key without certificates (Revoke).
+func PinnedCertID(nodeKey string) string { return "pinned:" + nodeKey }
+
+// RevocationWrite is the one write that stores r with crl, the CRL that
+// lists it, and evicts nodeKey's registration, with the registration it
+// evicts (nil: none indexed) and its event. On a shared store the write
+// deletes the key's descriptor record even when none is indexed: the
+// deletion is conditional on what the node holds (none: none may exist),
+// so a registration another node stored that this node's feed has not
+// delivered makes the revocation lose rather than outlive it.
+func (s *State) RevocationWrite(r Revocation, crl *descriptor.CRL, nodeKey string, shared bool) ([]store.Op, *Registration, []Event) {
+	var ops []store.Op
+	for _, cs := range r.Stored {
+		val, _ := json.Marshal(cs)
+		ops = append(ops, store.Op{Record: store.Record{Kind: KindCert, Key: cs.Parsed.CertID, Value: val}})
+	}
+	raw, _ := crl.MarshalJSON()
+	ops = append(ops, store.Op{Record: store.Record{Kind: KindCRL, Key: "active", Value: raw}})
+	e, held := s.Lookup(nodeKey)
+	if !held || e.Source != SourceDescriptor {
+		if shared {
+			ops = append(ops, store.Op{Record: store.Record{Kind: KindDescriptor, Key: nodeKey}, Delete: true})
+		}
+		return ops, nil, nil
+	}
+	ev := EventOf(EventRevoked, e)
+	ev.Key, ev.Reason = nodeKey, "certificate revoked: "+r.Reason
+	ops = append(ops, store.Op{Record: store.Record{Kind: KindDescriptor, Key: nodeKey}, Delete: true})
+	return ops, e, []Event{ev}
 }
 
 // ApplyRevocation records r once it is durable (writer and readers' locks).

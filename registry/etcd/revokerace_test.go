@@ -1,0 +1,194 @@
+package etcd_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/internal/etcdtest"
+	"github.com/capmesh/capmesh/registry"
+)
+
+// noneHolds fails unless no peer holds a registration of key, trusted or
+// not, and, unless the key was compromised, none serves one once the key
+// is enrolled again (a registration that survived its revocation would
+// be served again then).
+func noneHolds(t *testing.T, srv *etcdtest.Server, key, capability string, compromised bool, peers ...*peer) {
+	t.Helper()
+	settle(t, srv, peers...)
+	for i, p := range peers {
+		if e, ok := p.Get(key); ok {
+			t.Errorf("node %d still holds %s (%s), registered before its revocation", i, key, e.Endpoint)
+		}
+	}
+	if compromised {
+		return
+	}
+	if _, err := peers[0].Enroll(context.Background(), key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, peers...)
+	for i, p := range peers {
+		if got := p.Find(capability, registry.FindOptions{}); len(got) != 0 {
+			t.Errorf("node %d finds %s at %s again once the key is enrolled anew", i, key, got[0].Endpoint)
+		}
+	}
+}
+
+// TestRevocationEvictsARegistrationNotYetSeen: node b registers a key's
+// descriptor (or replaces the one node a holds); node a, whose feed has
+// not delivered it yet, revokes the key. The revocation must not succeed
+// without evicting what etcd holds. Before, a stored the revocation
+// first and evicted in a second write: finding nothing of the key in its
+// index it evicted nothing, or its eviction lost to b's replacement
+// (concurrent_change after the revocation was stored, and the retry, the
+// key already revoked, evicted nothing); either way b's registration
+// outlived the revocation on every node (served again once the key was
+// enrolled anew). Now the eviction is part of the revocation's own
+// transaction, conditional on the descriptor a holds: a lagging a gets
+// concurrent_change with nothing changed, and its retry evicts.
+func TestRevocationEvictsARegistrationNotYetSeen(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		name := map[bool]string{false: "registered", true: "replaced"}[replace]
+		t.Run(name, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			a, ha := joinHeld(t, srv, "/revlag/")
+			b, _ := joinHeld(t, srv, "/revlag/")
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			priv, key := nodeKey(t)
+			if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			waitTrusted(t, b, key)
+			t0 := time.Now()
+			if replace {
+				if _, err := b.Register(ctx, signedAt(t, priv, []string{"rev.lag"}, t0.Add(-time.Second), 7100)); err != nil {
+					t.Fatal(err)
+				}
+				settle(t, srv, a)
+			}
+
+			ha.feed.Lock()
+			if _, err := b.Register(ctx, signedAt(t, priv, []string{"rev.lag"}, t0, 7101)); err != nil {
+				ha.feed.Unlock()
+				t.Fatal(err)
+			}
+			res, err := a.Revoke(ctx, "", key, registry.ReasonCessation)
+			ha.feed.Unlock()
+			switch {
+			case err == nil && len(res.Evicted) == 0:
+				t.Errorf("a revoked %s without evicting b's registration of it: %+v", key, res)
+			case err != nil && errWord(err) != registry.CodeWordConcurrentChange:
+				t.Fatalf("revoke on a lagging node: %v, want success or %s", err, registry.CodeWordConcurrentChange)
+			case err != nil:
+				settle(t, srv, a)
+				if res, err = a.Revoke(ctx, "", key, registry.ReasonCessation); err != nil || len(res.Evicted) != 1 {
+					t.Errorf("the revocation retried: %+v, %v; want b's registration evicted", res, err)
+				}
+			}
+			noneHolds(t, srv, key, "rev.lag", false, a, b)
+		})
+	}
+}
+
+// TestRegistrationCheckedBeforeARevocation: node b checks a descriptor
+// against the key's trust, then node a revokes the key before b's write
+// reaches etcd: an enrolled key's certificate (cessation of operation),
+// or a pinned key for key_compromise. b's write must lose: before, it
+// was conditional on the descriptor's record alone and stored a
+// registration of a revoked key on every node. Now it is conditional on
+// the certificates its verdict rested on too (concurrent_change).
+func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pinned bool
+		reason string
+	}{
+		{"enrolled key, cessation", false, registry.ReasonCessation},
+		{"pinned key, key_compromise", true, registry.ReasonKeyCompromise},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			priv, key := nodeKey(t)
+			var pinned []string
+			if tc.pinned {
+				pinned = []string{key}
+			}
+			srv := etcdtest.Start(t)
+			a, _ := joinHeld(t, srv, "/revrace/", pinned...)
+			b, hb := joinHeld(t, srv, "/revrace/", pinned...)
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			if !tc.pinned {
+				if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+				waitTrusted(t, b, key)
+			}
+
+			arrived, release := hb.holdNextWrite(false)
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.Register(ctx, signedAt(t, priv, []string{"rev.race"}, time.Now(), 7102))
+				done <- err
+			}()
+			select {
+			case <-arrived:
+			case err := <-done:
+				t.Fatalf("b's registration ended before its write: %v", err)
+			}
+			_, err := a.Revoke(ctx, "", key, tc.reason)
+			close(release)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; errWord(err) != registry.CodeWordConcurrentChange {
+				t.Errorf("b's registration checked before the revocation: %v, want %s", err, registry.CodeWordConcurrentChange)
+			}
+			noneHolds(t, srv, key, "rev.race", tc.reason == registry.ReasonKeyCompromise, a, b)
+		})
+	}
+}
+
+// TestEnrolmentOfAKeyCompromisedElsewhere: node a revokes a key for
+// key_compromise; node b, whose feed has not delivered it, is asked to
+// enroll that key. Before, b issued a signed join certificate for the
+// blocked key (absent from the CRL, so valid to anyone checking
+// certificates against the CRL): the write was conditional on the new
+// certificate's record only. Now an enrolment is conditional on the CRL
+// as the node holds it, which every revocation rewrites: b gets
+// concurrent_change, and once caught up node_key_compromised.
+func TestEnrolmentOfAKeyCompromisedElsewhere(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, _ := joinHeld(t, srv, "/compromise/")
+	b, hb := joinHeld(t, srv, "/compromise/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	_, key := nodeKey(t)
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	waitTrusted(t, b, key)
+
+	hb.feed.Lock()
+	if _, err := a.Revoke(ctx, "", key, registry.ReasonKeyCompromise); err != nil {
+		hb.feed.Unlock()
+		t.Fatal(err)
+	}
+	c, err := b.Enroll(ctx, key, nil, time.Hour)
+	hb.feed.Unlock()
+	if errWord(err) != registry.CodeWordConcurrentChange {
+		t.Errorf("b enrolled a key compromised on a: %+v, %v; want %s", c, err, registry.CodeWordConcurrentChange)
+	}
+	settle(t, srv, a, b)
+	for i, p := range []*peer{a, b} {
+		for _, cs := range p.Certificates(key) {
+			if cs.Status != "revoked" {
+				t.Errorf("node %d holds certificate %s of the compromised key, %s", i, cs.CertID, cs.Status)
+			}
+		}
+		if _, err := p.Enroll(ctx, key, nil, time.Hour); errWord(err) != "node_key_compromised" {
+			t.Errorf("node %d: enrolment once caught up: %v, want node_key_compromised", i, err)
+		}
+	}
+}
