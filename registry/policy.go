@@ -7,7 +7,6 @@ import (
 
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
-	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 const kindPolicy = "policy"
@@ -16,25 +15,14 @@ const kindPolicy = "policy"
 // Genesis-Mesh PolicyManifest a node fetches from GET /policy after it
 // joins), stored on first use (on a shared store conditionally: the loser
 // of a race serves the winner's) to stay the same across restarts and
-// nodes. It restricts nothing: allowed_services is empty and
-// allowed_ports the reference's default.
+// nodes (state.Authority.NewPolicy).
 func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
 	if p, err := n.storedPolicy(ctx); p != nil || err != nil {
 		return p, err
 	}
-	t := n.state.Trust
-	p := map[string]any{
-		"policy_id":          "policy-" + t.Network + "-v1",
-		"issued_at":          descriptor.TimeOf(n.cfg.Now()).String(),
-		"issued_by":          t.KeyID,
-		"min_client_version": "0.1.0",
-		"allowed_ports":      []any{443, 8443},
-		"allowed_services":   []any{},
-		"routing":            map[string]any{"preferred_transports": []any{"quic", "wireguard"}, "max_hops": 6},
-	}
-	p["signatures"] = []any{state.SigObject(state.Sign(p, t.Key, t.KeyID))}
+	p := n.state.Trust.NewPolicy(descriptor.TimeOf(n.cfg.Now()).String())
 	raw, err := pyjson.Marshal(p)
 	if err != nil {
 		return nil, err
@@ -48,7 +36,7 @@ func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
 		}
 		return nil, fmt.Errorf("registry: storing the policy manifest: %w", err)
 	}
-	t.Policy = p
+	n.state.Trust.Policy = p
 	return p, nil
 }
 

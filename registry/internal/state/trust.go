@@ -79,6 +79,24 @@ type Authority struct {
 	onChange func(key string)
 }
 
+// NewPolicy is a new signed policy manifest of the network, issued at
+// issuedAt (an RFC 3339 time as descriptors spell it). It restricts
+// nothing: allowed_services is empty and allowed_ports the reference's
+// default.
+func (t *Authority) NewPolicy(issuedAt string) map[string]any {
+	p := map[string]any{
+		"policy_id":          "policy-" + t.Network + "-v1",
+		"issued_at":          issuedAt,
+		"issued_by":          t.KeyID,
+		"min_client_version": "0.1.0",
+		"allowed_ports":      []any{443, 8443},
+		"allowed_services":   []any{},
+		"routing":            map[string]any{"preferred_transports": []any{"quic", "wireguard"}, "max_hops": 6},
+	}
+	p["signatures"] = []any{SigObject(Sign(p, t.Key, t.KeyID))}
+	return p
+}
+
 // NewAuthority is an authority of network without certificates, signing
 // with key (named keyID) and root, trusting the pinned node keys.
 func NewAuthority(network, keyID string, key, root ed25519.PrivateKey, pinned []string) *Authority {
