@@ -320,7 +320,7 @@ func (n *Node) storeError(err error) error {
 	case errors.Is(err, ErrConflict):
 		return refuse(CodeWordConcurrentChange, "the registry changed on another node while this request was checked; retry it")
 	case errors.Is(err, ErrUnavailable):
-		return refuse(CodeWordStoreUnavailable, "the registry store cannot be reached; nothing was changed, retry later (%v)", err)
+		return refuse(CodeWordStoreUnavailable, "the registry store cannot be reached; the change may or may not be stored, retry it (%v)", err)
 	}
 	return err
 }
