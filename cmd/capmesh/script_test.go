@@ -17,6 +17,7 @@ import (
 
 	"github.com/capmesh/capmesh/evidence/postgres/pgtest"
 	"github.com/capmesh/capmesh/examples/kvhost/kv"
+	"github.com/capmesh/capmesh/internal/etcdtest"
 )
 
 func TestMain(m *testing.M) {
@@ -60,9 +61,17 @@ func TestScripts(t *testing.T) {
 			"evidencelog": cmdEvidenceLog, // evidence_check_test.go
 			"jsonflip":    cmdJSONFlip,    // evidence_witness_test.go
 
-			"pgurl": cmdPgurl,
+			"pgurl":   cmdPgurl,
+			"etcdurl": cmdEtcdurl,
 		},
 		Condition: func(cond string) (bool, error) {
+			if cond == "etcd" {
+				_, err := etcdtest.Binary()
+				if err != nil && os.Getenv(etcdtest.EnvRequire) == "1" {
+					return false, fmt.Errorf("etcd required (%s=1): %w", etcdtest.EnvRequire, err)
+				}
+				return err == nil, nil
+			}
 			if cond != "postgres" {
 				return false, fmt.Errorf("unknown condition %q", cond)
 			}
@@ -87,6 +96,29 @@ func cmdPgurl(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Setenv(args[0], url)
 }
+
+// cmdEtcdurl runs `etcdurl NAME`: NAME is set to the URL (etcd://host:port)
+// of a private etcd server that the script's end stops (guard the script
+// with [etcd]).
+func cmdEtcdurl(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: etcdurl NAME")
+	}
+	ts.Setenv(args[0], etcdtest.Start(scriptTB{ts: ts}).URL())
+}
+
+// scriptTB is the part of testing.TB that etcdtest.Start uses, on a
+// script: its cleanups run when the script ends and a failure fails it.
+// The embedded TB is nil; any other method would panic.
+type scriptTB struct {
+	testing.TB
+	ts *testscript.TestScript
+}
+
+func (s scriptTB) Helper()                        {}
+func (s scriptTB) Cleanup(f func())               { s.ts.Defer(f) }
+func (s scriptTB) Fatalf(format string, a ...any) { s.ts.Fatalf(format, a...) }
+func (s scriptTB) Skipf(format string, a ...any)  { s.ts.Fatalf("etcd: "+format, a...) }
 
 // cmdExitcode runs `exitcode N prog args...` and fails unless prog exits with
 // status N. Its stdout and stderr are kept for later stdout/stderr checks.

@@ -127,7 +127,13 @@ func shortKey(k string) string {
 	return k
 }
 
+// expiresIn renders an expiry for the table. Another fleet node's local
+// registration has no expiry of its own (the node sends 9999-12-31): it
+// lives as long as the lease of the node that admitted it.
 func expiresIn(t, now time.Time) string {
+	if t.Year() >= 9999 {
+		return "with its node"
+	}
 	d := t.Sub(now)
 	if d <= 0 {
 		return "expired"
