@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/capmesh/capmesh/endpoint"
+	_ "github.com/capmesh/capmesh/evidence/postgres" // -evidence postgres://…
 	"github.com/capmesh/capmesh/host"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
@@ -56,6 +57,7 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		httpAddr = fs.String("http", "", "also serve HTTP (JSON-RPC at /jsonrpc and the CHP binding) on this address")
 		dataDir  = fs.String("data-dir", os.Getenv("CAPMESH_DATA_DIR"), "state directory for the key and the evidence (default $XDG_STATE_HOME/capmesh)")
 		memory   = fs.Bool("memory", false, "keep the key and the evidence in memory")
+		evidence = fs.String("evidence", "", "keep the evidence in this database instead, e.g. postgres://user:password@host/db (one many hosts share)")
 		node     = fs.String("node", "", "capmesh node to announce to (default: capmesh.sock in the biomeos directory, when there)")
 		signer   = fs.String("signer", "", "where kv.seal asks for crypto.sign_ed25519 (default: the node, which routes it to a provider)")
 		logLevel = fs.String("log-level", "info", "debug, info, warn or error")
@@ -86,13 +88,14 @@ func Run(ctx context.Context, args []string, stderr io.Writer) error {
 		License:     "Apache-2.0",
 		Description: "In-memory key-value store with versions, compare-and-swap and expiry",
 	}, &host.Config{
-		Socket:    *socket,
-		TCP:       *tcp,
-		HTTP:      *httpAddr,
-		DataDir:   *dataDir,
-		Ephemeral: *memory,
-		Node:      *node,
-		Logger:    log,
+		Socket:      *socket,
+		TCP:         *tcp,
+		HTTP:        *httpAddr,
+		DataDir:     *dataDir,
+		Ephemeral:   *memory,
+		EvidenceURL: *evidence,
+		Node:        *node,
+		Logger:      log,
 	})
 	if err != nil {
 		return usageError{err}
