@@ -15,6 +15,7 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/chp/chphttp"
+	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
 // exportedBundle invokes a conformance fixture on a real, signed boundary
@@ -191,6 +192,7 @@ func TestRelative(t *testing.T) {
 		{now.Add(90 * time.Second), "in 1m30s"},
 		{now.Add(-2 * time.Minute), "2m0s ago"},
 		{now.Add(30 * 24 * time.Hour), "2026-01-31"},
+		{descriptor.NodeLease, "with its node"},
 	} {
 		if got := relative(c.t, now); got != c.want {
 			t.Errorf("relative(%v) = %q, want %q", c.t, got, c.want)

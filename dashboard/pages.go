@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
 // callTimeout bounds one call to the node for a page.
@@ -64,6 +66,9 @@ func (d *Dashboard) listRegistry(r *http.Request) (*registryView, error) {
 func relative(t, now time.Time) string {
 	if t.IsZero() {
 		return "never"
+	}
+	if descriptor.HeldByNode(t) { // another fleet node's local registration
+		return "with its node"
 	}
 	d := t.Sub(now).Round(time.Second)
 	if d > 7*24*time.Hour {

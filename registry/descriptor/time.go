@@ -8,6 +8,15 @@ import (
 	"time"
 )
 
+// NodeLease is the expires_at a fleet node gives a local registration that
+// another node admitted: it has no expiry of its own and lives as long as
+// the lease of the node that admitted it.
+var NodeLease = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// HeldByNode reports whether expiresAt is NodeLease (or later): the
+// registration lives with its node, not until a time.
+func HeldByNode(expiresAt time.Time) bool { return !expiresAt.Before(NodeLease) }
+
 // Time is an RFC-005 timestamp: an instant together with the UTC offset it
 // was written with, because the signed bytes keep a non-zero offset as
 // written ("+02:00" stays "+02:00"). Precision is microseconds, like

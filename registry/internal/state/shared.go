@@ -27,7 +27,7 @@ const (
 
 // FarFuture is the ExpiresAt of another node's local registration: it
 // lives as long as that node's lease, which the store ends.
-var FarFuture = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+var FarFuture = descriptor.NodeLease
 
 // Shared is the state a node on a SharedStore keeps besides the index:
 // the revision of each record it holds and the registrations it deleted

@@ -19,6 +19,7 @@ import (
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry"
+	"github.com/capmesh/capmesh/registry/descriptor"
 )
 
 // New is `capmesh registry`: list, find and watch the node's providers,
@@ -128,10 +129,10 @@ func shortKey(k string) string {
 }
 
 // expiresIn renders an expiry for the table. Another fleet node's local
-// registration has no expiry of its own (the node sends 9999-12-31): it
-// lives as long as the lease of the node that admitted it.
+// registration has no expiry of its own (descriptor.NodeLease): it lives
+// as long as the lease of the node that admitted it.
 func expiresIn(t, now time.Time) string {
-	if t.Year() >= 9999 {
+	if descriptor.HeldByNode(t) {
 		return "with its node"
 	}
 	d := t.Sub(now)
