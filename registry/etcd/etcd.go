@@ -202,6 +202,7 @@ func (s *Store) claim(ctx context.Context, lease clientv3.LeaseID) error {
 	k := s.opts.Prefix + kindNode + "/" + s.opts.NodeID
 	wait := time.NewTimer(s.opts.NodeTTL + 2*time.Second)
 	defer wait.Stop()
+	waited := false
 	for {
 		rctx, cancel := s.reqCtx(ctx)
 		resp, err := s.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, "", clientv3.WithLease(lease))).Commit()
@@ -211,6 +212,10 @@ func (s *Store) claim(ctx context.Context, lease clientv3.LeaseID) error {
 		}
 		if resp.Succeeded {
 			return nil
+		}
+		if !waited {
+			waited = true
+			s.log.Info("registry/etcd: the node id is held by another lease (a killed node holds it until its node_ttl runs out); waiting", "node_id", s.opts.NodeID, "up_to", s.opts.NodeTTL+2*time.Second)
 		}
 		select {
 		case <-wait.C:

@@ -3,6 +3,9 @@ package etcd_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,9 +44,16 @@ func TestNodeIDInUseIsRefused(t *testing.T) {
 	defer second.Close()
 
 	first.Kill() // its lease runs out within NodeTTL
-	restarted, err := etcd.Open(ctx, opts)
+	var logged lockedLog
+	waiting := opts
+	waiting.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	restarted, err := etcd.Open(ctx, waiting)
 	if err != nil {
 		t.Fatalf("web-1 restarted after it was killed: %v", err)
+	}
+	// A restart that waits says so, rather than seeming to hang.
+	if got := logged.String(); !strings.Contains(got, "the node id is held by another lease") {
+		t.Errorf("the restart waited for the killed node's lease without a word: %q", got)
 	}
 	if err := restarted.Close(); err != nil {
 		t.Fatal(err)
@@ -53,4 +63,22 @@ func TestNodeIDInUseIsRefused(t *testing.T) {
 		t.Fatalf("web-1 restarted after it was closed: %v", err)
 	}
 	again.Close()
+}
+
+// lockedLog is a log sink safe for the store's goroutines and the test.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
