@@ -128,12 +128,17 @@ func shortKey(k string) string {
 	return k
 }
 
-// expiresIn renders an expiry for the table. Another fleet node's local
-// registration has no expiry of its own (descriptor.NodeLease): it lives
-// as long as the lease of the node that admitted it.
+// expiresIn renders an expiry for the table: relative within a week,
+// else its UTC date (a duration past 2262 does not fit a time.Duration).
+// Another fleet node's local registration has no expiry of its own
+// (descriptor.NodeLease): it lives as long as the lease of the node that
+// admitted it.
 func expiresIn(t, now time.Time) string {
 	if descriptor.HeldByNode(t) {
 		return "with its node"
+	}
+	if t.After(now.Add(7 * 24 * time.Hour)) {
+		return "on " + t.UTC().Format(time.DateOnly)
 	}
 	d := t.Sub(now)
 	if d <= 0 {
