@@ -163,8 +163,14 @@ func (s *State) ApplyChange(ch store.Change, why map[string]WhyRecord, now time.
 	owner := s.Owner(ch)
 	rk := RevKey(ch.Kind, ch.Key, owner)
 	fresh := ch.Revision > s.Shared.Revs[rk] && ch.Revision > s.Shared.Gone[rk]
-	if g, ok := s.Shared.Gone[rk]; ok && ch.Revision >= g {
-		delete(s.Shared.Gone, rk)
+	// The feed comes in revision order: once it reaches an own deletion,
+	// no older change of that key is to come — and the deletion of a key
+	// that did not exist (a revocation's of a key not registered) brings
+	// no change of its own to end its entry.
+	for k, g := range s.Shared.Gone {
+		if ch.Revision >= g {
+			delete(s.Shared.Gone, k)
+		}
 	}
 	if fresh {
 		if ch.Delete {
