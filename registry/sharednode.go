@@ -269,6 +269,13 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Descriptor, now time.Time) (Entry, error) {
 	n.wmu.Lock()
 	e, ops, _, same, err := n.admitLocked(d, raw, now)
+	if re := (*Error)(nil); errors.As(err, &re) && re.Code == descriptor.CodeNoActiveCertificate {
+		n.wmu.Unlock() // until the feed delivers what etcd holds: an enrolment made elsewhere?
+		cerr := n.shared.Caught(ctx)
+		if n.wmu.Lock(); cerr == nil {
+			e, ops, _, same, err = n.admitLocked(d, raw, now)
+		}
+	}
 	if same != nil {
 		// The same descriptor again: stored still, unless another node
 		// deleted or replaced it and the feed has not said so yet.

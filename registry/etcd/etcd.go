@@ -36,6 +36,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -102,6 +103,13 @@ type Store struct {
 	node    clientv3.LeaseID           // the node's lease
 	buckets map[int64]clientv3.LeaseID // expiry bucket (Unix s) → lease
 	closed  bool
+	// fed is the revision up to which Follow has delivered every change
+	// (its events, and etcd's progress reports).
+	fed atomic.Uint64
+	// asked is when Caught last asked etcd for a progress report (Unix
+	// ns): one request serves every waiter, so a flood of refusals asks
+	// at most every 10 ms.
+	asked atomic.Int64
 }
 
 var _ registry.SharedStore = (*Store)(nil)
@@ -646,11 +654,52 @@ func (s *Store) Follow(ctx context.Context, after uint64, fn func([]registry.Cha
 			fn(batch)
 			after = batch[0].Revision
 		}
+		s.delivered(resp)
 	}
 	if ctx.Err() != nil {
 		return nil
 	}
 	return fmt.Errorf("registry/etcd: follow: %w: the watch ended", registry.ErrUnavailable)
+}
+
+// delivered records that Follow has delivered what resp covers: its
+// events (some of which are no registry change), or, for a progress
+// report, every revision up to its header's.
+func (s *Store) delivered(resp clientv3.WatchResponse) {
+	rev := uint64(resp.Header.Revision)
+	if n := len(resp.Events); n > 0 {
+		rev = uint64(resp.Events[n-1].Kv.ModRevision)
+	} else if !resp.IsProgressNotify() {
+		return
+	}
+	for cur := s.fed.Load(); rev > cur && !s.fed.CompareAndSwap(cur, rev); cur = s.fed.Load() {
+	}
+}
+
+// Caught implements registry.SharedStore: it reads etcd's current
+// revision and waits until Follow has delivered it, asking etcd for
+// progress reports meanwhile (writes elsewhere in etcd, and the node-id
+// claims, raise the revision without a change for the feed).
+func (s *Store) Caught(ctx context.Context) error {
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	resp, err := s.c.Get(rctx, s.opts.Prefix+kindNode, clientv3.WithCountOnly())
+	if err != nil {
+		return s.wrap("catch up", err)
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for s.fed.Load() < uint64(resp.Header.Revision) {
+		if last, now := s.asked.Load(), time.Now().UnixNano(); now-last >= int64(10*time.Millisecond) && s.asked.CompareAndSwap(last, now) {
+			_ = s.c.RequestProgress(clientv3.WithRequireLeader(rctx))
+		}
+		select {
+		case <-tick.C:
+		case <-rctx.Done():
+			return s.wrap("catch up", rctx.Err())
+		}
+	}
+	return nil
 }
 
 // byRevision converts watch events, grouped by revision (etcd delivers a

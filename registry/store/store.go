@@ -171,6 +171,9 @@ type SharedStore interface {
 	// History returns the changes of the revisions in (after, upto], with
 	// the previous record of each; ErrCompacted when they are gone.
 	History(ctx context.Context, after, upto uint64) ([]Change, error)
+	// Caught returns once Follow has delivered (its fn returned) every
+	// change the store held when Caught was called, or ctx ended.
+	Caught(ctx context.Context) error
 }
 
 // Cond is a condition of SharedStore.ApplyIf on one record.
