@@ -1,43 +1,24 @@
 package boundary
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/internal/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestHandlerPanicIsOpaque: a handler's panic value goes to the host log
 // under an id; the caller and the evidence see a generic internal error
 // naming only that id.
 func TestHandlerPanicIsOpaque(t *testing.T) {
 	const secret = "db-password=hunter2"
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	store := evidence.NewMemory()
 	b, err := New(Config{HostID: "panic-host", Store: store, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {

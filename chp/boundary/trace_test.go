@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/capmesh/capmesh/chp"
+	"github.com/capmesh/capmesh/internal/logbuf"
 	"github.com/capmesh/capmesh/tracing"
 )
 
@@ -15,7 +16,7 @@ import (
 // is recorded as correlation.trace_id (unless the envelope names one), and
 // the log line of a handler's panic carries it.
 func TestTraceIDInEvidenceAndPanicLog(t *testing.T) {
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	b, err := New(Config{HostID: "trace-host", Logger: slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil)))})
 	if err != nil {
 		t.Fatal(err)

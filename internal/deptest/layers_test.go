@@ -44,6 +44,7 @@ var layers = map[string]layer{
 	"internal/errcatalog":       foundation,
 	"internal/etcdtest":         foundation,
 	"internal/nettest":          foundation,
+	"internal/logbuf":           foundation,
 	"jsonrpc/internal/jsontext": foundation,
 	"canonical/govalue":         foundation,
 	"canonical/pydantic":        foundation,

@@ -1,7 +1,6 @@
 package fleettest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capmesh/capmesh/internal/logbuf"
 	"github.com/capmesh/capmesh/jsonrpc"
 )
 
@@ -52,30 +52,13 @@ type node struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	done   chan error
-	stderr *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	stderr *logbuf.Buffer
 }
 
 // newNode prepares node name with the shared registry and evidence URLs.
 func newNode(t *testing.T, bin, name, registryURL, evidenceURL string) *node {
 	dir := t.TempDir()
-	n := &node{t: t, name: name, bin: bin, dir: dir, stderr: &lockedBuffer{},
+	n := &node{t: t, name: name, bin: bin, dir: dir, stderr: &logbuf.Buffer{},
 		sock: filepath.Join(dir, "run", "biomeos", "capmesh.sock")}
 	n.args = []string{"server", "--chp-fixtures", "--registry", registryURL, "--evidence", evidenceURL,
 		"--drain-timeout", "5s"}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/capmesh/capmesh/internal/etcdtest"
+	"github.com/capmesh/capmesh/internal/logbuf"
 	"github.com/capmesh/capmesh/registry/etcd"
 )
 
@@ -44,7 +44,7 @@ func TestNodeIDInUseIsRefused(t *testing.T) {
 	defer second.Close()
 
 	first.Kill() // its lease runs out within NodeTTL
-	var logged lockedLog
+	var logged logbuf.Buffer
 	waiting := opts
 	waiting.Logger = slog.New(slog.NewTextHandler(&logged, nil))
 	restarted, err := etcd.Open(ctx, waiting)
@@ -63,22 +63,4 @@ func TestNodeIDInUseIsRefused(t *testing.T) {
 		t.Fatalf("web-1 restarted after it was closed: %v", err)
 	}
 	again.Close()
-}
-
-// lockedLog is a log sink safe for the store's goroutines and the test.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
