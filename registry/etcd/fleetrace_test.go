@@ -2,8 +2,6 @@ package etcd_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/base64"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,9 +140,7 @@ func TestRollbackRefusedOnALaggingNode(t *testing.T) {
 		hb.feed.Unlock()
 		t.Fatal(err)
 	}
-	at := descriptor.TimeOf(t0.Add(2 * time.Second)).String()
-	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
-	if err := a.DeleteSigned(ctx, key, "v1", at, sig); err != nil {
+	if err := deleteSigned(ctx, a, priv, key, t0.Add(2*time.Second)); err != nil {
 		hb.feed.Unlock()
 		t.Fatal(err)
 	}
@@ -196,9 +192,7 @@ func TestRegistrationDeletedBeforeItsAnswer(t *testing.T) {
 		t.Fatalf("a's registration ended before its write: %v", err)
 	}
 	waitFor(t, func() bool { _, ok := b.Get(key); return ok })
-	at := descriptor.TimeOf(t0.Add(time.Second)).String()
-	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
-	err := b.DeleteSigned(ctx, key, "v1", at, sig)
+	err := deleteSigned(ctx, b, priv, key, t0.Add(time.Second))
 	if err == nil {
 		settle(t, srv, a)
 	}
@@ -290,9 +284,7 @@ func TestOwnDeletionNotUndoneByTheFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	put := srv.Revision(t)
-	at := descriptor.TimeOf(t0.Add(time.Second)).String()
-	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
-	if err := a.DeleteSigned(ctx, key, "v1", at, sig); err != nil {
+	if err := deleteSigned(ctx, a, priv, key, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	last := srv.Revision(t)
@@ -339,9 +331,7 @@ func TestSameDescriptorAgainAfterADeletionElsewhere(t *testing.T) {
 	}
 
 	hb.feed.Lock()
-	at := descriptor.TimeOf(t0.Add(time.Second)).String()
-	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
-	if err := a.DeleteSigned(ctx, key, "v1", at, sig); err != nil {
+	if err := deleteSigned(ctx, a, priv, key, t0.Add(time.Second)); err != nil {
 		hb.feed.Unlock()
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package etcd_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/capmesh/capmesh/internal/etcdtest"
 	"github.com/capmesh/capmesh/registry"
-	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/etcd"
 )
 
@@ -73,9 +71,7 @@ func TestNodesAgreeAfterRacingChanges(t *testing.T) {
 				case op < 6:
 					_, err = p.Register(ctx, signedAt(t, k.priv, []string{"agree.cap"}, at, 7000+w))
 				case op < 8:
-					s := descriptor.TimeOf(at).String()
-					sig := base64.StdEncoding.EncodeToString(ed25519.Sign(k.priv, []byte("delete-agent|v1|"+k.pub+"|"+s)))
-					err = p.DeleteSigned(ctx, k.pub, "v1", s, sig)
+					err = deleteSigned(ctx, p, k.priv, k.pub, at)
 				case op < 9:
 					_, err = p.Revoke(ctx, "", k.pub, registry.ReasonSuperseded)
 				default:

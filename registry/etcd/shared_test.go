@@ -214,6 +214,14 @@ func TestRacingNodesCannotBothWin(t *testing.T) {
 	}
 }
 
+// deleteSigned asks p to delete key's registration, with the request
+// signed by priv at at, as an agent deletes its own descriptor.
+func deleteSigned(ctx context.Context, p *peer, priv ed25519.PrivateKey, key string, at time.Time) error {
+	s := descriptor.TimeOf(at).String()
+	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+s)))
+	return p.DeleteSigned(ctx, key, "v1", s, sig)
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -414,9 +422,7 @@ func TestWatermarkOutlivesDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEvent(t, b, &sb, registry.EventReplaced, key)
-	at := descriptor.TimeOf(t0.Add(2 * time.Second)).String()
-	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("delete-agent|v1|"+key+"|"+at)))
-	if err := a.DeleteSigned(ctx, key, "v1", at, sig); err != nil {
+	if err := deleteSigned(ctx, a, priv, key, t0.Add(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	waitEvent(t, b, &sb, registry.EventDeregistered, key)
@@ -566,9 +572,7 @@ func TestResyncAfterCompaction(t *testing.T) {
 	if _, ok := b.Get(key0); !ok {
 		t.Fatal("b did not load the first registration")
 	}
-	at := descriptor.TimeOf(t0.Add(time.Second)).String()
-	sig := base64.StdEncoding.EncodeToString(ed25519.Sign(priv0, []byte("delete-agent|v1|"+key0+"|"+at)))
-	if err := a.DeleteSigned(ctx, key0, "v1", at, sig); err != nil {
+	if err := deleteSigned(ctx, a, priv0, key0, t0.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Register(ctx, signedAt(t, priv1, []string{"new.cap"}, t0, 9002)); err != nil {
