@@ -672,7 +672,8 @@ func (s *Store) delivered(resp clientv3.WatchResponse) {
 	} else if !resp.IsProgressNotify() {
 		return
 	}
-	for cur := s.fed.Load(); rev > cur && !s.fed.CompareAndSwap(cur, rev); cur = s.fed.Load() {
+	if rev > s.fed.Load() { // one Follow runs at a time: its only writer
+		s.fed.Store(rev)
 	}
 }
 
