@@ -341,10 +341,5 @@ func (n *Node) secretOfWinner(ctx context.Context, name string, err error) (ed25
 		return nil, false
 	}
 	rs, _ := n.shared.List(ctx, kindSecret, n.cfg.Now())
-	for _, r := range rs {
-		if r.Key == name && len(r.Value) == ed25519.SeedSize {
-			return ed25519.NewKeyFromSeed(r.Value), true
-		}
-	}
-	return nil, false
+	return state.SeedOf(rs, name)
 }

@@ -38,12 +38,6 @@ type RevokedCertificate = descriptor.RevokedCertificate
 // CRL is the signed certificate revocation list (descriptor.CRL).
 type CRL = descriptor.CRL
 
-type inviteState struct {
-	Roles            []string  `json:"roles"`
-	MaxValidityHours int       `json:"max_validity_hours"`
-	ExpiresAt        time.Time `json:"expires_at"`
-}
-
 func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	var authority, root ed25519.PrivateKey
 	var err error
@@ -63,25 +57,12 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("registry: load: %w", err)
 	}
-	for _, r := range certs {
-		cs, err := state.ParseCertState(r.Value)
-		if err != nil {
-			return fmt.Errorf("registry: stored certificate %s: %w", r.Key, err)
-		}
-		t.AddCert(cs)
-	}
 	crls, err := n.st.List(ctx, kindCRL, now)
 	if err != nil {
 		return fmt.Errorf("registry: load: %w", err)
 	}
-	for _, r := range crls {
-		if r.Key == "active" {
-			c, err := descriptor.ParseCRL(r.Value)
-			if err != nil {
-				return fmt.Errorf("registry: stored CRL: %w", err)
-			}
-			t.CRL = c
-		}
+	if err := t.Fill(certs, crls); err != nil {
+		return err
 	}
 	t.Genesis = t.GenesisBlock(now)
 	n.state.SetTrust(t)
@@ -98,10 +79,8 @@ func (n *Node) secretKey(ctx context.Context, now time.Time, configured ed25519.
 	if err != nil {
 		return nil, fmt.Errorf("registry: load: %w", err)
 	}
-	for _, r := range secrets {
-		if r.Key == name && len(r.Value) == ed25519.SeedSize {
-			return ed25519.NewKeyFromSeed(r.Value), nil
-		}
+	if k, ok := state.SeedOf(secrets, name); ok {
+		return k, nil
 	}
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -195,7 +174,7 @@ func (n *Node) Invite(ctx context.Context, roles []string, maxValidity, tokenTTL
 	_, _ = rand.Read(b[:])
 	token = base64.RawURLEncoding.EncodeToString(b[:])
 	expires = n.cfg.Now().Add(tokenTTL)
-	val, _ := json.Marshal(inviteState{Roles: roles, MaxValidityHours: int(maxValidity / time.Hour), ExpiresAt: expires})
+	val, _ := json.Marshal(state.Invite{Roles: roles, MaxValidityHours: int(maxValidity / time.Hour), ExpiresAt: expires})
 	if err := n.st.Apply(ctx, Op{Record: Record{Kind: kindInvite, Key: state.TokenHash(token), Value: val, ExpiresAt: expires}}); err != nil {
 		return "", time.Time{}, fmt.Errorf("registry: %w", err)
 	}
@@ -203,22 +182,16 @@ func (n *Node) Invite(ctx context.Context, roles []string, maxValidity, tokenTTL
 }
 
 // useInviteLocked consumes an invite; nil when unknown, used or expired.
-func (n *Node) useInviteLocked(ctx context.Context, token string) (*inviteState, Op, error) {
+func (n *Node) useInviteLocked(ctx context.Context, token string) (*state.Invite, Op, error) {
 	rs, err := n.st.List(ctx, kindInvite, n.cfg.Now())
 	if err != nil {
 		return nil, Op{}, err
 	}
-	h := state.TokenHash(token)
-	for _, r := range rs {
-		if r.Key == h {
-			var inv inviteState
-			if err := json.Unmarshal(r.Value, &inv); err != nil {
-				return nil, Op{}, err
-			}
-			return &inv, Op{Record: Record{Kind: kindInvite, Key: h}, Delete: true}, nil
-		}
+	inv, err := state.FindInvite(rs, token)
+	if inv == nil || err != nil {
+		return nil, Op{}, err
 	}
-	return nil, Op{}, nil
+	return inv, Op{Record: Record{Kind: kindInvite, Key: state.TokenHash(token)}, Delete: true}, nil
 }
 
 // CurrentCRL returns the active signed CRL, creating the empty sequence-0
@@ -289,6 +262,32 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 	default:
 		return RevokeResult{}, refuse(CodeWordInvalidParams, "cert_id or node_public_key required")
 	}
+	// On a shared store a transaction's size is bounded: a key's many
+	// certificates are revoked in steps, the first evicting its entry.
+	step := len(targets)
+	if n.shared != nil {
+		step = min(step, revokeStep)
+	}
+	var evicted []string
+	for len(targets) > step {
+		res, err := n.revokeLocked(ctx, targets[:step], nodeKey, reason)
+		if err != nil {
+			return RevokeResult{}, err
+		}
+		evicted, targets = append(evicted, res.Evicted...), targets[step:]
+	}
+	res, err := n.revokeLocked(ctx, targets, nodeKey, reason)
+	res.Evicted = append(evicted, res.Evicted...)
+	return res, err
+}
+
+// revokeStep is how many certificates one write revokes on a shared
+// store: with their conditions, well within etcd's 128 operations.
+const revokeStep = 48
+
+// revokeLocked is Revoke's write of the revocation of targets, certificates of nodeKey.
+func (n *Node) revokeLocked(ctx context.Context, targets []*state.CertState, nodeKey, reason string) (RevokeResult, error) {
+	t := n.state.Trust
 	cur := t.CRL
 	if cur == nil {
 		cur = n.newCRLLocked(0, nil)

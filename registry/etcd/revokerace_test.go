@@ -98,15 +98,20 @@ func TestRevocationEvictsARegistrationNotYetSeen(t *testing.T) {
 // or a pinned key for key_compromise. b's write must lose: before, it
 // was conditional on the descriptor's record alone and stored a
 // registration of a revoked key on every node. Now it is conditional on
-// the certificates its verdict rested on too (concurrent_change).
+// the certificates its verdict rested on too (concurrent_change); for a
+// key with many certificates, on the CRL instead
+// (TestKeyWithManyCertificates).
 func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		pinned bool
 		reason string
+		certs  int
 	}{
-		{"enrolled key, cessation", false, registry.ReasonCessation},
-		{"pinned key, key_compromise", true, registry.ReasonKeyCompromise},
+		{"enrolled key, cessation", false, registry.ReasonCessation, 1},
+		{"pinned key, key_compromise", true, registry.ReasonKeyCompromise, 0},
+		{"key enrolled 130 times, cessation", false, registry.ReasonCessation, 130},
+		{"pinned key enrolled 130 times, key_compromise", true, registry.ReasonKeyCompromise, 130},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			priv, key := nodeKey(t)
@@ -119,11 +124,14 @@ func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
 			b, hb := joinHeld(t, srv, "/revrace/", pinned...)
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
-			if !tc.pinned {
+			for range tc.certs {
 				if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if tc.certs > 0 {
 				waitTrusted(t, b, key)
+				settle(t, srv, a, b)
 			}
 
 			arrived, release := hb.holdNextWrite(false)
@@ -144,6 +152,18 @@ func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
 			}
 			if err := <-done; errWord(err) != registry.CodeWordConcurrentChange {
 				t.Errorf("b's registration checked before the revocation: %v, want %s", err, registry.CodeWordConcurrentChange)
+			}
+			settle(t, srv, a, b)
+			for i, p := range []*peer{a, b} {
+				if got := len(p.Certificates(key)); got < tc.certs {
+					t.Errorf("node %d holds %d certificates of the revoked key, want %d", i, got, tc.certs)
+				}
+				for _, cs := range p.Certificates(key) {
+					if cs.Status != "revoked" {
+						t.Errorf("node %d: certificate %s of the revoked key is %s", i, cs.CertID, cs.Status)
+						break
+					}
+				}
 			}
 			noneHolds(t, srv, key, "rev.race", tc.reason == registry.ReasonKeyCompromise, a, b)
 		})
@@ -189,6 +209,57 @@ func TestEnrolmentOfAKeyCompromisedElsewhere(t *testing.T) {
 		}
 		if _, err := p.Enroll(ctx, key, nil, time.Hour); errWord(err) != "node_key_compromised" {
 			t.Errorf("node %d: enrolment once caught up: %v, want node_key_compromised", i, err)
+		}
+	}
+}
+
+// TestKeyWithManyCertificates: a key enrolled 130 times registers through
+// another node, and a revocation of the key revokes every certificate and
+// evicts the registration on both nodes. Before, the registration (a
+// condition per certificate) and the revocation (a write per
+// certificate) each passed etcd's 128 operations in one transaction and
+// failed; now the registration is conditional on the CRL instead and the
+// revocation is written in steps, the first evicting.
+func TestKeyWithManyCertificates(t *testing.T) {
+	const certs = 130
+	srv := etcdtest.Start(t)
+	a, _ := joinHeld(t, srv, "/manycerts/")
+	b, _ := joinHeld(t, srv, "/manycerts/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	priv, key := nodeKey(t)
+	for range certs {
+		if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitTrusted(t, b, key)
+	settle(t, srv, a, b)
+	if _, err := b.Register(ctx, signedAt(t, priv, []string{"many.certs"}, time.Now(), 7103)); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, a, b)
+	res, err := a.Revoke(ctx, "", key, registry.ReasonCessation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RevokedCount != certs || len(res.Evicted) != 1 || res.Evicted[0] != key {
+		t.Errorf("revocation: %d revoked, evicted %v; want %d and the key", res.RevokedCount, res.Evicted, certs)
+	}
+	settle(t, srv, a, b)
+	for i, p := range []*peer{a, b} {
+		got := p.Certificates(key)
+		if len(got) != certs {
+			t.Errorf("node %d holds %d certificates of the key, want %d", i, len(got), certs)
+		}
+		for _, cs := range got {
+			if cs.Status != "revoked" {
+				t.Errorf("node %d: certificate %s is %s after the key's revocation", i, cs.CertID, cs.Status)
+				break
+			}
+		}
+		if _, ok := p.Get(key); ok {
+			t.Errorf("node %d still holds the revoked key's registration", i)
 		}
 	}
 }

@@ -331,8 +331,12 @@ func (s *State) HistoryEvents(chs []store.Change, now time.Time) []Event {
 // for a pinned key every one not revoked and its compromise mark. A
 // revocation that can make the key untrusted rewrites one of them
 // (Authority.Revoke), so a registration checked before it and written
-// after it loses, and its retry is checked against the revocation.
-// Writers' state only.
+// after it loses, and its retry is checked against the revocation. A
+// key with more than MaxCertConds such certificates is conditional on the
+// CRL instead, which every revocation rewrites: a transaction stays within
+// a store's bound on its size (etcd's 128 operations), and a registration
+// of that key loses to any revocation in the fleet, not only to one of
+// its own. Writers' state only.
 func (s *State) RegisterConds(key string, now time.Time) []store.Cond {
 	cond := func(kind, k string) store.Cond {
 		return store.Cond{Kind: kind, Key: k, Rev: s.Shared.Revs[RevKey(kind, k, "")]}
@@ -348,8 +352,15 @@ func (s *State) RegisterConds(key string, now time.Time) []store.Cond {
 	if t.Pinned[key] {
 		conds = append(conds, cond(KindCert, PinnedCertID(key)))
 	}
+	if len(conds) > 2+MaxCertConds {
+		conds = append(conds[:2], s.CRLConds()...)
+	}
 	return conds
 }
+
+// MaxCertConds is how many certificate conditions a registration's write
+// carries at most (RegisterConds).
+const MaxCertConds = 16
 
 // CRLConds, in shared mode, require the active CRL to be as this node
 // holds it (none: none stored); every revocation rewrites it. Writers'
