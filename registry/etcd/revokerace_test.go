@@ -263,3 +263,51 @@ func TestKeyWithManyCertificates(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistrationCheckedBeforeACompromiseOfAnExpiredCertificate: a key
+// holds a live certificate and an expired one; node b checks a
+// descriptor of the key, then node a revokes the expired certificate for
+// key_compromise, which blocks the key for good, before b's write
+// reaches etcd. b's write must lose. Before, a registration was
+// conditional on the key's live certificates only ("no revocation of an
+// expired one changes the verdict"), so b stored a registration of a
+// compromised key on every node; now it is conditional on every
+// certificate of the key not yet revoked.
+func TestRegistrationCheckedBeforeACompromiseOfAnExpiredCertificate(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, _ := joinHeld(t, srv, "/expcomp/")
+	b, hb := joinHeld(t, srv, "/expcomp/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	priv, key := nodeKey(t)
+	old, err := a.Enroll(ctx, key, nil, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, a, b)
+	waitFor(t, func() bool { return time.Now().After(old.ExpiresAt.Instant()) })
+
+	arrived, release := hb.holdNextWrite(false)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Register(ctx, signedAt(t, priv, []string{"exp.comp"}, time.Now(), 7104))
+		done <- err
+	}()
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("b's registration ended before its write: %v", err)
+	}
+	_, err = a.Revoke(ctx, old.CertID, "", registry.ReasonKeyCompromise)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; errWord(err) != registry.CodeWordConcurrentChange {
+		t.Errorf("b's registration checked before the compromise: %v, want %s", err, registry.CodeWordConcurrentChange)
+	}
+	noneHolds(t, srv, key, "exp.comp", true, a, b)
+}

@@ -327,24 +327,25 @@ func (s *State) HistoryEvents(chs []store.Change, now time.Time) []Event {
 // the records its checks read, as this node holds them. The descriptor;
 // the watermark record, written or not (another node may have stored one,
 // a newer descriptor deleted, that this node's feed has not delivered);
-// and the certificates the key's trust verdict rests on — its live ones,
-// for a pinned key every one not revoked and its compromise mark. A
-// revocation that can make the key untrusted rewrites one of them
-// (Authority.Revoke), so a registration checked before it and written
-// after it loses, and its retry is checked against the revocation. A
+// and the certificates the key's trust verdict rests on — every one not
+// revoked, expired ones too (a key_compromise of any certificate blocks
+// the key), and for a pinned key its compromise mark. A revocation that
+// can make the key untrusted rewrites one of them (Authority.Revoke), so
+// a registration checked before it and written after it loses, and its
+// retry is checked against the revocation. A
 // key with more than MaxCertConds such certificates is conditional on the
 // CRL instead, which every revocation rewrites: a transaction stays within
 // a store's bound on its size (etcd's 128 operations), and a registration
 // of that key loses to any revocation in the fleet, not only to one of
 // its own. Writers' state only.
-func (s *State) RegisterConds(key string, now time.Time) []store.Cond {
+func (s *State) RegisterConds(key string) []store.Cond {
 	cond := func(kind, k string) store.Cond {
 		return store.Cond{Kind: kind, Key: k, Rev: s.Shared.Revs[RevKey(kind, k, "")]}
 	}
 	conds := []store.Cond{cond(KindDescriptor, key), cond(KindMark, key)}
 	t := s.Trust
 	for _, cs := range t.ByKey[key] {
-		if cs.Status == "revoked" || (!t.Pinned[key] && !now.Before(cs.Parsed.ExpiresAt.Instant())) {
+		if cs.Status == "revoked" {
 			continue // no revocation of it changes the verdict
 		}
 		conds = append(conds, cond(KindCert, cs.Parsed.CertID))
