@@ -255,10 +255,10 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		targets = []*state.CertState{cs}
 		nodeKey = cs.Parsed.NodePublicKey
 	case nodeKey != "":
-		targets = append(targets, t.ByKey[nodeKey]...)
-		if len(targets) == 0 && reason != ReasonKeyCompromise {
+		if len(t.ByKey[nodeKey]) == 0 && reason != ReasonKeyCompromise {
 			return RevokeResult{}, withStatus("certificate_not_found", 404, CodeNotFound, "node key %s holds no certificate", short(nodeKey))
 		}
+		targets = t.Unrevoked(nodeKey) // none left: a key_compromise still blocks the key
 	default:
 		return RevokeResult{}, refuse(CodeWordInvalidParams, "cert_id or node_public_key required")
 	}

@@ -283,8 +283,9 @@ func (r Revocation) Empty() bool { return len(r.Changed) == 0 && r.Blocked == ni
 
 // Revoke computes the revocation of targets (certificates of nodeKey) for
 // reason at now, on top of the current CRL cur. A key_compromise of a key
-// without certificates (a pinned key) is recorded as a pseudo-certificate
-// so that it persists.
+// without certificates to revoke (a pinned key, or one whose every
+// certificate was revoked already; targets empty) is recorded as a
+// pseudo-certificate so that it persists.
 func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, reason string, now time.Time) Revocation {
 	r := Revocation{Reason: reason, Revoked: append([]descriptor.RevokedCertificate(nil), cur.Revoked...)}
 	for _, cs := range targets {
@@ -305,6 +306,17 @@ func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, r
 		r.Stored = append(r.Stored, cs)
 	}
 	return r
+}
+
+// Unrevoked returns the certificates of nodeKey not revoked yet.
+func (t *Authority) Unrevoked(nodeKey string) []*CertState {
+	var out []*CertState
+	for _, cs := range t.ByKey[nodeKey] {
+		if cs.Status != "revoked" {
+			out = append(out, cs)
+		}
+	}
+	return out
 }
 
 // PinnedCertID is the id of the pseudo-certificate that records the
