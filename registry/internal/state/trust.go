@@ -282,17 +282,25 @@ type Revocation struct {
 func (r Revocation) Empty() bool { return len(r.Changed) == 0 && r.Blocked == nil }
 
 // Revoke computes the revocation of targets (certificates of nodeKey) for
-// reason at now, on top of the current CRL cur. A key_compromise of a key
+// reason at now, on top of the current CRL cur; the next CRL leaves out
+// the certificates expired for more than CRLGrace (listed). A key_compromise of a key
 // without certificates to revoke (a pinned key, or one whose every
 // certificate was revoked already; targets empty) is recorded as a
 // pseudo-certificate so that it persists.
 func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, reason string, now time.Time) Revocation {
-	r := Revocation{Reason: reason, Revoked: append([]descriptor.RevokedCertificate(nil), cur.Revoked...)}
+	r := Revocation{Reason: reason}
+	for _, rc := range cur.Revoked {
+		if t.listed(rc.CertificateID, now) {
+			r.Revoked = append(r.Revoked, rc)
+		}
+	}
 	for _, cs := range targets {
 		if cs.Status == "revoked" {
 			continue
 		}
-		r.Revoked = append(r.Revoked, descriptor.RevokedCertificate{CertificateID: cs.Parsed.CertID, RevokedAt: descriptor.TimeOf(now), Reason: reason, Issuer: t.KeyID})
+		if t.listed(cs.Parsed.CertID, now) {
+			r.Revoked = append(r.Revoked, descriptor.RevokedCertificate{CertificateID: cs.Parsed.CertID, RevokedAt: descriptor.TimeOf(now), Reason: reason, Issuer: t.KeyID})
+		}
 		upd := *cs
 		upd.Status, upd.RevocationReason = "revoked", reason
 		r.Stored = append(r.Stored, &upd)
@@ -317,6 +325,21 @@ func (t *Authority) Unrevoked(nodeKey string) []*CertState {
 		}
 	}
 	return out
+}
+
+// CRLGrace is how long past its expiry a revoked certificate stays
+// listed in new CRLs. An expired certificate is refused by its expiry
+// alone; a CRL that listed every certificate ever revoked would grow
+// without bound, past what a store takes in one write (etcd: 1.5 MiB,
+// some 10,000 entries).
+const CRLGrace = 24 * time.Hour
+
+// listed reports whether a new CRL issued at now lists the revoked
+// certificate id: unless it expired more than CRLGrace ago (an unknown
+// one is kept).
+func (t *Authority) listed(id string, now time.Time) bool {
+	cs, ok := t.Certs[id]
+	return !ok || now.Before(cs.Parsed.ExpiresAt.Instant().Add(CRLGrace))
 }
 
 // PinnedCertID is the id of the pseudo-certificate that records the
