@@ -311,3 +311,58 @@ func TestRegistrationCheckedBeforeACompromiseOfAnExpiredCertificate(t *testing.T
 	}
 	noneHolds(t, srv, key, "exp.comp", true, a, b)
 }
+
+// TestRevocationByKeyAfterAnEnrolmentNotYetSeen: node b enrols a key
+// anew; node a, whose feed has not delivered that certificate, revokes
+// the key by node key. The revocation must not succeed leaving b's
+// certificate valid (absent from the CRL, the key trusted by it). Before,
+// neither write read what the other wrote — the enrolment is conditional
+// on the CRL, which a revocation writes but an enrolment does not — so a
+// revoked every certificate it knew and b's stayed issued. Now an
+// enrolment and a revocation both rewrite the key's certificate record
+// (state.KindKeyCerts), so the one that comes second loses: a gets
+// concurrent_change, and its retry revokes b's certificate too.
+func TestRevocationByKeyAfterAnEnrolmentNotYetSeen(t *testing.T) {
+	for _, reason := range []string{registry.ReasonCessation, registry.ReasonKeyCompromise} {
+		t.Run(reason, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			a, ha := joinHeld(t, srv, "/revenrol/")
+			b, _ := joinHeld(t, srv, "/revenrol/")
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			_, key := nodeKey(t)
+			if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, srv, a, b)
+
+			ha.feed.Lock()
+			if _, err := b.Enroll(ctx, key, nil, time.Hour); err != nil {
+				ha.feed.Unlock()
+				t.Fatal(err)
+			}
+			_, err := a.Revoke(ctx, "", key, reason)
+			ha.feed.Unlock()
+			if err != nil && errWord(err) != registry.CodeWordConcurrentChange {
+				t.Fatalf("revoke on a lagging node: %v, want success or %s", err, registry.CodeWordConcurrentChange)
+			} else if err != nil {
+				settle(t, srv, a)
+				if _, err := a.Revoke(ctx, "", key, reason); err != nil {
+					t.Fatalf("the revocation retried: %v", err)
+				}
+			}
+			settle(t, srv, a, b)
+			for i, p := range []*peer{a, b} {
+				certs := p.Certificates(key)
+				if len(certs) != 2 {
+					t.Errorf("node %d holds %d certificates of the key, want 2", i, len(certs))
+				}
+				for _, cs := range certs {
+					if cs.Status != "revoked" {
+						t.Errorf("node %d: certificate %s of the key revoked by key is %s", i, cs.CertID, cs.Status)
+					}
+				}
+			}
+		})
+	}
+}

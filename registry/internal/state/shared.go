@@ -23,6 +23,12 @@ const (
 	// transaction so that every node reports the same event; a deletion
 	// without one is an expiry by the store's lease.
 	KindWhy = "why"
+	// KindKeyCerts, keyed by node key, is rewritten (empty) by every
+	// issue of a certificate to the key and every revocation of one of
+	// its certificates, on a shared store: a revocation by key made on a
+	// node that has not seen a certificate issued elsewhere loses, rather
+	// than leave that certificate valid and absent from the CRL.
+	KindKeyCerts = "keycerts"
 )
 
 // FarFuture is the ExpiresAt of another node's local registration: it
@@ -388,6 +394,14 @@ func (s *State) WriteConds(extra []store.Cond, ops []store.Op) []store.Cond {
 		extra = append(extra, store.Cond{Kind: op.Kind, Key: op.Key, Rev: s.Shared.Revs[k], Present: op.Kind == KindInvite && op.Delete})
 	}
 	return extra
+}
+
+// KeyCertsOps, in shared mode, rewrite nodeKey's KindKeyCerts record.
+func (s *State) KeyCertsOps(nodeKey string) []store.Op {
+	if s.Shared == nil {
+		return nil
+	}
+	return []store.Op{{Record: store.Record{Kind: KindKeyCerts, Key: nodeKey}}}
 }
 
 // Written records that ops were written at rev (writers' state).

@@ -347,7 +347,8 @@ func (t *Authority) listed(id string, now time.Time) bool {
 func PinnedCertID(nodeKey string) string { return "pinned:" + nodeKey }
 
 // RevocationWrite is the one write that stores r with crl, the CRL that
-// lists it, and evicts nodeKey's registration, with the registration it
+// lists it, and evicts nodeKey's registration (on a shared store it
+// rewrites the key's KindKeyCerts record too), with the registration it
 // evicts (nil: none indexed) and its event. On a shared store the write
 // deletes the key's descriptor record even when none is indexed: the
 // deletion is conditional on what the node holds (none: none may exist),
@@ -361,6 +362,7 @@ func (s *State) RevocationWrite(r Revocation, crl *descriptor.CRL, nodeKey strin
 	}
 	raw, _ := crl.MarshalJSON()
 	ops = append(ops, store.Op{Record: store.Record{Kind: KindCRL, Key: "active", Value: raw}})
+	ops = append(ops, s.KeyCertsOps(nodeKey)...)
 	e, held := s.Lookup(nodeKey)
 	if !held || e.Source != SourceDescriptor {
 		if shared {
