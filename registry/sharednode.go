@@ -290,7 +290,7 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 		return Entry{}, err
 	}
 	dk, mk := state.RevKey(kindDescriptor, e.Key, ""), state.RevKey(kindMark, e.Key, "")
-	conds := n.state.RegisterConds(e.Key, now)
+	conds := n.state.RegisterConds(e.Key)
 	// The stored descriptor is its own watermark (its registered_at); a
 	// separate watermark record is written only when an older descriptor
 	// could outlive this one (it expires later), or on deletion.

@@ -138,9 +138,11 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 	cs := t.Issue(nodeKey, roles, n.cfg.Now(), validity, maxHours)
 	c := cs.Parsed
 	val, _ := json.Marshal(cs)
-	ops := append(extra, Op{Record: Record{Kind: kindCert, Key: c.CertID, Value: val}})
+	ops := append(append(extra, Op{Record: Record{Kind: kindCert, Key: c.CertID, Value: val}}), n.state.KeyCertsOps(nodeKey)...)
 	// In a fleet, also the CRL as this node holds it: every revocation
-	// rewrites it, a key_compromise not yet delivered here included.
+	// rewrites it, a key_compromise not yet delivered here included; the
+	// key's record (KeyCertsOps) makes a revocation by key that has not
+	// seen this certificate lose.
 	if err := n.applyIf(ctx, n.state.CRLConds(), ops...); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
@@ -255,10 +257,10 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		targets = []*state.CertState{cs}
 		nodeKey = cs.Parsed.NodePublicKey
 	case nodeKey != "":
-		targets = append(targets, t.ByKey[nodeKey]...)
-		if len(targets) == 0 && reason != ReasonKeyCompromise {
+		if len(t.ByKey[nodeKey]) == 0 && reason != ReasonKeyCompromise {
 			return RevokeResult{}, withStatus("certificate_not_found", 404, CodeNotFound, "node key %s holds no certificate", short(nodeKey))
 		}
+		targets = t.Unrevoked(nodeKey) // none left: a key_compromise still blocks the key
 	default:
 		return RevokeResult{}, refuse(CodeWordInvalidParams, "cert_id or node_public_key required")
 	}

@@ -14,7 +14,7 @@ import (
 // Group commit: ApplyIf calls that arrive while transactions are in
 // flight (at most maxInFlight) wait and go together in the next one, If(every condition)
 // Then(every write), as long as they touch disjoint keys and fit etcd's
-// limit on operations. When the joint conditions fail, each call is
+// limits on operations and on a request's bytes (maxTxnBytes). When the joint conditions fail, each call is
 // retried alone so that only the one that lost its race gets
 // registry.ErrConflict. The calls of one transaction share its revision.
 // One etcd round trip then serves many registrations: a node's write rate
@@ -25,8 +25,16 @@ type pending struct {
 	cmps []clientv3.Cmp
 	ops  []clientv3.Op
 	keys map[string]bool // every key the call compares or writes
+	size int             // bytes of its keys and values
 	done chan result
 }
+
+// maxTxnBytes is how many bytes of keys and values calls sharing a
+// transaction carry at most, well within etcd's default limit on a
+// request (--max-request-bytes, 1.5 MiB) and the client's on a message
+// (2 MiB). A larger call goes alone: etcd takes it or refuses it, and
+// no other call fails with it.
+const maxTxnBytes = 1 << 20
 
 type result struct {
 	rev uint64
@@ -134,15 +142,16 @@ func (b *batcher) dispatch(s *Store) {
 }
 
 // take removes from the queue, in order, the calls that fit one
-// transaction: disjoint keys, at most maxOpsPerTxn operations.
+// transaction: disjoint keys, at most maxOpsPerTxn operations, and
+// maxTxnBytes unless the call is alone.
 func (b *batcher) take() []*pending {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var batch, rest []*pending
 	blocked := map[string]bool{} // keys of calls left in the queue
-	n := 0
+	n, size := 0, 0
 	for _, p := range b.queue {
-		fits := n+len(p.cmps)+len(p.ops) <= maxOpsPerTxn
+		fits := n+len(p.cmps)+len(p.ops) <= maxOpsPerTxn && (len(batch) == 0 || size+p.size <= maxTxnBytes)
 		for k := range p.keys {
 			fits = fits && !b.inflight[k] && !blocked[k]
 		}
@@ -157,7 +166,7 @@ func (b *batcher) take() []*pending {
 		for k := range p.keys {
 			b.inflight[k] = true
 		}
-		n += len(p.cmps) + len(p.ops)
+		n, size = n+len(p.cmps)+len(p.ops), size+p.size
 		batch = append(batch, p)
 	}
 	b.queue = rest

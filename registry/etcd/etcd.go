@@ -496,7 +496,7 @@ func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []regist
 	p := &pending{keys: map[string]bool{}, done: make(chan result, 1)}
 	for _, c := range conds {
 		k := s.key(c.Kind, c.Key)
-		p.keys[k] = true
+		p.keys[k], p.size = true, p.size+len(k)
 		if c.Present {
 			p.cmps = append(p.cmps, clientv3.Compare(clientv3.CreateRevision(k), ">", 0))
 		} else {
@@ -508,7 +508,7 @@ func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []regist
 		if last[k] != i {
 			continue
 		}
-		p.keys[k] = true
+		p.keys[k], p.size = true, p.size+len(k)
 		if op.Delete {
 			p.ops = append(p.ops, clientv3.OpDelete(k))
 			continue
@@ -521,7 +521,7 @@ func (s *Store) request(ctx context.Context, conds []registry.Cond, ops []regist
 		if err != nil {
 			return nil, err
 		}
-		p.ops = append(p.ops, clientv3.OpPut(k, v, clientv3.WithLease(lease)))
+		p.ops, p.size = append(p.ops, clientv3.OpPut(k, v, clientv3.WithLease(lease))), p.size+len(v)
 	}
 	return p, nil
 }

@@ -263,3 +263,106 @@ func TestKeyWithManyCertificates(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistrationCheckedBeforeACompromiseOfAnExpiredCertificate: a key
+// holds a live certificate and an expired one; node b checks a
+// descriptor of the key, then node a revokes the expired certificate for
+// key_compromise, which blocks the key for good, before b's write
+// reaches etcd. b's write must lose. Before, a registration was
+// conditional on the key's live certificates only ("no revocation of an
+// expired one changes the verdict"), so b stored a registration of a
+// compromised key on every node; now it is conditional on every
+// certificate of the key not yet revoked.
+func TestRegistrationCheckedBeforeACompromiseOfAnExpiredCertificate(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, _ := joinHeld(t, srv, "/expcomp/")
+	b, hb := joinHeld(t, srv, "/expcomp/")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	priv, key := nodeKey(t)
+	old, err := a.Enroll(ctx, key, nil, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, a, b)
+	waitFor(t, func() bool { return time.Now().After(old.ExpiresAt.Instant()) })
+
+	arrived, release := hb.holdNextWrite(false)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Register(ctx, signedAt(t, priv, []string{"exp.comp"}, time.Now(), 7104))
+		done <- err
+	}()
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("b's registration ended before its write: %v", err)
+	}
+	_, err = a.Revoke(ctx, old.CertID, "", registry.ReasonKeyCompromise)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; errWord(err) != registry.CodeWordConcurrentChange {
+		t.Errorf("b's registration checked before the compromise: %v, want %s", err, registry.CodeWordConcurrentChange)
+	}
+	noneHolds(t, srv, key, "exp.comp", true, a, b)
+}
+
+// TestRevocationByKeyAfterAnEnrolmentNotYetSeen: node b enrols a key
+// anew; node a, whose feed has not delivered that certificate, revokes
+// the key by node key. The revocation must not succeed leaving b's
+// certificate valid (absent from the CRL, the key trusted by it). Before,
+// neither write read what the other wrote — the enrolment is conditional
+// on the CRL, which a revocation writes but an enrolment does not — so a
+// revoked every certificate it knew and b's stayed issued. Now an
+// enrolment and a revocation both rewrite the key's certificate record
+// (state.KindKeyCerts), so the one that comes second loses: a gets
+// concurrent_change, and its retry revokes b's certificate too.
+func TestRevocationByKeyAfterAnEnrolmentNotYetSeen(t *testing.T) {
+	for _, reason := range []string{registry.ReasonCessation, registry.ReasonKeyCompromise} {
+		t.Run(reason, func(t *testing.T) {
+			srv := etcdtest.Start(t)
+			a, ha := joinHeld(t, srv, "/revenrol/")
+			b, _ := joinHeld(t, srv, "/revenrol/")
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			_, key := nodeKey(t)
+			if _, err := a.Enroll(ctx, key, nil, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			settle(t, srv, a, b)
+
+			ha.feed.Lock()
+			if _, err := b.Enroll(ctx, key, nil, time.Hour); err != nil {
+				ha.feed.Unlock()
+				t.Fatal(err)
+			}
+			_, err := a.Revoke(ctx, "", key, reason)
+			ha.feed.Unlock()
+			if err != nil && errWord(err) != registry.CodeWordConcurrentChange {
+				t.Fatalf("revoke on a lagging node: %v, want success or %s", err, registry.CodeWordConcurrentChange)
+			} else if err != nil {
+				settle(t, srv, a)
+				if _, err := a.Revoke(ctx, "", key, reason); err != nil {
+					t.Fatalf("the revocation retried: %v", err)
+				}
+			}
+			settle(t, srv, a, b)
+			for i, p := range []*peer{a, b} {
+				certs := p.Certificates(key)
+				if len(certs) != 2 {
+					t.Errorf("node %d holds %d certificates of the key, want 2", i, len(certs))
+				}
+				for _, cs := range certs {
+					if cs.Status != "revoked" {
+						t.Errorf("node %d: certificate %s of the key revoked by key is %s", i, cs.CertID, cs.Status)
+					}
+				}
+			}
+		})
+	}
+}

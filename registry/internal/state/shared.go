@@ -23,6 +23,12 @@ const (
 	// transaction so that every node reports the same event; a deletion
 	// without one is an expiry by the store's lease.
 	KindWhy = "why"
+	// KindKeyCerts, keyed by node key, is rewritten (empty) by every
+	// issue of a certificate to the key and every revocation of one of
+	// its certificates, on a shared store: a revocation by key made on a
+	// node that has not seen a certificate issued elsewhere loses, rather
+	// than leave that certificate valid and absent from the CRL.
+	KindKeyCerts = "keycerts"
 )
 
 // FarFuture is the ExpiresAt of another node's local registration: it
@@ -327,24 +333,25 @@ func (s *State) HistoryEvents(chs []store.Change, now time.Time) []Event {
 // the records its checks read, as this node holds them. The descriptor;
 // the watermark record, written or not (another node may have stored one,
 // a newer descriptor deleted, that this node's feed has not delivered);
-// and the certificates the key's trust verdict rests on — its live ones,
-// for a pinned key every one not revoked and its compromise mark. A
-// revocation that can make the key untrusted rewrites one of them
-// (Authority.Revoke), so a registration checked before it and written
-// after it loses, and its retry is checked against the revocation. A
+// and the certificates the key's trust verdict rests on — every one not
+// revoked, expired ones too (a key_compromise of any certificate blocks
+// the key), and for a pinned key its compromise mark. A revocation that
+// can make the key untrusted rewrites one of them (Authority.Revoke), so
+// a registration checked before it and written after it loses, and its
+// retry is checked against the revocation. A
 // key with more than MaxCertConds such certificates is conditional on the
 // CRL instead, which every revocation rewrites: a transaction stays within
 // a store's bound on its size (etcd's 128 operations), and a registration
 // of that key loses to any revocation in the fleet, not only to one of
 // its own. Writers' state only.
-func (s *State) RegisterConds(key string, now time.Time) []store.Cond {
+func (s *State) RegisterConds(key string) []store.Cond {
 	cond := func(kind, k string) store.Cond {
 		return store.Cond{Kind: kind, Key: k, Rev: s.Shared.Revs[RevKey(kind, k, "")]}
 	}
 	conds := []store.Cond{cond(KindDescriptor, key), cond(KindMark, key)}
 	t := s.Trust
 	for _, cs := range t.ByKey[key] {
-		if cs.Status == "revoked" || (!t.Pinned[key] && !now.Before(cs.Parsed.ExpiresAt.Instant())) {
+		if cs.Status == "revoked" {
 			continue // no revocation of it changes the verdict
 		}
 		conds = append(conds, cond(KindCert, cs.Parsed.CertID))
@@ -387,6 +394,14 @@ func (s *State) WriteConds(extra []store.Cond, ops []store.Op) []store.Cond {
 		extra = append(extra, store.Cond{Kind: op.Kind, Key: op.Key, Rev: s.Shared.Revs[k], Present: op.Kind == KindInvite && op.Delete})
 	}
 	return extra
+}
+
+// KeyCertsOps, in shared mode, rewrite nodeKey's KindKeyCerts record.
+func (s *State) KeyCertsOps(nodeKey string) []store.Op {
+	if s.Shared == nil {
+		return nil
+	}
+	return []store.Op{{Record: store.Record{Kind: KindKeyCerts, Key: nodeKey}}}
 }
 
 // Written records that ops were written at rev (writers' state).

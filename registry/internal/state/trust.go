@@ -282,16 +282,25 @@ type Revocation struct {
 func (r Revocation) Empty() bool { return len(r.Changed) == 0 && r.Blocked == nil }
 
 // Revoke computes the revocation of targets (certificates of nodeKey) for
-// reason at now, on top of the current CRL cur. A key_compromise of a key
-// without certificates (a pinned key) is recorded as a pseudo-certificate
-// so that it persists.
+// reason at now, on top of the current CRL cur; the next CRL leaves out
+// the certificates expired for more than CRLGrace (listed). A key_compromise of a key
+// without certificates to revoke (a pinned key, or one whose every
+// certificate was revoked already; targets empty) is recorded as a
+// pseudo-certificate so that it persists.
 func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, reason string, now time.Time) Revocation {
-	r := Revocation{Reason: reason, Revoked: append([]descriptor.RevokedCertificate(nil), cur.Revoked...)}
+	r := Revocation{Reason: reason}
+	for _, rc := range cur.Revoked {
+		if t.listed(rc.CertificateID, now) {
+			r.Revoked = append(r.Revoked, rc)
+		}
+	}
 	for _, cs := range targets {
 		if cs.Status == "revoked" {
 			continue
 		}
-		r.Revoked = append(r.Revoked, descriptor.RevokedCertificate{CertificateID: cs.Parsed.CertID, RevokedAt: descriptor.TimeOf(now), Reason: reason, Issuer: t.KeyID})
+		if t.listed(cs.Parsed.CertID, now) {
+			r.Revoked = append(r.Revoked, descriptor.RevokedCertificate{CertificateID: cs.Parsed.CertID, RevokedAt: descriptor.TimeOf(now), Reason: reason, Issuer: t.KeyID})
+		}
 		upd := *cs
 		upd.Status, upd.RevocationReason = "revoked", reason
 		r.Stored = append(r.Stored, &upd)
@@ -307,12 +316,39 @@ func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, r
 	return r
 }
 
+// Unrevoked returns the certificates of nodeKey not revoked yet.
+func (t *Authority) Unrevoked(nodeKey string) []*CertState {
+	var out []*CertState
+	for _, cs := range t.ByKey[nodeKey] {
+		if cs.Status != "revoked" {
+			out = append(out, cs)
+		}
+	}
+	return out
+}
+
+// CRLGrace is how long past its expiry a revoked certificate stays
+// listed in new CRLs. An expired certificate is refused by its expiry
+// alone; a CRL that listed every certificate ever revoked would grow
+// without bound, past what a store takes in one write (etcd: 1.5 MiB,
+// some 10,000 entries).
+const CRLGrace = 24 * time.Hour
+
+// listed reports whether a new CRL issued at now lists the revoked
+// certificate id: unless it expired more than CRLGrace ago (an unknown
+// one is kept).
+func (t *Authority) listed(id string, now time.Time) bool {
+	cs, ok := t.Certs[id]
+	return !ok || now.Before(cs.Parsed.ExpiresAt.Instant().Add(CRLGrace))
+}
+
 // PinnedCertID is the id of the pseudo-certificate that records the
 // key_compromise of a key without certificates (Revoke).
 func PinnedCertID(nodeKey string) string { return "pinned:" + nodeKey }
 
 // RevocationWrite is the one write that stores r with crl, the CRL that
-// lists it, and evicts nodeKey's registration, with the registration it
+// lists it, and evicts nodeKey's registration (on a shared store it
+// rewrites the key's KindKeyCerts record too), with the registration it
 // evicts (nil: none indexed) and its event. On a shared store the write
 // deletes the key's descriptor record even when none is indexed: the
 // deletion is conditional on what the node holds (none: none may exist),
@@ -326,6 +362,7 @@ func (s *State) RevocationWrite(r Revocation, crl *descriptor.CRL, nodeKey strin
 	}
 	raw, _ := crl.MarshalJSON()
 	ops = append(ops, store.Op{Record: store.Record{Kind: KindCRL, Key: "active", Value: raw}})
+	ops = append(ops, s.KeyCertsOps(nodeKey)...)
 	e, held := s.Lookup(nodeKey)
 	if !held || e.Source != SourceDescriptor {
 		if shared {
