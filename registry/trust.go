@@ -53,6 +53,7 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 		return errors.New("registry: the root key and the network-authority key are the same key; they must differ (RFC-001 rule 8)")
 	}
 	t := state.NewAuthority(n.cfg.Network, n.cfg.AuthorityKeyID, authority, root, n.cfg.TrustedKeys)
+	t.PruneCRL = n.shared != nil
 	certs, err := n.st.List(ctx, kindCert, time.Time{})
 	if err != nil {
 		return fmt.Errorf("registry: load: %w", err)

@@ -73,6 +73,10 @@ type Authority struct {
 	CRL         *descriptor.CRL
 	Genesis     map[string]any
 	Policy      map[string]any // signed PolicyManifest, created on first GET /policy
+	// PruneCRL: new CRLs leave out certificates revoked, not for
+	// key_compromise, and expired for more than CRLGrace (listed). Set on
+	// a shared store, whose CRL record must stay within one write.
+	PruneCRL bool
 	// onChange is told the node key whenever the trust of that key may
 	// have changed (a certificate issued or revoked, a compromise mark), so
 	// that cached verdicts are refreshed (State.SetTrust sets it).
@@ -282,15 +286,15 @@ type Revocation struct {
 func (r Revocation) Empty() bool { return len(r.Changed) == 0 && r.Blocked == nil }
 
 // Revoke computes the revocation of targets (certificates of nodeKey) for
-// reason at now, on top of the current CRL cur; the next CRL leaves out
-// the certificates expired for more than CRLGrace (listed). A key_compromise of a key
+// reason at now, on top of the current CRL cur; with PruneCRL the next
+// CRL leaves out some expired certificates (listed). A key_compromise of a key
 // without certificates to revoke (a pinned key, or one whose every
 // certificate was revoked already; targets empty) is recorded as a
 // pseudo-certificate so that it persists.
 func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, reason string, now time.Time) Revocation {
 	r := Revocation{Reason: reason}
 	for _, rc := range cur.Revoked {
-		if t.listed(rc.CertificateID, now) {
+		if t.listed(rc.CertificateID, rc.Reason, now) {
 			r.Revoked = append(r.Revoked, rc)
 		}
 	}
@@ -298,7 +302,7 @@ func (t *Authority) Revoke(cur *descriptor.CRL, targets []*CertState, nodeKey, r
 		if cs.Status == "revoked" {
 			continue
 		}
-		if t.listed(cs.Parsed.CertID, now) {
+		if t.listed(cs.Parsed.CertID, reason, now) {
 			r.Revoked = append(r.Revoked, descriptor.RevokedCertificate{CertificateID: cs.Parsed.CertID, RevokedAt: descriptor.TimeOf(now), Reason: reason, Issuer: t.KeyID})
 		}
 		upd := *cs
@@ -334,10 +338,15 @@ func (t *Authority) Unrevoked(nodeKey string) []*CertState {
 // some 10,000 entries).
 const CRLGrace = 24 * time.Hour
 
-// listed reports whether a new CRL issued at now lists the revoked
-// certificate id: unless it expired more than CRLGrace ago (an unknown
-// one is kept).
-func (t *Authority) listed(id string, now time.Time) bool {
+// listed reports whether a new CRL issued at now lists the certificate
+// id revoked for reason: always without PruneCRL (the reference's CRL
+// only grows), and always for key_compromise, which blocks the key for
+// good also to a peer that knows only the CRL; otherwise unless the
+// certificate expired more than CRLGrace ago (an unknown one is kept).
+func (t *Authority) listed(id, reason string, now time.Time) bool {
+	if !t.PruneCRL || reason == ReasonKeyCompromise {
+		return true
+	}
 	cs, ok := t.Certs[id]
 	return !ok || now.Before(cs.Parsed.ExpiresAt.Instant().Add(CRLGrace))
 }
