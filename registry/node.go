@@ -542,8 +542,11 @@ func (n *Node) Sweep(ctx context.Context) {
 	now := n.cfg.Now()
 	n.wmu.Lock()
 	dead, lapsed := n.state.Expired(now)
-	if len(lapsed) > 0 {
+	if gone := n.state.Trust.Lapsed(now); len(lapsed) > 0 || len(gone) > 0 {
 		n.publish(func() {
+			for _, id := range gone {
+				n.state.Trust.Forget(id) // its record expires in the store
+			}
 			for _, e := range lapsed {
 				n.state.RefreshVerdict(e, now)
 			}

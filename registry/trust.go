@@ -54,7 +54,7 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	}
 	t := state.NewAuthority(n.cfg.Network, n.cfg.AuthorityKeyID, authority, root, n.cfg.TrustedKeys)
 	t.PruneCRL = n.shared != nil
-	certs, err := n.st.List(ctx, kindCert, time.Time{})
+	certs, err := n.st.List(ctx, kindCert, now)
 	if err != nil {
 		return fmt.Errorf("registry: load: %w", err)
 	}
@@ -138,8 +138,7 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 	}
 	cs := t.Issue(nodeKey, roles, n.cfg.Now(), validity, maxHours)
 	c := cs.Parsed
-	val, _ := json.Marshal(cs)
-	ops := append(append(extra, Op{Record: Record{Kind: kindCert, Key: c.CertID, Value: val}}), n.state.KeyCertsOps(nodeKey)...)
+	ops := append(append(extra, Op{Record: state.CertRecord(cs)}), n.state.KeyCertsOps(nodeKey)...)
 	// In a fleet, also the CRL as this node holds it: every revocation
 	// rewrites it, a key_compromise not yet delivered here included; the
 	// key's record (KeyCertsOps) makes a revocation by key that has not
@@ -326,7 +325,8 @@ func (n *Node) revokeLocked(ctx context.Context, targets []*state.CertState, nod
 }
 
 // Certificates returns the certificates held by a node key (all when
-// nodeKey is empty), oldest first.
+// nodeKey is empty), oldest first: until state.CertRetention after their
+// expiry, for good when revoked for key_compromise.
 func (n *Node) Certificates(nodeKey string) []CertificateStatus {
 	n.mu.RLock()
 	defer n.mu.RUnlock()

@@ -271,7 +271,9 @@ func (s *State) applyTrust(ch store.Change) {
 			s.Marks[ch.Key] = at
 		}
 	case KindCert:
-		if !ch.Delete {
+		if ch.Delete {
+			s.Trust.Forget(ch.Key)
+		} else {
 			s.Trust.ApplyCert(ch.Value)
 		}
 	case KindCRL:

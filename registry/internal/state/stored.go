@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
@@ -63,4 +64,55 @@ func FindInvite(rs []store.Record, token string) (*Invite, error) {
 		}
 	}
 	return nil, nil
+}
+
+// CertRetention is how long after its expiry a certificate's record is
+// kept: past it, renewing the certificate is refused as unknown rather
+// than expired, and the record leaves the store (a lease on etcd, Purge
+// on SQLite) and memory (Prune). Without it every renewal would add a
+// record for good.
+const CertRetention = 7 * 24 * time.Hour
+
+// CertRecord is cs's stored record, expiring at RecordExpiry.
+func CertRecord(cs *CertState) store.Record {
+	val, _ := json.Marshal(cs)
+	return store.Record{Kind: KindCert, Key: cs.Parsed.CertID, Value: val, ExpiresAt: RecordExpiry(cs)}
+}
+
+// RecordExpiry is when cs's record expires: CertRetention after the
+// certificate; never (zero) for one revoked for key_compromise (the
+// pinned pseudo-certificate included): it is the key's block.
+func RecordExpiry(cs *CertState) time.Time {
+	if cs.Status == "revoked" && cs.RevocationReason == ReasonKeyCompromise {
+		return time.Time{}
+	}
+	return cs.Parsed.ExpiresAt.Instant().Add(CertRetention)
+}
+
+// Lapsed returns the ids of the certificates whose records have expired
+// at now (writers' state: it reads without the readers' lock).
+func (t *Authority) Lapsed(now time.Time) []string {
+	var ids []string
+	for id, cs := range t.Certs {
+		if exp := RecordExpiry(cs); !exp.IsZero() && !now.Before(exp) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Forget drops certificate id, its record deleted (writer and readers'
+// locks).
+func (t *Authority) Forget(id string) {
+	cs, ok := t.Certs[id]
+	if !ok {
+		return
+	}
+	key := cs.Parsed.NodePublicKey
+	delete(t.Certs, id)
+	t.ByKey[key] = slices.DeleteFunc(t.ByKey[key], func(c *CertState) bool { return c == cs })
+	if len(t.ByKey[key]) == 0 {
+		delete(t.ByKey, key)
+	}
+	t.Changed(key)
 }

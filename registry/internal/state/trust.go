@@ -342,13 +342,14 @@ const CRLGrace = 24 * time.Hour
 // id revoked for reason: always without PruneCRL (the reference's CRL
 // only grows), and always for key_compromise, which blocks the key for
 // good also to a peer that knows only the CRL; otherwise unless the
-// certificate expired more than CRLGrace ago (an unknown one is kept).
+// certificate expired more than CRLGrace ago, or is gone (its record
+// expired, CertRetention after the certificate).
 func (t *Authority) listed(id, reason string, now time.Time) bool {
 	if !t.PruneCRL || reason == ReasonKeyCompromise {
 		return true
 	}
 	cs, ok := t.Certs[id]
-	return !ok || now.Before(cs.Parsed.ExpiresAt.Instant().Add(CRLGrace))
+	return ok && now.Before(cs.Parsed.ExpiresAt.Instant().Add(CRLGrace))
 }
 
 // PinnedCertID is the id of the pseudo-certificate that records the
@@ -366,8 +367,7 @@ func PinnedCertID(nodeKey string) string { return "pinned:" + nodeKey }
 func (s *State) RevocationWrite(r Revocation, crl *descriptor.CRL, nodeKey string, shared bool) ([]store.Op, *Registration, []Event) {
 	var ops []store.Op
 	for _, cs := range r.Stored {
-		val, _ := json.Marshal(cs)
-		ops = append(ops, store.Op{Record: store.Record{Kind: KindCert, Key: cs.Parsed.CertID, Value: val}})
+		ops = append(ops, store.Op{Record: CertRecord(cs)})
 	}
 	raw, _ := crl.MarshalJSON()
 	ops = append(ops, store.Op{Record: store.Record{Kind: KindCRL, Key: "active", Value: raw}})

@@ -1,0 +1,82 @@
+package registry_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/capmesh/capmesh/registry"
+	"github.com/capmesh/capmesh/registry/sqlite"
+)
+
+// TestExpiredCertificatesLeave: a certificate's record leaves the store
+// and the node's memory CertRetention after the certificate expires, so
+// that renewals do not pile up records for good; one revoked for
+// key_compromise stays, and its key stays blocked, across a restart too.
+// Before, every certificate ever issued stayed in the store and in memory.
+func TestExpiredCertificatesLeave(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	var st *sqlite.Store
+	open := func() *registry.Node {
+		var err error
+		if st, err = sqlite.Open(path); err != nil {
+			t.Fatal(err)
+		}
+		s := st
+		t.Cleanup(func() { s.Close() })
+		return newNode(t, registry.Config{Network: "N", Store: st, Now: now, SweepInterval: time.Hour, Logger: quiet})
+	}
+	key := func() string {
+		pub, _, _ := ed25519.GenerateKey(rand.Reader)
+		return base64.StdEncoding.EncodeToString(pub)
+	}
+	n := open()
+	ctx := t.Context()
+	renewed, compromised := key(), key()
+	for range 3 {
+		if _, err := n.Enroll(ctx, renewed, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.Enroll(ctx, compromised, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Revoke(ctx, "", compromised, registry.ReasonKeyCompromise); err != nil {
+		t.Fatal(err)
+	}
+
+	clock.Add(int64(time.Hour + 6*24*time.Hour)) // expired, within retention
+	n.Sweep(ctx)
+	if got := len(n.Certificates(renewed)); got != 3 {
+		t.Fatalf("%d certificates a day after their expiry, want 3 (kept for a week)", got)
+	}
+	clock.Add(int64(24*time.Hour + time.Second))
+	n.Sweep(ctx)
+	check := func(n *registry.Node, when string) {
+		t.Helper()
+		if got := n.Certificates(renewed); len(got) != 0 {
+			t.Errorf("%s: %d certificates a week after their expiry, want none", when, len(got))
+		}
+		if got := n.Certificates(compromised); len(got) != 1 || got[0].RevocationReason != registry.ReasonKeyCompromise {
+			t.Errorf("%s: the compromised key's certificate: %+v, want it kept", when, got)
+		}
+		var re *registry.Error
+		if _, err := n.Enroll(ctx, compromised, nil, time.Hour); !errors.As(err, &re) || re.Code != "node_key_compromised" {
+			t.Errorf("%s: enrolment of the compromised key: %v, want node_key_compromised", when, err)
+		}
+	}
+	check(n, "after the sweep")
+	if rs, err := st.List(ctx, "cert", time.Time{}); err != nil || len(rs) != 1 {
+		t.Errorf("the store holds %d certificate records after the sweep (%v), want 1", len(rs), err)
+	}
+	n.Close()
+	check(open(), "after a restart")
+}
