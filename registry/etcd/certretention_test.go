@@ -8,6 +8,7 @@ import (
 	"github.com/capmesh/capmesh/internal/etcdtest"
 	"github.com/capmesh/capmesh/registry"
 	"github.com/capmesh/capmesh/registry/etcd"
+	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
 // TestExpiredCertificateRecordsLeaveEtcd: on a shared store a
@@ -56,4 +57,71 @@ func TestExpiredCertificateRecordsLeaveEtcd(t *testing.T) {
 			t.Errorf("node %d: enrolment of the compromised key: %v, want node_key_compromised", i, err)
 		}
 	}
+}
+
+// TestRegistrationCheckedBeforeACompromiseOfAForgottenCertificate: node
+// b, whose clock runs two hours past a certificate's retention, has
+// forgotten that expired certificate of a key while its record still
+// lives in etcd (its lease is the writer's, and a knows it still); b
+// checks a descriptor of the key (trusted by a live certificate), then a
+// revokes the forgotten certificate for key_compromise, which blocks the
+// key for good, before b's write reaches etcd. b's write must lose.
+// Before, a registration was conditional on the certificates the node
+// held, and b's no longer named the one revoked: b stored a registration
+// of a compromised key on every node. Now it is conditional on the key's
+// keycerts record, which every revocation of a certificate of the key
+// rewrites.
+func TestRegistrationCheckedBeforeACompromiseOfAForgottenCertificate(t *testing.T) {
+	srv := etcdtest.Start(t)
+	a, _ := joinHeld(t, srv, "/forgotten/")
+	ahead := func() time.Time { return time.Now().Add(state.CertRetention + 2*time.Hour) }
+	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/forgotten/", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := &held{Store: st}
+	n, err := registry.NewNode(registry.Config{Store: hb, Logger: quiet, SweepInterval: 100 * time.Millisecond, Now: ahead})
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	b := &peer{Node: n, st: st}
+	t.Cleanup(func() { b.Close(); _ = st.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+
+	priv, key := nodeKey(t)
+	old, err := a.Enroll(ctx, key, nil, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Enroll(ctx, key, nil, 10*24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, srv, a, b)
+	waitFor(t, func() bool { return len(b.Certificates(key)) == 1 }) // b's sweep forgot old
+	if got := len(a.Certificates(key)); got != 2 {
+		t.Fatalf("a holds %d certificates of the key, want 2", got)
+	}
+
+	arrived, release := hb.holdNextWrite(false)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Register(ctx, signedAt(t, priv, []string{"forgotten.comp"}, ahead(), 7105))
+		done <- err
+	}()
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("b's registration ended before its write: %v", err)
+	}
+	_, err = a.Revoke(ctx, old.CertID, "", registry.ReasonKeyCompromise)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; errWord(err) != registry.CodeWordConcurrentChange {
+		t.Errorf("b's registration checked before the compromise: %v, want %s", err, registry.CodeWordConcurrentChange)
+	}
+	noneHolds(t, srv, key, "forgotten.comp", true, a, b)
 }

@@ -98,9 +98,8 @@ func TestRevocationEvictsARegistrationNotYetSeen(t *testing.T) {
 // or a pinned key for key_compromise. b's write must lose: before, it
 // was conditional on the descriptor's record alone and stored a
 // registration of a revoked key on every node. Now it is conditional on
-// the certificates its verdict rested on too (concurrent_change); for a
-// key with many certificates, on the CRL instead
-// (TestKeyWithManyCertificates).
+// the key's keycerts record too, which every revocation of one of its
+// certificates rewrites (concurrent_change), however many it holds.
 func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -218,8 +217,9 @@ func TestEnrolmentOfAKeyCompromisedElsewhere(t *testing.T) {
 // evicts the registration on both nodes. Before, the registration (a
 // condition per certificate) and the revocation (a write per
 // certificate) each passed etcd's 128 operations in one transaction and
-// failed; now the registration is conditional on the CRL instead and the
-// revocation is written in steps, the first evicting.
+// failed; now the registration is conditional on the key's keycerts
+// record instead and the revocation is written in steps, the first
+// evicting.
 func TestKeyWithManyCertificates(t *testing.T) {
 	const certs = 130
 	srv := etcdtest.Start(t)
@@ -271,8 +271,8 @@ func TestKeyWithManyCertificates(t *testing.T) {
 // reaches etcd. b's write must lose. Before, a registration was
 // conditional on the key's live certificates only ("no revocation of an
 // expired one changes the verdict"), so b stored a registration of a
-// compromised key on every node; now it is conditional on every
-// certificate of the key not yet revoked.
+// compromised key on every node; now it is conditional on the key's
+// keycerts record, which that revocation rewrites.
 func TestRegistrationCheckedBeforeACompromiseOfAnExpiredCertificate(t *testing.T) {
 	srv := etcdtest.Start(t)
 	a, _ := joinHeld(t, srv, "/expcomp/")

@@ -27,7 +27,8 @@ const (
 	// issue of a certificate to the key and every revocation of one of
 	// its certificates, on a shared store: a revocation by key made on a
 	// node that has not seen a certificate issued elsewhere loses, rather
-	// than leave that certificate valid and absent from the CRL.
+	// than leave that certificate valid and absent from the CRL; and a
+	// registration of the key is conditional on it (RegisterConds).
 	KindKeyCerts = "keycerts"
 )
 
@@ -335,41 +336,21 @@ func (s *State) HistoryEvents(chs []store.Change, now time.Time) []Event {
 // the records its checks read, as this node holds them. The descriptor;
 // the watermark record, written or not (another node may have stored one,
 // a newer descriptor deleted, that this node's feed has not delivered);
-// and the certificates the key's trust verdict rests on — every one not
-// revoked, expired ones too (a key_compromise of any certificate blocks
-// the key), and for a pinned key its compromise mark. A revocation that
-// can make the key untrusted rewrites one of them (Authority.Revoke), so
-// a registration checked before it and written after it loses, and its
-// retry is checked against the revocation. A
-// key with more than MaxCertConds such certificates is conditional on the
-// CRL instead, which every revocation rewrites: a transaction stays within
-// a store's bound on its size (etcd's 128 operations), and a registration
-// of that key loses to any revocation in the fleet, not only to one of
-// its own. Writers' state only.
+// and the key's KindKeyCerts record, which every issue of a certificate
+// to the key and every revocation of one of its certificates (a pinned
+// key's compromise included) rewrites: a registration checked before a
+// revocation that can make the key untrusted and written after it loses,
+// and its retry is checked against the revocation. It stands for the
+// certificates the verdict rests on: the node may have forgotten an
+// expired one (CertRetention) that another node revokes for
+// key_compromise, and a key's many certificates would pass a store's
+// bound on a transaction (etcd's 128 operations). Writers' state only.
 func (s *State) RegisterConds(key string) []store.Cond {
 	cond := func(kind, k string) store.Cond {
 		return store.Cond{Kind: kind, Key: k, Rev: s.Shared.Revs[RevKey(kind, k, "")]}
 	}
-	conds := []store.Cond{cond(KindDescriptor, key), cond(KindMark, key)}
-	t := s.Trust
-	for _, cs := range t.ByKey[key] {
-		if cs.Status == "revoked" {
-			continue // no revocation of it changes the verdict
-		}
-		conds = append(conds, cond(KindCert, cs.Parsed.CertID))
-	}
-	if t.Pinned[key] {
-		conds = append(conds, cond(KindCert, PinnedCertID(key)))
-	}
-	if len(conds) > 2+MaxCertConds {
-		conds = append(conds[:2], s.CRLConds()...)
-	}
-	return conds
+	return []store.Cond{cond(KindDescriptor, key), cond(KindMark, key), cond(KindKeyCerts, key)}
 }
-
-// MaxCertConds is how many certificate conditions a registration's write
-// carries at most (RegisterConds).
-const MaxCertConds = 16
 
 // CRLConds, in shared mode, require the active CRL to be as this node
 // holds it (none: none stored); every revocation rewrites it. Writers'
