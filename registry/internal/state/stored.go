@@ -90,16 +90,66 @@ func RecordExpiry(cs *CertState) time.Time {
 }
 
 // Lapsed returns the ids of the certificates whose records have expired
-// at now (writers' state: it reads without the readers' lock).
+// at now, reading only the minutes of the index due by now, not every
+// certificate: a sweep runs every second under the writers' lock, and a
+// fleet holds millions of certificates (writers' state: it reads without
+// the readers' lock).
 func (t *Authority) Lapsed(now time.Time) []string {
-	var ids []string
-	for id, cs := range t.Certs {
-		if exp := RecordExpiry(cs); !exp.IsZero() && !now.Before(exp) {
-			ids = append(ids, id)
+	end := minuteOf(now)
+	var due []int64
+	if int64(len(t.lapse)) < end-t.lapseFrom {
+		for m := range t.lapse {
+			if m <= end {
+				due = append(due, m)
+			}
+		}
+	} else {
+		for m := t.lapseFrom; m <= end; m++ {
+			if _, ok := t.lapse[m]; ok {
+				due = append(due, m)
+			}
 		}
 	}
+	var ids []string
+	from := end
+	for _, m := range due {
+		kept := t.lapse[m][:0]
+		for _, cs := range t.lapse[m] {
+			exp := RecordExpiry(cs)
+			if t.Certs[cs.Parsed.CertID] != cs || exp.IsZero() {
+				continue // forgotten, or kept for good
+			}
+			if !now.Before(exp) {
+				ids = append(ids, cs.Parsed.CertID)
+			}
+			kept = append(kept, cs) // until forgotten
+		}
+		if len(kept) == 0 {
+			delete(t.lapse, m)
+		} else {
+			t.lapse[m], from = kept, min(from, m)
+		}
+	}
+	t.lapseFrom = from
 	return ids
 }
+
+// indexLapse adds cs to the index Lapsed reads, unless its record is
+// kept for good.
+func (t *Authority) indexLapse(cs *CertState) {
+	exp := RecordExpiry(cs)
+	if exp.IsZero() {
+		return
+	}
+	m := minuteOf(exp)
+	if t.lapse == nil {
+		t.lapse, t.lapseFrom = map[int64][]*CertState{}, m
+	}
+	t.lapse[m] = append(t.lapse[m], cs)
+	t.lapseFrom = min(t.lapseFrom, m)
+}
+
+func minuteOf(t time.Time) int64 { return t.Unix() / 60 }
 
 // Forget drops certificate id, its record deleted (writer and readers'
 // locks).

@@ -77,6 +77,12 @@ type Authority struct {
 	// key_compromise, and expired for more than CRLGrace (listed). Set on
 	// a shared store, whose CRL record must stay within one write.
 	PruneCRL bool
+	// lapse indexes the certificates whose records expire by the minute
+	// of their RecordExpiry, from lapseFrom on, for Lapsed (writers'
+	// state; entries forgotten or revoked for key_compromise since are
+	// dropped when their minute is scanned).
+	lapse     map[int64][]*CertState
+	lapseFrom int64
 	// onChange is told the node key whenever the trust of that key may
 	// have changed (a certificate issued or revoked, a compromise mark), so
 	// that cached verdicts are refreshed (State.SetTrust sets it).
@@ -159,6 +165,7 @@ func (t *Authority) Changed(key string) {
 func (t *Authority) AddCert(cs *CertState) {
 	t.Certs[cs.Parsed.CertID] = cs
 	t.ByKey[cs.Parsed.NodePublicKey] = append(t.ByKey[cs.Parsed.NodePublicKey], cs)
+	t.indexLapse(cs)
 	if cs.Status == "revoked" && cs.RevocationReason == ReasonKeyCompromise {
 		t.Compromised[cs.Parsed.NodePublicKey] = true
 	}
