@@ -80,3 +80,73 @@ func TestExpiredCertificatesLeave(t *testing.T) {
 	n.Close()
 	check(open(), "after a restart")
 }
+
+// TestCertificateRecordsStoredWithoutExpiryLeave: certificate records
+// stored before records had an expiry (none) are given theirs when a
+// node loads them, so that they leave the store CertRetention after
+// their certificate like the others; one revoked for key_compromise
+// keeps none, and its key stays blocked. Before, the node forgot them
+// in its sweep but the store kept them for good, and every start
+// loaded them again.
+func TestCertificateRecordsStoredWithoutExpiryLeave(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registry.db")
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	var st *sqlite.Store
+	open := func() *registry.Node {
+		var err error
+		if st, err = sqlite.Open(path); err != nil {
+			t.Fatal(err)
+		}
+		s := st
+		t.Cleanup(func() { s.Close() })
+		return newNode(t, registry.Config{Network: "N", Store: st, Now: now, SweepInterval: time.Hour, Logger: quiet})
+	}
+	key := func() string {
+		pub, _, _ := ed25519.GenerateKey(rand.Reader)
+		return base64.StdEncoding.EncodeToString(pub)
+	}
+	n := open()
+	ctx := t.Context()
+	old, compromised := key(), key()
+	for _, k := range []string{old, compromised} {
+		if _, err := n.Enroll(ctx, k, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.Revoke(ctx, "", compromised, registry.ReasonKeyCompromise); err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	rs, err := st.List(ctx, "cert", time.Time{})
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("%d certificate records (%v), want 2", len(rs), err)
+	}
+	for _, r := range rs { // as stored before records had an expiry
+		r.ExpiresAt = time.Time{}
+		if err := st.Apply(ctx, registry.Op{Record: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+
+	n = open()
+	clock.Add(int64(time.Hour + 7*24*time.Hour + time.Second))
+	n.Sweep(ctx)
+	if got := n.Certificates(old); len(got) != 0 {
+		t.Errorf("%d certificates of the expired key a week after their expiry, want none", len(got))
+	}
+	if rs, err := st.List(ctx, "cert", time.Time{}); err != nil || len(rs) != 1 || !rs[0].ExpiresAt.IsZero() {
+		t.Errorf("the store holds %d certificate records after the sweep (%v), want the compromised key's, without expiry", len(rs), err)
+	}
+	n.Close()
+	n = open()
+	var re *registry.Error
+	if _, err := n.Enroll(ctx, compromised, nil, time.Hour); !errors.As(err, &re) || re.Code != "node_key_compromised" {
+		t.Errorf("enrolment of the compromised key after a restart: %v, want node_key_compromised", err)
+	}
+	if got := n.Certificates(old); len(got) != 0 {
+		t.Errorf("%d certificates of the expired key after a restart, want none", len(got))
+	}
+}

@@ -62,11 +62,15 @@ func (n *Node) loadTrust(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("registry: load: %w", err)
 	}
-	if err := t.Fill(certs, crls); err != nil {
+	legacy, err := t.Fill(certs, crls)
+	if err != nil {
 		return err
 	}
 	t.Genesis = t.GenesisBlock(now)
 	n.state.SetTrust(t)
+	if err := state.InSteps(legacy, n.shared != nil, func(ops []Op) error { return n.apply(ctx, ops...) }); err != nil {
+		n.log.Warn("registry: load: certificate records stored without an expiry keep none until the next start", "err", err)
+	}
 	return n.loadNonces(ctx, now)
 }
 
@@ -204,15 +208,11 @@ func (n *Node) CurrentCRL(ctx context.Context) (*CRL, error) {
 	if n.state.Trust.CRL != nil {
 		return n.state.Trust.CRL, nil
 	}
-	c := n.newCRLLocked(0, nil)
+	c := n.state.Trust.NewCRL(0, nil, n.cfg.Now())
 	if err := n.saveCRLLocked(ctx, c, nil); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-func (n *Node) newCRLLocked(seq int64, revoked []RevokedCertificate) *CRL {
-	return n.state.Trust.NewCRL(seq, revoked, n.cfg.Now())
 }
 
 func (n *Node) saveCRLLocked(ctx context.Context, c *CRL, extra []Op) error {
@@ -285,14 +285,14 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 
 // revokeStep is how many certificates one write revokes on a shared
 // store: with their conditions, well within etcd's 128 operations.
-const revokeStep = 48
+const revokeStep = state.SharedStep
 
 // revokeLocked is Revoke's write of the revocation of targets, certificates of nodeKey.
 func (n *Node) revokeLocked(ctx context.Context, targets []*state.CertState, nodeKey, reason string) (RevokeResult, error) {
 	t := n.state.Trust
 	cur := t.CRL
 	if cur == nil {
-		cur = n.newCRLLocked(0, nil)
+		cur = t.NewCRL(0, nil, n.cfg.Now())
 	}
 	rv := t.Revoke(cur, targets, nodeKey, reason, n.cfg.Now())
 	if rv.Empty() {
@@ -304,7 +304,7 @@ func (n *Node) revokeLocked(ctx context.Context, targets []*state.CertState, nod
 		}
 		return RevokeResult{CRLSequence: cur.Sequence, RevokedCount: len(cur.Revoked)}, nil
 	}
-	crl := n.newCRLLocked(cur.Sequence+1, rv.Revoked)
+	crl := t.NewCRL(cur.Sequence+1, rv.Revoked, n.cfg.Now())
 	ops, e, evs := n.state.RevocationWrite(rv, crl, nodeKey, n.shared != nil)
 	if err := n.commit(ctx, ops, evs...); err != nil {
 		return RevokeResult{}, fmt.Errorf("registry: %w", err)

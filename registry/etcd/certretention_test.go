@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,4 +125,50 @@ func TestRegistrationCheckedBeforeACompromiseOfAForgottenCertificate(t *testing.
 		t.Errorf("b's registration checked before the compromise: %v, want %s", err, registry.CodeWordConcurrentChange)
 	}
 	noneHolds(t, srv, key, "forgotten.comp", true, a, b)
+}
+
+// TestCertificateRecordsStoredWithoutExpiryGetOneOnEtcd: a node that
+// loads certificate records stored before records had an expiry gives
+// them theirs (a lease), but none to one revoked for key_compromise.
+// Before, such records stayed in etcd for good.
+func TestCertificateRecordsStoredWithoutExpiryGetOneOnEtcd(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	a := join(t, srv, "/legacycerts/", etcd.Options{})
+	_, old := nodeKey(t)
+	_, compromised := nodeKey(t)
+	for _, k := range []string{old, compromised} {
+		if _, err := a.Enroll(ctx, k, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Revoke(ctx, "", compromised, registry.ReasonKeyCompromise); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := a.st.List(ctx, "cert", time.Time{})
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("%d certificate records (%v), want 2", len(rs), err)
+	}
+	for _, r := range rs { // as stored before records had an expiry
+		r.ExpiresAt = time.Time{}
+		if err := a.st.Apply(ctx, registry.Op{Record: r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b := join(t, srv, "/legacycerts/", etcd.Options{}) // loaded once it returns
+	rs, err = b.st.List(ctx, "cert", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		want := !strings.Contains(string(r.Value), registry.ReasonKeyCompromise)
+		if got := !r.ExpiresAt.IsZero(); got != want {
+			t.Errorf("record %s has an expiry: %v, want %v", r.Key, got, want)
+		}
+	}
+	if _, err := b.Enroll(ctx, compromised, nil, time.Hour); errWord(err) != "node_key_compromised" {
+		t.Errorf("enrolment of the compromised key: %v, want node_key_compromised", err)
+	}
 }

@@ -11,14 +11,20 @@ import (
 	"github.com/capmesh/capmesh/registry/store"
 )
 
-// Fill adds to t the stored certificates and the active CRL.
-func (t *Authority) Fill(certs, crls []store.Record) error {
+// Fill adds to t the stored certificates and the active CRL, and returns
+// the writes that give the certificate records stored without an expiry
+// (before CertRetention) theirs.
+func (t *Authority) Fill(certs, crls []store.Record) ([]store.Op, error) {
+	var legacy []store.Op
 	for _, r := range certs {
 		cs, err := ParseCertState(r.Value)
 		if err != nil {
-			return fmt.Errorf("registry: stored certificate %s: %w", r.Key, err)
+			return nil, fmt.Errorf("registry: stored certificate %s: %w", r.Key, err)
 		}
 		t.AddCert(cs)
+		if r.ExpiresAt.IsZero() && !RecordExpiry(cs).IsZero() {
+			legacy = append(legacy, store.Op{Record: CertRecord(cs)})
+		}
 	}
 	for _, r := range crls {
 		if r.Key != "active" {
@@ -26,9 +32,27 @@ func (t *Authority) Fill(certs, crls []store.Record) error {
 		}
 		c, err := descriptor.ParseCRL(r.Value)
 		if err != nil {
-			return fmt.Errorf("registry: stored CRL: %w", err)
+			return nil, fmt.Errorf("registry: stored CRL: %w", err)
 		}
 		t.CRL = c
+	}
+	return legacy, nil
+}
+
+// InSteps calls write with ops in steps, until one fails: on a shared
+// store SharedStep at a time (within etcd's 128 operations with their
+// conditions), on a node's own store up to 10,000 (one transaction each).
+func InSteps(ops []store.Op, shared bool, write func([]store.Op) error) error {
+	n := 10000
+	if shared {
+		n = SharedStep
+	}
+	for len(ops) > 0 {
+		k := min(len(ops), n)
+		if err := write(ops[:k]); err != nil {
+			return err
+		}
+		ops = ops[k:]
 	}
 	return nil
 }
@@ -65,6 +89,11 @@ func FindInvite(rs []store.Record, token string) (*Invite, error) {
 	}
 	return nil, nil
 }
+
+// SharedStep is how many certificate records one write on a shared store
+// rewrites at most: with their conditions, well within etcd's 128
+// operations.
+const SharedStep = 48
 
 // CertRetention is how long after its expiry a certificate's record is
 // kept: past it, renewing the certificate is refused as unknown rather
