@@ -68,3 +68,34 @@ func TestLapsedReadsOnlyWhatIsDue(t *testing.T) {
 		t.Errorf("%d certificates held, want 1001 (the compromised one and the later ones)", len(a.Certs))
 	}
 }
+
+// TestLapsedBoundsOneSweep: Lapsed returns at most MaxLapsed
+// certificates, the rest at the next calls, so that a sweep holds the
+// readers' lock (Find) for a bounded time however many certificates are
+// due at once (records stored before they had an expiry, loaded at the
+// upgrade; a clock that jumps). Before, one sweep forgot them all.
+func TestLapsedBoundsOneSweep(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	a := NewAuthority("net", "na", key, key, nil)
+	now := time.Now()
+	const n = MaxLapsed + 5
+	for i := range n {
+		exp := now.Add(-CertRetention - time.Duration(i%3)*time.Minute)
+		c := &descriptor.JoinCertificate{CertID: fmt.Sprint("c", i), NodePublicKey: fmt.Sprint("k", i), ExpiresAt: descriptor.TimeOf(exp)}
+		a.AddCert(&CertState{Status: "issued", Parsed: c})
+	}
+	total := 0
+	for _, want := range []int{MaxLapsed, 5, 0} {
+		got := a.Lapsed(now)
+		if len(got) != want {
+			t.Errorf("after %d forgotten: Lapsed returned %d, want %d", total, len(got), want)
+		}
+		for _, id := range got {
+			a.Forget(id)
+		}
+		total += len(got)
+	}
+	if len(a.Certs) != 0 {
+		t.Errorf("%d certificates left, want none", len(a.Certs))
+	}
+}

@@ -118,11 +118,17 @@ func RecordExpiry(cs *CertState) time.Time {
 	return cs.Parsed.ExpiresAt.Instant().Add(CertRetention)
 }
 
+// MaxLapsed is how many certificates Lapsed returns at most: a sweep
+// forgets them under the readers' lock, which Find waits for (a store
+// written before records expired, or a clock that jumps, makes millions
+// due at once); the rest wait for the next sweeps.
+const MaxLapsed = 10000
+
 // Lapsed returns the ids of the certificates whose records have expired
-// at now, reading only the minutes of the index due by now, not every
-// certificate: a sweep runs every second under the writers' lock, and a
-// fleet holds millions of certificates (writers' state: it reads without
-// the readers' lock).
+// at now, at most MaxLapsed, reading only the minutes of the index due by
+// now, not every certificate: a sweep runs every second under the
+// writers' lock, and a fleet holds millions of certificates (writers'
+// state: it reads without the readers' lock).
 func (t *Authority) Lapsed(now time.Time) []string {
 	end := minuteOf(now)
 	var due []int64
@@ -141,14 +147,18 @@ func (t *Authority) Lapsed(now time.Time) []string {
 	}
 	var ids []string
 	from := end
-	for _, m := range due {
+	for i, m := range due {
+		if len(ids) >= MaxLapsed {
+			from = min(from, slices.Min(due[i:])) // the next sweep's
+			break
+		}
 		kept := t.lapse[m][:0]
 		for _, cs := range t.lapse[m] {
 			exp := RecordExpiry(cs)
 			if t.Certs[cs.Parsed.CertID] != cs || exp.IsZero() {
 				continue // forgotten, or kept for good
 			}
-			if !now.Before(exp) {
+			if !now.Before(exp) && len(ids) < MaxLapsed {
 				ids = append(ids, cs.Parsed.CertID)
 			}
 			kept = append(kept, cs) // until forgotten
