@@ -98,8 +98,8 @@ const SharedStep = 48
 // CertRetention is how long after its expiry a certificate's record is
 // kept: past it, renewing the certificate is refused as unknown rather
 // than expired, and the record leaves the store (a lease on etcd, Purge
-// on SQLite) and memory (Prune). Without it every renewal would add a
-// record for good.
+// on SQLite) and memory (Lapsed, Forget). Without it every renewal
+// would add a record for good.
 const CertRetention = 7 * 24 * time.Hour
 
 // CertRecord is cs's stored record, expiring at RecordExpiry.
