@@ -254,8 +254,9 @@ func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (Revo
 		if !ok {
 			return RevokeResult{}, withStatus("certificate_not_found", 404, CodeNotFound, "unknown certificate %q", certID)
 		}
-		targets = []*state.CertState{cs}
-		nodeKey = cs.Parsed.NodePublicKey
+		if targets, nodeKey = []*state.CertState{cs}, cs.Parsed.NodePublicKey; cs.Status == "revoked" && reason == ReasonKeyCompromise {
+			targets = nil // revoked already: the key_compromise still blocks the key
+		}
 	case nodeKey != "":
 		if len(t.ByKey[nodeKey]) == 0 && reason != ReasonKeyCompromise {
 			return RevokeResult{}, withStatus("certificate_not_found", 404, CodeNotFound, "node key %s holds no certificate", short(nodeKey))
