@@ -3,12 +3,8 @@ package logstore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
-	"flag"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,34 +14,8 @@ import (
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
 	"github.com/capmesh/capmesh/evidence/storetest"
-	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
-
-var writeDictV3 = flag.Bool("write-s2-dictionary", false, "regenerate dict/events-v3.s2 (never for a dictionary that has shipped)")
-
-// dictV3SHA256 pins the bytes of dictionary 3, as dictV1SHA256 those of
-// dictionary 1.
-const dictV3SHA256 = "81cec9d3329b26ef1dc9a21d7c30962050e9da539719707a17a2f776332ec91b"
-
-// TestDictionaryV3Frozen: dictionary 3 is byte for byte the one every
-// store written with it needs: the S2 dictionary of dictionary 1's
-// records, packed.
-func TestDictionaryV3Frozen(t *testing.T) {
-	if *writeDictV3 {
-		d := s2.MakeDict(packed.Append(nil, dictionaryV1), nil)
-		if err := os.WriteFile("dict/events-v3.s2", d.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile("dict/events-v3.s2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != dictV3SHA256 {
-		t.Fatalf("dict/events-v3.s2 changed (sha256 %x): stores compressed with dictionary 3 would no longer read", sum)
-	}
-}
 
 // The version 2 writer (zstd), kept for the tests of version 2 logs.
 var (

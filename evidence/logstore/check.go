@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/capmesh/capmesh/evidence/logstore/internal/format"
 )
 
 // ErrDamaged is the error Open returns (wrapped in a *DamageError) for a
@@ -174,23 +176,23 @@ const maxClaims = 100
 func claims(f io.ReaderAt, total int64, d Damage) []Claim {
 	sc := &scanner{r: f, total: total}
 	var out []Claim
-	for off := d.Offset; off+headerSize+minEvidenceBody <= d.Offset+d.Length && len(out) < maxClaims; {
-		h, err := sc.bytes(off, headerSize)
+	for off := d.Offset; off+format.HeaderSize+format.MinEvidenceBody <= d.Offset+d.Length && len(out) < maxClaims; {
+		h, err := sc.bytes(off, format.HeaderSize)
 		if err != nil {
 			break
 		}
 		n := int64(h[0])<<24 | int64(h[1])<<16 | int64(h[2])<<8 | int64(h[3])
-		if n < minEvidenceBody || off+headerSize+n > d.Offset+d.Length {
+		if n < format.MinEvidenceBody || off+format.HeaderSize+n > d.Offset+d.Length {
 			break
 		}
-		raw, err := sc.bytes(off, int(headerSize+n))
+		raw, err := sc.bytes(off, int(format.HeaderSize+n))
 		if err != nil {
 			break
 		}
-		body := raw[headerSize:]
-		if isBlock(body) {
-			if inner, err := decodeBlock(body); err == nil {
-				records(inner, func(_ int, rec []byte, why string) bool {
+		body := raw[format.HeaderSize:]
+		if format.IsBlock(body) {
+			if inner, err := format.DecodeBlock(body); err == nil {
+				format.Records(inner, func(_ int, rec []byte, why string) bool {
 					if why != "" || len(out) >= maxClaims {
 						return false
 					}
@@ -208,18 +210,18 @@ func claims(f io.ReaderAt, total int64, d Damage) []Claim {
 		} else {
 			break
 		}
-		off += headerSize + n
+		off += format.HeaderSize + n
 	}
 	return out
 }
 
 // claim is what the record rec (header and body) says it is.
 func claim(rec []byte) (Claim, bool) {
-	body := rec[headerSize:]
-	if isResult(body) {
+	body := rec[format.HeaderSize:]
+	if format.IsSpecial(body) {
 		return Claim{}, true
 	}
-	r, err := decodeBody(body)
+	r, err := format.DecodeRecord(body)
 	if err != nil {
 		return Claim{}, false
 	}
@@ -360,7 +362,7 @@ func repaired(f io.ReaderAt, size int64, notes map[uint64]string, out io.Writer)
 					if note == "" {
 						note = fmt.Sprintf("repair: sequences %d-%d missing", next, it.rec.Sequence-1)
 					}
-					w.write(appendGap(nil, it.rec.Sequence, now, note))
+					w.write(format.AppendGap(nil, it.rec.Sequence, now, note))
 				}
 				next = it.rec.Sequence + 1
 			case kindGap:

@@ -32,9 +32,10 @@
 //	gap body      = u64 0 | u8 2 | u64 next sequence | i64 unix µs | note
 //	block body    = u64 0 | u8 3 | u8 codec | u32 raw length | compressed records
 //
-// all integers big-endian. A block (see block.go) holds whole evidence and
-// result records — frames of the kinds above, exactly as version 1 writes
-// them, each with its own CRC — compressed together: format version 3
+// all integers big-endian; package internal/format encodes and decodes
+// them. A block holds whole evidence and result records — frames of the
+// kinds above, exactly as version 1 writes them, each with its own CRC —
+// compressed together: format version 3
 // packs each record's hex (evidence/internal/hexpack) and compresses the
 // block with S2, version 2 compressed it with zstd; content hashes are
 // over the data each record gives back byte for byte. Version 1 logs hold
@@ -63,9 +64,7 @@ package logstore
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
@@ -77,24 +76,15 @@ import (
 
 	"github.com/capmesh/capmesh/evidence"
 	"github.com/capmesh/capmesh/evidence/internal/groupcommit"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/format"
 )
 
 // FileName is the log file inside the store directory.
 const FileName = "evidence.log"
 
-const (
-	headerSize = 8
-	// maxBody bounds one record (corrupt length fields must not make us
-	// allocate gigabytes).
-	maxBody = 64 << 20
-	// flushAt is the buffer size at which Append writes the buffer itself
-	// instead of waiting for a Sync, to bound memory.
-	flushAt = 1 << 20
-	// resultKind tags a result record (sequence 0).
-	resultKind = 1
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// flushAt is the buffer size at which Append writes the buffer itself
+// instead of waiting for a Sync, to bound memory.
+const flushAt = 1 << 20
 
 // Options configures Open. A nil *Options means defaults.
 type Options struct {
@@ -142,7 +132,7 @@ type Store struct {
 	writers   atomic.Int32 // writes waiting for cmu: precompress stands aside
 	ready     []byte
 	readySegs []segment // file offsets relative to ready's start
-	// block writes a block frame (cmu); nil: appendBlock. Tests set it
+	// block writes a block frame (cmu); nil: format.AppendBlock. Tests set it
 	// to write other formats.
 	block func(dst, raw []byte) []byte
 
@@ -340,99 +330,6 @@ func (s *Store) index(r evidence.Record, off int64, size uint32) {
 	s.seq = r.Sequence
 }
 
-// recordSize is the encoded size of r, header included.
-func recordSize(r *evidence.Record) int {
-	return headerSize + 8 + 2 + len(r.CorrelationID) + 3 + len(r.EventType) + len(r.ContentHash) + len(r.PrevHash) + len(r.Data)
-}
-
-func appendBody(dst []byte, r *evidence.Record) ([]byte, error) {
-	if len(r.CorrelationID) > 0xffff || len(r.EventType) > 0xff || len(r.ContentHash) > 0xff || len(r.PrevHash) > 0xff {
-		return dst, fmt.Errorf("%w: correlation id, event type or hash too long", evidence.ErrInvalid)
-	}
-	if len(r.Data) > maxBody-1024 {
-		return dst, fmt.Errorf("%w: record of %d bytes is too large", evidence.ErrInvalid, len(r.Data))
-	}
-	start := len(dst)
-	dst = append(dst, make([]byte, headerSize)...)
-	dst = binary.BigEndian.AppendUint64(dst, r.Sequence)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.CorrelationID)))
-	dst = append(dst, r.CorrelationID...)
-	dst = append(dst, byte(len(r.EventType)))
-	dst = append(dst, r.EventType...)
-	dst = append(dst, byte(len(r.ContentHash)))
-	dst = append(dst, r.ContentHash...)
-	dst = append(dst, byte(len(r.PrevHash)))
-	dst = append(dst, r.PrevHash...)
-	dst = append(dst, r.Data...)
-	seal(dst[start:])
-	return dst, nil
-}
-
-// seal fills in the header of the record rec (header + body).
-func seal(rec []byte) {
-	body := rec[headerSize:]
-	binary.BigEndian.PutUint32(rec, uint32(len(body)))
-	binary.BigEndian.PutUint32(rec[4:], crc32.Checksum(body, castagnoli))
-}
-
-var errShort = errors.New("record body too short")
-
-func decodeBody(b []byte) (evidence.Record, error) {
-	var r evidence.Record
-	if len(b) < 10 {
-		return r, errShort
-	}
-	r.Sequence = binary.BigEndian.Uint64(b)
-	n := int(binary.BigEndian.Uint16(b[8:]))
-	b = b[10:]
-	if len(b) < n {
-		return r, errShort
-	}
-	r.CorrelationID, b = string(b[:n]), b[n:]
-	for _, dst := range []*string{&r.EventType, &r.ContentHash, &r.PrevHash} {
-		if len(b) < 1 || len(b) < 1+int(b[0]) {
-			return r, errShort
-		}
-		n = int(b[0])
-		*dst, b = string(b[1:1+n]), b[1+n:]
-	}
-	r.Data = b
-	return r, nil
-}
-
-func isResult(body []byte) bool { return len(body) >= 8 && binary.BigEndian.Uint64(body) == 0 }
-
-func appendResult(dst []byte, r *evidence.Result) ([]byte, error) {
-	if len(r.InvocationID) > 0xffff || len(r.Data) > maxBody-1024 {
-		return dst, fmt.Errorf("%w: result too large", evidence.ErrInvalid)
-	}
-	start := len(dst)
-	dst = append(dst, make([]byte, headerSize)...)
-	dst = binary.BigEndian.AppendUint64(dst, 0)
-	dst = append(dst, resultKind)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(r.At.UnixMicro()))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.InvocationID)))
-	dst = append(dst, r.InvocationID...)
-	dst = append(dst, r.Data...)
-	seal(dst[start:])
-	return dst, nil
-}
-
-func decodeResult(b []byte) (evidence.Result, error) {
-	var r evidence.Result
-	if len(b) < 19 || b[8] != resultKind {
-		return r, errors.New("malformed result record")
-	}
-	r.At = time.UnixMicro(int64(binary.BigEndian.Uint64(b[9:]))).UTC()
-	n := int(binary.BigEndian.Uint16(b[17:]))
-	if len(b) < 19+n {
-		return r, errShort
-	}
-	r.InvocationID = string(b[19 : 19+n])
-	r.Data = b[19+n:]
-	return r, nil
-}
-
 // Name implements evidence.Store.
 func (s *Store) Name() string { return "logstore" }
 
@@ -467,7 +364,7 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 	}
 	off := s.end
 	for i := range out {
-		n := recordSize(&out[i])
+		n := format.RecordSize(&out[i])
 		s.index(out[i], off, uint32(n))
 		off += int64(n)
 	}
@@ -489,7 +386,7 @@ func (s *Store) Append(ctx context.Context, batch ...evidence.Pending) ([]eviden
 // compress; call with mu held.
 func (s *Store) bound() (big, pre bool) {
 	big = s.end-s.written.Load() >= flushAt
-	return big, !big && !s.opts.Uncompressed && len(s.pend) >= blockTarget
+	return big, !big && !s.opts.Uncompressed && len(s.pend) >= format.BlockTarget
 }
 
 // precompress compresses the buffer into frames ready for the next write,
@@ -503,7 +400,7 @@ func (s *Store) precompress() {
 	}
 	defer s.cmu.Unlock()
 	s.mu.Lock()
-	cut := blockCut(s.pend)
+	cut := format.BlockCut(s.pend)
 	if cut == 0 || s.failed != nil {
 		s.mu.Unlock()
 		return
@@ -517,20 +414,6 @@ func (s *Store) precompress() {
 	s.mu.Lock()
 	s.givePend(buf)
 	s.mu.Unlock()
-}
-
-// blockCut is the length of the longest run of whole blocks at the start
-// of buf (whole records): where compress would close its last full block.
-func blockCut(buf []byte) int {
-	cut, from, q := 0, 0, 0
-	for p := 0; p < len(buf); {
-		p += headerSize + int(binary.BigEndian.Uint32(buf[p:]))
-		if closeBlock(buf, p, from, q) {
-			cut, from = p, p
-		}
-		q = p
-	}
-	return cut
 }
 
 // takePend takes the buffer and its logical start, leaving an empty one;
@@ -555,9 +438,9 @@ func (s *Store) givePend(buf []byte) {
 func (s *Store) frame(buf []byte, start int64) {
 	block := s.block
 	if block == nil {
-		block = appendBlock
+		block = format.AppendBlock
 	}
-	s.ready = compress(s.ready, buf, block, func(rawOff, rawLen, off, n int, block bool) {
+	s.ready = format.Compress(s.ready, buf, block, func(rawOff, rawLen, off, n int, block bool) {
 		g := segment{l: start + int64(rawOff), p: int64(off), n: int64(rawLen)}
 		if block {
 			g.frame = int64(n)
@@ -586,7 +469,7 @@ func (s *Store) sealInto(batch []evidence.Pending) ([]evidence.Record, error) {
 		start := len(s.pend)
 		r.ContentHash = placeholderHash
 		var err error
-		if s.pend, err = appendBody(s.pend, &r); err != nil {
+		if s.pend, err = format.AppendRecord(s.pend, &r); err != nil {
 			return nil, err
 		}
 		dataAt := len(s.pend)
@@ -595,7 +478,7 @@ func (s *Store) sealInto(batch []evidence.Pending) ([]evidence.Record, error) {
 			s.pend = buf
 			err = evidence.CheckHash(i, h)
 		}
-		if err == nil && len(r.Data)+len(s.pend)-dataAt > maxBody-1024 {
+		if err == nil && len(r.Data)+len(s.pend)-dataAt > format.MaxBody-1024 {
 			err = fmt.Errorf("%w: record of %d bytes is too large", evidence.ErrInvalid, len(s.pend)-dataAt)
 		}
 		if err != nil {
@@ -607,12 +490,12 @@ func (s *Store) sealInto(batch []evidence.Pending) ([]evidence.Record, error) {
 		} else {
 			r.Data = append([]byte(nil), s.pend[dataAt:]...)
 			s.pend = s.pend[:start]
-			if s.pend, err = appendBody(s.pend, &r); err != nil {
+			if s.pend, err = format.AppendRecord(s.pend, &r); err != nil {
 				return nil, err
 			}
 			dataAt = len(s.pend) - len(r.Data)
 		}
-		seal(s.pend[start:])
+		format.Seal(s.pend[start:])
 		r.Data = s.pend[dataAt:len(s.pend):len(s.pend)]
 		s.chain.Add(p.CorrelationID, h)
 		out[i] = r
@@ -637,7 +520,7 @@ func (s *Store) PutResult(ctx context.Context, r evidence.Result) error {
 	}
 	mark := len(s.pend)
 	var err error
-	if s.pend, err = appendResult(s.pend, &r); err != nil {
+	if s.pend, err = format.AppendResult(s.pend, &r); err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -689,7 +572,7 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 		if err != nil {
 			return err
 		}
-		r, err := decodeResult(body)
+		r, err := format.DecodeResult(body)
 		if err != nil {
 			return fmt.Errorf("logstore: result at %d: %w", l.off, err)
 		}
@@ -700,7 +583,7 @@ func (s *Store) Results(ctx context.Context, since time.Time, fn func(evidence.R
 	return nil
 }
 
-// write writes the buffer to the file: as blocks (see block.go) after
+// write writes the buffer to the file: as blocks (see format.Compress) after
 // the frames precompress made ready, or uncompressed with
 // Options.Uncompressed.
 func (s *Store) write() error {
@@ -894,7 +777,7 @@ func (s *Store) Replay(ctx context.Context, q evidence.Query) ([]evidence.Record
 		}
 		for k, body := range bodies {
 			e := ents[i-len(bodies)+k]
-			rec, err := decodeBody(body)
+			rec, err := format.DecodeRecord(body)
 			if err == nil && (rec.Sequence != e.Seq || rec.CorrelationID != q.CorrelationID) {
 				err = fmt.Errorf("%w: record at %d is not sequence %d of %s", ErrDamaged, e.Loc, e.Seq, q.CorrelationID)
 			}
@@ -964,8 +847,8 @@ func (s *Store) readRun(rd *reader, ents []evidence.ChainEntry, segs []segment, 
 // (damage since it was opened): an error wrapping ErrDamaged, never the
 // damaged bytes.
 func (s *Store) verified(rec []byte, off int64) ([]byte, error) {
-	body := rec[headerSize:]
-	if int(binary.BigEndian.Uint32(rec)) != len(body) || binary.BigEndian.Uint32(rec[4:]) != crc32.Checksum(body, castagnoli) {
+	body := rec[format.HeaderSize:]
+	if int(binary.BigEndian.Uint32(rec)) != len(body) || binary.BigEndian.Uint32(rec[4:]) != format.Checksum(body) {
 		return nil, fmt.Errorf("%w: the record at offset %d of %s no longer verifies; stop the host and run `capmesh evidence check %s`",
 			ErrDamaged, off, filepath.Join(s.dir, FileName), s.dir)
 	}

@@ -5,12 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
-	"time"
 
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/format"
 )
 
 // Reading a log: the scanner walks the file record by record. Where a record
@@ -21,16 +20,6 @@ import (
 // nothing that verifies after it is a torn tail.
 
 const (
-	// gapKind tags a gap record (sequence 0): written by Repair where
-	// damaged records were moved aside, it licenses the jump of the
-	// evidence sequence to the record after it.
-	gapKind = 2
-	// minEvidenceBody is the smallest evidence body: sequence, the three
-	// one-byte and one two-byte length fields.
-	minEvidenceBody = 8 + 2 + 3
-	// minRecord is the smallest record, header included: a bound on how
-	// many records a run of damaged bytes can have held.
-	minRecord = headerSize + minEvidenceBody
 	// scanChunk is how much the scanner reads at a time.
 	scanChunk = 1 << 20
 	// whyJump is the reason for a record that verifies but skips
@@ -39,9 +28,6 @@ const (
 	// whyZero is the reason for a zero header: the end of the log, unless
 	// records follow.
 	whyZero = "zeroed record header"
-	// maxSequence bounds the sequences a log may hold: far beyond any real
-	// log, far enough from 2^64 that the next sequence never wraps.
-	maxSequence = 1 << 62
 )
 
 type itemKind uint8
@@ -228,14 +214,14 @@ func scanLog(r io.ReaderAt, total int64, visit func(*frame) error) (scanResult, 
 // resync finds the first frame that verifies after the damaged one at bad
 // (-1: none) and the highest sequence its first record may have. It first
 // searches for the sequences the damaged bytes could have been followed by
-// (one per minRecord bytes). But the bytes may have held a gap record (any
+// (one per format.MinRecord bytes). But the bytes may have held a gap record (any
 // jump) or a block of more records than their length bounds, and sequences
 // only grow: any record before what that finds has a sequence below the
 // first one claimed from there on, and with nothing found, any sequence
 // (records past the damage are damage to report, never a tail to cut).
 func (s *scanner) resync(bad int64, next uint64) (int64, uint64, error) {
-	at, err := s.search(bad, s.total, next, func(at int64) uint64 { return next + uint64((at-bad)/minRecord) })
-	claimed, end := uint64(maxSequence+1), s.total
+	at, err := s.search(bad, s.total, next, func(at int64) uint64 { return next + uint64((at-bad)/format.MinRecord) })
+	claimed, end := uint64(format.MaxSequence+1), s.total
 	if err == nil && at >= 0 {
 		claimed, err = s.claimed(at, next)
 		end = at
@@ -250,12 +236,12 @@ func (s *scanner) resync(bad int64, next uint64) (int64, uint64, error) {
 }
 
 // claimed is the first sequence that the frames verifying from at on
-// claim (a record's, a gap record's next); maxSequence+1 if none does.
+// claim (a record's, a gap record's next); format.MaxSequence+1 if none does.
 func (s *scanner) claimed(at int64, next uint64) (uint64, error) {
 	for at < s.total {
-		fr, why, err := s.parse(at, next, true, maxSequence)
+		fr, why, err := s.parse(at, next, true, format.MaxSequence)
 		if err != nil || why != "" {
-			return maxSequence + 1, err
+			return format.MaxSequence + 1, err
 		}
 		for _, it := range fr.items {
 			if it.kind != kindResult {
@@ -264,7 +250,7 @@ func (s *scanner) claimed(at int64, next uint64) (uint64, error) {
 		}
 		at += fr.size
 	}
-	return maxSequence + 1, nil
+	return format.MaxSequence + 1, nil
 }
 
 // parse reads the frame at off. It returns why it does not verify ("" if
@@ -273,31 +259,31 @@ func (s *scanner) claimed(at int64, next uint64) (uint64, error) {
 // accepted. Item locations are relative to the frame's logical start.
 func (s *scanner) parse(off int64, next uint64, loose bool, maxSeq uint64) (frame, string, error) {
 	fr := frame{off: off}
-	if s.total-off < headerSize {
+	if s.total-off < format.HeaderSize {
 		return fr, "short header", nil
 	}
-	h, err := s.bytes(off, headerSize)
+	h, err := s.bytes(off, format.HeaderSize)
 	if err != nil {
 		return fr, "", err
 	}
-	if [headerSize]byte(h) == ([headerSize]byte{}) {
+	if [format.HeaderSize]byte(h) == ([format.HeaderSize]byte{}) {
 		return fr, whyZero, nil
 	}
 	n := int64(binary.BigEndian.Uint32(h))
 	sum := binary.BigEndian.Uint32(h[4:])
-	if n > maxBody || n > s.total-off-headerSize {
+	if n > format.MaxBody || n > s.total-off-format.HeaderSize {
 		return fr, "short or oversized body", nil
 	}
-	raw, err := s.bytes(off, int(headerSize+n))
+	raw, err := s.bytes(off, int(format.HeaderSize+n))
 	if err != nil {
 		return fr, "", err
 	}
-	body := raw[headerSize:]
-	if crc32.Checksum(body, castagnoli) != sum {
+	body := raw[format.HeaderSize:]
+	if format.Checksum(body) != sum {
 		return fr, "checksum mismatch", nil
 	}
-	fr.raw, fr.size = raw, headerSize+n
-	if isBlock(body) {
+	fr.raw, fr.size = raw, format.HeaderSize+n
+	if format.IsBlock(body) {
 		return parseBlock(fr, body, next, loose, maxSeq)
 	}
 	it, why := parseRecord(body, next, loose, maxSeq, true)
@@ -313,15 +299,15 @@ func (s *scanner) parse(off int64, next uint64, loose bool, maxSeq uint64) (fram
 // the first evidence record after damage or a block boundary (see parse);
 // otherwise its sequence must be next.
 func parseRecord(b []byte, next uint64, loose bool, maxSeq uint64, first bool) (item, string) {
-	if isResult(b) {
+	if format.IsSpecial(b) {
 		return parseSpecial(b, next)
 	}
-	rec, err := decodeBody(b)
+	rec, err := format.DecodeRecord(b)
 	if err != nil {
 		return item{}, err.Error()
 	}
 	switch seq := rec.Sequence; {
-	case seq > maxSequence:
+	case seq > format.MaxSequence:
 		return item{}, fmt.Sprintf("sequence %d out of range", seq)
 	case seq == next, first && loose && seq > next && seq <= maxSeq:
 	case first && seq > next && !loose:
@@ -334,17 +320,17 @@ func parseRecord(b []byte, next uint64, loose bool, maxSeq uint64, first bool) (
 
 // parseSpecial decodes a result or gap record.
 func parseSpecial(body []byte, next uint64) (item, string) {
-	if len(body) > 8 && body[8] == gapKind {
-		g, err := decodeGap(body)
+	if len(body) > 8 && body[8] == format.GapKind {
+		g, err := format.DecodeGap(body)
 		if err != nil {
 			return item{}, err.Error()
 		}
-		if g.next < next {
-			return item{}, fmt.Sprintf("gap to sequence %d where %d was expected", g.next, next)
+		if g.Next < next {
+			return item{}, fmt.Sprintf("gap to sequence %d where %d was expected", g.Next, next)
 		}
-		return item{kind: kindGap, next: g.next, at: g.at, note: g.note}, ""
+		return item{kind: kindGap, next: g.Next, at: g.At, note: g.Note}, ""
 	}
-	r, err := decodeResult(body)
+	r, err := format.DecodeResult(body)
 	if err != nil {
 		return item{}, err.Error()
 	}
@@ -355,18 +341,18 @@ func parseSpecial(body []byte, next uint64) (item, string) {
 // verify, its evidence sequences contiguous, the first one as a record of
 // its own would be.
 func parseBlock(fr frame, b []byte, next uint64, loose bool, maxSeq uint64) (frame, string, error) {
-	raw, err := decodeBlock(b)
+	raw, err := format.DecodeBlock(b)
 	if err != nil {
 		return fr, err.Error(), nil
 	}
 	fr.block, fr.rawLen = true, int64(len(raw))
 	first, why := true, ""
-	records(raw, func(off int, rec []byte, w string) bool {
+	format.Records(raw, func(off int, rec []byte, w string) bool {
 		if why = w; why != "" {
 			return false
 		}
-		body := rec[headerSize:]
-		if isResult(body) && len(body) > 8 && body[8] != resultKind {
+		body := rec[format.HeaderSize:]
+		if format.IsSpecial(body) && len(body) > 8 && body[8] != format.ResultKind {
 			why = "a gap or block record inside a block"
 			return false
 		}
@@ -401,15 +387,15 @@ var zeroBlock [256]byte
 // before its checksum is computed: a length that fits, then a result or
 // gap tag, or a sequence from next to bound of its offset.
 func (s *scanner) search(bad, end int64, next uint64, bound func(at int64) uint64) (int64, error) {
-	const look = headerSize + 9 // the bytes a candidate is judged on
-	for p := bad + 1; p < end && s.total-p >= minRecord; {
+	const look = format.HeaderSize + 9 // the bytes a candidate is judged on
+	for p := bad + 1; p < end && s.total-p >= format.MinRecord; {
 		b, err := s.bytes(p, int(min(scanChunk, s.total-p)))
 		if err != nil {
 			return -1, err
 		}
 		lim := min(len(b)-look, int(end-1-p))
 		for i := 0; i <= lim; i++ {
-			if b[i] > maxBody>>24 {
+			if b[i] > format.MaxBody>>24 {
 				continue
 			}
 			if i+len(zeroBlock) <= len(b) && bytes.Equal(b[i:i+len(zeroBlock)], zeroBlock[:]) {
@@ -440,14 +426,14 @@ func (s *scanner) search(bad, end int64, next uint64, bound func(at int64) uint6
 // room bytes left in the file.
 func candidate(b []byte, room int64, next, maxSeq uint64) bool {
 	n := int64(binary.BigEndian.Uint32(b))
-	if n < minEvidenceBody || n > maxBody || n > room-headerSize {
+	if n < format.MinEvidenceBody || n > format.MaxBody || n > room-format.HeaderSize {
 		return false
 	}
-	seq := binary.BigEndian.Uint64(b[headerSize:])
+	seq := binary.BigEndian.Uint64(b[format.HeaderSize:])
 	if seq == 0 {
-		return b[headerSize+8] == resultKind || b[headerSize+8] == gapKind || b[headerSize+8] == blockKind
+		return b[format.HeaderSize+8] == format.ResultKind || b[format.HeaderSize+8] == format.GapKind || b[format.HeaderSize+8] == format.BlockKind
 	}
-	return seq >= next && seq <= min(maxSeq, maxSequence)
+	return seq >= next && seq <= min(maxSeq, format.MaxSequence)
 }
 
 // tail describes the bytes from off to the end of the file, which hold no
@@ -478,36 +464,4 @@ func lastNonZero(b []byte) int {
 		}
 	}
 	return -1
-}
-
-// gap is a decoded gap record.
-type gap struct {
-	next uint64
-	at   int64
-	note string
-}
-
-// appendGap appends a gap record: the next evidence record has sequence
-// next; note says where the missing records' bytes went.
-func appendGap(dst []byte, next uint64, at time.Time, note string) []byte {
-	start := len(dst)
-	dst = append(dst, make([]byte, headerSize)...)
-	dst = binary.BigEndian.AppendUint64(dst, 0)
-	dst = append(dst, gapKind)
-	dst = binary.BigEndian.AppendUint64(dst, next)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(at.UnixMicro()))
-	dst = append(dst, note...)
-	seal(dst[start:])
-	return dst
-}
-
-func decodeGap(b []byte) (gap, error) {
-	if len(b) < 25 || b[8] != gapKind {
-		return gap{}, errors.New("malformed gap record")
-	}
-	g := gap{next: binary.BigEndian.Uint64(b[9:]), at: int64(binary.BigEndian.Uint64(b[17:])), note: string(b[25:])}
-	if g.next == 0 || g.next > maxSequence {
-		return gap{}, fmt.Errorf("gap record to sequence %d", g.next)
-	}
-	return g, nil
 }

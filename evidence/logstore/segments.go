@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/capmesh/capmesh/evidence"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/format"
 	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
 )
 
@@ -58,7 +59,7 @@ type reader struct {
 // blockBufs are buffers blocks are decompressed into by reads: a replay
 // copies out the records it returns, so that it allocates what it
 // returns, not the blocks around it.
-var blockBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*blockTarget); return &b }}
+var blockBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2*format.BlockTarget); return &b }}
 
 func newReader(s *Store) *reader { return &reader{s: s, blkAt: -1} }
 
@@ -112,7 +113,7 @@ func (r *reader) blockRecords(g segment, ents []evidence.ChainEntry) ([][]byte, 
 		case r.packed:
 			buf, p, off, err = packed.Record(buf, r.raw, p, off, at, e.Size)
 		case at < 0 || at+int64(e.Size) > int64(len(r.raw)):
-			err = fmt.Errorf("%w: no record at %d", errBlock, at)
+			err = fmt.Errorf("%w: no record at %d", format.ErrBlock, at)
 		default:
 			buf = append(buf, r.raw[at:at+int64(e.Size)]...)
 		}
@@ -145,23 +146,23 @@ func (r *reader) load(g segment) error {
 	if r.buf == nil {
 		r.buf = blockBufs.Get().(*[]byte)
 	}
-	n, err := blockRawLen(body)
+	n, err := format.BlockRawLen(body)
 	if err == nil && int64(n) != g.n {
 		err = fmt.Errorf("%d raw bytes where %d were indexed", n, g.n)
 	}
 	var raw []byte
 	if err == nil {
-		if r.packed = isPacked(body); r.packed {
-			raw, err = decodePacked(*r.buf, body, n)
+		if r.packed = format.IsPacked(body); r.packed {
+			raw, err = format.DecodePacked(*r.buf, body, n)
 		} else {
-			raw, err = decodeZstd(*r.buf, body, n)
+			raw, err = format.DecodeZstd(*r.buf, body, n)
 		}
 	}
 	if err != nil {
 		r.blkAt = -1
 		return r.damaged(g, err)
 	}
-	if cap(raw) > cap(*r.buf) && cap(raw) <= 2*maxBlockRaw {
+	if cap(raw) > cap(*r.buf) && cap(raw) <= 2*format.MaxBlockRaw {
 		*r.buf = raw[:0]
 	}
 	r.blkAt, r.raw = g.p, raw

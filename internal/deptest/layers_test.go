@@ -73,6 +73,7 @@ var layers = map[string]layer{
 	"wire":                              mechanism,
 	"evidence":                          mechanism,
 	"evidence/logstore":                 mechanism,
+	"evidence/logstore/internal/format": mechanism,
 	"evidence/logstore/internal/packed": mechanism,
 	"evidence/sqlite":                   mechanism,
 	"evidence/postgres":                 mechanism,

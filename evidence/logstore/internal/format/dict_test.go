@@ -1,4 +1,4 @@
-package logstore_test
+package format_test
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	"github.com/capmesh/capmesh/chp"
 	"github.com/capmesh/capmesh/chp/boundary"
 	"github.com/capmesh/capmesh/evidence/logstore"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/format"
+	"github.com/capmesh/capmesh/evidence/logstore/internal/packed"
+	"github.com/klauspost/compress/s2"
 )
 
 var writeDict = flag.Bool("write-dictionary", false, "regenerate dict/events-v1.bin (never for a dictionary that has shipped)")
@@ -65,15 +68,40 @@ func writeDictionary(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 	}
-	end := s.PhysicalSize()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// With NoSync the store prepares no zeros ahead: the file is its data.
 	data, err := os.ReadFile(filepath.Join(dir, logstore.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, data[:end], 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+var writeDictV3 = flag.Bool("write-s2-dictionary", false, "regenerate dict/events-v3.s2 (never for a dictionary that has shipped)")
+
+// dictV3SHA256 pins the bytes of dictionary 3, as dictV1SHA256 those of
+// dictionary 1.
+const dictV3SHA256 = "81cec9d3329b26ef1dc9a21d7c30962050e9da539719707a17a2f776332ec91b"
+
+// TestDictionaryV3Frozen: dictionary 3 is byte for byte the one every
+// store written with it needs: the S2 dictionary of dictionary 1's
+// records, packed.
+func TestDictionaryV3Frozen(t *testing.T) {
+	if *writeDictV3 {
+		d := s2.MakeDict(packed.Append(nil, format.DictionaryV1()), nil)
+		if err := os.WriteFile("dict/events-v3.s2", d.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile("dict/events-v3.s2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != dictV3SHA256 {
+		t.Fatalf("dict/events-v3.s2 changed (sha256 %x): stores compressed with dictionary 3 would no longer read", sum)
 	}
 }
