@@ -7,6 +7,7 @@ import (
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
+	"github.com/capmesh/capmesh/registry/internal/refusal"
 	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
@@ -21,8 +22,8 @@ import (
 
 // Refusal words of the binding.
 const (
-	CodeWordNameInUse     = "name_in_use"
-	CodeWordNotRegistrant = "not_the_registrant"
+	CodeWordNameInUse     = refusal.NameInUse
+	CodeWordNotRegistrant = refusal.NotRegistrant
 )
 
 // liveLocal returns a copy of the live local registration of key, if

@@ -82,6 +82,7 @@ var layers = map[string]layer{
 	"evidence/internal/hexpack":         mechanism,
 	"registry/descriptor":               mechanism,
 	"registry/internal/pyjson":          mechanism,
+	"registry/internal/refusal":         mechanism,
 	"registry/internal/state":           mechanism,
 	"registry/store":                    mechanism,
 	"fingerprint":                       mechanism,
