@@ -414,46 +414,12 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 // admitLocked checks a verified descriptor against trust and the
 // anti-rollback watermark and returns the entry, the writes and the event
 // that admit it — or the current entry when it is the same descriptor
-// again (idempotent). The caller holds wmu.
+// again (idempotent): state.Admit, on an open node. The caller holds wmu.
 func (n *Node) admitLocked(d *descriptor.Descriptor, raw []byte, now time.Time) (*entry, []Op, Event, *entry, error) {
 	if n.closed {
 		return nil, nil, Event{}, nil, errors.New("registry: closed")
 	}
-	if v := n.state.Trust.Verdict(d.NodePublicKey, now); !v.Trusted {
-		word := descriptor.CodeNoActiveCertificate
-		if v.Reason == state.ReasonCompromised {
-			word = descriptor.CodeKeyRevoked
-		}
-		return nil, nil, Event{}, nil, refuse(word, "node %s is not trusted: %s", short(d.NodePublicKey), v.Reason)
-	}
-	reg := d.RegisteredAt.Instant()
-	if mark, ok := n.state.Marks[d.NodePublicKey]; ok {
-		cur, _ := n.state.Lookup(d.NodePublicKey)
-		switch {
-		case reg.Before(mark):
-			return nil, nil, Event{}, nil, refuse(descriptor.CodeRollback, "descriptor registered_at %s is older than the newest accepted one (%s); refusing the rollback", d.RegisteredAt, mark.Format(time.RFC3339Nano))
-		case reg.Equal(mark):
-			if cur != nil && string(cur.Raw) == string(raw) {
-				return nil, nil, Event{}, cur, nil // the same descriptor again: idempotent
-			}
-			return nil, nil, Event{}, nil, refuse(CodeWordReplay, "a descriptor with registered_at %s was already accepted for this node; sign a new one", d.RegisteredAt)
-		}
-	}
-	e := state.FromDescriptor(d, raw)
-	markExp := d.ExpiresAt.Instant()
-	if old, ok := n.state.Marks[d.NodePublicKey]; ok && old.After(markExp) {
-		markExp = old
-	}
-	markVal, _ := json.Marshal(reg)
-	ops := []Op{
-		{Record: Record{Kind: kindDescriptor, Key: e.Key, Value: raw, ExpiresAt: e.ExpiresAt, Machine: state.Stamp(e, n.cfg.Machine)}},
-		{Record: Record{Kind: kindMark, Key: e.Key, Value: markVal, ExpiresAt: markExp.Add(n.cfg.Skew)}},
-	}
-	kind := EventRegistered
-	if cur, ok := n.state.Lookup(e.Key); ok && n.state.Live(cur, now) {
-		kind = EventReplaced
-	}
-	return e, ops, state.EventOf(kind, e), nil, nil
+	return n.state.Admit(d, raw, now, n.cfg.Machine, n.cfg.Skew)
 }
 
 // deregisterLocked removes an entry by key and records why
@@ -583,13 +549,6 @@ func (n *Node) Sweep(ctx context.Context) {
 	if _, err := n.st.Purge(ctx, now); err != nil {
 		n.log.Warn("registry: purge", "err", err)
 	}
-}
-
-func short(key string) string {
-	if len(key) > 12 {
-		return key[:12] + "…"
-	}
-	return key
 }
 
 // useNonceLocked records a one-time value under scope until exp; false

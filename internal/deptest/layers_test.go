@@ -83,6 +83,7 @@ var layers = map[string]layer{
 	"registry/descriptor":               mechanism,
 	"registry/internal/pyjson":          mechanism,
 	"registry/internal/refusal":         mechanism,
+	"registry/internal/signed":          mechanism,
 	"registry/internal/state":           mechanism,
 	"registry/store":                    mechanism,
 	"fingerprint":                       mechanism,
