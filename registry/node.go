@@ -13,6 +13,7 @@ import (
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/internal/refusal"
 	"github.com/capmesh/capmesh/registry/internal/state"
 	"github.com/capmesh/capmesh/registry/store"
 	"github.com/capmesh/capmesh/tracing"
@@ -376,13 +377,8 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	if err := d.Live(now, n.cfg.Skew); err != nil {
 		return Entry{}, err
 	}
-	if d.NetworkName != n.cfg.Network {
-		e := refuse(descriptor.CodeNetworkMismatch, "descriptor network_name %q does not match this registry's network", d.NetworkName)
-		e.Details = map[string]any{"expected": n.cfg.Network}
-		return Entry{}, e
-	}
-	if n.cfg.MaxDescriptorTTL > 0 && d.ExpiresAt.Instant().Sub(d.RegisteredAt.Instant()) > n.cfg.MaxDescriptorTTL {
-		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
+	if err := state.Fits(d, n.cfg.Network, n.cfg.MaxDescriptorTTL); err != nil {
+		return Entry{}, err
 	}
 	if err := n.refuseSelf(d.Endpoint.URI()); err != nil {
 		return Entry{}, err
@@ -537,11 +533,7 @@ func (n *Node) Sweep(ctx context.Context) {
 			})
 		}
 	}
-	for k, exp := range n.state.Nonces {
-		if !now.Before(exp) {
-			delete(n.state.Nonces, k)
-		}
-	}
+	n.state.ForgetNonces(now)
 	n.wmu.Unlock()
 	if n.shared != nil {
 		return // the store's leases end expired records
@@ -560,8 +552,7 @@ func (n *Node) useNonceLocked(ctx context.Context, scope, nonce string, exp time
 		return false, nil
 	}
 	if err := n.apply(ctx, Op{Record: Record{Kind: kindNonce, Key: k, Value: []byte{}, ExpiresAt: exp}}); err != nil {
-		var re *Error
-		if errors.As(err, &re) && re.Code == CodeWordConcurrentChange {
+		if refusal.Is(err, CodeWordConcurrentChange) {
 			return false, nil // spent on another node
 		}
 		return false, err

@@ -14,6 +14,7 @@ import (
 	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/store"
 )
 
 // Error is a registry refusal. Code is the reference's word (see
@@ -142,4 +143,17 @@ func RPC(err error) error {
 		data["details"] = e.Details
 	}
 	return jsonrpc.Errorf(e.RPC, "%s", e.Message).WithData(data)
+}
+
+// Store turns a SharedStore error into the registry's refusal: a lost race
+// is ConcurrentChange, an unreachable store StoreUnavailable (both worth a
+// retry); any other error is returned as it is.
+func Store(err error) error {
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return New(ConcurrentChange, "the registry changed on another node while this request was checked; retry it")
+	case errors.Is(err, store.ErrUnavailable):
+		return New(StoreUnavailable, "the registry store cannot be reached; the change may or may not be stored, retry it (%v)", err)
+	}
+	return err
 }

@@ -79,6 +79,20 @@ func (s *State) Admit(d *descriptor.Descriptor, raw []byte, now time.Time, machi
 	return e, ops, EventOf(kind, e), nil, nil
 }
 
+// Fits checks that d is for network and, when maxTTL is positive, that
+// its window is no longer than maxTTL.
+func Fits(d *descriptor.Descriptor, network string, maxTTL time.Duration) error {
+	if d.NetworkName != network {
+		e := refusal.New(descriptor.CodeNetworkMismatch, "descriptor network_name %q does not match this registry's network", d.NetworkName)
+		e.Details = map[string]any{"expected": network}
+		return e
+	}
+	if maxTTL > 0 && d.ExpiresAt.Instant().Sub(d.RegisteredAt.Instant()) > maxTTL {
+		return refusal.New(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", maxTTL)
+	}
+	return nil
+}
+
 // Short abbreviates a node key for a message.
 func Short(key string) string {
 	if len(key) > 12 {

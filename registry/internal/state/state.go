@@ -450,3 +450,12 @@ func (s *State) Restore(kind string, rs []store.Record) []error {
 	}
 	return errs
 }
+
+// ForgetNonces forgets the spent nonces that ended by now (writer lock).
+func (s *State) ForgetNonces(now time.Time) {
+	for k, exp := range s.Nonces {
+		if !now.Before(exp) {
+			delete(s.Nonces, k)
+		}
+	}
+}
