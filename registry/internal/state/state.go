@@ -7,10 +7,10 @@
 // takes no lock: package registry owns a State and guards it — reads
 // under its readers' lock, changes under its writer lock and, once
 // durable, the readers' lock too (see registry/doc.go). A method that
-// only reads needs
-// either lock (a writer reads under the writer lock alone: no one else
-// changes the state); a method that changes says "(writer and readers'
-// locks)" — or "writer lock" for what readers never see.
+// only reads needs either lock (a writer reads under the writer lock
+// alone: no one else changes the state); a method that changes says
+// "(writer and readers' locks)" — or "writer lock" for what readers
+// never see.
 package state
 
 import (
