@@ -7,7 +7,6 @@ import (
 
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
-	"github.com/capmesh/capmesh/registry/internal/refusal"
 	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
@@ -22,8 +21,8 @@ import (
 
 // Refusal words of the binding.
 const (
-	CodeWordNameInUse     = refusal.NameInUse
-	CodeWordNotRegistrant = refusal.NotRegistrant
+	CodeWordNameInUse     = "name_in_use"
+	CodeWordNotRegistrant = "not_the_registrant"
 )
 
 // liveLocal returns a copy of the live local registration of key, if

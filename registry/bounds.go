@@ -1,7 +1,5 @@
 package registry
 
-import "github.com/capmesh/capmesh/registry/internal/state"
-
 // Bounds of the hour counts operators and nodes pass in (registry.enroll
 // validity_hours, registry.invite max_validity_hours and
 // token_expiry_hours, and the same fields of POST /join, /renew and
@@ -12,7 +10,7 @@ import "github.com/capmesh/capmesh/registry/internal/state"
 // default without a word.
 const (
 	// MaxValidityHours bounds a join certificate's lifetime: ten years.
-	MaxValidityHours = state.MaxValidityHours
+	MaxValidityHours = 87600
 	// MaxTokenExpiryHours bounds an invite token's lifetime: one year.
-	MaxTokenExpiryHours = state.MaxTokenExpiryHours
+	MaxTokenExpiryHours = 8760
 )

@@ -25,21 +25,23 @@ const (
 // code are registry/internal/refusal's table.
 type Error = refusal.Error
 
-// Refusal words beyond the descriptor ones.
+// Refusal words beyond the descriptor ones (registry/internal/refusal
+// defines each again, for its table; TestRefusalWordsAgree holds them
+// equal).
 const (
-	CodeWordNotRegistered    = refusal.NotRegistered
-	CodeWordUnsignedRemote   = refusal.UnsignedRemote
-	CodeWordForeignUser      = refusal.ForeignUser
-	CodeWordIdentityProbe    = refusal.IdentityProbe
-	CodeWordIdentityMismatch = refusal.IdentityMismatch
-	CodeWordInvalidParams    = refusal.InvalidParams
-	CodeWordNoProvider       = refusal.NoProvider
-	CodeWordCompacted        = refusal.Compacted
-	CodeWordReplay           = refusal.Replay
+	CodeWordNotRegistered    = "agent_not_registered"
+	CodeWordUnsignedRemote   = "signature_required_for_remote_peer"
+	CodeWordForeignUser      = "peer_is_another_user"
+	CodeWordIdentityProbe    = "identity_probe_failed"
+	CodeWordIdentityMismatch = "identity_mismatch"
+	CodeWordInvalidParams    = "invalid_params"
+	CodeWordNoProvider       = "no_provider"
+	CodeWordCompacted        = "watch_compacted"
+	CodeWordReplay           = "replay_detected"
 	// A shared store (registry/etcd): another node won a race on the same
 	// record, or the store is unreachable; both are worth a retry.
-	CodeWordConcurrentChange = refusal.ConcurrentChange
-	CodeWordStoreUnavailable = refusal.StoreUnavailable
+	CodeWordConcurrentChange = "concurrent_change"
+	CodeWordStoreUnavailable = "registry_store_unavailable"
 )
 
 func refuse(word, format string, args ...any) *Error { return refusal.New(word, format, args...) }

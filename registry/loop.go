@@ -6,7 +6,6 @@ import (
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/internal/errcatalog"
 	"github.com/capmesh/capmesh/jsonrpc"
-	"github.com/capmesh/capmesh/registry/internal/refusal"
 	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
@@ -25,8 +24,8 @@ const CodeHopLimit jsonrpc.Code = errcatalog.HopLimitExceeded
 
 // Refusal words of the loop protection.
 const (
-	CodeWordHopLimit  = refusal.HopLimit
-	CodeWordSelfRoute = refusal.SelfRoute
+	CodeWordHopLimit  = "hop_limit_exceeded"
+	CodeWordSelfRoute = "endpoint_is_this_node"
 )
 
 // AddSelfEndpoints declares endpoints at which this node itself listens
@@ -53,7 +52,7 @@ func (n *Node) refuseSelf(ep string) error {
 // CodeWordLocalEndpoint refuses a signed descriptor from another machine
 // that names an endpoint only this machine can reach (refuseForeignLocal),
 // and a routed call to an endpoint local to another machine (MayDial).
-const CodeWordLocalEndpoint = refusal.LocalEndpoint
+const CodeWordLocalEndpoint = "endpoint_is_local"
 
 // fromThisMachine reports whether the request in ctx came from this
 // machine (endpoint.OnThisMachine). A call without a peer is the

@@ -18,9 +18,9 @@ import (
 // Revocation reasons accepted by the reference NA.
 const (
 	ReasonKeyCompromise = state.ReasonKeyCompromise
-	ReasonCessation     = state.ReasonCessation
-	ReasonSuperseded    = state.ReasonSuperseded
-	ReasonUnspecified   = state.ReasonUnspecified
+	ReasonCessation     = "cessation_of_operation"
+	ReasonSuperseded    = "superseded"
+	ReasonUnspecified   = "unspecified"
 )
 
 const (

@@ -26,15 +26,6 @@ const (
 	ReasonUnspecified = "unspecified"
 )
 
-// Bounds of the hour counts operators and nodes pass in (package
-// registry exports them and says why).
-const (
-	// MaxValidityHours bounds a join certificate's lifetime: ten years.
-	MaxValidityHours = 87600
-	// MaxTokenExpiryHours bounds an invite token's lifetime: one year.
-	MaxTokenExpiryHours = 8760
-)
-
 // Admit checks a verified descriptor d (raw its wire form) against trust
 // and the anti-rollback watermark at now, and returns the entry, the
 // writes (the descriptor stamped with machine, then its watermark, kept
