@@ -37,8 +37,12 @@
 // and registry/etcd implement. The in-memory state (registrations and the
 // capability index, watermarks, the authority's certificates and CRL, the
 // watch-event ring, and how a shared store's change applies to them) is
-// registry/internal/state: pure, without I/O, goroutines or locks. This
-// package orchestrates: locks, Store I/O, commit and publish, loading,
+// registry/internal/state: pure, without I/O, goroutines or locks; so
+// are the checks that need only that state (a descriptor's trust and
+// anti-rollback, a renewal, a revocation's targets). A signed request is
+// checked up to its nonce by registry/internal/signed; every refusal is
+// a registry/internal/refusal Error (Error here). This package
+// orchestrates: locks, Store I/O, commit and publish, loading,
 // sweeping, following a shared store, local registrations and their
 // probes, signed requests. Endpoint facts (the node's own listeners, a
 // local-only address, a socket's primal) are package endpoint's.

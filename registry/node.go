@@ -13,6 +13,7 @@ import (
 	"github.com/capmesh/capmesh/endpoint"
 	"github.com/capmesh/capmesh/jsonrpc"
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/internal/refusal"
 	"github.com/capmesh/capmesh/registry/internal/state"
 	"github.com/capmesh/capmesh/registry/store"
 	"github.com/capmesh/capmesh/tracing"
@@ -376,13 +377,8 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 	if err := d.Live(now, n.cfg.Skew); err != nil {
 		return Entry{}, err
 	}
-	if d.NetworkName != n.cfg.Network {
-		e := refuse(descriptor.CodeNetworkMismatch, "descriptor network_name %q does not match this registry's network", d.NetworkName)
-		e.Details = map[string]any{"expected": n.cfg.Network}
-		return Entry{}, e
-	}
-	if n.cfg.MaxDescriptorTTL > 0 && d.ExpiresAt.Instant().Sub(d.RegisteredAt.Instant()) > n.cfg.MaxDescriptorTTL {
-		return Entry{}, refuse(descriptor.CodeInvalid, "descriptor window exceeds this registry's maximum TTL of %s", n.cfg.MaxDescriptorTTL)
+	if err := state.Fits(d, n.cfg.Network, n.cfg.MaxDescriptorTTL); err != nil {
+		return Entry{}, err
 	}
 	if err := n.refuseSelf(d.Endpoint.URI()); err != nil {
 		return Entry{}, err
@@ -414,46 +410,12 @@ func (n *Node) Register(ctx context.Context, d *descriptor.Descriptor) (Entry, e
 // admitLocked checks a verified descriptor against trust and the
 // anti-rollback watermark and returns the entry, the writes and the event
 // that admit it — or the current entry when it is the same descriptor
-// again (idempotent). The caller holds wmu.
+// again (idempotent): state.Admit, on an open node. The caller holds wmu.
 func (n *Node) admitLocked(d *descriptor.Descriptor, raw []byte, now time.Time) (*entry, []Op, Event, *entry, error) {
 	if n.closed {
 		return nil, nil, Event{}, nil, errors.New("registry: closed")
 	}
-	if v := n.state.Trust.Verdict(d.NodePublicKey, now); !v.Trusted {
-		word := descriptor.CodeNoActiveCertificate
-		if v.Reason == state.ReasonCompromised {
-			word = descriptor.CodeKeyRevoked
-		}
-		return nil, nil, Event{}, nil, refuse(word, "node %s is not trusted: %s", short(d.NodePublicKey), v.Reason)
-	}
-	reg := d.RegisteredAt.Instant()
-	if mark, ok := n.state.Marks[d.NodePublicKey]; ok {
-		cur, _ := n.state.Lookup(d.NodePublicKey)
-		switch {
-		case reg.Before(mark):
-			return nil, nil, Event{}, nil, refuse(descriptor.CodeRollback, "descriptor registered_at %s is older than the newest accepted one (%s); refusing the rollback", d.RegisteredAt, mark.Format(time.RFC3339Nano))
-		case reg.Equal(mark):
-			if cur != nil && string(cur.Raw) == string(raw) {
-				return nil, nil, Event{}, cur, nil // the same descriptor again: idempotent
-			}
-			return nil, nil, Event{}, nil, refuse(CodeWordReplay, "a descriptor with registered_at %s was already accepted for this node; sign a new one", d.RegisteredAt)
-		}
-	}
-	e := state.FromDescriptor(d, raw)
-	markExp := d.ExpiresAt.Instant()
-	if old, ok := n.state.Marks[d.NodePublicKey]; ok && old.After(markExp) {
-		markExp = old
-	}
-	markVal, _ := json.Marshal(reg)
-	ops := []Op{
-		{Record: Record{Kind: kindDescriptor, Key: e.Key, Value: raw, ExpiresAt: e.ExpiresAt, Machine: state.Stamp(e, n.cfg.Machine)}},
-		{Record: Record{Kind: kindMark, Key: e.Key, Value: markVal, ExpiresAt: markExp.Add(n.cfg.Skew)}},
-	}
-	kind := EventRegistered
-	if cur, ok := n.state.Lookup(e.Key); ok && n.state.Live(cur, now) {
-		kind = EventReplaced
-	}
-	return e, ops, state.EventOf(kind, e), nil, nil
+	return n.state.Admit(d, raw, now, n.cfg.Machine, n.cfg.Skew)
 }
 
 // deregisterLocked removes an entry by key and records why
@@ -571,11 +533,7 @@ func (n *Node) Sweep(ctx context.Context) {
 			})
 		}
 	}
-	for k, exp := range n.state.Nonces {
-		if !now.Before(exp) {
-			delete(n.state.Nonces, k)
-		}
-	}
+	n.state.ForgetNonces(now)
 	n.wmu.Unlock()
 	if n.shared != nil {
 		return // the store's leases end expired records
@@ -583,13 +541,6 @@ func (n *Node) Sweep(ctx context.Context) {
 	if _, err := n.st.Purge(ctx, now); err != nil {
 		n.log.Warn("registry: purge", "err", err)
 	}
-}
-
-func short(key string) string {
-	if len(key) > 12 {
-		return key[:12] + "…"
-	}
-	return key
 }
 
 // useNonceLocked records a one-time value under scope until exp; false
@@ -601,8 +552,7 @@ func (n *Node) useNonceLocked(ctx context.Context, scope, nonce string, exp time
 		return false, nil
 	}
 	if err := n.apply(ctx, Op{Record: Record{Kind: kindNonce, Key: k, Value: []byte{}, ExpiresAt: exp}}); err != nil {
-		var re *Error
-		if errors.As(err, &re) && re.Code == CodeWordConcurrentChange {
+		if refusal.Is(err, CodeWordConcurrentChange) {
 			return false, nil // spent on another node
 		}
 		return false, err

@@ -2,11 +2,11 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
 	"github.com/capmesh/capmesh/registry/internal/pyjson"
+	"github.com/capmesh/capmesh/registry/internal/refusal"
 )
 
 const kindPolicy = "policy"
@@ -28,8 +28,7 @@ func (n *Node) PolicyManifest(ctx context.Context) (map[string]any, error) {
 		return nil, err
 	}
 	if err := n.apply(ctx, Op{Record: Record{Kind: kindPolicy, Key: "active", Value: raw}}); err != nil {
-		var re *Error
-		if errors.As(err, &re) && re.Code == CodeWordConcurrentChange {
+		if refusal.Is(err, CodeWordConcurrentChange) {
 			if w, rerr := n.storedPolicy(ctx); w != nil || rerr != nil {
 				return w, rerr
 			}

@@ -2,12 +2,9 @@ package registry
 
 import (
 	"context"
-	"encoding/base64"
-	"slices"
 	"time"
 
-	"github.com/capmesh/capmesh/registry/descriptor"
-	"github.com/capmesh/capmesh/registry/internal/pyjson"
+	"github.com/capmesh/capmesh/registry/internal/signed"
 )
 
 // The signed requests of the RFC-005 Network-Authority surface: each
@@ -19,22 +16,10 @@ import (
 // agent's own signature over "delete-agent|<version>|<key>|<signedAt>"
 // made within five minutes of now and never used before.
 func (n *Node) DeleteSigned(ctx context.Context, key, version, signedAt, sig string) error {
-	if version == "" {
-		version = "v1"
-	}
-	if sig == "" || signedAt == "" {
-		return withStatus("delete_signature_required", 401, CodeUnauthorized, "signature and signed_at required")
-	}
-	ts, err := descriptor.ParseTime(signedAt)
-	if err != nil {
-		return withStatus("invalid_signed_at", 400, -32602, "signed_at: %v", err)
-	}
 	now := n.cfg.Now()
-	if d := now.Sub(ts.Instant()); d > 300*time.Second || d < -300*time.Second {
-		return withStatus("signed_at_outside_window", 401, CodeUnauthorized, "signed_at outside +/-5 min window")
-	}
-	if err := descriptor.VerifySignature(key, []byte("delete-agent|"+version+"|"+key+"|"+signedAt), sig); err != nil {
-		return withStatus(descriptor.CodeInvalidSignature, 401, CodeUnauthorized, "%v", err)
+	ts, err := signed.Delete(key, version, signedAt, sig, now)
+	if err != nil {
+		return err
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
@@ -86,31 +71,12 @@ func (n *Node) Renew(ctx context.Context, body map[string]any, certID, nodeKey s
 	if err := n.verifyNodeRequest(ctx, body, nodeKey, "node:"+nodeKey); err != nil {
 		return nil, err
 	}
-	cs, ok := n.state.Trust.Certs[certID]
-	switch {
-	case !ok:
-		return nil, withStatus("certificate_not_found", 403, CodeForbidden, "unknown certificate; cannot renew")
-	case cs.Parsed.NodePublicKey != nodeKey:
-		return nil, withStatus("certificate_key_mismatch", 403, CodeForbidden, "public key does not match certificate")
-	case cs.Status == "revoked":
-		return nil, withStatus("certificate_revoked", 403, CodeForbidden, "certificate revoked")
-	case !n.cfg.Now().Before(cs.Parsed.ExpiresAt.Instant()):
-		return nil, withStatus("certificate_expired", 403, CodeForbidden, "certificate expired; re-enrollment required")
-	}
-	if roles != nil && !sameSet(roles, cs.Parsed.Roles) {
-		return nil, withStatus("renewal_role_change_forbidden", 403, CodeForbidden, "role changes are not permitted during renewal")
-	}
-	maxH := cs.MaxValidityHours
-	if maxH <= 0 {
-		maxH = 168
+	cs, maxH, err := n.state.Trust.Renewal(certID, nodeKey, roles, n.cfg.Now())
+	if err != nil {
+		return nil, err
 	}
 	hours = min(hours, maxH)
 	return n.issueLocked(ctx, nodeKey, cs.Parsed.Roles, time.Duration(hours)*time.Hour, maxH, nil)
-}
-
-// sameSet reports whether a and b hold the same strings, counting repeats.
-func sameSet(a, b []string) bool {
-	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // NodeHeartbeat checks a node's signed heartbeat for its certificate
@@ -118,12 +84,8 @@ func sameSet(a, b []string) bool {
 func (n *Node) NodeHeartbeat(ctx context.Context, body map[string]any, certID, nodeKey string) (time.Time, error) {
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	cs, ok := n.state.Trust.Certs[certID]
-	if !ok || cs.Parsed.NodePublicKey != nodeKey {
-		return time.Time{}, withStatus("certificate_not_found", 403, CodeForbidden, "unknown certificate")
-	}
-	if cs.Status == "revoked" {
-		return time.Time{}, withStatus("certificate_revoked", 403, CodeForbidden, "certificate revoked")
+	if err := n.state.Trust.HeartbeatCert(certID, nodeKey); err != nil {
+		return time.Time{}, err
 	}
 	if err := n.verifyNodeRequest(ctx, body, nodeKey, "node:"+nodeKey); err != nil {
 		return time.Time{}, err
@@ -131,43 +93,20 @@ func (n *Node) NodeHeartbeat(ctx context.Context, body map[string]any, certID, n
 	return n.cfg.Now(), nil
 }
 
-// verifyNodeRequest checks a node-signed request body: signature by
-// nodeKey over PY_JSON of the body without "signature", |now − timestamp|
-// within the skew, and a fresh nonce in scope. The caller holds wmu.
+// verifyNodeRequest checks a node-signed request body (signed.NodeRequest)
+// and spends its nonce in scope. The caller holds wmu.
 func (n *Node) verifyNodeRequest(ctx context.Context, o map[string]any, nodeKey, scope string) error {
-	sig, _ := o["signature"].(string)
-	ts, _ := o["timestamp"].(string)
-	nonce, _ := o["nonce"].(string)
-	if sig == "" || ts == "" || nonce == "" {
-		return withStatus("node_auth_failed", 401, CodeUnauthorized, "missing authentication fields: signature, timestamp and nonce required")
-	}
-	t, err := descriptor.ParseTime(ts)
-	if err != nil {
-		return withStatus("node_auth_failed", 401, CodeUnauthorized, "invalid timestamp: %v", err)
-	}
 	now := n.cfg.Now()
-	if d := now.Sub(t.Instant()); d > n.cfg.Skew || d < -n.cfg.Skew {
-		return withStatus("node_auth_failed", 401, CodeUnauthorized, "request timestamp outside ±%s", n.cfg.Skew)
-	}
-	body := make(map[string]any, len(o))
-	for k, v := range o {
-		if k != "signature" {
-			body[k] = v
-		}
-	}
-	msg, err := pyjson.Marshal(body)
+	nonce, err := signed.NodeRequest(o, nodeKey, now, n.cfg.Skew)
 	if err != nil {
-		return refuse(CodeWordInvalidParams, "%v", err)
-	}
-	if err := descriptor.VerifySignature(nodeKey, msg, sig); err != nil {
-		return withStatus("node_auth_failed", 401, CodeUnauthorized, "invalid signature: %v", err)
+		return err
 	}
 	fresh, err := n.useNonceLocked(ctx, scope, nonce, now.Add(2*n.cfg.Skew))
 	if err != nil {
 		return err
 	}
 	if !fresh {
-		return withStatus("node_auth_failed", 401, CodeUnauthorized, "nonce already used (replay detected)")
+		return signed.NodeReplay()
 	}
 	return nil
 }
@@ -183,30 +122,9 @@ type AdminAuth struct {
 // PY_JSON of {"body","key_id","nonce","timestamp"} within the skew, with
 // a nonce never used before.
 func (n *Node) VerifyAdmin(ctx context.Context, a AdminAuth, body map[string]any) error {
-	fail := func(format string, args ...any) error {
-		return withStatus("admin_auth_failed", 401, CodeUnauthorized, format, args...)
-	}
-	if a.KeyID == "" || a.Signature == "" || a.Timestamp == "" || a.Nonce == "" {
-		return fail("missing admin authentication headers")
-	}
-	pub, ok := n.cfg.OperatorKeys[a.KeyID]
-	if !ok {
-		return fail("unknown admin key")
-	}
-	t, err := descriptor.ParseTime(a.Timestamp)
-	if err != nil {
-		return fail("invalid admin timestamp: %v", err)
-	}
 	now := n.cfg.Now()
-	if d := now.Sub(t.Instant()); d > n.cfg.Skew || d < -n.cfg.Skew {
-		return fail("admin request timestamp too old")
-	}
-	msg, err := pyjson.Marshal(map[string]any{"body": body, "key_id": a.KeyID, "nonce": a.Nonce, "timestamp": a.Timestamp})
-	if err != nil {
-		return fail("%v", err)
-	}
-	if err := descriptor.VerifySignature(base64.StdEncoding.EncodeToString(pub), msg, a.Signature); err != nil {
-		return fail("invalid admin signature: %v", err)
+	if err := signed.CheckAdmin(n.cfg.OperatorKeys, signed.Admin(a), body, now, n.cfg.Skew); err != nil {
+		return err
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
@@ -215,7 +133,7 @@ func (n *Node) VerifyAdmin(ctx context.Context, a AdminAuth, body map[string]any
 		return err
 	}
 	if !fresh {
-		return fail("admin nonce already used")
+		return signed.AdminFailed("admin nonce already used")
 	}
 	return nil
 }

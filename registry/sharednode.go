@@ -3,13 +3,12 @@ package registry
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/capmesh/capmesh/registry/descriptor"
+	"github.com/capmesh/capmesh/registry/internal/refusal"
 	"github.com/capmesh/capmesh/registry/internal/state"
 )
 
@@ -46,24 +45,11 @@ func (n *Node) applyIf(ctx context.Context, conds []Cond, ops ...Op) error {
 // commitShared is commit on a SharedStore: the write, with a record of
 // why for each deletion; the events come back through the feed.
 func (n *Node) commitShared(ctx context.Context, ops []Op, evs []Event) error {
-	for _, op := range ops {
-		e, ok := n.state.Lookup(op.Key)
-		if ok && op.Delete {
-			n.state.Shared.Tomb[op.Key] = e // its event comes back through the feed
-		}
-		// A deleted descriptor leaves its watermark behind, until its own
-		// expiry: the descriptor was the watermark.
-		if ok && op.Kind == kindDescriptor && op.Delete && !n.state.Marks[op.Key].IsZero() {
-			v, _ := json.Marshal(n.state.Marks[op.Key])
-			ops = append(ops, Op{Record: Record{Kind: kindMark, Key: op.Key, Value: v, ExpiresAt: e.ExpiresAt.Add(n.cfg.Skew)}})
-		}
-	}
+	ops = n.state.Deleting(ops, n.cfg.Skew)
 	ops = append(ops, state.WhyOps(evs, n.shared.NodeID(), n.cfg.Now())...)
 	err := n.apply(ctx, ops...)
-	for _, op := range ops {
-		if err != nil { // not deleted after all
-			delete(n.state.Shared.Tomb, op.Key)
-		}
+	if err != nil {
+		n.state.Undelete(ops)
 	}
 	return err
 }
@@ -85,14 +71,9 @@ func (n *Node) loadShared(ctx context.Context) error {
 		return fmt.Errorf("registry: load: %w", err)
 	}
 	view := &snapshotView{MemStore: NewMemStore(), n: n}
-	var others []Change
-	for _, ch := range chs {
-		n.state.Shared.Revs[state.RevKey(ch.Kind, ch.Key, n.state.Owner(ch))] = ch.Revision
-		if ch.Kind == kindLocal && n.state.Owner(ch) != "" {
-			others = append(others, ch)
-			continue
-		}
-		_ = view.MemStore.Apply(ctx, Op{Record: ch.Record})
+	own, others := n.state.Loading(chs)
+	for _, r := range own {
+		_ = view.MemStore.Apply(ctx, Op{Record: r})
 	}
 	st := n.st
 	n.st = view
@@ -101,13 +82,7 @@ func (n *Node) loadShared(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, ch := range others {
-		if e, err := n.state.FromChange(ch); err == nil {
-			n.state.Index(e)
-		}
-	}
-	n.state.MarkDescriptors()
-	n.state.Version = rev
+	n.state.Loaded(others, rev)
 	return nil
 }
 
@@ -188,21 +163,10 @@ func (n *Node) resync(ctx context.Context) error {
 	defer n.wmu.Unlock()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	live := map[string]bool{}
 	for _, ch := range chs {
-		live[state.RevKey(ch.Kind, ch.Key, n.state.Owner(ch))] = true
 		n.applyChange(ch, nil, now)
 	}
-	for k := range n.state.Shared.Revs {
-		if live[k] {
-			continue
-		}
-		ch := Change{Revision: rev}
-		ch.Kind, ch.Key, _ = strings.Cut(k, "\x00")
-		if kk, node, ok := strings.Cut(ch.Key, "\x00"); ok && ch.Kind == kindLocal {
-			ch.Key, ch.Node = kk, node // a nonce's key holds \x00 too
-		}
-		ch.Delete = true
+	for _, ch := range n.state.Missing(chs, rev) {
 		n.applyChange(ch, nil, now) // unindexes a registration
 	}
 	n.state.ResetEvents()
@@ -251,12 +215,7 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 	if err != nil {
 		return rev, nil, refuse(CodeWordStoreUnavailable, "reading the watch history from the store: %v; retry later", err)
 	}
-	out := hist[:0]
-	for _, ev := range hist {
-		if state.MatchCaps(ev.Capabilities, caps) {
-			out = append(out, ev)
-		}
-	}
+	out := state.FilterCaps(hist, caps)
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return rev, append(out, n.state.Events(upto, rev, caps)...), nil
@@ -269,7 +228,7 @@ func (n *Node) watchShared(ctx context.Context, since, upto, rev uint64, caps []
 func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Descriptor, now time.Time) (Entry, error) {
 	n.wmu.Lock()
 	e, ops, _, same, err := n.admitLocked(d, raw, now)
-	if re := (*Error)(nil); errors.As(err, &re) && re.Code == descriptor.CodeNoActiveCertificate {
+	if refusal.Is(err, descriptor.CodeNoActiveCertificate) {
 		n.wmu.Unlock() // until the feed delivers what etcd holds: an enrolment made elsewhere?
 		cerr := n.shared.Caught(ctx)
 		if n.wmu.Lock(); cerr == nil {
@@ -279,7 +238,7 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	if same != nil {
 		// The same descriptor again: stored still, unless another node
 		// deleted or replaced it and the feed has not said so yet.
-		v, cond := n.state.View(same, now), Cond{Kind: kindDescriptor, Key: same.Key, Rev: n.state.Shared.Revs[state.RevKey(kindDescriptor, same.Key, "")]}
+		v, cond := n.state.View(same, now), n.state.SameCond(same.Key)
 		n.wmu.Unlock()
 		if _, err := n.shared.ApplyIf(ctx, []Cond{cond}); err != nil {
 			return Entry{}, n.storeError(err)
@@ -289,16 +248,8 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 		n.wmu.Unlock()
 		return Entry{}, err
 	}
-	dk, mk := state.RevKey(kindDescriptor, e.Key, ""), state.RevKey(kindMark, e.Key, "")
 	conds := n.state.RegisterConds(e.Key)
-	// The stored descriptor is its own watermark (its registered_at); a
-	// separate watermark record is written only when an older descriptor
-	// could outlive this one (it expires later), or on deletion.
-	if cur, had := n.state.Lookup(e.Key); had && cur.ExpiresAt.After(e.ExpiresAt) {
-		ops[1].ExpiresAt = cur.ExpiresAt.Add(n.cfg.Skew) // as long as the older one lives
-	} else {
-		ops = ops[:1]
-	}
+	ops = n.state.RegisterOps(e, ops, n.cfg.Skew) // the descriptor is its own watermark
 	n.wmu.Unlock()
 	rev, err := n.shared.ApplyIf(ctx, conds, ops...)
 	if err != nil {
@@ -306,13 +257,7 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	// Once the feed reached rev it applied this write, and maybe a later
-	// change of the key (a deletion leaves no revision in Revs).
-	if n.state.Version < rev && n.state.Shared.Revs[dk] < rev {
-		n.state.Shared.Revs[dk] = rev
-		if len(ops) > 1 {
-			n.state.Shared.Revs[mk] = rev
-		}
+	if n.state.Registered(e.Key, rev, len(ops) > 1) {
 		n.publish(func() {
 			n.state.Marks[e.Key] = e.RegisteredAt
 			n.state.Index(e)
@@ -321,23 +266,15 @@ func (n *Node) registerShared(ctx context.Context, raw []byte, d *descriptor.Des
 	return n.state.View(e, now), nil
 }
 
-// storeError turns a SharedStore error into the registry's refusal.
-func (n *Node) storeError(err error) error {
-	switch {
-	case errors.Is(err, ErrConflict):
-		return refuse(CodeWordConcurrentChange, "the registry changed on another node while this request was checked; retry it")
-	case errors.Is(err, ErrUnavailable):
-		return refuse(CodeWordStoreUnavailable, "the registry store cannot be reached; the change may or may not be stored, retry it (%v)", err)
-	}
-	return err
-}
+// storeError turns a SharedStore error into the registry's refusal
+// (refusal.Store).
+func (n *Node) storeError(err error) error { return refusal.Store(err) }
 
 // secretOfWinner is the key another node stored under name first, when
 // err says this node lost that race on a shared store (nodes of a fleet
 // starting at once on an empty registry).
 func (n *Node) secretOfWinner(ctx context.Context, name string, err error) (ed25519.PrivateKey, bool) {
-	var re *Error
-	if n.shared == nil || !errors.As(err, &re) || re.Code != CodeWordConcurrentChange {
+	if n.shared == nil || !refusal.Is(err, CodeWordConcurrentChange) {
 		return nil, false
 	}
 	rs, _ := n.shared.List(ctx, kindSecret, n.cfg.Now())

@@ -118,13 +118,11 @@ func (n *Node) Enroll(ctx context.Context, nodeKey string, roles []string, valid
 	if _, err := descriptor.DecodePublicKey(nodeKey); err != nil {
 		return nil, refuse(CodeWordInvalidParams, "node_public_key: %v", err)
 	}
-	if len(roles) == 0 {
-		roles = []string{"role:client"}
+	roles, err := state.Roles(roles)
+	if err != nil {
+		return nil, err
 	}
-	if err := state.ValidRoles(roles); err != nil {
-		return nil, refuse(CodeWordInvalidParams, "%v", err)
-	}
-	if err := checkHours("validity", validity, MaxValidityHours); err != nil {
+	if err := state.CheckHours("validity", validity, MaxValidityHours); err != nil {
 		return nil, err
 	}
 	if validity == 0 {
@@ -137,8 +135,8 @@ func (n *Node) Enroll(ctx context.Context, nodeKey string, roles []string, valid
 
 func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, validity time.Duration, maxHours int, extra []Op) (*JoinCertificate, error) {
 	t := n.state.Trust
-	if t.Compromised[nodeKey] {
-		return nil, withStatus("node_key_compromised", 403, CodeForbidden, "node public key has been revoked for key_compromise")
+	if err := t.MayIssue(nodeKey); err != nil {
+		return nil, err
 	}
 	cs := t.Issue(nodeKey, roles, n.cfg.Now(), validity, maxHours)
 	c := cs.Parsed
@@ -158,16 +156,14 @@ func (n *Node) issueLocked(ctx context.Context, nodeKey string, roles []string, 
 // Invite creates a single-use invite token for /join. The token is
 // returned once; the store keeps only its SHA-256.
 func (n *Node) Invite(ctx context.Context, roles []string, maxValidity, tokenTTL time.Duration) (token string, expires time.Time, err error) {
-	if len(roles) == 0 {
-		roles = []string{"role:client"}
-	}
-	if err := state.ValidRoles(roles); err != nil {
-		return "", time.Time{}, refuse(CodeWordInvalidParams, "%v", err)
-	}
-	if err := checkHours("max validity", maxValidity, MaxValidityHours); err != nil {
+	roles, err = state.Roles(roles)
+	if err != nil {
 		return "", time.Time{}, err
 	}
-	if err := checkHours("token expiry", tokenTTL, MaxTokenExpiryHours); err != nil {
+	if err := state.CheckHours("max validity", maxValidity, MaxValidityHours); err != nil {
+		return "", time.Time{}, err
+	}
+	if err := state.CheckHours("token expiry", tokenTTL, MaxTokenExpiryHours); err != nil {
 		return "", time.Time{}, err
 	}
 	if maxValidity == 0 {
@@ -236,34 +232,15 @@ type RevokeResult struct {
 // node's registry entries at once, whatever the reason. key_compromise
 // blocks the key for good.
 func (n *Node) Revoke(ctx context.Context, certID, nodeKey, reason string) (RevokeResult, error) {
-	if reason == "" {
-		reason = ReasonUnspecified
-	}
-	switch reason {
-	case ReasonKeyCompromise, ReasonCessation, ReasonSuperseded, ReasonUnspecified:
-	default:
-		return RevokeResult{}, withStatus("invalid_revocation_reason", 400, 0-32602, "invalid revocation reason %q", reason)
+	reason, err := state.RevocationReason(reason)
+	if err != nil {
+		return RevokeResult{}, err
 	}
 	n.wmu.Lock()
 	defer n.wmu.Unlock()
-	t := n.state.Trust
-	var targets []*state.CertState
-	switch {
-	case certID != "":
-		cs, ok := t.Certs[certID]
-		if !ok {
-			return RevokeResult{}, withStatus("certificate_not_found", 404, CodeNotFound, "unknown certificate %q", certID)
-		}
-		if targets, nodeKey = []*state.CertState{cs}, cs.Parsed.NodePublicKey; cs.Status == "revoked" && reason == ReasonKeyCompromise {
-			targets = nil // revoked already: the key_compromise still blocks the key
-		}
-	case nodeKey != "":
-		if len(t.ByKey[nodeKey]) == 0 && reason != ReasonKeyCompromise {
-			return RevokeResult{}, withStatus("certificate_not_found", 404, CodeNotFound, "node key %s holds no certificate", short(nodeKey))
-		}
-		targets = t.Unrevoked(nodeKey) // none left: a key_compromise still blocks the key
-	default:
-		return RevokeResult{}, refuse(CodeWordInvalidParams, "cert_id or node_public_key required")
+	targets, nodeKey, err := n.state.Trust.RevocationTargets(certID, nodeKey, reason)
+	if err != nil {
+		return RevokeResult{}, err
 	}
 	// On a shared store a transaction's size is bounded: a key's many
 	// certificates are revoked in steps, the first evicting its entry.

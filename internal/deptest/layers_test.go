@@ -83,6 +83,8 @@ var layers = map[string]layer{
 	"evidence/internal/hexpack":         mechanism,
 	"registry/descriptor":               mechanism,
 	"registry/internal/pyjson":          mechanism,
+	"registry/internal/refusal":         mechanism,
+	"registry/internal/signed":          mechanism,
 	"registry/internal/state":           mechanism,
 	"registry/store":                    mechanism,
 	"fingerprint":                       mechanism,

@@ -126,3 +126,15 @@ func MatchCaps(have, want []string) bool {
 	}
 	return false
 }
+
+// FilterCaps keeps, in place, the events of evs having one of caps (all
+// when caps is empty).
+func FilterCaps(evs []Event, caps []string) []Event {
+	out := evs[:0]
+	for _, ev := range evs {
+		if MatchCaps(ev.Capabilities, caps) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}

@@ -1,13 +1,16 @@
-// Package state is the registry node's in-memory state, and nothing else:
-// the registrations and their capability index, the anti-rollback
+// Package state is the registry node's in-memory state: the
+// registrations and their capability index, the anti-rollback
 // watermarks, the network authority's certificates and CRL, and the
-// ring of watch events. It does no I/O, starts no goroutine and takes no
-// lock: package registry owns a State and guards it — reads under its
-// readers' lock, changes under its writer lock and, once durable, the
-// readers' lock too (see registry/doc.go). A method that only reads needs
-// either lock (a writer reads under the writer lock alone: no one else
-// changes the state); a method that changes says "(writer and readers'
-// locks)" — or "writer lock" for what readers never see.
+// ring of watch events; and the checks that read only that state
+// (checks.go), which answer with the registry's refusals
+// (registry/internal/refusal). It does no I/O, starts no goroutine and
+// takes no lock: package registry owns a State and guards it — reads
+// under its readers' lock, changes under its writer lock and, once
+// durable, the readers' lock too (see registry/doc.go). A method that
+// only reads needs either lock (a writer reads under the writer lock
+// alone: no one else changes the state); a method that changes says
+// "(writer and readers' locks)" — or "writer lock" for what readers
+// never see.
 package state
 
 import (
@@ -449,4 +452,13 @@ func (s *State) Restore(kind string, rs []store.Record) []error {
 		}
 	}
 	return errs
+}
+
+// ForgetNonces forgets the spent nonces that ended by now (writer lock).
+func (s *State) ForgetNonces(now time.Time) {
+	for k, exp := range s.Nonces {
+		if !now.Before(exp) {
+			delete(s.Nonces, k)
+		}
+	}
 }
