@@ -1,6 +1,7 @@
 package state
 
 import (
+	"container/heap"
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
@@ -125,70 +126,49 @@ func RecordExpiry(cs *CertState) time.Time {
 const MaxLapsed = 10000
 
 // Lapsed returns the ids of the certificates whose records have expired
-// at now, at most MaxLapsed, reading only the minutes of the index due by
-// now, not every certificate: a sweep runs every second under the
-// writers' lock, and a fleet holds millions of certificates (writers'
-// state: it reads without the readers' lock).
+// at now, at most MaxLapsed, taking only those due from the index, not
+// reading every certificate: a sweep runs every second under the
+// writers' lock, and a fleet holds millions of certificates. The caller
+// forgets them (writers' state: it reads without the readers' lock).
 func (t *Authority) Lapsed(now time.Time) []string {
-	end := minuteOf(now)
-	var due []int64
-	if int64(len(t.lapse)) < end-t.lapseFrom {
-		for m := range t.lapse {
-			if m <= end {
-				due = append(due, m)
-			}
-		}
-	} else {
-		for m := t.lapseFrom; m <= end; m++ {
-			if _, ok := t.lapse[m]; ok {
-				due = append(due, m)
-			}
-		}
-	}
 	var ids []string
-	from := end
-	for i, m := range due {
-		if len(ids) >= MaxLapsed {
-			from = min(from, slices.Min(due[i:])) // the next sweep's
-			break
-		}
-		kept := t.lapse[m][:0]
-		for _, cs := range t.lapse[m] {
-			exp := RecordExpiry(cs)
-			if t.Certs[cs.Parsed.CertID] != cs || exp.IsZero() {
-				continue // forgotten, or kept for good
-			}
-			if !now.Before(exp) && len(ids) < MaxLapsed {
-				ids = append(ids, cs.Parsed.CertID)
-			}
-			kept = append(kept, cs) // until forgotten
-		}
-		if len(kept) == 0 {
-			delete(t.lapse, m)
-		} else {
-			t.lapse[m], from = kept, min(from, m)
+	for len(t.lapse) > 0 && len(ids) < MaxLapsed && !now.Before(t.lapse[0].at) {
+		e := heap.Pop(&t.lapse).(lapseEntry)
+		if t.Certs[e.cs.Parsed.CertID] == e.cs && !RecordExpiry(e.cs).IsZero() {
+			ids = append(ids, e.cs.Parsed.CertID) // not forgotten, nor kept for good
 		}
 	}
-	t.lapseFrom = from
 	return ids
 }
 
 // indexLapse adds cs to the index Lapsed reads, unless its record is
 // kept for good.
 func (t *Authority) indexLapse(cs *CertState) {
-	exp := RecordExpiry(cs)
-	if exp.IsZero() {
-		return
+	if exp := RecordExpiry(cs); !exp.IsZero() {
+		heap.Push(&t.lapse, lapseEntry{at: exp, cs: cs})
 	}
-	m := minuteOf(exp)
-	if t.lapse == nil {
-		t.lapse, t.lapseFrom = map[int64][]*CertState{}, m
-	}
-	t.lapse[m] = append(t.lapse[m], cs)
-	t.lapseFrom = min(t.lapseFrom, m)
 }
 
-func minuteOf(t time.Time) int64 { return t.Unix() / 60 }
+// lapseEntry is a certificate in the index Lapsed reads, under its
+// record's expiry when it was added.
+type lapseEntry struct {
+	at time.Time
+	cs *CertState
+}
+
+// lapseHeap is a container/heap of lapseEntry, soonest first.
+type lapseHeap []lapseEntry
+
+func (h lapseHeap) Len() int           { return len(h) }
+func (h lapseHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h lapseHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lapseHeap) Push(x any)        { *h = append(*h, x.(lapseEntry)) }
+func (h *lapseHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
 
 // Forget drops certificate id, its record deleted (writer and readers'
 // locks).

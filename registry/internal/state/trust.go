@@ -77,12 +77,10 @@ type Authority struct {
 	// key_compromise, and expired for more than CRLGrace (listed). Set on
 	// a shared store, whose CRL record must stay within one write.
 	PruneCRL bool
-	// lapse indexes the certificates whose records expire by the minute
-	// of their RecordExpiry, from lapseFrom on, for Lapsed (writers'
-	// state; entries forgotten or revoked for key_compromise since are
-	// dropped when their minute is scanned).
-	lapse     map[int64][]*CertState
-	lapseFrom int64
+	// lapse orders the certificates by the expiry of their records, for
+	// Lapsed (writers' state; entries forgotten or revoked for
+	// key_compromise since are dropped when they come due).
+	lapse lapseHeap
 	// onChange is told the node key whenever the trust of that key may
 	// have changed (a certificate issued or revoked, a compromise mark), so
 	// that cached verdicts are refreshed (State.SetTrust sets it).
