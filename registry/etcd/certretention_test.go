@@ -24,18 +24,7 @@ func TestExpiredCertificateRecordsLeaveEtcd(t *testing.T) {
 	srv := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	st, err := etcd.Open(ctx, etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/certgc/", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	behind := func() time.Time { return time.Now().Add(-8*24*time.Hour - 2*time.Hour) }
-	n, err := registry.NewNode(registry.Config{Store: st, Logger: quiet, SweepInterval: 100 * time.Millisecond, Now: behind})
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	a := &peer{Node: n, st: st}
-	t.Cleanup(func() { a.Close(); _ = st.Close() })
+	a, _ := joinHeldAt(t, srv, "/certgc/", func() time.Time { return time.Now().Add(-8*24*time.Hour - 2*time.Hour) })
 	b, _ := joinHeld(t, srv, "/certgc/")
 
 	_, old := nodeKey(t)
@@ -76,18 +65,7 @@ func TestRegistrationCheckedBeforeACompromiseOfAForgottenCertificate(t *testing.
 	srv := etcdtest.Start(t)
 	a, _ := joinHeld(t, srv, "/forgotten/")
 	ahead := func() time.Time { return time.Now().Add(state.CertRetention + 2*time.Hour) }
-	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: "/forgotten/", Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hb := &held{Store: st}
-	n, err := registry.NewNode(registry.Config{Store: hb, Logger: quiet, SweepInterval: 100 * time.Millisecond, Now: ahead})
-	if err != nil {
-		st.Close()
-		t.Fatal(err)
-	}
-	b := &peer{Node: n, st: st}
-	t.Cleanup(func() { b.Close(); _ = st.Close() })
+	b, hb := joinHeldAt(t, srv, "/forgotten/", ahead)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 
@@ -105,17 +83,7 @@ func TestRegistrationCheckedBeforeACompromiseOfAForgottenCertificate(t *testing.
 		t.Fatalf("a holds %d certificates of the key, want 2", got)
 	}
 
-	arrived, release := hb.holdNextWrite(false)
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.Register(ctx, signedAt(t, priv, []string{"forgotten.comp"}, ahead(), 7105))
-		done <- err
-	}()
-	select {
-	case <-arrived:
-	case err := <-done:
-		t.Fatalf("b's registration ended before its write: %v", err)
-	}
+	release, done := registerHeld(ctx, t, b, hb, signedAt(t, priv, []string{"forgotten.comp"}, ahead(), 7105), false)
 	_, err = a.Revoke(ctx, old.CertID, "", registry.ReasonKeyCompromise)
 	close(release)
 	if err != nil {

@@ -85,12 +85,18 @@ func (h *held) holdNextWrite(stored bool) (arrived <-chan struct{}, release chan
 // trusting the pinned node keys.
 func joinHeld(t *testing.T, srv *etcdtest.Server, prefix string, pinned ...string) (*peer, *held) {
 	t.Helper()
+	return joinHeldAt(t, srv, prefix, nil, pinned...)
+}
+
+// joinHeldAt is joinHeld with the node's clock now (nil: the wall clock).
+func joinHeldAt(t *testing.T, srv *etcdtest.Server, prefix string, now func() time.Time, pinned ...string) (*peer, *held) {
+	t.Helper()
 	st, err := etcd.Open(context.Background(), etcd.Options{Endpoints: srv.Endpoints(), Prefix: prefix, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &held{Store: st}
-	n, err := registry.NewNode(registry.Config{Store: h, Logger: quiet, SweepInterval: 100 * time.Millisecond, TrustedKeys: pinned})
+	n, err := registry.NewNode(registry.Config{Store: h, Logger: quiet, SweepInterval: 100 * time.Millisecond, TrustedKeys: pinned, Now: now})
 	if err != nil {
 		st.Close()
 		t.Fatal(err)
@@ -98,6 +104,25 @@ func joinHeld(t *testing.T, srv *etcdtest.Server, prefix string, pinned ...strin
 	p := &peer{Node: n, st: st}
 	t.Cleanup(func() { p.Close(); _ = st.Close() })
 	return p, h
+}
+
+// registerHeld starts p's registration of d with p's next write held by
+// h (stored: once etcd has stored it) and returns when the write is
+// held: closing release lets it go on, done gets the registration's error.
+func registerHeld(ctx context.Context, t *testing.T, p *peer, h *held, d *descriptor.Descriptor, stored bool) (release chan struct{}, done <-chan error) {
+	t.Helper()
+	arrived, release := h.holdNextWrite(stored)
+	ch := make(chan error, 1)
+	go func() {
+		_, err := p.Register(ctx, d)
+		ch <- err
+	}()
+	select {
+	case <-arrived:
+	case err := <-ch:
+		t.Fatalf("the registration ended before its write: %v", err)
+	}
+	return release, ch
 }
 
 // settle waits until every peer applied etcd's current revision.
@@ -180,17 +205,7 @@ func TestRegistrationDeletedBeforeItsAnswer(t *testing.T) {
 	waitTrusted(t, b, key)
 	t0 := time.Now()
 
-	stored, release := ha.holdNextWrite(true)
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.Register(ctx, signedAt(t, priv, []string{"late.answer"}, t0, 7105))
-		done <- err
-	}()
-	select {
-	case <-stored:
-	case err := <-done:
-		t.Fatalf("a's registration ended before its write: %v", err)
-	}
+	release, done := registerHeld(ctx, t, a, ha, signedAt(t, priv, []string{"late.answer"}, t0, 7105), true)
 	waitFor(t, func() bool { _, ok := b.Get(key); return ok })
 	err := deleteSigned(ctx, b, priv, key, t0.Add(time.Second))
 	if err == nil {

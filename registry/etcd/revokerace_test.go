@@ -133,17 +133,7 @@ func TestRegistrationCheckedBeforeARevocation(t *testing.T) {
 				settle(t, srv, a, b)
 			}
 
-			arrived, release := hb.holdNextWrite(false)
-			done := make(chan error, 1)
-			go func() {
-				_, err := b.Register(ctx, signedAt(t, priv, []string{"rev.race"}, time.Now(), 7102))
-				done <- err
-			}()
-			select {
-			case <-arrived:
-			case err := <-done:
-				t.Fatalf("b's registration ended before its write: %v", err)
-			}
+			release, done := registerHeld(ctx, t, b, hb, signedAt(t, priv, []string{"rev.race"}, time.Now(), 7102), false)
 			_, err := a.Revoke(ctx, "", key, tc.reason)
 			close(release)
 			if err != nil {
@@ -290,17 +280,7 @@ func TestRegistrationCheckedBeforeACompromiseOfAnExpiredCertificate(t *testing.T
 	settle(t, srv, a, b)
 	waitFor(t, func() bool { return time.Now().After(old.ExpiresAt.Instant()) })
 
-	arrived, release := hb.holdNextWrite(false)
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.Register(ctx, signedAt(t, priv, []string{"exp.comp"}, time.Now(), 7104))
-		done <- err
-	}()
-	select {
-	case <-arrived:
-	case err := <-done:
-		t.Fatalf("b's registration ended before its write: %v", err)
-	}
+	release, done := registerHeld(ctx, t, b, hb, signedAt(t, priv, []string{"exp.comp"}, time.Now(), 7104), false)
 	_, err = a.Revoke(ctx, old.CertID, "", registry.ReasonKeyCompromise)
 	close(release)
 	if err != nil {
